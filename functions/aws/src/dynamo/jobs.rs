@@ -1,0 +1,280 @@
+//! Job items: the idempotent first sighting, moving forward only, and the claim
+//! transaction that binds a queued job to one runner and one pool slot.
+
+use super::{store_error, DynamoRunnerStore, Expr};
+use crate::items::{self, Item};
+use aws_sdk_dynamodb::operation::put_item::PutItemError;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{
+    Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
+};
+use ephemera_core::model::{JobRecord, JobStatus, RunnerRecord};
+use ephemera_core::ports::{Claim, StoreError};
+use tracing::instrument;
+
+/// A request element that failed to build (a missing required field: a bug here).
+fn build_error(err: aws_sdk_dynamodb::error::BuildError) -> StoreError {
+    StoreError::Transient(Box::new(err))
+}
+
+impl DynamoRunnerStore {
+    #[instrument(skip_all, fields(job_id = job.job_id))]
+    pub(super) async fn put_job(&self, job: &JobRecord) -> Result<JobRecord, StoreError> {
+        let mut expr = Expr::default();
+        let condition = format!("attribute_not_exists({})", expr.name(items::PK));
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(items::job_to_item(job)))
+            .condition_expression(condition)
+            .set_expression_attribute_names(expr.names())
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        let err = match result {
+            Ok(_) => return Ok(job.clone()),
+            Err(err) => err,
+        };
+        let existing: Option<Option<Item>> = match err.as_service_error() {
+            Some(PutItemError::ConditionalCheckFailedException(failed)) => {
+                Some(failed.item().cloned())
+            }
+            _ => None,
+        };
+        match existing {
+            None => Err(store_error(err)),
+            Some(Some(item)) => {
+                self.count_read(1);
+                items::job_from_item(&item)
+            }
+            Some(None) => match self.get_item(items::job_key(job.job_id)).await? {
+                Some(item) => items::job_from_item(&item),
+                // Deleted in between (expired): there is nothing to return but a conflict.
+                None => Err(StoreError::Conflict(items::job_key(job.job_id))),
+            },
+        }
+    }
+
+    #[instrument(skip_all, fields(job_id = job.job_id, status = %status))]
+    pub(super) async fn update_job_status(
+        &self,
+        job: &JobRecord,
+        status: JobStatus,
+        runner_name: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let mut expr = Expr::default();
+        let mut sets = vec![
+            expr.assign(items::STATUS, items::s(status.as_str())),
+            expr.assign(items::UPDATED_AT, items::timestamp(job.updated_at)),
+        ];
+        if let Some(runner_name) = runner_name {
+            sets.push(expr.assign(items::RUNNER_NAME, items::s(runner_name)));
+        }
+        // A job first seen by this call gets a whole record; a known job keeps its own.
+        let mut keep = |attribute: &str, value| {
+            let name = expr.name(attribute);
+            let value = expr.value(attribute, value);
+            format!("{name} = if_not_exists({name}, {value})")
+        };
+        sets.extend([
+            keep(items::KIND, items::s(items::KIND_JOB)),
+            keep(items::JOB_ID, items::n(job.job_id)),
+            keep(items::POOL, items::s(job.pool.as_str())),
+            keep(items::OWNER, items::s(job.owner.as_str())),
+            keep(items::REPO, items::s(job.repo.as_str())),
+            keep(items::RUN_ID, items::n(job.run_id)),
+            keep(items::LABELS, items::list(&job.labels)),
+            keep(items::RECEIVED_AT, items::timestamp(job.received_at)),
+            keep(items::NEXT_ATTEMPT_AT, items::millis(job.received_at)),
+        ]);
+        if let Some(installation_id) = job.installation_id {
+            sets.push(keep(items::INSTALLATION_ID, items::n(installation_id)));
+        }
+        let pk = expr.name(items::PK);
+        let mut condition = format!("attribute_not_exists({pk})");
+        let earlier = status.earlier();
+        if !earlier.is_empty() {
+            let status_in = expr.status_in(earlier.iter().map(|s| s.as_str()));
+            condition = format!("{condition} OR {status_in}");
+        }
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(items::key(items::job_key(job.job_id))))
+            .update_expression(format!("SET {}", sets.join(", ")))
+            .condition_expression(condition)
+            .set_expression_attribute_names(expr.names())
+            .set_expression_attribute_values(expr.values())
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            // Already at or past `status`: progress is never undone.
+            Err(err)
+                if err
+                    .as_service_error()
+                    .is_some_and(UpdateItemError::is_conditional_check_failed_exception) =>
+            {
+                Ok(())
+            }
+            Err(err) => Err(store_error(err)),
+        }
+    }
+
+    #[instrument(skip_all, fields(job_id, runner = %runner.name, pool = %runner.pool, max_runners))]
+    pub(super) async fn claim(
+        &self,
+        job_id: u64,
+        runner: &RunnerRecord,
+        max_runners: u32,
+    ) -> Result<Claim, StoreError> {
+        let result = self
+            .client
+            .transact_write_items()
+            .transact_items(self.claim_job_update(job_id, runner)?)
+            .transact_items(self.put_new_runner(runner)?)
+            .transact_items(self.take_slot(runner, max_runners)?)
+            .send()
+            .await;
+        let err = match result {
+            Ok(_) => return Ok(Claim::Claimed),
+            Err(err) => err,
+        };
+        if !err
+            .as_service_error()
+            .is_some_and(TransactWriteItemsError::is_transaction_canceled_exception)
+        {
+            return Err(store_error(err));
+        }
+        // Which condition failed: read what the transaction saw.
+        let Some(item) = self.get_item(items::job_key(job_id)).await? else {
+            return Err(StoreError::NotFound(format!("job {job_id}")));
+        };
+        let job = items::job_from_item(&item)?;
+        if let Some(runner_name) = job.runner_name {
+            return Ok(Claim::AlreadyClaimed { runner_name });
+        }
+        if job.status != JobStatus::Queued {
+            return Ok(Claim::NotQueued(job.status));
+        }
+        if self.get_pool_counter(&runner.pool).await? >= max_runners {
+            return Ok(Claim::PoolFull);
+        }
+        Err(StoreError::Conflict(items::runner_key(&runner.name)))
+    }
+
+    /// The job: queued and not yet claimed → claimed by this runner.
+    fn claim_job_update(
+        &self,
+        job_id: u64,
+        runner: &RunnerRecord,
+    ) -> Result<TransactWriteItem, StoreError> {
+        let mut expr = Expr::default();
+        let sets = [
+            expr.assign(items::RUNNER_NAME, items::s(runner.name.as_str())),
+            expr.assign(items::UPDATED_AT, items::timestamp(runner.updated_at)),
+        ];
+        let condition = format!(
+            "{} = {} AND attribute_not_exists({})",
+            expr.name(items::STATUS),
+            expr.value("queued", items::s(JobStatus::Queued.as_str())),
+            expr.name(items::RUNNER_NAME),
+        );
+        let update = Update::builder()
+            .table_name(&self.table)
+            .set_key(Some(items::key(items::job_key(job_id))))
+            .update_expression(format!("SET {}", sets.join(", ")))
+            .condition_expression(condition)
+            .set_expression_attribute_names(expr.names())
+            .set_expression_attribute_values(expr.values())
+            .build()
+            .map_err(build_error)?;
+        Ok(TransactWriteItem::builder().update(update).build())
+    }
+
+    /// The runner record, which must not exist yet.
+    fn put_new_runner(&self, runner: &RunnerRecord) -> Result<TransactWriteItem, StoreError> {
+        let mut expr = Expr::default();
+        let condition = format!("attribute_not_exists({})", expr.name(items::PK));
+        let put = Put::builder()
+            .table_name(&self.table)
+            .set_item(Some(items::runner_to_item(runner)))
+            .condition_expression(condition)
+            .set_expression_attribute_names(expr.names())
+            .build()
+            .map_err(build_error)?;
+        Ok(TransactWriteItem::builder().put(put).build())
+    }
+
+    /// One more slot in the runner's pool, if fewer than `max_runners` are taken.
+    fn take_slot(
+        &self,
+        runner: &RunnerRecord,
+        max_runners: u32,
+    ) -> Result<TransactWriteItem, StoreError> {
+        let mut expr = Expr::default();
+        let slots = expr.name(items::SLOTS_USED);
+        let zero = expr.value("zero", items::n(0));
+        let one = expr.value("one", items::n(1));
+        let max = expr.value("max", items::n(max_runners));
+        let sets = [
+            format!("{slots} = if_not_exists({slots}, {zero}) + {one}"),
+            expr.assign(items::KIND, items::s(items::KIND_POOL)),
+            expr.assign(items::NAME, items::s(runner.pool.as_str())),
+            expr.assign(items::UPDATED_AT, items::timestamp(runner.updated_at)),
+        ];
+        // A missing counter is zero, which is below any maximum but zero.
+        let condition = if max_runners == 0 {
+            format!("{slots} < {max}")
+        } else {
+            format!("attribute_not_exists({slots}) OR {slots} < {max}")
+        };
+        let update = Update::builder()
+            .table_name(&self.table)
+            .set_key(Some(items::key(items::pool_key(&runner.pool))))
+            .update_expression(format!("SET {}", sets.join(", ")))
+            .condition_expression(condition)
+            .set_expression_attribute_names(expr.names())
+            .set_expression_attribute_values(expr.values())
+            .build()
+            .map_err(build_error)?;
+        Ok(TransactWriteItem::builder().update(update).build())
+    }
+
+    #[instrument(skip_all, fields(job_id, runner = %runner_name))]
+    pub(super) async fn release_claim(
+        &self,
+        job_id: u64,
+        runner_name: &str,
+    ) -> Result<(), StoreError> {
+        let mut expr = Expr::default();
+        let runner = expr.name(items::RUNNER_NAME);
+        let condition = format!("{runner} = {}", expr.value("runner", items::s(runner_name)));
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(items::key(items::job_key(job_id))))
+            .update_expression(format!("REMOVE {runner}"))
+            .condition_expression(condition)
+            .set_expression_attribute_names(expr.names())
+            .set_expression_attribute_values(expr.values())
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            // Not this runner's claim (any more): nothing to drop.
+            Err(err)
+                if err
+                    .as_service_error()
+                    .is_some_and(UpdateItemError::is_conditional_check_failed_exception) =>
+            {
+                Ok(())
+            }
+            Err(err) => Err(store_error(err)),
+        }
+    }
+}

@@ -1,0 +1,371 @@
+//! Runner items: conditional status changes, field updates, the final `deleted` step with
+//! its slot release, and the status-index query the reaper reads its work from.
+
+use super::{describe_status, store_error, DynamoRunnerStore, Expr};
+use crate::items::{self, Item};
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
+};
+use ephemera_core::lifecycle::InstanceStatus;
+use ephemera_core::model::{HistoryEntry, RunnerRecord, HISTORY_CAP};
+use ephemera_core::ports::{RunnerUpdate, StoreError, Transition};
+use std::collections::HashMap;
+use time::OffsetDateTime;
+use tracing::{instrument, warn};
+
+impl DynamoRunnerStore {
+    #[instrument(skip_all, fields(runner = %name, to = %transition.to))]
+    pub(super) async fn move_status(
+        &self,
+        name: &str,
+        transition: &Transition,
+    ) -> Result<RunnerRecord, StoreError> {
+        let to = transition.to;
+        let refused = |actual: String| StoreError::TransitionRefused {
+            name: name.to_owned(),
+            to,
+            actual,
+        };
+        let predecessors = to.allowed_predecessors();
+        if predecessors.is_empty() {
+            return Err(refused(self.current_status(name).await?));
+        }
+        let mut expr = Expr::default();
+        let mut sets = vec![
+            expr.assign(items::STATUS, items::s(to.as_str())),
+            expr.assign(items::UPDATED_AT, items::timestamp(transition.at)),
+            expr.assign(
+                items::NEXT_ATTEMPT_AT,
+                items::millis(transition.next_attempt_at),
+            ),
+        ];
+        if let Some(reason) = &transition.reason {
+            sets.push(expr.assign(items::REASON, items::s(reason.as_str())));
+        }
+        if let Some(attempts) = transition.attempts {
+            sets.push(expr.assign(items::ATTEMPTS, items::n(attempts)));
+        }
+        if let Some(error) = &transition.error {
+            sets.push(expr.assign(items::LAST_ERROR, items::s(error.as_str())));
+        }
+        if let Some(ttl) = transition.ttl {
+            sets.push(expr.assign(items::TTL, items::epoch_seconds(ttl)));
+        }
+        let entry = HistoryEntry::status(transition.at, to, transition.reason.clone());
+        sets.push(append_history(&mut expr, &entry));
+        let pk = expr.name(items::PK);
+        let mut condition = format!(
+            "attribute_exists({pk}) AND {}",
+            expr.status_in(predecessors.iter().map(|s| s.as_str()))
+        );
+        if let Some(expect) = transition.expect {
+            let status = expr.name(items::STATUS);
+            let expect = expr.value("expect", items::s(expect.as_str()));
+            condition.push_str(&format!(" AND {status} = {expect}"));
+        }
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(items::key(items::runner_key(name))))
+            .update_expression(format!("SET {}", sets.join(", ")))
+            .condition_expression(condition)
+            .set_expression_attribute_names(expr.names())
+            .set_expression_attribute_values(expr.values())
+            .return_values(ReturnValue::AllNew)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match result {
+            Ok(output) => self.trim_history(decode_new(output.attributes)?).await,
+            Err(err) => {
+                let refusal = match err.as_service_error() {
+                    Some(UpdateItemError::ConditionalCheckFailedException(failed)) => {
+                        Some(failed.item().map(|old| describe_status(Some(old))))
+                    }
+                    _ => None,
+                };
+                match refusal {
+                    Some(Some(actual)) => Err(refused(actual)),
+                    // No old item came back: the record is missing, or this table does
+                    // not return it; a consistent read tells which.
+                    Some(None) => Err(refused(self.current_status(name).await?)),
+                    None => Err(store_error(err)),
+                }
+            }
+        }
+    }
+
+    #[instrument(skip_all, fields(runner = %name))]
+    pub(super) async fn update_fields(
+        &self,
+        name: &str,
+        update: &RunnerUpdate,
+        at: OffsetDateTime,
+    ) -> Result<RunnerRecord, StoreError> {
+        let mut expr = Expr::default();
+        let mut sets = vec![expr.assign(items::UPDATED_AT, items::timestamp(at))];
+        if let Some(instance_id) = &update.instance_id {
+            sets.push(expr.assign(items::INSTANCE_ID, items::s(instance_id.as_str())));
+        }
+        if let Some(id) = update.github_runner_id {
+            sets.push(expr.assign(items::GITHUB_RUNNER_ID, items::n(id)));
+        }
+        if let Some(status) = update.runner_status {
+            sets.push(expr.assign(items::RUNNER_STATUS, items::s(status.as_str())));
+            let mut entry = HistoryEntry::runner_status(at, status);
+            entry.reason = update.note.clone();
+            sets.push(append_history(&mut expr, &entry));
+        }
+        if let Some(job_id) = update.job_id {
+            sets.push(expr.assign(items::JOB_ID, items::n(job_id)));
+        }
+        let pk = expr.name(items::PK);
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(items::key(items::runner_key(name))))
+            .update_expression(format!("SET {}", sets.join(", ")))
+            .condition_expression(format!("attribute_exists({pk})"))
+            .set_expression_attribute_names(expr.names())
+            .set_expression_attribute_values(expr.values())
+            .return_values(ReturnValue::AllNew)
+            .send()
+            .await;
+        match result {
+            Ok(output) => self.trim_history(decode_new(output.attributes)?).await,
+            Err(err)
+                if err
+                    .as_service_error()
+                    .is_some_and(UpdateItemError::is_conditional_check_failed_exception) =>
+            {
+                Err(StoreError::NotFound(format!("runner {name}")))
+            }
+            Err(err) => Err(store_error(err)),
+        }
+    }
+
+    #[instrument(skip_all, fields(runner = %name))]
+    pub(super) async fn delete_and_release(
+        &self,
+        name: &str,
+        at: OffsetDateTime,
+        ttl: OffsetDateTime,
+    ) -> Result<(), StoreError> {
+        let refused = |actual: String| StoreError::TransitionRefused {
+            name: name.to_owned(),
+            to: InstanceStatus::Deleted,
+            actual,
+        };
+        // The pool to give the slot back to is on the record.
+        let Some(item) = self.get_item(items::runner_key(name)).await? else {
+            return Err(refused("missing".to_owned()));
+        };
+        let runner = items::runner_from_item(&item)?;
+        if runner.status != InstanceStatus::Deleting {
+            return Err(refused(runner.status.as_str().to_owned()));
+        }
+        let runner_update = self.deleted_update(name, at, ttl)?;
+        let mut expr = Expr::default();
+        let slots = expr.name(items::SLOTS_USED);
+        let pool_update = Update::builder()
+            .table_name(&self.table)
+            .set_key(Some(items::key(items::pool_key(&runner.pool))))
+            .update_expression(format!(
+                "SET {slots} = {slots} - {one}, {}",
+                expr.assign(items::UPDATED_AT, items::timestamp(at)),
+                one = expr.value("one", items::n(1)),
+            ))
+            .condition_expression(format!("{slots} > {}", expr.value("zero", items::n(0))))
+            .set_expression_attribute_names(expr.names())
+            .set_expression_attribute_values(expr.values())
+            .build()
+            .map_err(|err| StoreError::Transient(Box::new(err)))?;
+        let result = self
+            .client
+            .transact_write_items()
+            .transact_items(
+                TransactWriteItem::builder()
+                    .update(runner_update.clone())
+                    .build(),
+            )
+            .transact_items(TransactWriteItem::builder().update(pool_update).build())
+            .send()
+            .await;
+        let Err(err) = result else { return Ok(()) };
+        if !err
+            .as_service_error()
+            .is_some_and(TransactWriteItemsError::is_transaction_canceled_exception)
+        {
+            return Err(store_error(err));
+        }
+        let status = self.current_status(name).await?;
+        if status != InstanceStatus::Deleting.as_str() {
+            return Err(refused(status));
+        }
+        let pool = self.get_pool_counter(&runner.pool).await?;
+        if pool > 0 {
+            // Both conditions held when read again: a concurrent writer got in between.
+            return Err(StoreError::Conflict(items::runner_key(name)));
+        }
+        warn!(pool = %runner.pool, "pool counter already at zero (drift); deleting without releasing a slot");
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(runner_update.key))
+            .update_expression(runner_update.update_expression)
+            .set_condition_expression(runner_update.condition_expression)
+            .set_expression_attribute_names(runner_update.expression_attribute_names)
+            .set_expression_attribute_values(runner_update.expression_attribute_values)
+            .send()
+            .await
+            .map_err(|err| {
+                if err
+                    .as_service_error()
+                    .is_some_and(UpdateItemError::is_conditional_check_failed_exception)
+                {
+                    refused("changed concurrently".to_owned())
+                } else {
+                    store_error(err)
+                }
+            })?;
+        Ok(())
+    }
+
+    /// `deleting` → `deleted` with its TTL, as one transaction element.
+    fn deleted_update(
+        &self,
+        name: &str,
+        at: OffsetDateTime,
+        ttl: OffsetDateTime,
+    ) -> Result<Update, StoreError> {
+        let mut expr = Expr::default();
+        let sets = [
+            expr.assign(items::STATUS, items::s(InstanceStatus::Deleted.as_str())),
+            expr.assign(items::TTL, items::epoch_seconds(ttl)),
+            expr.assign(items::UPDATED_AT, items::timestamp(at)),
+            expr.assign(items::NEXT_ATTEMPT_AT, items::millis(at)),
+            append_history(
+                &mut expr,
+                &HistoryEntry::status(at, InstanceStatus::Deleted, None),
+            ),
+        ];
+        let status = expr.name(items::STATUS);
+        let deleting = expr.value("deleting", items::s(InstanceStatus::Deleting.as_str()));
+        Update::builder()
+            .table_name(&self.table)
+            .set_key(Some(items::key(items::runner_key(name))))
+            .update_expression(format!("SET {}", sets.join(", ")))
+            .condition_expression(format!("{status} = {deleting}"))
+            .set_expression_attribute_names(expr.names())
+            .set_expression_attribute_values(expr.values())
+            .build()
+            .map_err(|err| StoreError::Transient(Box::new(err)))
+    }
+
+    /// A pool's counter, read consistently.
+    pub(super) async fn get_pool_counter(&self, pool: &str) -> Result<u32, StoreError> {
+        match self.get_item(items::pool_key(pool)).await? {
+            Some(item) => Ok(items::pool_from_item(pool, &item)?.slots_used),
+            None => Ok(0),
+        }
+    }
+
+    #[instrument(skip_all, fields(status = %status, limit))]
+    pub(super) async fn query_status(
+        &self,
+        status: InstanceStatus,
+        due: OffsetDateTime,
+        limit: usize,
+    ) -> Result<Vec<RunnerRecord>, StoreError> {
+        let mut expr = Expr::default();
+        let key_condition = format!(
+            "{} AND {} <= {}",
+            expr.assign(items::STATUS, items::s(status.as_str())),
+            expr.name(items::NEXT_ATTEMPT_AT),
+            expr.value("due", items::millis(due)),
+        );
+        let mut runners = Vec::new();
+        let mut start: Option<HashMap<String, AttributeValue>> = None;
+        while runners.len() < limit {
+            let page_size = i32::try_from(limit - runners.len()).unwrap_or(i32::MAX);
+            let output = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(items::STATUS_INDEX)
+                .key_condition_expression(&key_condition)
+                .set_expression_attribute_names(expr.names())
+                .set_expression_attribute_values(expr.values())
+                .scan_index_forward(true)
+                .limit(page_size)
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(store_error)?;
+            let page = output.items.unwrap_or_default();
+            self.count_read(page.len());
+            for item in &page {
+                if items::kind_of(item) != Some(items::KIND_RUNNER) {
+                    warn!(kind = ?items::kind_of(item), "skipping an item that is not a runner in the status index");
+                    continue;
+                }
+                runners.push(items::runner_from_item(item)?);
+            }
+            match output.last_evaluated_key {
+                Some(key) if !key.is_empty() => start = Some(key),
+                _ => break,
+            }
+        }
+        runners.truncate(limit);
+        Ok(runners)
+    }
+}
+
+impl DynamoRunnerStore {
+    /// Drops the oldest history entries of a record past the cap. The append cannot cap
+    /// itself (an update expression cannot count a list), so the few records that grow
+    /// past it (a runner busy through many reaper runs) pay one more write.
+    async fn trim_history(&self, mut record: RunnerRecord) -> Result<RunnerRecord, StoreError> {
+        let excess = record.history.len().saturating_sub(HISTORY_CAP);
+        if excess == 0 {
+            return Ok(record);
+        }
+        let mut expr = Expr::default();
+        let history = expr.name(items::HISTORY);
+        let removals: Vec<String> = (0..excess).map(|i| format!("{history}[{i}]")).collect();
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(items::key(items::runner_key(&record.name))))
+            .update_expression(format!("REMOVE {}", removals.join(", ")))
+            .set_expression_attribute_names(expr.names())
+            .send()
+            .await
+            .map_err(store_error)?;
+        record.history.drain(..excess);
+        Ok(record)
+    }
+}
+
+/// `#history = list_append(if_not_exists(#history, :no_history), :history_entry)`.
+fn append_history(expr: &mut Expr, entry: &HistoryEntry) -> String {
+    let history = expr.name(items::HISTORY);
+    let empty = expr.value("no_history", AttributeValue::L(Vec::new()));
+    let appended = expr.value("history_entry", items::history(std::slice::from_ref(entry)));
+    format!("{history} = list_append(if_not_exists({history}, {empty}), {appended})")
+}
+
+/// The record an update returned (`ReturnValues = ALL_NEW`).
+fn decode_new(attributes: Option<Item>) -> Result<RunnerRecord, StoreError> {
+    match attributes {
+        Some(item) => items::runner_from_item(&item),
+        None => Err(StoreError::Corrupt {
+            key: "<update>".to_owned(),
+            message: "the table returned no attributes for ALL_NEW".to_owned(),
+        }),
+    }
+}

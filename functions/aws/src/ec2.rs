@@ -1,0 +1,271 @@
+//! [`Ec2Fleet`]: the [`Launcher`] and [`Fleet`] ports on EC2.
+//!
+//! The scaler launches one instance per runner, tagged with the deployment, pool and
+//! runner name (see [`crate::tags`]), with the runner name as the idempotency token so a
+//! retried launch does not start a second instance. The reaper lists the deployment's
+//! instances and terminates them. EC2's error codes are sorted into what callers branch
+//! on: no capacity (try another type or later), throttled, refused as asked, transient.
+
+use crate::tags;
+use async_trait::async_trait;
+use aws_sdk_ec2::config::http::HttpResponse;
+use aws_sdk_ec2::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_ec2::types::{
+    InstanceInterruptionBehavior, InstanceMarketOptionsRequest, InstanceStateName, InstanceType,
+    LaunchTemplateSpecification, MarketType, ShutdownBehavior, SpotInstanceType, SpotMarketOptions,
+};
+use aws_sdk_ec2::Client;
+use ephemera_core::ports::{Fleet, FleetError, Instance, InstanceState, LaunchSpec, Launcher};
+use time::OffsetDateTime;
+use tracing::{instrument, warn};
+
+/// Runner instances of one deployment.
+#[derive(Debug, Clone)]
+pub struct Ec2Fleet {
+    client: Client,
+    deployment: String,
+}
+
+impl Ec2Fleet {
+    pub fn new(client: Client, deployment: impl Into<String>) -> Self {
+        Ec2Fleet {
+            client,
+            deployment: deployment.into(),
+        }
+    }
+}
+
+/// RunInstances succeeded but named no instance.
+#[derive(Debug, thiserror::Error)]
+#[error("RunInstances answered without an instance id")]
+struct NoInstanceId;
+
+/// What an EC2 error means to a caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ErrorClass {
+    CapacityUnavailable,
+    Throttled,
+    Rejected,
+    Transient,
+}
+
+/// Sorts an EC2 error code; `client_error` says whether EC2 answered with a 4xx status.
+fn classify(code: Option<&str>, client_error: bool) -> ErrorClass {
+    match code {
+        Some(
+            "InsufficientInstanceCapacity"
+            | "InsufficientCapacity"
+            | "InsufficientHostCapacity"
+            | "MaxSpotInstanceCountExceeded"
+            | "SpotMaxPriceTooLow"
+            | "UnfulfillableCapacity"
+            | "InsufficientFreeAddressesInSubnet",
+        ) => ErrorClass::CapacityUnavailable,
+        Some("RequestLimitExceeded" | "Throttling" | "ThrottlingException") => {
+            ErrorClass::Throttled
+        }
+        Some(_) if client_error => ErrorClass::Rejected,
+        _ => ErrorClass::Transient,
+    }
+}
+
+/// Maps a failed EC2 request onto the port's error, keeping it as the cause.
+fn fleet_error<E>(err: SdkError<E, HttpResponse>) -> FleetError
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    let client_error = match &err {
+        SdkError::ServiceError(context) => context.raw().status().is_client_error(),
+        _ => false,
+    };
+    let code = err.code().map(str::to_owned);
+    match classify(code.as_deref(), client_error) {
+        ErrorClass::CapacityUnavailable => {
+            FleetError::CapacityUnavailable(code.unwrap_or_default())
+        }
+        ErrorClass::Throttled => FleetError::Throttled(Box::new(err)),
+        ErrorClass::Rejected => FleetError::Rejected {
+            code: code.unwrap_or_default(),
+            message: err.message().unwrap_or_default().to_owned(),
+        },
+        ErrorClass::Transient => FleetError::Transient(Box::new(err)),
+    }
+}
+
+fn instance_state(name: Option<&InstanceStateName>) -> InstanceState {
+    match name {
+        Some(InstanceStateName::Pending) => InstanceState::Pending,
+        Some(InstanceStateName::Running) => InstanceState::Running,
+        Some(InstanceStateName::ShuttingDown) => InstanceState::ShuttingDown,
+        Some(InstanceStateName::Terminated) => InstanceState::Terminated,
+        Some(InstanceStateName::Stopping) => InstanceState::Stopping,
+        Some(InstanceStateName::Stopped) => InstanceState::Stopped,
+        other => {
+            // Treated as still starting: alive, so neither forgotten nor reported gone.
+            warn!(state = ?other, "unknown EC2 instance state");
+            InstanceState::Pending
+        }
+    }
+}
+
+fn to_instance(instance: &aws_sdk_ec2::types::Instance) -> Option<Instance> {
+    let id = instance.instance_id()?.to_owned();
+    let tags = instance.tags();
+    Some(Instance {
+        id,
+        state: instance_state(instance.state().and_then(|s| s.name())),
+        runner_name: tags::value(tags, tags::RUNNER).map(str::to_owned),
+        pool: tags::value(tags, tags::POOL).map(str::to_owned),
+        launched_at: instance
+            .launch_time()
+            .and_then(|at| OffsetDateTime::from_unix_timestamp_nanos(at.as_nanos()).ok()),
+    })
+}
+
+#[async_trait]
+impl Launcher for Ec2Fleet {
+    #[instrument(skip_all, fields(runner = %spec.runner_name, pool = %spec.pool, instance_type = %spec.instance_type, spot = spec.spot))]
+    async fn launch(&self, spec: &LaunchSpec) -> Result<String, FleetError> {
+        let mut request = self
+            .client
+            .run_instances()
+            .min_count(1)
+            .max_count(1)
+            .client_token(&spec.runner_name)
+            .instance_type(InstanceType::from(spec.instance_type.as_str()))
+            .set_subnet_id(spec.subnet.clone())
+            .set_tag_specifications(Some(tags::runner_tag_specifications(
+                &self.deployment,
+                &spec.pool,
+                &spec.runner_name,
+            )));
+        if let Some(template) = &spec.launch_template {
+            request = request.launch_template(
+                LaunchTemplateSpecification::builder()
+                    .launch_template_name(template)
+                    .version("$Default")
+                    .build(),
+            );
+        }
+        if let Some(ami) = &spec.ami {
+            // A template sets its own shutdown behavior; a bare AMI needs it said here so
+            // the runner's final `shutdown` ends the instance instead of stopping it.
+            request = request
+                .image_id(ami)
+                .instance_initiated_shutdown_behavior(ShutdownBehavior::Terminate);
+        }
+        if spec.spot {
+            request = request.instance_market_options(
+                InstanceMarketOptionsRequest::builder()
+                    .market_type(MarketType::Spot)
+                    .spot_options(
+                        SpotMarketOptions::builder()
+                            .spot_instance_type(SpotInstanceType::OneTime)
+                            .instance_interruption_behavior(InstanceInterruptionBehavior::Terminate)
+                            .build(),
+                    )
+                    .build(),
+            );
+        }
+        let output = request.send().await.map_err(fleet_error)?;
+        output
+            .instances()
+            .first()
+            .and_then(|instance| instance.instance_id())
+            .map(str::to_owned)
+            .ok_or_else(|| FleetError::Transient(Box::new(NoInstanceId)))
+    }
+}
+
+#[async_trait]
+impl Fleet for Ec2Fleet {
+    #[instrument(skip_all, fields(instance_id))]
+    async fn terminate(&self, instance_id: &str) -> Result<(), FleetError> {
+        let result = self
+            .client
+            .terminate_instances()
+            .instance_ids(instance_id)
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(err) if err.code() == Some("InvalidInstanceID.NotFound") => Ok(()),
+            Err(err) => Err(fleet_error(err)),
+        }
+    }
+
+    #[instrument(skip_all, fields(deployment = %self.deployment))]
+    async fn describe(&self) -> Result<Vec<Instance>, FleetError> {
+        let mut instances = Vec::new();
+        let mut next_token: Option<String> = None;
+        loop {
+            let output = self
+                .client
+                .describe_instances()
+                .filters(tags::deployment_filter(&self.deployment))
+                .set_next_token(next_token.take())
+                .send()
+                .await
+                .map_err(fleet_error)?;
+            instances.extend(
+                output
+                    .reservations()
+                    .iter()
+                    .flat_map(|reservation| reservation.instances())
+                    .filter_map(to_instance),
+            );
+            match output.next_token {
+                Some(token) if !token.is_empty() => next_token = Some(token),
+                _ => return Ok(instances),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_codes_become_what_callers_branch_on() {
+        for code in [
+            "InsufficientInstanceCapacity",
+            "InsufficientCapacity",
+            "InsufficientHostCapacity",
+            "MaxSpotInstanceCountExceeded",
+            "SpotMaxPriceTooLow",
+            "UnfulfillableCapacity",
+            "InsufficientFreeAddressesInSubnet",
+        ] {
+            assert_eq!(classify(Some(code), true), ErrorClass::CapacityUnavailable);
+        }
+        assert_eq!(
+            classify(Some("RequestLimitExceeded"), true),
+            ErrorClass::Throttled
+        );
+        assert_eq!(classify(Some("Throttling"), true), ErrorClass::Throttled);
+        for code in [
+            "InvalidAMIID.NotFound",
+            "InvalidSubnetID.NotFound",
+            "InvalidParameterValue",
+            "InvalidLaunchTemplateName.NotFoundException",
+            "UnauthorizedOperation",
+        ] {
+            assert_eq!(classify(Some(code), true), ErrorClass::Rejected);
+        }
+        assert_eq!(
+            classify(Some("InternalError"), false),
+            ErrorClass::Transient
+        );
+        assert_eq!(classify(None, false), ErrorClass::Transient);
+    }
+
+    #[test]
+    fn unknown_states_count_as_alive() {
+        assert_eq!(
+            instance_state(Some(&InstanceStateName::Terminated)),
+            InstanceState::Terminated
+        );
+        assert_eq!(instance_state(None), InstanceState::Pending);
+    }
+}

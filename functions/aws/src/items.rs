@@ -1,0 +1,391 @@
+//! The DynamoDB item layout: the only module that knows attribute names.
+//!
+//! One table holds three kinds of item, told apart by the key prefix and by `kind`:
+//! runners (`RUNNER#<name>`), jobs (`JOB#<job_id>`) and pools (`POOL#<name>`). Runner and
+//! job items carry `status` and `next_attempt_at` (unix milliseconds), the key of the
+//! `by-status` index through which the reaper finds its work; job statuses never share a
+//! name with runner statuses, so one index serves both. `ttl` is unix seconds, as
+//! DynamoDB's time-to-live expects. An absent `Option` is an absent attribute.
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use ephemera_core::lifecycle::{InstanceStatus, RunnerStatus};
+use ephemera_core::model::{HistoryEntry, JobRecord, JobStatus, PoolRecord, RunnerRecord};
+use ephemera_core::ports::StoreError;
+use std::collections::HashMap;
+use std::fmt::Display;
+use std::str::FromStr;
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+/// A DynamoDB item.
+pub type Item = HashMap<String, AttributeValue>;
+
+pub const PK: &str = "pk";
+pub const KIND: &str = "kind";
+pub const NAME: &str = "name";
+pub const POOL: &str = "pool";
+pub const STATUS: &str = "status";
+pub const RUNNER_STATUS: &str = "runner_status";
+pub const INSTANCE_ID: &str = "instance_id";
+pub const GITHUB_RUNNER_ID: &str = "github_runner_id";
+pub const JOB_ID: &str = "job_id";
+pub const LABELS: &str = "labels";
+pub const EPHEMERAL: &str = "ephemeral";
+pub const INSTALLATION_ID: &str = "installation_id";
+pub const OWNER: &str = "owner";
+pub const REPO: &str = "repo";
+pub const CREATED_AT: &str = "created_at";
+pub const UPDATED_AT: &str = "updated_at";
+pub const REASON: &str = "reason";
+pub const ATTEMPTS: &str = "attempts";
+pub const NEXT_ATTEMPT_AT: &str = "next_attempt_at";
+pub const LAST_ERROR: &str = "last_error";
+pub const TTL: &str = "ttl";
+pub const RUN_ID: &str = "run_id";
+pub const RUNNER_NAME: &str = "runner_name";
+pub const RECEIVED_AT: &str = "received_at";
+pub const SLOTS_USED: &str = "slots_used";
+pub const HISTORY: &str = "history";
+const AT: &str = "at";
+
+/// The index by status, sorted by `next_attempt_at`.
+pub const STATUS_INDEX: &str = "by-status";
+
+pub const KIND_RUNNER: &str = "runner";
+pub const KIND_JOB: &str = "job";
+pub const KIND_POOL: &str = "pool";
+
+pub fn runner_key(name: &str) -> String {
+    format!("RUNNER#{name}")
+}
+
+pub fn job_key(job_id: u64) -> String {
+    format!("JOB#{job_id}")
+}
+
+pub fn pool_key(name: &str) -> String {
+    format!("POOL#{name}")
+}
+
+/// The key map of an item.
+pub fn key(pk: String) -> Item {
+    HashMap::from([(PK.to_owned(), AttributeValue::S(pk))])
+}
+
+// ----------------------------------------------------------------------------- values
+
+pub fn s(value: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(value.into())
+}
+
+pub fn n(value: impl Display) -> AttributeValue {
+    AttributeValue::N(value.to_string())
+}
+
+pub fn list(values: &[String]) -> AttributeValue {
+    AttributeValue::L(values.iter().map(|v| s(v.as_str())).collect())
+}
+
+/// An RFC 3339 timestamp.
+pub fn timestamp(at: OffsetDateTime) -> AttributeValue {
+    // Formatting a valid OffsetDateTime as RFC 3339 fails only for years outside 0..=9999.
+    s(at.format(&Rfc3339)
+        .unwrap_or_else(|_| at.unix_timestamp().to_string()))
+}
+
+/// Unix epoch milliseconds (the index's sort key).
+pub fn millis(at: OffsetDateTime) -> AttributeValue {
+    n(at.unix_timestamp_nanos() / 1_000_000)
+}
+
+/// Unix epoch seconds (DynamoDB's TTL format).
+pub fn epoch_seconds(at: OffsetDateTime) -> AttributeValue {
+    n(at.unix_timestamp())
+}
+
+fn put_opt(item: &mut Item, name: &str, value: Option<AttributeValue>) {
+    if let Some(value) = value {
+        item.insert(name.to_owned(), value);
+    }
+}
+
+// ----------------------------------------------------------------------------- encode
+
+/// The item of a runner record.
+pub fn runner_to_item(runner: &RunnerRecord) -> Item {
+    let mut item = HashMap::from([
+        (PK.to_owned(), s(runner_key(&runner.name))),
+        (KIND.to_owned(), s(KIND_RUNNER)),
+        (NAME.to_owned(), s(runner.name.as_str())),
+        (POOL.to_owned(), s(runner.pool.as_str())),
+        (STATUS.to_owned(), s(runner.status.as_str())),
+        (RUNNER_STATUS.to_owned(), s(runner.runner_status.as_str())),
+        (LABELS.to_owned(), list(&runner.labels)),
+        (EPHEMERAL.to_owned(), AttributeValue::Bool(runner.ephemeral)),
+        (OWNER.to_owned(), s(runner.owner.as_str())),
+        (CREATED_AT.to_owned(), timestamp(runner.created_at)),
+        (UPDATED_AT.to_owned(), timestamp(runner.updated_at)),
+        (ATTEMPTS.to_owned(), n(runner.attempts)),
+        (NEXT_ATTEMPT_AT.to_owned(), millis(runner.next_attempt_at)),
+    ]);
+    put_opt(&mut item, INSTANCE_ID, runner.instance_id.as_deref().map(s));
+    put_opt(&mut item, GITHUB_RUNNER_ID, runner.github_runner_id.map(n));
+    put_opt(&mut item, JOB_ID, runner.job_id.map(n));
+    put_opt(&mut item, INSTALLATION_ID, runner.installation_id.map(n));
+    put_opt(&mut item, REPO, runner.repo.as_deref().map(s));
+    put_opt(&mut item, REASON, runner.reason.as_deref().map(s));
+    put_opt(&mut item, LAST_ERROR, runner.last_error.as_deref().map(s));
+    put_opt(&mut item, TTL, runner.ttl.map(epoch_seconds));
+    item.insert(HISTORY.to_owned(), history(&runner.history));
+    item
+}
+
+/// History entries as a list of maps `{at, status?, runner_status?, reason?}`.
+pub fn history(entries: &[HistoryEntry]) -> AttributeValue {
+    let entry = |e: &HistoryEntry| {
+        let mut map = HashMap::from([(AT.to_owned(), timestamp(e.at))]);
+        put_opt(&mut map, STATUS, e.status.map(|st| s(st.as_str())));
+        put_opt(
+            &mut map,
+            RUNNER_STATUS,
+            e.runner_status.map(|st| s(st.as_str())),
+        );
+        put_opt(&mut map, REASON, e.reason.as_deref().map(s));
+        AttributeValue::M(map)
+    };
+    AttributeValue::L(entries.iter().map(entry).collect())
+}
+
+/// The item of a job record; `next_attempt_at` is when it was received, so queued jobs
+/// are found oldest first in the status index.
+pub fn job_to_item(job: &JobRecord) -> Item {
+    let mut item = HashMap::from([
+        (PK.to_owned(), s(job_key(job.job_id))),
+        (KIND.to_owned(), s(KIND_JOB)),
+        (JOB_ID.to_owned(), n(job.job_id)),
+        (STATUS.to_owned(), s(job.status.as_str())),
+        (POOL.to_owned(), s(job.pool.as_str())),
+        (OWNER.to_owned(), s(job.owner.as_str())),
+        (REPO.to_owned(), s(job.repo.as_str())),
+        (RUN_ID.to_owned(), n(job.run_id)),
+        (LABELS.to_owned(), list(&job.labels)),
+        (RECEIVED_AT.to_owned(), timestamp(job.received_at)),
+        (UPDATED_AT.to_owned(), timestamp(job.updated_at)),
+        (NEXT_ATTEMPT_AT.to_owned(), millis(job.received_at)),
+    ]);
+    put_opt(&mut item, INSTALLATION_ID, job.installation_id.map(n));
+    put_opt(&mut item, RUNNER_NAME, job.runner_name.as_deref().map(s));
+    item
+}
+
+// ----------------------------------------------------------------------------- decode
+
+/// Reads typed attributes out of one item, naming the item in every error.
+struct Reader<'a> {
+    item: &'a Item,
+}
+
+impl<'a> Reader<'a> {
+    fn corrupt(&self, message: impl Into<String>) -> StoreError {
+        let key = match self.item.get(PK) {
+            Some(AttributeValue::S(pk)) => pk.clone(),
+            _ => "<no key>".to_owned(),
+        };
+        StoreError::Corrupt {
+            key,
+            message: message.into(),
+        }
+    }
+
+    fn opt_s(&self, name: &str) -> Result<Option<&'a str>, StoreError> {
+        match self.item.get(name) {
+            None | Some(AttributeValue::Null(_)) => Ok(None),
+            Some(AttributeValue::S(value)) => Ok(Some(value)),
+            Some(_) => Err(self.corrupt(format!("{name} is not a string"))),
+        }
+    }
+
+    fn s(&self, name: &str) -> Result<&'a str, StoreError> {
+        self.opt_s(name)?
+            .ok_or_else(|| self.corrupt(format!("{name} is missing")))
+    }
+
+    fn opt_n<T: FromStr>(&self, name: &str) -> Result<Option<T>, StoreError> {
+        match self.item.get(name) {
+            None | Some(AttributeValue::Null(_)) => Ok(None),
+            Some(AttributeValue::N(value)) => value
+                .parse()
+                .map(Some)
+                .map_err(|_| self.corrupt(format!("{name} is not a valid number: {value}"))),
+            Some(_) => Err(self.corrupt(format!("{name} is not a number"))),
+        }
+    }
+
+    fn n<T: FromStr>(&self, name: &str) -> Result<T, StoreError> {
+        self.opt_n(name)?
+            .ok_or_else(|| self.corrupt(format!("{name} is missing")))
+    }
+
+    fn parsed<T: FromStr>(&self, name: &str) -> Result<T, StoreError> {
+        let value = self.s(name)?;
+        value
+            .parse()
+            .map_err(|_| self.corrupt(format!("{name} {value:?} is not known")))
+    }
+
+    fn bool(&self, name: &str) -> Result<bool, StoreError> {
+        match self.item.get(name) {
+            Some(AttributeValue::Bool(value)) => Ok(*value),
+            _ => Err(self.corrupt(format!("{name} is not a boolean"))),
+        }
+    }
+
+    fn labels(&self, name: &str) -> Result<Vec<String>, StoreError> {
+        match self.item.get(name) {
+            None => Ok(Vec::new()),
+            Some(AttributeValue::Ss(values)) => Ok(values.clone()),
+            Some(AttributeValue::L(values)) => values
+                .iter()
+                .map(|value| match value {
+                    AttributeValue::S(label) => Ok(label.clone()),
+                    _ => Err(self.corrupt(format!("{name} holds a non-string"))),
+                })
+                .collect(),
+            Some(_) => Err(self.corrupt(format!("{name} is not a list"))),
+        }
+    }
+
+    fn timestamp(&self, name: &str) -> Result<OffsetDateTime, StoreError> {
+        let value = self.s(name)?;
+        OffsetDateTime::parse(value, &Rfc3339)
+            .map_err(|_| self.corrupt(format!("{name} {value:?} is not an RFC 3339 time")))
+    }
+
+    fn millis(&self, name: &str) -> Result<OffsetDateTime, StoreError> {
+        let ms: i128 = self.n(name)?;
+        OffsetDateTime::from_unix_timestamp_nanos(ms * 1_000_000)
+            .map_err(|_| self.corrupt(format!("{name} {ms} is out of range")))
+    }
+
+    fn opt_epoch_seconds(&self, name: &str) -> Result<Option<OffsetDateTime>, StoreError> {
+        self.opt_n::<i64>(name)?
+            .map(|secs| {
+                OffsetDateTime::from_unix_timestamp(secs)
+                    .map_err(|_| self.corrupt(format!("{name} {secs} is out of range")))
+            })
+            .transpose()
+    }
+
+    fn history(&self) -> Result<Vec<HistoryEntry>, StoreError> {
+        let entries = match self.item.get(HISTORY) {
+            None => return Ok(Vec::new()),
+            Some(AttributeValue::L(entries)) => entries,
+            Some(_) => return Err(self.corrupt(format!("{HISTORY} is not a list"))),
+        };
+        entries
+            .iter()
+            .map(|entry| {
+                let AttributeValue::M(map) = entry else {
+                    return Err(self.corrupt(format!("{HISTORY} holds a non-map entry")));
+                };
+                let r = Reader { item: map };
+                Ok(HistoryEntry {
+                    at: r.timestamp(AT)?,
+                    status: r
+                        .opt_s(STATUS)?
+                        .map(str::parse)
+                        .transpose()
+                        .map_err(|e| self.corrupt(format!("{e}")))?,
+                    runner_status: r
+                        .opt_s(RUNNER_STATUS)?
+                        .map(str::parse)
+                        .transpose()
+                        .map_err(|e| self.corrupt(format!("{e}")))?,
+                    reason: r.opt_s(REASON)?.map(str::to_owned),
+                })
+            })
+            .collect()
+    }
+
+    fn expect_kind(&self, kind: &str) -> Result<(), StoreError> {
+        match self.opt_s(KIND)? {
+            Some(found) if found == kind => Ok(()),
+            found => Err(self.corrupt(format!("kind is {found:?}, not {kind}"))),
+        }
+    }
+}
+
+/// The kind of an item (`runner`, `job`, `pool`), if it says.
+pub fn kind_of(item: &Item) -> Option<&str> {
+    match item.get(KIND) {
+        Some(AttributeValue::S(kind)) => Some(kind),
+        _ => None,
+    }
+}
+
+/// The `status` attribute of an item, if any.
+pub fn status_of(item: &Item) -> Option<&str> {
+    match item.get(STATUS) {
+        Some(AttributeValue::S(status)) => Some(status),
+        _ => None,
+    }
+}
+
+/// Reads a runner record.
+pub fn runner_from_item(item: &Item) -> Result<RunnerRecord, StoreError> {
+    let r = Reader { item };
+    r.expect_kind(KIND_RUNNER)?;
+    Ok(RunnerRecord {
+        name: r.s(NAME)?.to_owned(),
+        pool: r.s(POOL)?.to_owned(),
+        status: r.parsed::<InstanceStatus>(STATUS)?,
+        runner_status: r.parsed::<RunnerStatus>(RUNNER_STATUS)?,
+        instance_id: r.opt_s(INSTANCE_ID)?.map(str::to_owned),
+        github_runner_id: r.opt_n(GITHUB_RUNNER_ID)?,
+        job_id: r.opt_n(JOB_ID)?,
+        labels: r.labels(LABELS)?,
+        ephemeral: r.bool(EPHEMERAL)?,
+        installation_id: r.opt_n(INSTALLATION_ID)?,
+        owner: r.opt_s(OWNER)?.unwrap_or_default().to_owned(),
+        repo: r.opt_s(REPO)?.map(str::to_owned),
+        created_at: r.timestamp(CREATED_AT)?,
+        updated_at: r.timestamp(UPDATED_AT)?,
+        reason: r.opt_s(REASON)?.map(str::to_owned),
+        attempts: r.opt_n(ATTEMPTS)?.unwrap_or(0),
+        next_attempt_at: r.millis(NEXT_ATTEMPT_AT)?,
+        last_error: r.opt_s(LAST_ERROR)?.map(str::to_owned),
+        ttl: r.opt_epoch_seconds(TTL)?,
+        history: r.history()?,
+    })
+}
+
+/// Reads a job record.
+pub fn job_from_item(item: &Item) -> Result<JobRecord, StoreError> {
+    let r = Reader { item };
+    r.expect_kind(KIND_JOB)?;
+    Ok(JobRecord {
+        job_id: r.n(JOB_ID)?,
+        status: r.parsed::<JobStatus>(STATUS)?,
+        pool: r.s(POOL)?.to_owned(),
+        owner: r.opt_s(OWNER)?.unwrap_or_default().to_owned(),
+        repo: r.opt_s(REPO)?.unwrap_or_default().to_owned(),
+        run_id: r.opt_n(RUN_ID)?.unwrap_or(0),
+        installation_id: r.opt_n(INSTALLATION_ID)?,
+        labels: r.labels(LABELS)?,
+        runner_name: r.opt_s(RUNNER_NAME)?.map(str::to_owned),
+        received_at: r.timestamp(RECEIVED_AT)?,
+        updated_at: r.timestamp(UPDATED_AT)?,
+    })
+}
+
+/// Reads a pool counter.
+pub fn pool_from_item(name: &str, item: &Item) -> Result<PoolRecord, StoreError> {
+    let r = Reader { item };
+    Ok(PoolRecord {
+        name: name.to_owned(),
+        slots_used: r.opt_n(SLOTS_USED)?.unwrap_or(0),
+    })
+}
+
+#[cfg(test)]
+mod tests;

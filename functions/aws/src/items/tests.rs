@@ -1,0 +1,85 @@
+//! Round trips of records through items, and how bad items are reported.
+
+use super::*;
+use time::macros::datetime;
+
+fn runner() -> RunnerRecord {
+    let mut runner = RunnerRecord::new(
+        "eph-linux-abc".into(),
+        "linux".into(),
+        datetime!(2025-03-01 12:00:00.123456789 UTC),
+    );
+    runner.instance_id = Some("i-123".into());
+    runner.github_runner_id = Some(42);
+    runner.job_id = Some(7);
+    runner.labels = vec!["self-hosted".into(), "linux".into()];
+    runner.repo = Some("repo".into());
+    runner.reason = Some("busy".into());
+    runner.last_error = Some("boom".into());
+    runner.attempts = 3;
+    runner.next_attempt_at = datetime!(2025-03-01 12:00:05.250 UTC);
+    runner.ttl = Some(datetime!(2025-03-08 12:00:00 UTC));
+    runner
+}
+
+#[test]
+fn runner_records_round_trip() {
+    let record = runner();
+    let item = runner_to_item(&record);
+    assert_eq!(
+        item[NEXT_ATTEMPT_AT],
+        AttributeValue::N("1740830405250".into())
+    );
+    assert_eq!(runner_from_item(&item).expect("decodes"), record);
+    let bare = RunnerRecord::new("n".into(), "p".into(), datetime!(2025-03-01 0:00 UTC));
+    assert!(!runner_to_item(&bare).contains_key(TTL));
+    assert_eq!(
+        runner_from_item(&runner_to_item(&bare)).expect("decodes"),
+        bare
+    );
+}
+
+#[test]
+fn job_records_round_trip() {
+    let job = JobRecord {
+        job_id: 9,
+        status: JobStatus::InProgress,
+        pool: "linux".into(),
+        owner: "octo".into(),
+        repo: "hello".into(),
+        run_id: 3,
+        installation_id: Some(11),
+        labels: vec!["self-hosted".into()],
+        runner_name: Some("eph-linux-x".into()),
+        received_at: datetime!(2025-03-01 12:00:00 UTC),
+        updated_at: datetime!(2025-03-01 12:01:00 UTC),
+    };
+    assert_eq!(job_from_item(&job_to_item(&job)).expect("decodes"), job);
+}
+
+#[test]
+fn bad_items_are_corrupt_and_named() {
+    let mut item = runner_to_item(&runner());
+    item.insert(STATUS.into(), s("runnning"));
+    match runner_from_item(&item) {
+        Err(StoreError::Corrupt { key, message }) => {
+            assert_eq!(key, "RUNNER#eph-linux-abc");
+            assert!(message.contains("runnning"), "{message}");
+        }
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+    assert!(runner_from_item(&job_to_item(&JobRecord {
+        job_id: 1,
+        status: JobStatus::Queued,
+        pool: "p".into(),
+        owner: String::new(),
+        repo: String::new(),
+        run_id: 1,
+        installation_id: None,
+        labels: vec![],
+        runner_name: None,
+        received_at: datetime!(2025-03-01 0:00 UTC),
+        updated_at: datetime!(2025-03-01 0:00 UTC),
+    }))
+    .is_err());
+}

@@ -1,0 +1,30 @@
+//! ephemera's AWS adapters: the ports of `ephemera-core`, implemented with the AWS SDK.
+//!
+//! Every SDK type and every DynamoDB attribute name stays inside this crate. The same
+//! adapters run under Lambda, under `ephemera local` against any endpoint (the moto
+//! emulator on a laptop), and in the end-to-end tests.
+//!
+//! Layout: [`items`] maps records onto DynamoDB items and [`dynamo`] is the store;
+//! [`ec2`] (with [`tags`]) launches, lists and terminates runner instances; [`ssm`] hands
+//! JIT configs to instances; [`sqs`] is the jobs queue; [`secrets`] reads Secrets
+//! Manager; [`bootstrap`] creates the resources for local runs and tests.
+
+pub mod bootstrap;
+pub mod client;
+pub mod dynamo;
+pub mod ec2;
+pub mod items;
+pub mod lambda;
+pub mod secrets;
+pub mod sqs;
+pub mod ssm;
+pub mod tags;
+
+pub use bootstrap::{ensure_resources, ResourceNames, Resources};
+pub use client::{sdk_config, AwsSettings};
+pub use dynamo::DynamoRunnerStore;
+pub use ec2::Ec2Fleet;
+pub use items::runner_to_item;
+pub use secrets::read_secret;
+pub use sqs::{ReceivedMessage, SqsJobQueue};
+pub use ssm::SsmJitSecrets;

@@ -1,0 +1,159 @@
+//! [`SqsJobQueue`]: the [`JobQueue`] port on the SQS jobs queue, plus the receiving side
+//! that `ephemera local` polls with (under Lambda the event source mapping receives).
+
+use async_trait::async_trait;
+use aws_sdk_sqs::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
+use aws_sdk_sqs::Client;
+use ephemera_core::message::QueueMessage;
+use ephemera_core::ports::{JobQueue, QueueError};
+use tracing::{instrument, warn};
+
+/// The queue between the webhook and the scaler.
+#[derive(Debug, Clone)]
+pub struct SqsJobQueue {
+    client: Client,
+    queue_url: String,
+}
+
+/// One message taken from the queue, invisible to others until deleted or timed out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReceivedMessage {
+    pub message_id: String,
+    pub receipt_handle: String,
+    pub body: String,
+    /// How many times it has been received, this time included.
+    pub receive_count: u32,
+}
+
+/// SQS answered without a field it always sends.
+#[derive(Debug, thiserror::Error)]
+#[error("SQS answered without {0}")]
+struct MissingField(&'static str);
+
+fn queue_error<E, R>(err: SdkError<E, R>) -> QueueError
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    match err.code() {
+        Some("ThrottlingException" | "RequestThrottled" | "Throttling") => {
+            QueueError::Throttled(Box::new(err))
+        }
+        _ => QueueError::Transient(Box::new(err)),
+    }
+}
+
+impl SqsJobQueue {
+    pub fn new(client: Client, queue_url: impl Into<String>) -> Self {
+        SqsJobQueue {
+            client,
+            queue_url: queue_url.into(),
+        }
+    }
+
+    pub fn queue_url(&self) -> &str {
+        &self.queue_url
+    }
+
+    /// Receives up to `max` messages (1..=10), long-polling for `wait_seconds` (0..=20).
+    #[instrument(skip_all, fields(max, wait_seconds))]
+    pub async fn receive(
+        &self,
+        max: i32,
+        wait_seconds: i32,
+    ) -> Result<Vec<ReceivedMessage>, QueueError> {
+        let output = self
+            .client
+            .receive_message()
+            .queue_url(&self.queue_url)
+            .max_number_of_messages(max)
+            .wait_time_seconds(wait_seconds)
+            .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
+            .send()
+            .await
+            .map_err(queue_error)?;
+        let mut received = Vec::new();
+        for message in output.messages.unwrap_or_default() {
+            let receive_count = message
+                .attributes()
+                .and_then(|a| a.get(&MessageSystemAttributeName::ApproximateReceiveCount))
+                .and_then(|count| count.parse().ok())
+                .unwrap_or(1);
+            let (Some(message_id), Some(receipt_handle)) =
+                (message.message_id, message.receipt_handle)
+            else {
+                // Without a receipt handle it cannot be deleted; it will come back.
+                warn!("skipping a received message without id or receipt handle");
+                continue;
+            };
+            received.push(ReceivedMessage {
+                message_id,
+                receipt_handle,
+                body: message.body.unwrap_or_default(),
+                receive_count,
+            });
+        }
+        Ok(received)
+    }
+
+    /// Deletes a handled message.
+    #[instrument(skip_all)]
+    pub async fn delete(&self, receipt_handle: &str) -> Result<(), QueueError> {
+        self.client
+            .delete_message()
+            .queue_url(&self.queue_url)
+            .receipt_handle(receipt_handle)
+            .send()
+            .await
+            .map_err(queue_error)?;
+        Ok(())
+    }
+
+    /// About how many messages wait to be received.
+    pub async fn approximate_depth(&self) -> Result<u64, QueueError> {
+        let output = self
+            .client
+            .get_queue_attributes()
+            .queue_url(&self.queue_url)
+            .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
+            .send()
+            .await
+            .map_err(queue_error)?;
+        output
+            .attributes()
+            .and_then(|a| a.get(&QueueAttributeName::ApproximateNumberOfMessages))
+            .and_then(|depth| depth.parse().ok())
+            .ok_or_else(|| {
+                QueueError::Transient(Box::new(MissingField("ApproximateNumberOfMessages")))
+            })
+    }
+}
+
+/// The URL of the queue named `name`.
+pub async fn queue_url(client: &Client, name: &str) -> anyhow::Result<String> {
+    use anyhow::Context;
+    client
+        .get_queue_url()
+        .queue_name(name)
+        .send()
+        .await
+        .with_context(|| format!("finding queue {name}"))?
+        .queue_url
+        .with_context(|| format!("SQS returned no URL for queue {name}"))
+}
+
+#[async_trait]
+impl JobQueue for SqsJobQueue {
+    #[instrument(skip_all, fields(job_id = message.job_id, kind = ?message.kind))]
+    async fn send(&self, message: &QueueMessage) -> Result<(), QueueError> {
+        self.client
+            .send_message()
+            .queue_url(&self.queue_url)
+            .message_body(message.encode())
+            .send()
+            .await
+            .map_err(queue_error)?;
+        Ok(())
+    }
+}

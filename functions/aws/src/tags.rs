@@ -1,0 +1,100 @@
+//! The tags ephemera puts on what it creates, and the filters that find them again.
+//!
+//! The deployment tag is what the orphan sweep trusts: it lists only instances carrying
+//! this deployment's tag, so it can never terminate another deployment's runners.
+
+use aws_sdk_ec2::types::{Filter, ResourceType, Tag, TagSpecification};
+
+pub const DEPLOYMENT: &str = "ephemera:deployment";
+pub const POOL: &str = "ephemera:pool";
+pub const RUNNER: &str = "ephemera:runner";
+pub const INSTANCE_ID: &str = "ephemera:instance-id";
+/// The console's display name: the runner name, as GitHub shows it.
+pub const NAME: &str = "Name";
+
+fn tag(key: &str, value: &str) -> Tag {
+    Tag::builder().key(key).value(value).build()
+}
+
+/// The tags of a runner's instance and volumes.
+pub fn runner_tags(deployment: &str, pool: &str, runner: &str) -> Vec<Tag> {
+    vec![
+        tag(DEPLOYMENT, deployment),
+        tag(POOL, pool),
+        tag(RUNNER, runner),
+        tag(NAME, runner),
+    ]
+}
+
+/// Tag specifications for RunInstances: the same tags on the instance and its volumes.
+pub fn runner_tag_specifications(
+    deployment: &str,
+    pool: &str,
+    runner: &str,
+) -> Vec<TagSpecification> {
+    [ResourceType::Instance, ResourceType::Volume]
+        .into_iter()
+        .map(|resource| {
+            TagSpecification::builder()
+                .resource_type(resource)
+                .set_tags(Some(runner_tags(deployment, pool, runner)))
+                .build()
+        })
+        .collect()
+}
+
+/// Matches every instance of `deployment`.
+pub fn deployment_filter(deployment: &str) -> Filter {
+    Filter::builder()
+        .name(format!("tag:{DEPLOYMENT}"))
+        .values(deployment)
+        .build()
+}
+
+/// The value of tag `key`, if present.
+pub fn value<'a>(tags: &'a [Tag], key: &str) -> Option<&'a str> {
+    tags.iter()
+        .find(|tag| tag.key() == Some(key))
+        .and_then(Tag::value)
+}
+
+/// The tags of a runner's JIT parameter in SSM.
+pub fn jit_parameter_tags(
+    deployment: &str,
+    runner: &str,
+    instance_id: &str,
+) -> Vec<aws_sdk_ssm::types::Tag> {
+    [
+        (DEPLOYMENT, deployment),
+        (RUNNER, runner),
+        (INSTANCE_ID, instance_id),
+    ]
+    .into_iter()
+    .filter_map(|(key, value)| {
+        // Building fails only without a key or value, which every pair here has.
+        aws_sdk_ssm::types::Tag::builder()
+            .key(key)
+            .value(value)
+            .build()
+            .ok()
+    })
+    .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runner_tags_name_deployment_pool_and_runner() {
+        let tags = runner_tags("eph", "linux", "eph-linux-abc");
+        assert_eq!(value(&tags, DEPLOYMENT), Some("eph"));
+        assert_eq!(value(&tags, POOL), Some("linux"));
+        assert_eq!(value(&tags, RUNNER), Some("eph-linux-abc"));
+        assert_eq!(value(&tags, NAME), Some("eph-linux-abc"));
+        assert_eq!(value(&tags, "other"), None);
+        let specs = runner_tag_specifications("eph", "linux", "eph-linux-abc");
+        assert_eq!(specs.len(), 2);
+        assert_eq!(jit_parameter_tags("eph", "r", "i-1").len(), 3);
+    }
+}

@@ -1,0 +1,294 @@
+//! `ephemera local`: the three handlers in one process — an HTTP listener for webhooks,
+//! a long-poll loop that drains the queue into the scaler, and the reaper on a timer —
+//! wired to the same adapters the Lambda functions use.
+
+use anyhow::{bail, Context};
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::post;
+use clap::{Args, ValueEnum};
+use ephemera_aws::{AwsSettings, DynamoRunnerStore, Ec2Fleet, SqsJobQueue, SsmJitSecrets};
+use ephemera_core::config::{parse_duration, Config};
+use ephemera_core::handlers::reaper::Reaper;
+use ephemera_core::handlers::scaler::{BatchItem, Scaler};
+use ephemera_core::handlers::webhook::{WebhookHandler, WebhookRequest};
+use ephemera_core::webhook::WebhookSecrets;
+use ephemera_github::{GitHubApp, GitHubAppConfig};
+use secrecy::SecretString;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use time::OffsetDateTime;
+use tokio::task::JoinSet;
+use tracing::{error, info, warn};
+
+#[derive(Args)]
+pub struct LocalArgs {
+    /// The configuration file (YAML).
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+    /// Address of the webhook listener (`POST /webhook`).
+    #[arg(long, default_value = "127.0.0.1:8787")]
+    listen: SocketAddr,
+    /// GitHub API base URL; overrides `github.api_url` of the configuration.
+    #[arg(long, value_name = "URL")]
+    github_api_url: Option<String>,
+    /// The GitHub App's private key (PEM).
+    #[arg(long, env = "EPHEMERA_GITHUB_APP_KEY_FILE", value_name = "FILE")]
+    github_app_key: Option<PathBuf>,
+    /// How often the reaper runs, e.g. 10s or 1m.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    reaper_interval: Duration,
+    /// Create the table, the queue with its DLQ and the launch template when missing.
+    #[arg(long)]
+    bootstrap: bool,
+    /// Run only these parts (repeatable); all three when absent.
+    #[arg(long, value_enum)]
+    only: Vec<Part>,
+    /// The DynamoDB table; default `<deployment>-runners`.
+    #[arg(long)]
+    table: Option<String>,
+    /// The jobs queue URL; default: the queue named `<deployment>-jobs`.
+    #[arg(long)]
+    queue_url: Option<String>,
+    /// AWS endpoint (the emulator); `AWS_ENDPOINT_URL` does the same.
+    #[arg(long, env = "AWS_ENDPOINT_URL")]
+    endpoint_url: Option<String>,
+    #[arg(long, env = "AWS_REGION")]
+    region: Option<String>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Part {
+    Webhook,
+    Scaler,
+    Reaper,
+}
+
+pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,aws_config=warn,aws_smithy_runtime=warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let config = Arc::new(Config::load(&args.config)?);
+    let parts = if args.only.is_empty() {
+        vec![Part::Webhook, Part::Scaler, Part::Reaper]
+    } else {
+        args.only.clone()
+    };
+    let settings = AwsSettings {
+        endpoint_url: args.endpoint_url.clone(),
+        region: args.region.clone(),
+        static_credentials: None,
+    };
+    let sdk = ephemera_aws::sdk_config(&settings).await;
+    let names = ephemera_aws::bootstrap::ResourceNames::for_deployment(&config.deployment);
+    let (table, queue_url) = if args.bootstrap {
+        let made = ephemera_aws::bootstrap::ensure_resources(&sdk, &names).await?;
+        info!(table = %made.table, queue_url = %made.queue_url, "resources ready");
+        (made.table, made.queue_url)
+    } else {
+        let table = args.table.clone().unwrap_or(names.table.clone());
+        let queue_url = match args.queue_url.clone() {
+            Some(url) => url,
+            None => ephemera_aws::sqs::queue_url(&aws_sdk_sqs_client(&sdk), &names.queue).await?,
+        };
+        (table, queue_url)
+    };
+    let queue = Arc::new(SqsJobQueue::new(aws_sdk_sqs_client(&sdk), queue_url));
+
+    let mut tasks = JoinSet::new();
+    if parts.contains(&Part::Webhook) {
+        let secrets = webhook_secrets_from_env()?;
+        let handler = Arc::new(WebhookHandler::new(config.clone(), secrets, queue.clone()));
+        let listener = tokio::net::TcpListener::bind(args.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", args.listen))?;
+        info!(address = %listener.local_addr()?, "webhook listening on POST /webhook");
+        let app = webhook_router(handler);
+        tasks.spawn(async move { axum::serve(listener, app).await.context("webhook listener") });
+    }
+    if parts.contains(&Part::Scaler) || parts.contains(&Part::Reaper) {
+        let forge = Arc::new(github_app(&config, &args)?);
+        let store = Arc::new(DynamoRunnerStore::new(
+            aws_sdk_dynamodb::Client::new(&sdk),
+            table,
+        ));
+        let fleet = Arc::new(Ec2Fleet::new(
+            aws_sdk_ec2::Client::new(&sdk),
+            &config.deployment,
+        ));
+        let secrets = Arc::new(SsmJitSecrets::new(
+            aws_sdk_ssm::Client::new(&sdk),
+            &config.deployment,
+        ));
+        if parts.contains(&Part::Scaler) {
+            let scaler = Arc::new(Scaler::new(
+                config.clone(),
+                store.clone(),
+                fleet.clone(),
+                forge.clone(),
+                secrets.clone(),
+            ));
+            let queue = queue.clone();
+            tasks.spawn(async move { drain_queue(scaler, queue).await });
+        }
+        if parts.contains(&Part::Reaper) {
+            let reaper = Arc::new(Reaper::new(config.clone(), store, fleet, forge, secrets));
+            let interval = args.reaper_interval;
+            tasks.spawn(async move { reap_every(reaper, interval).await });
+        }
+    }
+    tokio::select! {
+        finished = tasks.join_next() => match finished {
+            Some(Ok(result)) => result.context("a part stopped"),
+            Some(Err(join_error)) => bail!("a part crashed: {join_error}"),
+            None => Ok(()),
+        },
+        _ = shutdown_signal() => {
+            info!("stopping");
+            Ok(())
+        }
+    }
+}
+
+fn aws_sdk_sqs_client(sdk: &aws_config::SdkConfig) -> aws_sdk_sqs::Client {
+    aws_sdk_sqs::Client::new(sdk)
+}
+
+fn webhook_secrets_from_env() -> anyhow::Result<WebhookSecrets> {
+    let current = std::env::var("EPHEMERA_WEBHOOK_SECRET")
+        .context("EPHEMERA_WEBHOOK_SECRET must hold the webhook secret")?;
+    if current.is_empty() {
+        bail!("EPHEMERA_WEBHOOK_SECRET is empty");
+    }
+    let previous = std::env::var("EPHEMERA_WEBHOOK_SECRET_PREVIOUS")
+        .ok()
+        .filter(|s| !s.is_empty());
+    Ok(WebhookSecrets {
+        current: SecretString::from(current),
+        previous: previous.map(SecretString::from),
+    })
+}
+
+fn github_app(config: &Config, args: &LocalArgs) -> anyhow::Result<GitHubApp> {
+    let key_file = args.github_app_key.as_ref().context(
+        "--github-app-key (or EPHEMERA_GITHUB_APP_KEY_FILE) must name the App's private key",
+    )?;
+    let pem = std::fs::read_to_string(key_file)
+        .with_context(|| format!("cannot read the GitHub App key {}", key_file.display()))?;
+    let api_url = args
+        .github_api_url
+        .clone()
+        .unwrap_or(config.github.api_url.clone());
+    let app = GitHubApp::new(GitHubAppConfig {
+        api_url,
+        app_id: config.github.app_id,
+        private_key: SecretString::from(pem),
+        retry: Default::default(),
+    })
+    .with_context(|| format!("GitHub App key {}", key_file.display()))?;
+    Ok(app)
+}
+
+/// The webhook listener's routes: `POST /webhook`.
+pub fn webhook_router(handler: Arc<WebhookHandler>) -> axum::Router {
+    axum::Router::new()
+        .route("/webhook", post(webhook))
+        .with_state(handler)
+}
+
+async fn webhook(
+    State(handler): State<Arc<WebhookHandler>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> impl IntoResponse {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let request = WebhookRequest {
+        event: header("x-github-event"),
+        delivery_id: header("x-github-delivery"),
+        signature: header("x-hub-signature-256"),
+        body: &body,
+    };
+    let response = handler.handle(request, OffsetDateTime::now_utc()).await;
+    let status = StatusCode::from_u16(response.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (
+        status,
+        [("content-type", "application/json")],
+        response.body(),
+    )
+}
+
+/// Long-polls the queue and hands each batch to the scaler; only messages that were
+/// handled are deleted, the rest come back after the visibility timeout (and end in the
+/// DLQ after the queue's maxReceiveCount).
+pub async fn drain_queue(scaler: Arc<Scaler>, queue: Arc<SqsJobQueue>) -> anyhow::Result<()> {
+    loop {
+        let messages = match queue.receive(10, 2).await {
+            Ok(messages) => messages,
+            Err(err) => {
+                warn!(error = %ephemera_core::handlers::error_chain(&err), "queue receive failed");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        if messages.is_empty() {
+            continue;
+        }
+        let items = messages
+            .iter()
+            .map(|m| BatchItem {
+                message_id: m.message_id.clone(),
+                body: m.body.clone(),
+            })
+            .collect();
+        let failed = scaler.handle_batch(items, OffsetDateTime::now_utc()).await;
+        for message in messages.iter().filter(|m| !failed.contains(&m.message_id)) {
+            if let Err(err) = queue.delete(&message.receipt_handle).await {
+                warn!(message_id = %message.message_id, error = %ephemera_core::handlers::error_chain(&err), "delete failed; the message will come back");
+            }
+        }
+    }
+}
+
+pub async fn reap_every(reaper: Arc<Reaper>, interval: Duration) -> anyhow::Result<()> {
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        let deadline = tokio::time::Instant::now() + interval.max(Duration::from_secs(5));
+        match reaper.run(OffsetDateTime::now_utc(), deadline).await {
+            Ok(report) => tracing::debug!(?report, "reaper run"),
+            Err(err) => {
+                error!(error = %ephemera_core::handlers::error_chain(&err), "reaper run failed")
+            }
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => term,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}

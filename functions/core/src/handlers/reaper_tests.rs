@@ -1,0 +1,172 @@
+use super::*;
+use crate::handlers::scaler::Handled;
+use crate::handlers::test_support::{message, now, World, POOL};
+use crate::message::MessageKind;
+use crate::ports::RunnerStore;
+use std::time::Duration;
+
+fn far() -> Instant {
+    Instant::now() + Duration::from_secs(60)
+}
+
+/// A runner that ran its job and now waits in `pending_delete`.
+async fn finished_runner(world: &World, job: u64) -> RunnerRecord {
+    let scaler = world.scaler();
+    let Handled::RunnerUp(name) = scaler
+        .handle(&message(MessageKind::Queued, job, None), now())
+        .await
+        .expect("up")
+    else {
+        panic!("no runner")
+    };
+    scaler
+        .handle(&message(MessageKind::Completed, job, Some(&name)), now())
+        .await
+        .expect("completed");
+    world.store.runner(&name).expect("record")
+}
+
+#[tokio::test(start_paused = true)]
+async fn graceful_delete_removes_from_github_then_terminates_then_frees_the_slot() {
+    let world = World::new(5);
+    let runner = finished_runner(&world, 1).await;
+    let report = world.reaper().run(now(), far()).await.expect("run");
+    assert_eq!(report.deleted, 1);
+    let deleted = world.store.runner(&runner.name).expect("kept as deleted");
+    assert_eq!(deleted.status, InstanceStatus::Deleted);
+    assert_eq!(deleted.ttl, Some(now() + world.config.reaper.deleted_ttl));
+    let instance_id = runner.instance_id.expect("instance");
+    assert_eq!(
+        world.fleet.instance(&instance_id).map(|i| i.state),
+        Some(InstanceState::Terminated)
+    );
+    assert!(world.forge.runners().is_empty());
+    assert!(world.secrets.get(&instance_id).is_none());
+    assert_eq!(world.store.slots_used(POOL), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn busy_runner_is_not_terminated_and_is_retried_without_time_limit() {
+    let world = World::new(5);
+    let runner = finished_runner(&world, 2).await;
+    let runner_id = runner.github_runner_id.expect("registered");
+    world.forge.set_busy(runner_id, true);
+    let reaper = world.reaper();
+    for run in 0..5 {
+        let at = now() + Duration::from_secs(3600 * run);
+        let report = reaper.run(at, far()).await.expect("run");
+        assert_eq!(report.busy, 1, "run {run}: {report:?}");
+    }
+    let kept = world.store.runner(&runner.name).expect("record");
+    assert_eq!(
+        (kept.status, kept.reason.as_deref()),
+        (InstanceStatus::PendingDelete, Some("busy"))
+    );
+    assert_eq!(
+        world.fleet.terminate_calls(),
+        0,
+        "never terminated while busy"
+    );
+
+    world.forge.set_busy(runner_id, false);
+    let report = reaper
+        .run(now() + Duration::from_secs(5 * 3600), far())
+        .await
+        .expect("run");
+    assert_eq!(report.deleted, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn ec2_failure_backs_off_exponentially_and_keeps_the_error() {
+    let world = World::new(5);
+    let runner = finished_runner(&world, 3).await;
+    world.fleet.fail_terminate_times(3);
+    let reaper = world.reaper();
+    let mut at = now();
+    for attempt in 1..=3u32 {
+        let report = reaper.run(at, far()).await.expect("run");
+        assert_eq!(report.backed_off, 1, "attempt {attempt}");
+        let record = world.store.runner(&runner.name).expect("record");
+        assert_eq!(record.attempts, attempt);
+        assert_eq!(record.next_attempt_at, at + backoff::delay_after(attempt));
+        assert!(record
+            .last_error
+            .as_deref()
+            .unwrap_or("")
+            .contains("injected failure"));
+        // Not due yet: a run just before the next attempt leaves it alone.
+        let early = reaper
+            .run(record.next_attempt_at - Duration::from_millis(1), far())
+            .await
+            .expect("run");
+        assert_eq!(early, ReaperReport::default());
+        at = record.next_attempt_at;
+    }
+    let report = reaper.run(at, far()).await.expect("run");
+    assert_eq!(report.deleted, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn forced_delete_ignores_provider_errors_and_finishes_in_one_pass() {
+    let world = World::new(5);
+    let runner = finished_runner(&world, 4).await;
+    let force = Transition::new(
+        InstanceStatus::PendingDelete,
+        InstanceStatus::PendingForceDelete,
+        now(),
+    );
+    world
+        .store
+        .transition(&runner.name, &force)
+        .await
+        .expect("forced");
+    world.fleet.fail_terminate_times(5);
+    world.secrets.fail_next(5);
+    world.forge.fail_next(1);
+    let report = world.reaper().run(now(), far()).await.expect("run");
+    assert_eq!(report.deleted, 1);
+    assert_eq!(
+        world.store.runner(&runner.name).map(|r| r.status),
+        Some(InstanceStatus::Deleted)
+    );
+    assert_eq!(world.store.slots_used(POOL), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn running_runner_seen_online_becomes_idle() {
+    let world = World::new(5);
+    let scaler = world.scaler();
+    let Handled::RunnerUp(name) = scaler
+        .handle(&message(MessageKind::Queued, 5, None), now())
+        .await
+        .expect("up")
+    else {
+        panic!("no runner")
+    };
+    let runner_id = world
+        .store
+        .runner(&name)
+        .and_then(|r| r.github_runner_id)
+        .expect("registered");
+    let reaper = world.reaper();
+    assert_eq!(reaper.run(now(), far()).await.expect("run").came_online, 0);
+    world.forge.set_online(runner_id, true);
+    assert_eq!(reaper.run(now(), far()).await.expect("run").came_online, 1);
+    assert_eq!(
+        world.store.runner(&name).map(|r| r.runner_status),
+        Some(RunnerStatus::Idle)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn reaper_starts_no_work_after_its_deadline() {
+    let world = World::new(5);
+    finished_runner(&world, 6).await;
+    let report = world
+        .reaper()
+        .run(now(), Instant::now())
+        .await
+        .expect("run");
+    assert!(report.left_for_next_run);
+    assert_eq!(report.deleted, 0);
+}

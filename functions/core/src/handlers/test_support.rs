@@ -1,0 +1,88 @@
+//! What the handler tests share: a configuration, fakes wired together, messages.
+
+use crate::config::Config;
+use crate::memory::{FakeFleet, FakeForge, MemorySecrets, MemoryStore};
+use crate::message::{MessageKind, QueueMessage, VERSION};
+use std::sync::Arc;
+use time::OffsetDateTime;
+
+pub const POOL: &str = "linux";
+
+pub fn config(max_runners: u32) -> Arc<Config> {
+    let text = format!(
+        r#"
+deployment: eph
+github: {{ app_id: 1 }}
+pools:
+  - name: {POOL}
+    labels: [self-hosted, linux, x64]
+    max_runners: {max_runners}
+    instance_types: [m7i.large]
+    launch_template: eph-runner
+"#
+    );
+    Arc::new(Config::parse("test.yaml", &text).expect("valid test config"))
+}
+
+pub fn now() -> OffsetDateTime {
+    time::macros::datetime!(2026-11-22 10:00:00 UTC)
+}
+
+/// Fakes for every port, shared with the handler under test.
+pub struct World {
+    pub config: Arc<Config>,
+    pub store: Arc<MemoryStore>,
+    pub fleet: Arc<FakeFleet>,
+    pub forge: Arc<FakeForge>,
+    pub secrets: Arc<MemorySecrets>,
+}
+
+impl World {
+    pub fn new(max_runners: u32) -> World {
+        World {
+            config: config(max_runners),
+            store: Arc::new(MemoryStore::new()),
+            fleet: Arc::new(FakeFleet::new()),
+            forge: Arc::new(FakeForge::new()),
+            secrets: Arc::new(MemorySecrets::new()),
+        }
+    }
+
+    pub fn scaler(&self) -> Arc<crate::handlers::scaler::Scaler> {
+        Arc::new(crate::handlers::scaler::Scaler::new(
+            self.config.clone(),
+            self.store.clone(),
+            self.fleet.clone(),
+            self.forge.clone(),
+            self.secrets.clone(),
+        ))
+    }
+
+    pub fn reaper(&self) -> crate::handlers::reaper::Reaper {
+        crate::handlers::reaper::Reaper::new(
+            self.config.clone(),
+            self.store.clone(),
+            self.fleet.clone(),
+            self.forge.clone(),
+            self.secrets.clone(),
+        )
+    }
+}
+
+pub fn message(kind: MessageKind, job_id: u64, runner_name: Option<&str>) -> QueueMessage {
+    QueueMessage {
+        v: VERSION,
+        kind,
+        delivery_id: format!("d-{job_id}"),
+        job_id,
+        run_id: 100 + job_id,
+        pool: POOL.to_owned(),
+        labels: vec!["self-hosted".into(), "linux".into(), "x64".into()],
+        repo: "app".into(),
+        owner: "octo-org".into(),
+        installation_id: Some(5),
+        runner_name: runner_name.map(str::to_owned),
+        runner_id: None,
+        received_at: now(),
+    }
+}

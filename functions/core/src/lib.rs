@@ -1,0 +1,34 @@
+//! ephemera's domain: everything that decides, and nothing that talks to AWS or GitHub.
+//!
+//! ephemera turns GitHub `workflow_job` webhooks into short-lived EC2 runners. This crate
+//! holds the rules of that flow so that the Lambda functions, `ephemera local` and the
+//! tests all run the same code; the adapters that reach AWS and GitHub live in
+//! `ephemera-aws` and `ephemera-github` and plug in through the traits in [`ports`].
+//!
+//! # Layout
+//! - [`lifecycle`]: instance and runner statuses, and the one transition table.
+//! - [`config`]: the operator's YAML, typed and validated.
+//! - [`webhook`]: signature verification and the `workflow_job` fields we read.
+//! - [`routing`]: which pool a job's labels go to.
+//! - [`message`]: the versioned queue message between webhook and scaler.
+//! - [`model`]: the records kept in the table (runners, jobs, pools).
+//! - [`ports`]: the narrow traits the handlers use (`RunnerStore`, `JobQueue`, `Fleet`,
+//!   `Forge`, `JitSecrets`), with their typed errors.
+//! - [`memory`]: in-memory implementations of the ports, for unit tests.
+//! - [`handlers`]: the webhook, scaler and reaper handlers, generic over the ports.
+//! - [`backoff`], [`names`], [`clock`]: small pieces used by the handlers.
+
+pub mod backoff;
+pub mod clock;
+pub mod config;
+pub mod handlers;
+pub mod lifecycle;
+pub mod memory;
+pub mod message;
+pub mod model;
+pub mod names;
+pub mod ports;
+pub mod routing;
+pub mod webhook;
+
+pub use time::OffsetDateTime;

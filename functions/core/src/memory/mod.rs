@@ -1,0 +1,46 @@
+//! In-memory implementations of every port, for the handlers' unit tests.
+//!
+//! Each fake keeps the contract written on its port's methods (conditional, idempotent,
+//! atomic) and behaves as its real adapter does, so a handler test exercises the same
+//! branches as production: [`MemoryStore`] refuses what the DynamoDB conditions refuse,
+//! [`FakeFleet`] treats the runner name as EC2's client token, [`FakeForge`] answers a
+//! busy runner's DELETE with 422. Each also has switches to inject provider failures and
+//! helpers to plant or read state, so a test can produce a crash or a lost webhook and
+//! check that the handlers converge.
+//!
+//! State sits behind a `std::sync::Mutex` that is never held across an `.await`, so
+//! every port call is atomic, as the transactions it stands for are.
+
+mod fleet;
+mod forge;
+mod queue;
+mod secrets;
+mod store;
+
+pub use fleet::{FakeFleet, FleetFailure};
+pub use forge::{FakeForge, ForgeCalls, ForgeFailure};
+pub use queue::MemoryQueue;
+pub use secrets::MemorySecrets;
+pub use store::{MemoryStore, StoreOp};
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+/// The cause carried by every error a fake is told to fail with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("injected failure: {0}")]
+pub struct InjectedFailure(pub &'static str);
+
+/// Locks a fake's state; a test that panicked while holding it leaves nothing half
+/// written (no lock is held across a partial update), so the state is still usable.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Spends one of the `remaining` injected failures: true if this call is to fail.
+fn spend(remaining: &mut u32) -> bool {
+    if *remaining == 0 {
+        return false;
+    }
+    *remaining -= 1;
+    true
+}

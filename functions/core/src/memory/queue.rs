@@ -1,0 +1,63 @@
+//! [`MemoryQueue`]: the jobs queue as a list of sent messages.
+//!
+//! Like SQS it keeps every message sent, duplicates included; the test plays the scaler
+//! by taking them out.
+
+use super::{lock, InjectedFailure};
+use crate::message::QueueMessage;
+use crate::ports::{JobQueue, QueueError};
+use async_trait::async_trait;
+use std::sync::Mutex;
+
+/// Construct with [`MemoryQueue::new`]; read with [`sent`](MemoryQueue::sent) or
+/// [`take`](MemoryQueue::take).
+#[derive(Debug, Default)]
+pub struct MemoryQueue {
+    state: Mutex<QueueState>,
+}
+
+#[derive(Debug, Default)]
+struct QueueState {
+    messages: Vec<QueueMessage>,
+    failing: bool,
+    sends: usize,
+}
+
+impl MemoryQueue {
+    pub fn new() -> MemoryQueue {
+        MemoryQueue::default()
+    }
+
+    /// The messages sent and not yet taken, oldest first.
+    pub fn sent(&self) -> Vec<QueueMessage> {
+        lock(&self.state).messages.clone()
+    }
+
+    /// Removes and returns the messages sent so far, oldest first.
+    pub fn take(&self) -> Vec<QueueMessage> {
+        std::mem::take(&mut lock(&self.state).messages)
+    }
+
+    /// While on, every `send` fails with [`QueueError::Transient`] and keeps nothing.
+    pub fn fail_sends(&self, on: bool) {
+        lock(&self.state).failing = on;
+    }
+
+    /// Calls of `send`, failed ones included.
+    pub fn send_calls(&self) -> usize {
+        lock(&self.state).sends
+    }
+}
+
+#[async_trait]
+impl JobQueue for MemoryQueue {
+    async fn send(&self, message: &QueueMessage) -> Result<(), QueueError> {
+        let mut state = lock(&self.state);
+        state.sends += 1;
+        if state.failing {
+            return Err(QueueError::Transient(Box::new(InjectedFailure("send"))));
+        }
+        state.messages.push(message.clone());
+        Ok(())
+    }
+}

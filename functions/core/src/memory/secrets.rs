@@ -1,0 +1,114 @@
+//! [`MemorySecrets`]: where JIT configs wait for their instances, as a map.
+//!
+//! Keyed by instance id, as the SSM parameter name is, so a test can check that the
+//! config went to the instance launched for the runner and that the reaper removed it.
+
+use super::{lock, spend, InjectedFailure};
+use crate::ports::{JitSecrets, SecretError};
+use async_trait::async_trait;
+use secrecy::SecretString;
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+/// Construct with [`MemorySecrets::new`]; read with [`get`](MemorySecrets::get).
+#[derive(Debug, Default)]
+pub struct MemorySecrets {
+    state: Mutex<SecretsState>,
+}
+
+#[derive(Debug, Default)]
+struct SecretsState {
+    /// instance id → (runner name, JIT config)
+    stored: BTreeMap<String, (String, SecretString)>,
+    failures: u32,
+    puts: usize,
+    deletes: usize,
+}
+
+impl MemorySecrets {
+    pub fn new() -> MemorySecrets {
+        MemorySecrets::default()
+    }
+
+    /// The runner name and JIT config stored for `instance_id`.
+    pub fn get(&self, instance_id: &str) -> Option<(String, SecretString)> {
+        lock(&self.state).stored.get(instance_id).cloned()
+    }
+
+    /// The instance ids that have a secret waiting, sorted.
+    pub fn instance_ids(&self) -> Vec<String> {
+        lock(&self.state).stored.keys().cloned().collect()
+    }
+
+    /// Makes the next `times` calls (`put` or `delete`) fail with
+    /// [`SecretError::Transient`] and change nothing.
+    pub fn fail_next(&self, times: u32) {
+        lock(&self.state).failures = times;
+    }
+
+    /// Calls of `put` and of `delete`, failed ones included.
+    pub fn calls(&self) -> (usize, usize) {
+        let state = lock(&self.state);
+        (state.puts, state.deletes)
+    }
+}
+
+#[async_trait]
+impl JitSecrets for MemorySecrets {
+    async fn put(
+        &self,
+        instance_id: &str,
+        runner_name: &str,
+        jit_config: &SecretString,
+    ) -> Result<(), SecretError> {
+        let mut state = lock(&self.state);
+        state.puts += 1;
+        if spend(&mut state.failures) {
+            return Err(SecretError::Transient(Box::new(InjectedFailure(
+                "put secret",
+            ))));
+        }
+        let value = (runner_name.to_owned(), jit_config.clone());
+        state.stored.insert(instance_id.to_owned(), value);
+        Ok(())
+    }
+
+    async fn delete(&self, instance_id: &str) -> Result<(), SecretError> {
+        let mut state = lock(&self.state);
+        state.deletes += 1;
+        if spend(&mut state.failures) {
+            return Err(SecretError::Transient(Box::new(InjectedFailure(
+                "delete secret",
+            ))));
+        }
+        state.stored.remove(instance_id);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use secrecy::ExposeSecret;
+
+    #[tokio::test]
+    async fn put_overwrites_and_delete_of_an_absent_secret_succeeds() {
+        let secrets = MemorySecrets::new();
+        secrets
+            .put("i-1", "r", &SecretString::from("one"))
+            .await
+            .expect("put");
+        secrets
+            .put("i-1", "r", &SecretString::from("two"))
+            .await
+            .expect("put");
+        let (runner, config) = secrets.get("i-1").expect("stored");
+        assert_eq!((runner.as_str(), config.expose_secret()), ("r", "two"));
+        secrets.delete("i-1").await.expect("delete");
+        secrets
+            .delete("i-1")
+            .await
+            .expect("already gone is deleted");
+        assert!(secrets.instance_ids().is_empty());
+    }
+}

@@ -1,0 +1,372 @@
+//! [`MemoryStore`]: the runners, jobs and pools table, held in maps.
+//!
+//! Every method is one critical section, as every DynamoDB call it stands for is one
+//! conditional write or one transaction, and its conditions are the adapter's: a test
+//! meets a refused transition, a taken job or a full pool exactly where production would.
+
+use super::{lock, spend, InjectedFailure};
+use crate::lifecycle::InstanceStatus;
+use crate::model::{HistoryEntry, JobRecord, JobStatus, PoolRecord, RunnerRecord};
+use crate::ports::{Claim, RunnerStore, RunnerUpdate, StoreError, Transition};
+use async_trait::async_trait;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use time::OffsetDateTime;
+
+/// A [`RunnerStore`] method, to aim an injected failure at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StoreOp {
+    RecordJob,
+    GetJob,
+    AdvanceJob,
+    ClaimJob,
+    UnclaimJob,
+    GetRunner,
+    UpdateRunner,
+    Transition,
+    FinishDeletion,
+    RunnersInStatus,
+    GetPool,
+}
+
+impl StoreOp {
+    fn as_str(self) -> &'static str {
+        match self {
+            StoreOp::RecordJob => "record_job",
+            StoreOp::GetJob => "get_job",
+            StoreOp::AdvanceJob => "advance_job",
+            StoreOp::ClaimJob => "claim_job",
+            StoreOp::UnclaimJob => "unclaim_job",
+            StoreOp::GetRunner => "get_runner",
+            StoreOp::UpdateRunner => "update_runner",
+            StoreOp::Transition => "transition",
+            StoreOp::FinishDeletion => "finish_deletion",
+            StoreOp::RunnersInStatus => "runners_in_status",
+            StoreOp::GetPool => "get_pool",
+        }
+    }
+}
+
+/// The table in memory. Construct with [`MemoryStore::new`]; plant state with the
+/// `put_*` helpers and read it back with [`runners`](MemoryStore::runners) and friends.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    tables: Mutex<Tables>,
+}
+
+#[derive(Debug, Default)]
+struct Tables {
+    runners: BTreeMap<String, RunnerRecord>,
+    jobs: BTreeMap<u64, JobRecord>,
+    /// Slots used per pool; a pool never written is at zero.
+    pools: BTreeMap<String, u32>,
+    /// Injected failures still to come, per method.
+    failures: HashMap<StoreOp, u32>,
+}
+
+impl Tables {
+    /// Fails this call with [`StoreError::Transient`] if a failure is pending for `op`;
+    /// a failed call writes nothing.
+    fn check(&mut self, op: StoreOp) -> Result<(), StoreError> {
+        let fails = self.failures.get_mut(&op).is_some_and(spend);
+        if fails {
+            return Err(StoreError::Transient(Box::new(InjectedFailure(
+                op.as_str(),
+            ))));
+        }
+        Ok(())
+    }
+}
+
+impl MemoryStore {
+    pub fn new() -> MemoryStore {
+        MemoryStore::default()
+    }
+
+    /// Every runner record, deleted ones included, by name.
+    pub fn runners(&self) -> Vec<RunnerRecord> {
+        lock(&self.tables).runners.values().cloned().collect()
+    }
+
+    pub fn runner(&self, name: &str) -> Option<RunnerRecord> {
+        lock(&self.tables).runners.get(name).cloned()
+    }
+
+    /// Every job record, by job id.
+    pub fn jobs(&self) -> Vec<JobRecord> {
+        lock(&self.tables).jobs.values().cloned().collect()
+    }
+
+    pub fn job(&self, job_id: u64) -> Option<JobRecord> {
+        lock(&self.tables).jobs.get(&job_id).cloned()
+    }
+
+    /// Writes a runner record as it is, in any status, bypassing every condition (to
+    /// set up what a crash or another writer left behind). Takes no pool slot.
+    pub fn put_runner(&self, record: RunnerRecord) {
+        lock(&self.tables)
+            .runners
+            .insert(record.name.clone(), record);
+    }
+
+    /// Writes a job record as it is, bypassing every condition.
+    pub fn put_job(&self, record: JobRecord) {
+        lock(&self.tables).jobs.insert(record.job_id, record);
+    }
+
+    /// The pool's counter (zero for a pool never used).
+    pub fn slots_used(&self, pool: &str) -> u32 {
+        lock(&self.tables).pools.get(pool).copied().unwrap_or(0)
+    }
+
+    /// Sets the pool's counter as it is (to set up drift).
+    pub fn set_slots_used(&self, pool: &str, slots_used: u32) {
+        lock(&self.tables).pools.insert(pool.to_owned(), slots_used);
+    }
+
+    /// Makes the next `times` calls of `op` fail with [`StoreError::Transient`] and
+    /// write nothing; other methods are unaffected.
+    pub fn fail(&self, op: StoreOp, times: u32) {
+        lock(&self.tables).failures.insert(op, times);
+    }
+}
+
+fn refused(name: &str, to: InstanceStatus, actual: Option<InstanceStatus>) -> StoreError {
+    StoreError::TransitionRefused {
+        name: name.to_owned(),
+        to,
+        actual: actual.map_or("missing", InstanceStatus::as_str).to_owned(),
+    }
+}
+
+#[async_trait]
+impl RunnerStore for MemoryStore {
+    async fn record_job(&self, job: &JobRecord) -> Result<JobRecord, StoreError> {
+        let mut tables = lock(&self.tables);
+        tables.check(StoreOp::RecordJob)?;
+        Ok(tables
+            .jobs
+            .entry(job.job_id)
+            .or_insert_with(|| job.clone())
+            .clone())
+    }
+
+    async fn get_job(&self, job_id: u64) -> Result<Option<JobRecord>, StoreError> {
+        let mut tables = lock(&self.tables);
+        tables.check(StoreOp::GetJob)?;
+        Ok(tables.jobs.get(&job_id).cloned())
+    }
+
+    async fn advance_job(
+        &self,
+        job: &JobRecord,
+        status: JobStatus,
+        runner_name: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let mut tables = lock(&self.tables);
+        tables.check(StoreOp::AdvanceJob)?;
+        let Some(record) = tables.jobs.get_mut(&job.job_id) else {
+            // A job first seen past `queued` (its `queued` webhook was lost or late).
+            let mut fresh = job.clone();
+            fresh.status = status;
+            if let Some(name) = runner_name {
+                fresh.runner_name = Some(name.to_owned());
+            }
+            tables.jobs.insert(fresh.job_id, fresh);
+            return Ok(());
+        };
+        // `IF status IN (earlier statuses)`: a late or repeated webhook changes nothing.
+        if !status.earlier().contains(&record.status) {
+            return Ok(());
+        }
+        record.status = status;
+        if let Some(name) = runner_name {
+            record.runner_name = Some(name.to_owned());
+        }
+        record.updated_at = job.updated_at;
+        Ok(())
+    }
+
+    async fn claim_job(
+        &self,
+        job_id: u64,
+        runner: &RunnerRecord,
+        max_runners: u32,
+    ) -> Result<Claim, StoreError> {
+        let tables = &mut *lock(&self.tables);
+        tables.check(StoreOp::ClaimJob)?;
+        let Some(job) = tables.jobs.get_mut(&job_id) else {
+            return Err(StoreError::NotFound(format!("job {job_id}")));
+        };
+        if job.status != JobStatus::Queued {
+            return Ok(Claim::NotQueued(job.status));
+        }
+        if let Some(runner_name) = &job.runner_name {
+            return Ok(Claim::AlreadyClaimed {
+                runner_name: runner_name.clone(),
+            });
+        }
+        if tables.runners.contains_key(&runner.name) {
+            // The runner put is `attribute_not_exists(pk)`: names are never reused.
+            return Err(StoreError::Conflict(format!("runner {}", runner.name)));
+        }
+        let slots_used = tables.pools.entry(runner.pool.clone()).or_default();
+        if *slots_used >= max_runners {
+            return Ok(Claim::PoolFull);
+        }
+        *slots_used += 1;
+        job.runner_name = Some(runner.name.clone());
+        job.updated_at = runner.updated_at;
+        tables.runners.insert(runner.name.clone(), runner.clone());
+        Ok(Claim::Claimed)
+    }
+
+    async fn unclaim_job(&self, job_id: u64, runner_name: &str) -> Result<(), StoreError> {
+        let mut tables = lock(&self.tables);
+        tables.check(StoreOp::UnclaimJob)?;
+        if let Some(job) = tables.jobs.get_mut(&job_id) {
+            if job.runner_name.as_deref() == Some(runner_name) {
+                job.runner_name = None;
+            }
+        }
+        Ok(())
+    }
+
+    async fn get_runner(&self, name: &str) -> Result<Option<RunnerRecord>, StoreError> {
+        let mut tables = lock(&self.tables);
+        tables.check(StoreOp::GetRunner)?;
+        Ok(tables.runners.get(name).cloned())
+    }
+
+    async fn update_runner(
+        &self,
+        name: &str,
+        update: &RunnerUpdate,
+        at: OffsetDateTime,
+    ) -> Result<RunnerRecord, StoreError> {
+        let mut tables = lock(&self.tables);
+        tables.check(StoreOp::UpdateRunner)?;
+        let Some(record) = tables.runners.get_mut(name) else {
+            return Err(StoreError::NotFound(format!("runner {name}")));
+        };
+        if let Some(instance_id) = &update.instance_id {
+            record.instance_id = Some(instance_id.clone());
+        }
+        if let Some(github_runner_id) = update.github_runner_id {
+            record.github_runner_id = Some(github_runner_id);
+        }
+        if let Some(runner_status) = update.runner_status {
+            record.runner_status = runner_status;
+            let mut entry = HistoryEntry::runner_status(at, runner_status);
+            entry.reason = update.note.clone();
+            record.note(entry);
+        }
+        if let Some(job_id) = update.job_id {
+            record.job_id = Some(job_id);
+        }
+        record.updated_at = at;
+        Ok(record.clone())
+    }
+
+    async fn transition(
+        &self,
+        name: &str,
+        transition: &Transition,
+    ) -> Result<RunnerRecord, StoreError> {
+        let mut tables = lock(&self.tables);
+        tables.check(StoreOp::Transition)?;
+        let Some(record) = tables.runners.get_mut(name) else {
+            return Err(refused(name, transition.to, None));
+        };
+        let allowed = transition
+            .to
+            .allowed_predecessors()
+            .contains(&record.status)
+            && transition
+                .expect
+                .is_none_or(|expect| expect == record.status);
+        if !allowed {
+            return Err(refused(name, transition.to, Some(record.status)));
+        }
+        record.status = transition.to;
+        record.updated_at = transition.at;
+        record.next_attempt_at = transition.next_attempt_at;
+        // Like the DynamoDB store: optional fields are written only when `Some`.
+        if let Some(reason) = &transition.reason {
+            record.reason = Some(reason.clone());
+        }
+        record.note(HistoryEntry::status(
+            transition.at,
+            transition.to,
+            transition.reason.clone(),
+        ));
+        if let Some(attempts) = transition.attempts {
+            record.attempts = attempts;
+        }
+        if let Some(error) = &transition.error {
+            record.last_error = Some(error.clone());
+        }
+        if let Some(ttl) = transition.ttl {
+            record.ttl = Some(ttl);
+        }
+        Ok(record.clone())
+    }
+
+    async fn finish_deletion(
+        &self,
+        name: &str,
+        at: OffsetDateTime,
+        ttl: OffsetDateTime,
+    ) -> Result<(), StoreError> {
+        let tables = &mut *lock(&self.tables);
+        tables.check(StoreOp::FinishDeletion)?;
+        let to = InstanceStatus::Deleted;
+        let Some(record) = tables.runners.get_mut(name) else {
+            return Err(refused(name, to, None));
+        };
+        if !to.allowed_predecessors().contains(&record.status) {
+            return Err(refused(name, to, Some(record.status)));
+        }
+        record.status = to;
+        record.updated_at = at;
+        record.next_attempt_at = at;
+        record.ttl = Some(ttl);
+        record.note(HistoryEntry::status(at, to, None));
+        if let Some(slots_used) = tables.pools.get_mut(&record.pool) {
+            *slots_used = slots_used.saturating_sub(1);
+        }
+        Ok(())
+    }
+
+    async fn runners_in_status(
+        &self,
+        status: InstanceStatus,
+        due: OffsetDateTime,
+        limit: usize,
+    ) -> Result<Vec<RunnerRecord>, StoreError> {
+        let mut tables = lock(&self.tables);
+        tables.check(StoreOp::RunnersInStatus)?;
+        let mut found: Vec<RunnerRecord> = tables
+            .runners
+            .values()
+            .filter(|record| record.status == status && record.next_attempt_at <= due)
+            .cloned()
+            .collect();
+        found.sort_by(|a, b| (a.next_attempt_at, &a.name).cmp(&(b.next_attempt_at, &b.name)));
+        found.truncate(limit);
+        Ok(found)
+    }
+
+    async fn get_pool(&self, name: &str) -> Result<PoolRecord, StoreError> {
+        let mut tables = lock(&self.tables);
+        tables.check(StoreOp::GetPool)?;
+        Ok(PoolRecord {
+            name: name.to_owned(),
+            slots_used: tables.pools.get(name).copied().unwrap_or(0),
+        })
+    }
+}
+
+#[cfg(test)]
+#[path = "store_tests.rs"]
+mod tests;

@@ -1,0 +1,132 @@
+//! The queue message between the webhook and the scaler, version 1.
+//!
+//! The webhook answers GitHub fast and leaves the work to the scaler through SQS; this is
+//! all that crosses. A message of another version fails loudly (and so reaches the DLQ)
+//! instead of being guessed at.
+
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+/// The only version this build reads and writes.
+pub const VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageKind {
+    Queued,
+    InProgress,
+    Completed,
+}
+
+/// One job event, routed to a pool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueMessage {
+    pub v: u32,
+    pub kind: MessageKind,
+    pub delivery_id: String,
+    pub job_id: u64,
+    pub run_id: u64,
+    pub pool: String,
+    pub labels: Vec<String>,
+    pub repo: String,
+    pub owner: String,
+    pub installation_id: Option<u64>,
+    pub runner_name: Option<String>,
+    pub runner_id: Option<u64>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub received_at: OffsetDateTime,
+}
+
+/// A queue body that this build cannot act on.
+#[derive(Debug, thiserror::Error)]
+pub enum MessageError {
+    #[error("message version {0} is not supported (this build reads version {VERSION})")]
+    UnsupportedVersion(u32),
+    #[error("message body is not a version {VERSION} message: {0}")]
+    Malformed(#[from] serde_json::Error),
+}
+
+#[derive(Deserialize)]
+struct Envelope {
+    v: u32,
+}
+
+impl QueueMessage {
+    /// Reads a body, refusing any version but [`VERSION`].
+    pub fn decode(body: &str) -> Result<QueueMessage, MessageError> {
+        let envelope: Envelope = serde_json::from_str(body)?;
+        if envelope.v != VERSION {
+            return Err(MessageError::UnsupportedVersion(envelope.v));
+        }
+        Ok(serde_json::from_str(body)?)
+    }
+
+    pub fn encode(&self) -> String {
+        serde_json::to_string(self).expect("a message always serializes")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> QueueMessage {
+        QueueMessage {
+            v: VERSION,
+            kind: MessageKind::Queued,
+            delivery_id: "d-1".into(),
+            job_id: 7,
+            run_id: 8,
+            pool: "linux".into(),
+            labels: vec!["self-hosted".into(), "linux".into()],
+            repo: "r".into(),
+            owner: "o".into(),
+            installation_id: Some(5),
+            runner_name: None,
+            runner_id: None,
+            received_at: time::macros::datetime!(2026-11-22 10:00:00 UTC),
+        }
+    }
+
+    #[test]
+    fn round_trips_with_the_documented_field_names() {
+        let body = sample().encode();
+        let value: serde_json::Value = serde_json::from_str(&body).expect("json");
+        for field in [
+            "v",
+            "kind",
+            "delivery_id",
+            "job_id",
+            "run_id",
+            "pool",
+            "labels",
+            "repo",
+            "owner",
+            "installation_id",
+            "runner_name",
+            "runner_id",
+            "received_at",
+        ] {
+            assert!(value.get(field).is_some(), "missing {field}");
+        }
+        assert_eq!(value["kind"], "queued");
+        assert_eq!(QueueMessage::decode(&body).expect("decodes"), sample());
+    }
+
+    #[test]
+    fn other_versions_and_garbage_are_refused() {
+        let body = sample().encode().replace("\"v\":1", "\"v\":2");
+        assert!(matches!(
+            QueueMessage::decode(&body),
+            Err(MessageError::UnsupportedVersion(2))
+        ));
+        assert!(matches!(
+            QueueMessage::decode("{}"),
+            Err(MessageError::Malformed(_))
+        ));
+        assert!(matches!(
+            QueueMessage::decode("not json"),
+            Err(MessageError::Malformed(_))
+        ));
+    }
+}

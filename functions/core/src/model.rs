@@ -1,0 +1,205 @@
+//! The records ephemera keeps: runners, jobs and pools.
+//!
+//! These are plain data; how they map onto DynamoDB items is the store adapter's business.
+
+use crate::lifecycle::{InstanceStatus, RunnerStatus};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use time::OffsetDateTime;
+
+/// One runner: an EC2 instance and its GitHub registration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunnerRecord {
+    pub name: String,
+    pub pool: String,
+    pub status: InstanceStatus,
+    pub runner_status: RunnerStatus,
+    pub instance_id: Option<String>,
+    pub github_runner_id: Option<u64>,
+    /// The job this runner was launched for, then the job it runs.
+    pub job_id: Option<u64>,
+    pub labels: Vec<String>,
+    pub ephemeral: bool,
+    /// Where the runner is registered: the installation, the owner (org or user) and,
+    /// for repository-scoped runners, the repository.
+    pub installation_id: Option<u64>,
+    pub owner: String,
+    pub repo: Option<String>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    pub updated_at: OffsetDateTime,
+    /// Why the record is in its status (`job completed`, `busy`, `operator`...).
+    pub reason: Option<String>,
+    /// Failed deletion attempts so far.
+    pub attempts: u32,
+    /// When the reaper should next act on this record (the GSI's sort key).
+    #[serde(with = "time::serde::rfc3339")]
+    pub next_attempt_at: OffsetDateTime,
+    /// The last error met while acting on this record.
+    pub last_error: Option<String>,
+    /// When the table may forget the record (set once `deleted`).
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub ttl: Option<OffsetDateTime>,
+    /// The last [`HISTORY_CAP`] status changes, oldest first, written by the store with
+    /// every transition and runner-status change.
+    #[serde(default)]
+    pub history: Vec<HistoryEntry>,
+}
+
+impl RunnerRecord {
+    /// Appends to the history, dropping the oldest entries past [`HISTORY_CAP`].
+    pub fn note(&mut self, entry: HistoryEntry) {
+        self.history.push(entry);
+        let excess = self.history.len().saturating_sub(HISTORY_CAP);
+        self.history.drain(..excess);
+    }
+}
+
+/// How many history entries a record keeps; older ones are dropped.
+pub const HISTORY_CAP: usize = 32;
+
+/// One step of a runner's life: a status change or a runner-status change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryEntry {
+    #[serde(with = "time::serde::rfc3339")]
+    pub at: OffsetDateTime,
+    pub status: Option<InstanceStatus>,
+    pub runner_status: Option<RunnerStatus>,
+    pub reason: Option<String>,
+}
+
+impl HistoryEntry {
+    /// A move to `status`.
+    pub fn status(
+        at: OffsetDateTime,
+        status: InstanceStatus,
+        reason: Option<String>,
+    ) -> HistoryEntry {
+        HistoryEntry {
+            at,
+            status: Some(status),
+            runner_status: None,
+            reason,
+        }
+    }
+
+    /// GitHub's view of the runner changed to `runner_status`.
+    pub fn runner_status(at: OffsetDateTime, runner_status: RunnerStatus) -> HistoryEntry {
+        HistoryEntry {
+            at,
+            status: None,
+            runner_status: Some(runner_status),
+            reason: None,
+        }
+    }
+}
+
+impl RunnerRecord {
+    /// A record for a runner about to be created.
+    pub fn new(name: String, pool: String, at: OffsetDateTime) -> RunnerRecord {
+        RunnerRecord {
+            name,
+            pool,
+            status: InstanceStatus::PendingCreate,
+            runner_status: RunnerStatus::Pending,
+            instance_id: None,
+            github_runner_id: None,
+            job_id: None,
+            labels: Vec::new(),
+            ephemeral: true,
+            installation_id: None,
+            owner: String::new(),
+            repo: None,
+            created_at: at,
+            updated_at: at,
+            reason: None,
+            attempts: 0,
+            next_attempt_at: at,
+            last_error: None,
+            ttl: None,
+            history: vec![HistoryEntry::status(
+                at,
+                InstanceStatus::PendingCreate,
+                None,
+            )],
+        }
+    }
+}
+
+/// What GitHub says a job is doing, as far as ephemera tracks it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobStatus {
+    Queued,
+    InProgress,
+    Completed,
+}
+
+impl JobStatus {
+    pub const ALL: [JobStatus; 3] = [
+        JobStatus::Queued,
+        JobStatus::InProgress,
+        JobStatus::Completed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobStatus::Queued => "queued",
+            JobStatus::InProgress => "in_progress",
+            JobStatus::Completed => "completed",
+        }
+    }
+
+    /// Statuses a job may move forward from to reach `self` (never backwards, so
+    /// webhooks that arrive out of order cannot undo progress).
+    pub fn earlier(self) -> &'static [JobStatus] {
+        match self {
+            JobStatus::Queued => &[],
+            JobStatus::InProgress => &[JobStatus::Queued],
+            JobStatus::Completed => &[JobStatus::Queued, JobStatus::InProgress],
+        }
+    }
+}
+
+impl fmt::Display for JobStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for JobStatus {
+    type Err = crate::lifecycle::UnknownStatus;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        JobStatus::ALL
+            .into_iter()
+            .find(|status| status.as_str() == s)
+            .ok_or_else(|| crate::lifecycle::UnknownStatus(s.to_owned()))
+    }
+}
+
+/// One workflow job, as ephemera has seen it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobRecord {
+    pub job_id: u64,
+    pub status: JobStatus,
+    pub pool: String,
+    pub owner: String,
+    pub repo: String,
+    pub run_id: u64,
+    pub installation_id: Option<u64>,
+    pub labels: Vec<String>,
+    /// The runner launched for this job (a claim: at most one per job).
+    pub runner_name: Option<String>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub received_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    pub updated_at: OffsetDateTime,
+}
+
+/// The pool's counter of slots taken by live runners.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolRecord {
+    pub name: String,
+    pub slots_used: u32,
+}

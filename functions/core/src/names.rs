@@ -1,0 +1,54 @@
+//! Runner names: `<prefix>-<pool>-<random>`.
+//!
+//! The prefix identifies the deployment, so the orphan sweeps can tell our runners and
+//! instances from anyone else's by name alone.
+
+use rand::Rng;
+
+const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+const SUFFIX_LEN: usize = 10;
+
+/// A fresh runner name for `pool` in the deployment `prefix`.
+pub fn runner_name(prefix: &str, pool: &str) -> String {
+    let mut rng = rand::rng();
+    let suffix: String = (0..SUFFIX_LEN)
+        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+        .collect();
+    format!("{prefix}-{pool}-{suffix}")
+}
+
+/// Whether `name` was made by [`runner_name`] for the deployment `prefix`.
+pub fn is_ours(prefix: &str, name: &str) -> bool {
+    name.strip_prefix(prefix)
+        .and_then(|rest| rest.strip_prefix('-'))
+        .is_some_and(|rest| rest.contains('-'))
+}
+
+/// The SSM parameter through which a runner instance receives its JIT config: only the
+/// instance itself may read and delete it, and its name carries the instance id so the
+/// instance role's policy can say so.
+pub fn jit_parameter_name(prefix: &str, instance_id: &str) -> String {
+    format!("/ephemera/{prefix}/jit/{instance_id}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_carry_prefix_and_pool_and_differ() {
+        let a = runner_name("eph", "linux");
+        let b = runner_name("eph", "linux");
+        assert!(a.starts_with("eph-linux-"));
+        assert_eq!(a.len(), "eph-linux-".len() + SUFFIX_LEN);
+        assert_ne!(a, b);
+        assert!(is_ours("eph", &a));
+    }
+
+    #[test]
+    fn names_of_other_deployments_are_not_ours() {
+        assert!(!is_ours("eph", "ephemeral-linux-abc"));
+        assert!(!is_ours("eph", "other-linux-abc"));
+        assert!(!is_ours("eph", "eph"));
+    }
+}

@@ -1,0 +1,395 @@
+//! The narrow traits through which handlers reach the outside world.
+//!
+//! Each handler takes only the ports it needs: the webhook can only send to the queue,
+//! the reaper can terminate but not launch. No SDK or HTTP type appears here; adapters in
+//! `ephemera-aws` and `ephemera-github` implement these, and [`crate::memory`] has fakes.
+
+use crate::lifecycle::{InstanceStatus, RunnerStatus};
+use crate::message::QueueMessage;
+use crate::model::{JobRecord, JobStatus, PoolRecord, RunnerRecord};
+use async_trait::async_trait;
+use secrecy::SecretString;
+use std::time::Duration;
+use time::OffsetDateTime;
+
+/// An error from below that callers do not branch on, kept with its cause.
+pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+// ----------------------------------------------------------------------------- store
+
+/// A status change of a runner record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transition {
+    pub to: InstanceStatus,
+    /// Also require the record to be in exactly this status (optimistic concurrency).
+    pub expect: Option<InstanceStatus>,
+    pub at: OffsetDateTime,
+    /// When the reaper should next look at the record.
+    pub next_attempt_at: OffsetDateTime,
+    pub reason: Option<String>,
+    /// `Some` sets the failed-attempt count.
+    pub attempts: Option<u32>,
+    /// `Some` records the last error.
+    pub error: Option<String>,
+    /// `Some` sets the record's expiry.
+    pub ttl: Option<OffsetDateTime>,
+}
+
+impl Transition {
+    /// A move to `to` from exactly `from`, due for the reaper at once.
+    pub fn new(from: InstanceStatus, to: InstanceStatus, at: OffsetDateTime) -> Transition {
+        Transition {
+            to,
+            expect: Some(from),
+            at,
+            next_attempt_at: at,
+            reason: None,
+            attempts: None,
+            error: None,
+            ttl: None,
+        }
+    }
+
+    pub fn because(mut self, reason: impl Into<String>) -> Transition {
+        self.reason = Some(reason.into());
+        self
+    }
+}
+
+/// Fields of a runner record that change without a status change; `None` leaves a
+/// field as it is.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunnerUpdate {
+    pub instance_id: Option<String>,
+    pub github_runner_id: Option<u64>,
+    pub runner_status: Option<RunnerStatus>,
+    pub job_id: Option<u64>,
+    /// Why the runner status changed; kept in the history entry of that change.
+    pub note: Option<String>,
+}
+
+/// The result of [`RunnerStore::claim_job`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// The job is ours, the runner record exists and a slot is taken.
+    Claimed,
+    /// Another delivery of this job got there first, with this runner.
+    AlreadyClaimed { runner_name: String },
+    /// The job is no longer queued.
+    NotQueued(JobStatus),
+    /// The pool has no free slot.
+    PoolFull,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The table refused the status change: the record is not in a status from which
+    /// the transition table (and the caller's expectation) allows it.
+    #[error("runner {name}: transition to {to} refused (status is {actual})")]
+    TransitionRefused {
+        name: String,
+        to: InstanceStatus,
+        actual: String,
+    },
+    #[error("{0} not found")]
+    NotFound(String),
+    /// A concurrent writer changed the item; reading again and retrying is safe.
+    #[error("concurrent update of {0}")]
+    Conflict(String),
+    #[error("table throttled the request")]
+    Throttled(#[source] Cause),
+    #[error("item {key} cannot be read: {message}")]
+    Corrupt { key: String, message: String },
+    #[error("table request failed")]
+    Transient(#[source] Cause),
+}
+
+/// The table of runners, jobs and pools.
+#[async_trait]
+pub trait RunnerStore: Send + Sync {
+    /// Records a newly seen job unless it is already known (conditional put; idempotent).
+    /// Returns the stored record: `job` itself, or the one already there.
+    async fn record_job(&self, job: &JobRecord) -> Result<JobRecord, StoreError>;
+
+    /// Reads a job.
+    async fn get_job(&self, job_id: u64) -> Result<Option<JobRecord>, StoreError>;
+
+    /// Moves a job forward to `status` (creating a minimal record if none exists) and
+    /// names its runner; a job already at or past `status` is left as it is. Conditional.
+    async fn advance_job(
+        &self,
+        job: &JobRecord,
+        status: JobStatus,
+        runner_name: Option<&str>,
+    ) -> Result<(), StoreError>;
+
+    /// In one transaction: claims the queued job `job_id` for `runner`, writes the runner
+    /// record, and takes a slot in the runner's pool if fewer than `max_runners` are
+    /// taken. Nothing is written unless all three hold.
+    async fn claim_job(
+        &self,
+        job_id: u64,
+        runner: &RunnerRecord,
+        max_runners: u32,
+    ) -> Result<Claim, StoreError>;
+
+    /// Drops a job's claim by `runner_name`, so a retry may launch another runner.
+    /// Conditional on the claim still being that runner's; idempotent.
+    async fn unclaim_job(&self, job_id: u64, runner_name: &str) -> Result<(), StoreError>;
+
+    /// Reads a runner record.
+    async fn get_runner(&self, name: &str) -> Result<Option<RunnerRecord>, StoreError>;
+
+    /// Sets fields that are not the status. Conditional on the record existing.
+    async fn update_runner(
+        &self,
+        name: &str,
+        update: &RunnerUpdate,
+        at: OffsetDateTime,
+    ) -> Result<RunnerRecord, StoreError>;
+
+    /// Changes a record's status, conditional on the transition table (and on
+    /// `transition.expect`); a refused change is [`StoreError::TransitionRefused`].
+    async fn transition(
+        &self,
+        name: &str,
+        transition: &Transition,
+    ) -> Result<RunnerRecord, StoreError>;
+
+    /// In one transaction: `deleting` → `deleted` with `ttl`, and the runner's pool slot
+    /// given back. Refused (and nothing released) unless the record is `deleting`.
+    async fn finish_deletion(
+        &self,
+        name: &str,
+        at: OffsetDateTime,
+        ttl: OffsetDateTime,
+    ) -> Result<(), StoreError>;
+
+    /// Runner records in `status` due by `due` (`next_attempt_at <= due`), earliest
+    /// first, at most `limit`. Reads the status index, never the whole table.
+    async fn runners_in_status(
+        &self,
+        status: InstanceStatus,
+        due: OffsetDateTime,
+        limit: usize,
+    ) -> Result<Vec<RunnerRecord>, StoreError>;
+
+    /// Reads a pool's counter (zero slots for a pool never used).
+    async fn get_pool(&self, name: &str) -> Result<PoolRecord, StoreError>;
+}
+
+// ----------------------------------------------------------------------------- queue
+
+#[derive(Debug, thiserror::Error)]
+pub enum QueueError {
+    #[error("queue throttled the request")]
+    Throttled(#[source] Cause),
+    #[error("queue request failed")]
+    Transient(#[source] Cause),
+}
+
+/// The jobs queue between webhook and scaler.
+#[async_trait]
+pub trait JobQueue: Send + Sync {
+    /// Sends one message. Not idempotent: the scaler copes with duplicates.
+    async fn send(&self, message: &QueueMessage) -> Result<(), QueueError>;
+}
+
+// ----------------------------------------------------------------------------- fleet
+
+/// One instance to launch for one runner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaunchSpec {
+    pub runner_name: String,
+    pub pool: String,
+    pub launch_template: Option<String>,
+    pub ami: Option<String>,
+    pub instance_type: String,
+    pub subnet: Option<String>,
+    pub spot: bool,
+}
+
+/// EC2's view of an instance's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InstanceState {
+    Pending,
+    Running,
+    ShuttingDown,
+    Terminated,
+    Stopping,
+    Stopped,
+}
+
+/// An instance tagged for this deployment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Instance {
+    pub id: String,
+    pub state: InstanceState,
+    pub runner_name: Option<String>,
+    pub pool: Option<String>,
+    pub launched_at: Option<OffsetDateTime>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FleetError {
+    /// No capacity for what was asked (spot or on-demand); another type or later may work.
+    #[error("no capacity: {0}")]
+    CapacityUnavailable(String),
+    #[error("EC2 throttled the request")]
+    Throttled(#[source] Cause),
+    /// EC2 refused the request as asked (bad AMI, subnet, template, permissions).
+    #[error("EC2 refused the request: {code}: {message}")]
+    Rejected { code: String, message: String },
+    #[error("EC2 request failed")]
+    Transient(#[source] Cause),
+}
+
+/// Launching runner instances (the scaler's capability).
+#[async_trait]
+pub trait Launcher: Send + Sync {
+    /// Launches one instance tagged with this deployment, the pool and the runner name.
+    /// Returns its id. The runner name is the idempotency token.
+    async fn launch(&self, spec: &LaunchSpec) -> Result<String, FleetError>;
+}
+
+/// Seeing and ending runner instances (the reaper's capability).
+#[async_trait]
+pub trait Fleet: Send + Sync {
+    /// Terminates an instance. One that no longer exists counts as terminated.
+    async fn terminate(&self, instance_id: &str) -> Result<(), FleetError>;
+
+    /// Every instance tagged for this deployment, whatever its state.
+    async fn describe(&self) -> Result<Vec<Instance>, FleetError>;
+}
+
+// ----------------------------------------------------------------------------- secrets
+
+#[derive(Debug, thiserror::Error)]
+pub enum SecretError {
+    #[error("secret store throttled the request")]
+    Throttled(#[source] Cause),
+    #[error("secret store request failed")]
+    Transient(#[source] Cause),
+}
+
+/// Where a runner's JIT config waits for its instance (never user data or tags).
+#[async_trait]
+pub trait JitSecrets: Send + Sync {
+    /// Stores the JIT config that only `instance_id` may read; overwrites (idempotent).
+    async fn put(
+        &self,
+        instance_id: &str,
+        runner_name: &str,
+        jit_config: &SecretString,
+    ) -> Result<(), SecretError>;
+
+    /// Deletes it; one already gone counts as deleted.
+    async fn delete(&self, instance_id: &str) -> Result<(), SecretError>;
+}
+
+// ----------------------------------------------------------------------------- forge
+
+/// Where a runner is registered on GitHub.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RunnerScope {
+    pub installation_id: Option<u64>,
+    /// The organization, or the repository owner for repository-scoped runners.
+    pub owner: String,
+    /// `Some` for repository-scoped runners.
+    pub repo: Option<String>,
+}
+
+/// What a just-in-time runner is registered with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JitRequest {
+    pub name: String,
+    pub labels: Vec<String>,
+    pub runner_group: String,
+    pub work_folder: String,
+}
+
+/// A registered just-in-time runner.
+#[derive(Debug, Clone)]
+pub struct JitConfig {
+    pub runner_id: u64,
+    pub encoded: SecretString,
+}
+
+/// The answer to removing a runner from GitHub.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunnerRemoval {
+    Removed,
+    /// GitHub does not know it (already gone).
+    NotFound,
+    /// GitHub refused: the runner is running a job (422).
+    Busy,
+}
+
+/// GitHub's view of a runner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForgeRunner {
+    pub id: u64,
+    pub name: String,
+    pub online: bool,
+    pub busy: bool,
+}
+
+/// GitHub's view of a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ForgeJobState {
+    Queued,
+    InProgress,
+    Completed,
+    /// waiting, requested, pending...
+    Other,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ForgeError {
+    /// A runner with that name is already registered.
+    #[error("a runner named {0} already exists")]
+    AlreadyExists(String),
+    #[error("GitHub refused the credentials")]
+    Unauthorized,
+    #[error("GitHub rate limit hit")]
+    Throttled { retry_after: Option<Duration> },
+    #[error("GitHub refused the request: {status}: {message}")]
+    Rejected { status: u16, message: String },
+    #[error("GitHub request failed")]
+    Transient(#[source] Cause),
+}
+
+/// GitHub, as a GitHub App installation sees it.
+#[async_trait]
+pub trait Forge: Send + Sync {
+    /// Registers a just-in-time runner. Not idempotent: a second call with the same name
+    /// is [`ForgeError::AlreadyExists`].
+    async fn generate_jit_config(
+        &self,
+        scope: &RunnerScope,
+        request: &JitRequest,
+    ) -> Result<JitConfig, ForgeError>;
+
+    /// Removes a runner. The DELETE is itself the "is it busy?" check: 422 → `Busy`.
+    async fn remove_runner(
+        &self,
+        scope: &RunnerScope,
+        runner_id: u64,
+    ) -> Result<RunnerRemoval, ForgeError>;
+
+    /// Reads a runner; `None` if GitHub does not know it.
+    async fn get_runner(
+        &self,
+        scope: &RunnerScope,
+        runner_id: u64,
+    ) -> Result<Option<ForgeRunner>, ForgeError>;
+
+    /// Reads a job's state; `None` if GitHub does not know it.
+    async fn job_state(
+        &self,
+        installation_id: Option<u64>,
+        owner: &str,
+        repo: &str,
+        job_id: u64,
+    ) -> Result<Option<ForgeJobState>, ForgeError>;
+}

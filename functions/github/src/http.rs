@@ -1,0 +1,216 @@
+//! One call to GitHub's REST API: headers, retries, the refresh of a refused token, and
+//! the counting and logging of every HTTP request.
+//!
+//! [`GitHubApp::send`] makes a call with a given bearer (the App JWT or an installation
+//! token) and retries it per the [`RetryPolicy`](crate::RetryPolicy);
+//! [`GitHubApp::as_installation`] adds the installation token and, when GitHub answers
+//! 401 (a token revoked or expired early), fetches a new token and tries once more.
+
+use crate::client::GitHubApp;
+use crate::outcome::{classify, rate_limit_remaining, Outcome};
+use ephemera_core::ports::ForgeError;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT};
+use reqwest::Method;
+use secrecy::{ExposeSecret, SecretString};
+use serde::de::DeserializeOwned;
+use tracing::{debug, warn};
+
+pub(crate) use crate::outcome::Endpoint;
+
+/// Headers sent on every call (`User-Agent` is set on the client).
+pub(crate) fn default_headers() -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        ACCEPT,
+        HeaderValue::from_static("application/vnd.github+json"),
+    );
+    headers.insert(
+        HeaderName::from_static("x-github-api-version"),
+        HeaderValue::from_static("2022-11-28"),
+    );
+    headers
+}
+
+/// A request, kept so it can be sent again.
+#[derive(Debug, Clone)]
+pub(crate) struct Call {
+    method: Method,
+    /// The path below the API base URL, with its query.
+    path: String,
+    body: Option<serde_json::Value>,
+}
+
+impl Call {
+    pub(crate) fn get(path: String) -> Call {
+        Call {
+            method: Method::GET,
+            path,
+            body: None,
+        }
+    }
+
+    pub(crate) fn post(path: String) -> Call {
+        Call {
+            method: Method::POST,
+            path,
+            body: None,
+        }
+    }
+
+    pub(crate) fn delete(path: String) -> Call {
+        Call {
+            method: Method::DELETE,
+            path,
+            body: None,
+        }
+    }
+
+    pub(crate) fn with_json(mut self, body: serde_json::Value) -> Call {
+        self.body = Some(body);
+        self
+    }
+}
+
+/// A successful answer, or one the endpoint gives meaning to.
+#[derive(Debug)]
+pub(crate) struct Reply {
+    pub status: u16,
+    body: Vec<u8>,
+}
+
+impl Reply {
+    /// Decodes the body. A body that does not parse is reported by position only: the
+    /// decoder's own message could quote a secret from the body.
+    pub(crate) fn json<T: DeserializeOwned>(&self, endpoint: &Endpoint) -> Result<T, ForgeError> {
+        serde_json::from_slice(&self.body).map_err(|error| {
+            ForgeError::Transient(Box::new(HttpError::Body {
+                endpoint: endpoint.name,
+                line: error.line(),
+                column: error.column(),
+            }))
+        })
+    }
+}
+
+/// Why a call failed, as the cause of [`ForgeError::Transient`].
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum HttpError {
+    #[error("{endpoint}: GitHub answered {status}: {message}")]
+    Status {
+        endpoint: &'static str,
+        status: u16,
+        message: String,
+    },
+    #[error("{endpoint}: request failed")]
+    Request {
+        endpoint: &'static str,
+        #[source]
+        source: reqwest::Error,
+    },
+    #[error("{endpoint}: unexpected response body (line {line}, column {column})")]
+    Body {
+        endpoint: &'static str,
+        line: usize,
+        column: usize,
+    },
+}
+
+impl GitHubApp {
+    /// Makes `call` as the installation, refreshing its token once if GitHub refuses it.
+    pub(crate) async fn as_installation(
+        &self,
+        installation_id: u64,
+        endpoint: &Endpoint,
+        call: &Call,
+    ) -> Result<Reply, ForgeError> {
+        let token = self.installation_token(installation_id).await?;
+        match self.send(endpoint, call, &token).await {
+            Err(ForgeError::Unauthorized) => {
+                warn!(
+                    installation_id,
+                    endpoint = endpoint.name,
+                    "token refused; fetching a new one"
+                );
+                self.tokens.forget(installation_id);
+                let token = self.installation_token(installation_id).await?;
+                self.send(endpoint, call, &token).await
+            }
+            other => other,
+        }
+    }
+
+    /// Makes `call` with `bearer`, retrying throttling and transient failures.
+    pub(crate) async fn send(
+        &self,
+        endpoint: &Endpoint,
+        call: &Call,
+        bearer: &SecretString,
+    ) -> Result<Reply, ForgeError> {
+        self.retry
+            .run(|| self.attempt(endpoint, call, bearer))
+            .await
+    }
+
+    /// One HTTP request, counted and logged.
+    async fn attempt(
+        &self,
+        endpoint: &Endpoint,
+        call: &Call,
+        bearer: &SecretString,
+    ) -> Result<Reply, ForgeError> {
+        let url = format!("{}{}", self.api_url, call.path);
+        let mut request = self
+            .http
+            .request(call.method.clone(), url)
+            .bearer_auth(bearer.expose_secret());
+        if let Some(body) = &call.body {
+            request = request.json(body);
+        }
+        let (status, headers, body) = match exchange(request).await {
+            Ok(answer) => answer,
+            Err(source) => {
+                self.accounting.count(endpoint.name, "transient");
+                debug!(endpoint = endpoint.name, error = %source, "GitHub request failed");
+                let cause = HttpError::Request {
+                    endpoint: endpoint.name,
+                    source,
+                };
+                return Err(ForgeError::Transient(Box::new(cause)));
+            }
+        };
+        let outcome = classify(endpoint, status, &headers, &body, self.now());
+        self.accounting.count(endpoint.name, outcome.label());
+        debug!(
+            endpoint = endpoint.name,
+            status,
+            rate_limit_remaining = rate_limit_remaining(&headers),
+            outcome = outcome.label(),
+            "GitHub answered"
+        );
+        match outcome {
+            Outcome::Success | Outcome::Answer { .. } => Ok(Reply { status, body }),
+            Outcome::Unauthorized => Err(ForgeError::Unauthorized),
+            Outcome::Throttled { retry_after } => Err(ForgeError::Throttled { retry_after }),
+            Outcome::Transient { status, message } => {
+                let cause = HttpError::Status {
+                    endpoint: endpoint.name,
+                    status,
+                    message,
+                };
+                Err(ForgeError::Transient(Box::new(cause)))
+            }
+            Outcome::Rejected { status, message } => Err(ForgeError::Rejected { status, message }),
+        }
+    }
+}
+
+/// Sends the request and reads the whole answer.
+async fn exchange(
+    request: reqwest::RequestBuilder,
+) -> Result<(u16, HeaderMap, Vec<u8>), reqwest::Error> {
+    let response = request.send().await?;
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let body = response.bytes().await?;
+    Ok((status, headers, body.to_vec()))
+}

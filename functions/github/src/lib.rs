@@ -1,0 +1,36 @@
+//! ephemera's GitHub App client: the [`Forge`](ephemera_core::ports::Forge) port over
+//! GitHub's REST API.
+//!
+//! The scaler registers just-in-time runners through it, the reaper and the CLI remove
+//! runners and ask about jobs. It speaks to github.com, GitHub Enterprise Server
+//! (`https://HOST/api/v3`), GHE.com (`https://api.SUBDOMAIN.ghe.com`) and the project's
+//! GitHub simulator alike: only the base URL differs.
+//!
+//! Layout:
+//! - `client`: configuration, [`GitHubApp`] itself, and its call accounting.
+//! - `auth`: the App JWT, installation lookup, and the installation-token cache.
+//! - `outcome`: what an HTTP answer means (a pure function of status, headers, body).
+//! - `retry`: exponential backoff with full jitter inside a time budget.
+//! - `http`: one API call: headers, retries, the 401 refresh, counting and logging.
+//! - `forge`: the [`Forge`](ephemera_core::ports::Forge) methods and response shapes.
+//!
+//! Secrets (the private key, tokens, JIT configs) stay in `SecretString`s: they are
+//! never logged and never put into an error.
+
+mod client;
+
+mod auth;
+mod forge;
+mod http;
+mod outcome;
+mod retry;
+
+#[cfg(test)]
+mod harness;
+#[cfg(test)]
+mod stub;
+#[cfg(test)]
+mod tests;
+
+pub use client::{CallCount, ConfigError, GitHubApp, GitHubAppConfig};
+pub use retry::RetryPolicy;

@@ -1,0 +1,201 @@
+//! The EC2 fleet and the SSM JIT secrets against moto: launches carry the deployment's
+//! tags, listing sees only this deployment, terminating is idempotent, and a JIT config
+//! can be put, overwritten and deleted any number of times.
+
+use aws_sdk_ec2::types::{Filter, InstanceStateName};
+use ephemera_aws::tags;
+use ephemera_aws::{
+    ensure_resources, sdk_config, AwsSettings, Ec2Fleet, ResourceNames, SsmJitSecrets,
+};
+use ephemera_core::names::jit_parameter_name;
+use ephemera_core::ports::{Fleet, FleetError, InstanceState, JitSecrets, LaunchSpec, Launcher};
+use ephemera_tests::moto::Moto;
+use secrecy::SecretString;
+
+fn spec(runner: &str) -> LaunchSpec {
+    LaunchSpec {
+        runner_name: runner.to_owned(),
+        pool: "linux".to_owned(),
+        launch_template: None,
+        ami: None,
+        instance_type: "t3.micro".to_owned(),
+        subnet: None,
+        spot: false,
+    }
+}
+
+async fn tags_of(
+    ec2: &aws_sdk_ec2::Client,
+    instance_id: &str,
+) -> anyhow::Result<Vec<aws_sdk_ec2::types::Tag>> {
+    let output = ec2
+        .describe_instances()
+        .instance_ids(instance_id)
+        .send()
+        .await?;
+    let instance = output
+        .reservations()
+        .iter()
+        .flat_map(|r| r.instances())
+        .next()
+        .ok_or_else(|| anyhow::anyhow!("{instance_id} not found"))?;
+    Ok(instance.tags().to_vec())
+}
+
+fn assert_runner_tags(tags: &[aws_sdk_ec2::types::Tag], runner: &str) {
+    assert_eq!(tags::value(tags, tags::DEPLOYMENT), Some("eph"));
+    assert_eq!(tags::value(tags, tags::POOL), Some("linux"));
+    assert_eq!(tags::value(tags, tags::RUNNER), Some(runner));
+    assert_eq!(tags::value(tags, tags::NAME), Some(runner));
+}
+
+#[tokio::test]
+async fn fleet_launches_tagged_instances_from_a_template_and_from_an_ami() -> anyhow::Result<()> {
+    let moto = Moto::start().await?;
+    let config = sdk_config(&AwsSettings::emulator(&moto.endpoint)).await;
+    let resources = ensure_resources(&config, &ResourceNames::for_deployment("eph")).await?;
+    let ec2 = aws_sdk_ec2::Client::new(&config);
+    let fleet = Ec2Fleet::new(ec2.clone(), "eph");
+
+    let mut from_template = spec("eph-linux-template");
+    from_template.launch_template = Some(resources.launch_template.clone());
+    let id = fleet.launch(&from_template).await?;
+    assert_runner_tags(&tags_of(&ec2, &id).await?, "eph-linux-template");
+    let volumes = ec2
+        .describe_volumes()
+        .filters(
+            Filter::builder()
+                .name("attachment.instance-id")
+                .values(&id)
+                .build(),
+        )
+        .send()
+        .await?;
+    assert!(!volumes.volumes().is_empty(), "the root volume is attached");
+    for volume in volumes.volumes() {
+        assert_runner_tags(volume.tags(), "eph-linux-template");
+    }
+
+    let image = ec2.describe_images().owners("amazon").send().await?;
+    let ami = image
+        .images()
+        .first()
+        .and_then(|i| i.image_id())
+        .expect("moto ships images");
+    let mut from_ami = spec("eph-linux-ami");
+    from_ami.ami = Some(ami.to_owned());
+    from_ami.spot = true;
+    let id = fleet.launch(&from_ami).await?;
+    assert_runner_tags(&tags_of(&ec2, &id).await?, "eph-linux-ami");
+
+    let mut bad = spec("eph-linux-bad");
+    bad.launch_template = Some("no-such-template".to_owned());
+    match fleet.launch(&bad).await {
+        Err(FleetError::Rejected { code, .. }) => {
+            assert!(code.starts_with("InvalidLaunchTemplate"), "{code}")
+        }
+        other => panic!("expected Rejected, got {other:?}"),
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn fleet_describes_only_this_deployment_and_terminates_idempotently() -> anyhow::Result<()> {
+    let moto = Moto::start().await?;
+    let config = sdk_config(&AwsSettings::emulator(&moto.endpoint)).await;
+    let resources = ensure_resources(&config, &ResourceNames::for_deployment("eph")).await?;
+    let ec2 = aws_sdk_ec2::Client::new(&config);
+    let ours = Ec2Fleet::new(ec2.clone(), "eph");
+    let theirs = Ec2Fleet::new(ec2.clone(), "other");
+    let mut launch = spec("eph-linux-a");
+    launch.launch_template = Some(resources.launch_template.clone());
+    let a = ours.launch(&launch).await?;
+    launch.runner_name = "eph-linux-b".to_owned();
+    let b = ours.launch(&launch).await?;
+    launch.runner_name = "other-linux-c".to_owned();
+    let c = theirs.launch(&launch).await?;
+
+    let mut seen = ours.describe().await?;
+    seen.sort_by(|x, y| x.runner_name.cmp(&y.runner_name));
+    let ids: Vec<&str> = seen.iter().map(|i| i.id.as_str()).collect();
+    assert_eq!(ids, [a.as_str(), b.as_str()]);
+    assert_eq!(seen[0].runner_name.as_deref(), Some("eph-linux-a"));
+    assert_eq!(seen[0].pool.as_deref(), Some("linux"));
+    assert!(seen[0].launched_at.is_some());
+    assert!(matches!(
+        seen[0].state,
+        InstanceState::Pending | InstanceState::Running
+    ));
+    assert_eq!(theirs.describe().await?.len(), 1);
+
+    ours.terminate(&a).await?;
+    ours.terminate(&a).await?;
+    ours.terminate("i-0123456789abcdef0").await?;
+    let after = ours.describe().await?;
+    let a_state = after.iter().find(|i| i.id == a).map(|i| i.state);
+    assert!(matches!(
+        a_state,
+        Some(InstanceState::ShuttingDown | InstanceState::Terminated)
+    ));
+    let c_state = ec2.describe_instances().instance_ids(&c).send().await?;
+    let c_state = c_state
+        .reservations()
+        .iter()
+        .flat_map(|r| r.instances())
+        .find_map(|i| i.state().and_then(|s| s.name()).cloned());
+    assert_eq!(
+        c_state,
+        Some(InstanceStateName::Running),
+        "another deployment's instance is untouched"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn ssm_jit_secret_is_put_overwritten_and_deleted_idempotently() -> anyhow::Result<()> {
+    let moto = Moto::start().await?;
+    let config = sdk_config(&AwsSettings::emulator(&moto.endpoint)).await;
+    let ssm = aws_sdk_ssm::Client::new(&config);
+    let secrets = SsmJitSecrets::new(ssm.clone(), "eph");
+    let name = jit_parameter_name("eph", "i-0abc");
+    let read = |ssm: aws_sdk_ssm::Client, name: String| async move {
+        ssm.get_parameter()
+            .name(name)
+            .with_decryption(true)
+            .send()
+            .await
+    };
+
+    secrets
+        .put("i-0abc", "eph-linux-a", &SecretString::from("first"))
+        .await?;
+    let stored = read(ssm.clone(), name.clone()).await?;
+    assert_eq!(stored.parameter().and_then(|p| p.value()), Some("first"));
+    let tagged = ssm
+        .list_tags_for_resource()
+        .resource_type(aws_sdk_ssm::types::ResourceTypeForTagging::Parameter)
+        .resource_id(&name)
+        .send()
+        .await?;
+    let tag = |key: &str| {
+        tagged
+            .tag_list()
+            .iter()
+            .find(|t| t.key() == key)
+            .map(|t| t.value().to_owned())
+    };
+    assert_eq!(tag(tags::DEPLOYMENT).as_deref(), Some("eph"));
+    assert_eq!(tag(tags::RUNNER).as_deref(), Some("eph-linux-a"));
+    assert_eq!(tag(tags::INSTANCE_ID).as_deref(), Some("i-0abc"));
+
+    secrets
+        .put("i-0abc", "eph-linux-a", &SecretString::from("second"))
+        .await?;
+    let stored = read(ssm.clone(), name.clone()).await?;
+    assert_eq!(stored.parameter().and_then(|p| p.value()), Some("second"));
+
+    secrets.delete("i-0abc").await?;
+    assert!(read(ssm.clone(), name.clone()).await.is_err());
+    secrets.delete("i-0abc").await?;
+    Ok(())
+}

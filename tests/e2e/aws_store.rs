@@ -1,0 +1,425 @@
+//! The DynamoDB runner store against moto: the table itself refuses forbidden status
+//! changes, claims never overfill a pool, slots are released once, jobs never move
+//! backwards, and the reaper's status query reads only what is due.
+
+use ephemera_aws::{ensure_resources, runner_to_item, sdk_config, AwsSettings, DynamoRunnerStore};
+use ephemera_aws::{ResourceNames, Resources};
+use ephemera_core::lifecycle::InstanceStatus;
+use ephemera_core::model::{JobRecord, JobStatus, RunnerRecord};
+use ephemera_core::ports::{Claim, RunnerStore, StoreError, Transition};
+use ephemera_tests::moto::Moto;
+use std::sync::Arc;
+use std::time::Duration;
+use time::OffsetDateTime;
+
+struct Table {
+    _moto: Moto,
+    client: aws_sdk_dynamodb::Client,
+    resources: Resources,
+    store: DynamoRunnerStore,
+}
+
+async fn table() -> anyhow::Result<Table> {
+    on(Moto::start().await?).await
+}
+
+async fn on(moto: Moto) -> anyhow::Result<Table> {
+    let config = sdk_config(&AwsSettings::emulator(&moto.endpoint)).await;
+    let resources = ensure_resources(&config, &ResourceNames::for_deployment("eph")).await?;
+    let client = aws_sdk_dynamodb::Client::new(&config);
+    let store = DynamoRunnerStore::new(client.clone(), &resources.table);
+    Ok(Table {
+        _moto: moto,
+        client,
+        resources,
+        store,
+    })
+}
+
+impl Table {
+    /// Writes a runner record as it is, in whatever status (no transition checks).
+    async fn plant(&self, runner: &RunnerRecord) -> anyhow::Result<()> {
+        self.client
+            .put_item()
+            .table_name(&self.resources.table)
+            .set_item(Some(runner_to_item(runner)))
+            .send()
+            .await?;
+        Ok(())
+    }
+}
+
+fn now() -> OffsetDateTime {
+    // Whole milliseconds, as the table keeps `next_attempt_at`.
+    let now = OffsetDateTime::now_utc();
+    now.replace_nanosecond(now.millisecond() as u32 * 1_000_000)
+        .unwrap_or(now)
+}
+
+fn runner(name: &str, status: InstanceStatus, at: OffsetDateTime) -> RunnerRecord {
+    let mut runner = RunnerRecord::new(name.to_owned(), "linux".to_owned(), at);
+    runner.status = status;
+    runner.labels = vec!["self-hosted".to_owned(), "linux".to_owned()];
+    runner.owner = "octo".to_owned();
+    runner
+}
+
+fn job(job_id: u64, at: OffsetDateTime) -> JobRecord {
+    JobRecord {
+        job_id,
+        status: JobStatus::Queued,
+        pool: "linux".to_owned(),
+        owner: "octo".to_owned(),
+        repo: "hello".to_owned(),
+        run_id: 100 + job_id,
+        installation_id: Some(7),
+        labels: vec!["self-hosted".to_owned(), "linux".to_owned()],
+        runner_name: None,
+        received_at: at,
+        updated_at: at,
+    }
+}
+
+fn any_transition(to: InstanceStatus, at: OffsetDateTime) -> Transition {
+    Transition {
+        to,
+        expect: None,
+        at,
+        next_attempt_at: at,
+        reason: Some("test".to_owned()),
+        attempts: Some(1),
+        error: None,
+        ttl: None,
+    }
+}
+
+#[tokio::test]
+async fn every_forbidden_transition_is_refused_by_the_table_and_every_allowed_one_succeeds(
+) -> anyhow::Result<()> {
+    let t = table().await?;
+    let at = now();
+    for from in InstanceStatus::ALL {
+        for to in InstanceStatus::ALL {
+            let name = format!("eph-linux-{from}-{to}");
+            t.plant(&runner(&name, from, at)).await?;
+            let result = t.store.transition(&name, &any_transition(to, at)).await;
+            let stored = t.store.get_runner(&name).await?.expect("planted");
+            if from.can_move_to(to) {
+                let moved = result.map_err(|e| anyhow::anyhow!("{from} -> {to}: {e}"))?;
+                assert_eq!(moved.status, to, "{from} -> {to}");
+                assert_eq!(moved.reason.as_deref(), Some("test"));
+                assert_eq!(moved.attempts, 1);
+                assert_eq!(stored.status, to, "{from} -> {to}");
+            } else {
+                match result {
+                    Err(StoreError::TransitionRefused { actual, .. }) => {
+                        assert_eq!(actual, from.as_str(), "{from} -> {to}")
+                    }
+                    other => panic!("{from} -> {to} should be refused, got {other:?}"),
+                }
+                assert_eq!(stored.status, from, "{from} -> {to} changed the record");
+            }
+        }
+    }
+    // An expectation that does not hold is refused too, and a missing record says so.
+    let name = "eph-linux-expect";
+    t.plant(&runner(name, InstanceStatus::Running, at)).await?;
+    let refused = t
+        .store
+        .transition(
+            name,
+            &Transition::new(InstanceStatus::Creating, InstanceStatus::PendingDelete, at),
+        )
+        .await;
+    assert!(
+        matches!(refused, Err(StoreError::TransitionRefused { actual, .. }) if actual == "running")
+    );
+    let missing = t
+        .store
+        .transition(
+            "eph-linux-nobody",
+            &any_transition(InstanceStatus::Creating, at),
+        )
+        .await;
+    assert!(
+        matches!(missing, Err(StoreError::TransitionRefused { actual, .. }) if actual == "missing")
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn claim_never_exceeds_max_runners_under_concurrency() -> anyhow::Result<()> {
+    let t = table().await?;
+    let at = now();
+    for job_id in 1..=20 {
+        t.store.record_job(&job(job_id, at)).await?;
+    }
+    let store = Arc::new(t.store);
+    let claims = (1..=20u64).map(|job_id| {
+        let store = Arc::clone(&store);
+        tokio::spawn(async move {
+            let runner = runner(
+                &format!("eph-linux-{job_id}"),
+                InstanceStatus::PendingCreate,
+                at,
+            );
+            store.claim_job(job_id, &runner, 5).await
+        })
+    });
+    let mut claimed = 0;
+    let mut full = 0;
+    for claim in futures_join(claims).await {
+        match claim?? {
+            Claim::Claimed => claimed += 1,
+            Claim::PoolFull => full += 1,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!((claimed, full), (5, 15));
+    assert_eq!(store.get_pool("linux").await?.slots_used, 5);
+    let mut runners = 0;
+    for job_id in 1..=20u64 {
+        let runner = store.get_runner(&format!("eph-linux-{job_id}")).await?;
+        let job = store.get_job(job_id).await?.expect("recorded");
+        assert_eq!(runner.is_some(), job.runner_name.is_some(), "job {job_id}");
+        runners += usize::from(runner.is_some());
+    }
+    assert_eq!(runners, 5);
+    Ok(())
+}
+
+/// Awaits every task, in order.
+async fn futures_join<T>(
+    tasks: impl Iterator<Item = tokio::task::JoinHandle<T>>,
+) -> Vec<Result<T, tokio::task::JoinError>> {
+    let tasks: Vec<_> = tasks.collect();
+    let mut results = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        results.push(task.await);
+    }
+    results
+}
+
+#[tokio::test]
+async fn second_claim_of_a_job_reports_the_first_runner() -> anyhow::Result<()> {
+    let t = table().await?;
+    let at = now();
+    t.store.record_job(&job(1, at)).await?;
+    let first = runner("eph-linux-first", InstanceStatus::PendingCreate, at);
+    let second = runner("eph-linux-second", InstanceStatus::PendingCreate, at);
+    assert_eq!(t.store.claim_job(1, &first, 5).await?, Claim::Claimed);
+    assert_eq!(
+        t.store.claim_job(1, &second, 5).await?,
+        Claim::AlreadyClaimed {
+            runner_name: "eph-linux-first".to_owned()
+        }
+    );
+    assert!(t.store.get_runner("eph-linux-second").await?.is_none());
+    assert_eq!(t.store.get_pool("linux").await?.slots_used, 1);
+
+    // Dropping the claim lets a retry claim the job again; a stale unclaim is harmless.
+    t.store.unclaim_job(1, "eph-linux-other").await?;
+    assert_eq!(
+        t.store.get_job(1).await?.and_then(|j| j.runner_name),
+        Some("eph-linux-first".to_owned())
+    );
+    t.store.unclaim_job(1, "eph-linux-first").await?;
+    assert_eq!(t.store.claim_job(1, &second, 5).await?, Claim::Claimed);
+
+    // A job no longer queued, or never seen, cannot be claimed.
+    t.store.record_job(&job(2, at)).await?;
+    t.store
+        .advance_job(&job(2, at), JobStatus::InProgress, None)
+        .await?;
+    let third = runner("eph-linux-third", InstanceStatus::PendingCreate, at);
+    assert_eq!(
+        t.store.claim_job(2, &third, 5).await?,
+        Claim::NotQueued(JobStatus::InProgress)
+    );
+    assert!(matches!(
+        t.store.claim_job(3, &third, 5).await,
+        Err(StoreError::NotFound(_))
+    ));
+    // With no room at all, the pool is full.
+    t.store.record_job(&job(4, at)).await?;
+    assert_eq!(t.store.claim_job(4, &third, 0).await?, Claim::PoolFull);
+    Ok(())
+}
+
+#[tokio::test]
+async fn finish_deletion_releases_the_slot_once() -> anyhow::Result<()> {
+    let t = table().await?;
+    let at = now();
+    let ttl = at + Duration::from_secs(86_400);
+    t.store.record_job(&job(1, at)).await?;
+    let record = runner("eph-linux-a", InstanceStatus::PendingCreate, at);
+    assert_eq!(t.store.claim_job(1, &record, 5).await?, Claim::Claimed);
+    assert_eq!(t.store.get_pool("linux").await?.slots_used, 1);
+
+    // Not yet deleting: refused, and the slot stays taken.
+    let early = t.store.finish_deletion("eph-linux-a", at, ttl).await;
+    assert!(
+        matches!(early, Err(StoreError::TransitionRefused { actual, .. }) if actual == "pending_create")
+    );
+    assert_eq!(t.store.get_pool("linux").await?.slots_used, 1);
+
+    use InstanceStatus::*;
+    for (from, to) in [(PendingCreate, PendingDelete), (PendingDelete, Deleting)] {
+        t.store
+            .transition("eph-linux-a", &Transition::new(from, to, at))
+            .await?;
+    }
+    t.store.finish_deletion("eph-linux-a", at, ttl).await?;
+    let deleted = t
+        .store
+        .get_runner("eph-linux-a")
+        .await?
+        .expect("kept until its TTL");
+    assert_eq!(deleted.status, Deleted);
+    assert_eq!(
+        deleted.ttl.map(|t| t.unix_timestamp()),
+        Some(ttl.unix_timestamp())
+    );
+    assert_eq!(t.store.get_pool("linux").await?.slots_used, 0);
+
+    let again = t.store.finish_deletion("eph-linux-a", at, ttl).await;
+    assert!(
+        matches!(again, Err(StoreError::TransitionRefused { actual, .. }) if actual == "deleted")
+    );
+    assert_eq!(t.store.get_pool("linux").await?.slots_used, 0);
+
+    // Drift: a deleting runner whose slot was never counted still reaches `deleted`,
+    // and the counter does not go below zero.
+    t.plant(&runner("eph-linux-b", Deleting, at)).await?;
+    t.store.finish_deletion("eph-linux-b", at, ttl).await?;
+    assert_eq!(
+        t.store.get_runner("eph-linux-b").await?.map(|r| r.status),
+        Some(Deleted)
+    );
+    assert_eq!(t.store.get_pool("linux").await?.slots_used, 0);
+    Ok(())
+}
+
+#[tokio::test]
+async fn advance_job_never_moves_backwards() -> anyhow::Result<()> {
+    let t = table().await?;
+    let at = now();
+    let recorded = t.store.record_job(&job(1, at)).await?;
+    assert_eq!(recorded.status, JobStatus::Queued);
+
+    t.store
+        .advance_job(&job(1, at), JobStatus::Completed, Some("eph-linux-a"))
+        .await?;
+    t.store
+        .advance_job(&job(1, at), JobStatus::InProgress, Some("eph-linux-b"))
+        .await?;
+    t.store
+        .advance_job(&job(1, at), JobStatus::Queued, None)
+        .await?;
+    let stored = t.store.get_job(1).await?.expect("recorded");
+    assert_eq!(stored.status, JobStatus::Completed);
+    assert_eq!(stored.runner_name.as_deref(), Some("eph-linux-a"));
+
+    // A second sighting returns what is stored, not what was sent.
+    let again = t.store.record_job(&job(1, at)).await?;
+    assert_eq!(again.status, JobStatus::Completed);
+
+    // A job first seen as in progress gets a whole record.
+    let mut unseen = job(2, at);
+    unseen.status = JobStatus::InProgress;
+    t.store
+        .advance_job(&unseen, JobStatus::InProgress, Some("eph-linux-c"))
+        .await?;
+    let created = t.store.get_job(2).await?.expect("created");
+    assert_eq!(created.status, JobStatus::InProgress);
+    assert_eq!(created.runner_name.as_deref(), Some("eph-linux-c"));
+    assert_eq!(
+        (
+            created.pool.as_str(),
+            created.run_id,
+            created.installation_id
+        ),
+        ("linux", 102, Some(7))
+    );
+    assert_eq!(created.labels, unseen.labels);
+    Ok(())
+}
+
+#[tokio::test]
+async fn runners_in_status_reads_only_due_records_of_that_status() -> anyhow::Result<()> {
+    let t = table().await?;
+    let at = now();
+    let second = Duration::from_secs(1);
+    let planted = |name: String, status, due: OffsetDateTime| {
+        let mut record = runner(&name, status, at);
+        record.next_attempt_at = due;
+        record
+    };
+    let mut records = vec![
+        planted(
+            "eph-linux-due-3".into(),
+            InstanceStatus::PendingDelete,
+            at - second,
+        ),
+        planted(
+            "eph-linux-due-1".into(),
+            InstanceStatus::PendingDelete,
+            at - 3 * second,
+        ),
+        planted(
+            "eph-linux-due-2".into(),
+            InstanceStatus::PendingDelete,
+            at - 2 * second,
+        ),
+        planted(
+            "eph-linux-later".into(),
+            InstanceStatus::PendingDelete,
+            at + 60 * second,
+        ),
+        planted(
+            "eph-linux-running".into(),
+            InstanceStatus::Running,
+            at - second,
+        ),
+    ];
+    // History the reaper must not pay for.
+    records.extend((0..30).map(|i| {
+        planted(
+            format!("eph-linux-old-{i}"),
+            InstanceStatus::Deleted,
+            at - second,
+        )
+    }));
+    for record in &records {
+        t.plant(record).await?;
+    }
+    t.store.record_job(&job(1, at - second)).await?;
+
+    let before = t.store.items_read();
+    let due = t
+        .store
+        .runners_in_status(InstanceStatus::PendingDelete, at, 10)
+        .await?;
+    let names: Vec<&str> = due.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["eph-linux-due-1", "eph-linux-due-2", "eph-linux-due-3"]
+    );
+    assert_eq!(t.store.items_read() - before, 3);
+
+    let first_two = t
+        .store
+        .runners_in_status(InstanceStatus::PendingDelete, at, 2)
+        .await?;
+    let names: Vec<&str> = first_two.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["eph-linux-due-1", "eph-linux-due-2"]);
+    assert!(t.store.items_read() - before <= 6);
+
+    let running = t
+        .store
+        .runners_in_status(InstanceStatus::Running, at, 10)
+        .await?;
+    assert_eq!(running.len(), 1);
+    assert_eq!(running[0], records[4]);
+    Ok(())
+}

@@ -1,0 +1,10 @@
+//! End-to-end tests of ephemera, one binary: adapters against moto, the GitHub
+//! simulator, and the whole pipeline (signed webhook in, runner launched, job run,
+//! runner reaped) on moto + simulator.
+
+mod aws_fleet;
+mod aws_queue;
+mod aws_store;
+mod pipeline;
+mod sim;
+mod webhook_http;

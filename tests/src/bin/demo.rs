@@ -1,0 +1,242 @@
+//! `make demo`: one job through the whole pipeline on emulated AWS, printed as it happens.
+//!
+//! Starts moto and the GitHub simulator on free loopback ports, runs the real
+//! `ephemera local --bootstrap` against them, has the simulator send one signed `queued`
+//! webhook, and prints the runner's lifecycle from its record until the runner is deleted
+//! and its instance terminated. Everything it started stops when it ends, also on Ctrl-C
+//! or failure.
+
+use anyhow::{bail, Context};
+use clap::Parser;
+use ephemera_aws::{AwsSettings, DynamoRunnerStore, Ec2Fleet};
+use ephemera_core::config::Config;
+use ephemera_core::lifecycle::InstanceStatus;
+use ephemera_core::ports::{Fleet, InstanceState, RunnerStore};
+use ephemera_tests::moto::{free_port, Moto};
+use ephemera_tests::sim::{self, SimConfig};
+use std::path::PathBuf;
+use std::process::{ExitCode, Stdio};
+use std::time::{Duration, Instant};
+use time::macros::format_description;
+use time::OffsetDateTime;
+use tokio::process::{Child, Command};
+
+#[derive(Parser)]
+struct Args {
+    /// The configuration ephemera runs with.
+    #[arg(long, default_value = "infra/config.example.yaml")]
+    config: PathBuf,
+    /// The `ephemera` binary.
+    #[arg(long, env = "EPHEMERA_BIN", default_value = "target/debug/ephemera")]
+    ephemera: PathBuf,
+    /// How long the simulated job runs.
+    #[arg(long, default_value_t = 3)]
+    job_seconds: u64,
+    /// Give up after this many seconds.
+    #[arg(long, default_value_t = 120)]
+    timeout: u64,
+}
+
+const WEBHOOK_SECRET: &str = "demo-webhook-secret";
+const KEY: &str = "tests/fixtures/github-app-test-key.pem";
+const PUBLIC_KEY: &str = "tests/fixtures/github-app-test-key.pub.pem";
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = Args::parse();
+    let started = Instant::now();
+    let outcome = tokio::select! {
+        outcome = run(&args) => outcome,
+        _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
+    };
+    // Children are killed on drop: moto, the simulator and ephemera local are gone here.
+    match outcome {
+        Ok(()) => {
+            println!("demo finished in {:.1} s", started.elapsed().as_secs_f64());
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("demo failed: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: &Args) -> anyhow::Result<()> {
+    let config = Config::load(&args.config)?;
+    let pool = config
+        .pools
+        .first()
+        .context("the configuration has no pool")?;
+    println!("ephemera demo: one job through the whole pipeline on emulated AWS\n");
+
+    let moto = Moto::start().await?;
+    println!("  AWS emulator (moto)   {}", moto.endpoint);
+    let public_key =
+        std::fs::read_to_string(PUBLIC_KEY).with_context(|| format!("reading {PUBLIC_KEY}"))?;
+    let mut sim_config = SimConfig::new(
+        config.github.app_id,
+        public_key,
+        WEBHOOK_SECRET,
+        &config.deployment,
+    );
+    sim_config.aws_endpoint = Some(moto.endpoint.clone());
+    sim_config.job_duration = Duration::from_secs(args.job_seconds);
+    sim_config.pickup_delay = Duration::from_secs(2);
+    let sim = sim::start(sim_config).await?;
+    println!("  GitHub simulator      {}", sim.url);
+
+    let port = free_port()?;
+    let webhook_url = format!("http://127.0.0.1:{port}/webhook");
+    std::fs::create_dir_all("target/demo")?;
+    let log_path = "target/demo/ephemera-local.log";
+    let _ephemera = start_ephemera(args, &moto.endpoint, &sim.url, port, log_path)?;
+    println!("  ephemera local        {webhook_url}  (log: {log_path})\n");
+    wait_listening(port, Duration::from_secs(60)).await?;
+    sim.set_webhook_url(&webhook_url);
+
+    let sdk = ephemera_aws::sdk_config(&AwsSettings::emulator(&moto.endpoint)).await;
+    let names = ephemera_aws::bootstrap::ResourceNames::for_deployment(&config.deployment);
+    let store = DynamoRunnerStore::new(aws_sdk_dynamodb::Client::new(&sdk), &names.table);
+    let fleet = Ec2Fleet::new(aws_sdk_ec2::Client::new(&sdk), &config.deployment);
+
+    let labels: Vec<&str> = pool.labels.iter().map(String::as_str).collect();
+    let job_id = sim.create_job("octo-org", "demo", &labels, None).await?;
+    line(
+        OffsetDateTime::now_utc(),
+        &format!("job {job_id}"),
+        "queued",
+        &format!("labels [{}], signed webhook sent", labels.join(", ")),
+    );
+
+    let deadline = Instant::now() + Duration::from_secs(args.timeout);
+    let runner = follow_runner(&store, job_id, deadline).await?;
+    let instance_id = runner
+        .instance_id
+        .context("the deleted runner never had an instance")?;
+    loop {
+        let state = fleet
+            .describe()
+            .await?
+            .into_iter()
+            .find(|i| i.id == instance_id)
+            .map(|i| i.state);
+        if state == Some(InstanceState::Terminated) {
+            line(
+                OffsetDateTime::now_utc(),
+                &format!("instance {instance_id}"),
+                "terminated",
+                "in the emulator",
+            );
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!("instance {instance_id} is {state:?}, not terminated");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let snapshot = sim.snapshot();
+    if snapshot.counters.jobs_killed != 0 {
+        bail!("{} job(s) were killed", snapshot.counters.jobs_killed);
+    }
+    Ok(())
+}
+
+/// Prints each entry of the runner's history as it appears, until it is deleted.
+async fn follow_runner(
+    store: &DynamoRunnerStore,
+    job_id: u64,
+    deadline: Instant,
+) -> anyhow::Result<ephemera_core::model::RunnerRecord> {
+    let mut printed = 0;
+    loop {
+        if Instant::now() > deadline {
+            bail!("job {job_id}: the runner was not deleted in time (see target/demo/ephemera-local.log)");
+        }
+        let name = store.get_job(job_id).await?.and_then(|job| job.runner_name);
+        if let Some(runner) = match &name {
+            Some(name) => store.get_runner(name).await?,
+            None => None,
+        } {
+            for entry in runner.history.iter().skip(printed) {
+                let what = match (entry.status, entry.runner_status) {
+                    (Some(status), _) => status.to_string(),
+                    (None, Some(runner_status)) => format!("runner {runner_status}"),
+                    (None, None) => String::new(),
+                };
+                line(
+                    entry.at,
+                    &format!("runner {}", runner.name),
+                    &what,
+                    entry.reason.as_deref().unwrap_or(""),
+                );
+                printed += 1;
+            }
+            if runner.status == InstanceStatus::Deleted {
+                return Ok(runner);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn line(at: OffsetDateTime, subject: &str, what: &str, detail: &str) {
+    let clock = at
+        .format(format_description!(
+            "[hour]:[minute]:[second].[subsecond digits:3]"
+        ))
+        .unwrap_or_default();
+    println!("{clock}  {subject:<34} {what:<16} {detail}");
+}
+
+fn start_ephemera(
+    args: &Args,
+    aws: &str,
+    github: &str,
+    port: u16,
+    log_path: &str,
+) -> anyhow::Result<Child> {
+    if !args.ephemera.exists() {
+        bail!(
+            "{} not found: build it with `cargo build -p ephemera-cli`",
+            args.ephemera.display()
+        );
+    }
+    let log = std::fs::File::create(log_path)?;
+    Command::new(&args.ephemera)
+        .args(["local", "--bootstrap", "--reaper-interval", "1s"])
+        .arg("--config")
+        .arg(&args.config)
+        .args([
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--github-api-url",
+            github,
+            "--github-app-key",
+            KEY,
+        ])
+        .env("AWS_ENDPOINT_URL", aws)
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env("AWS_REGION", "us-east-1")
+        .env("EPHEMERA_WEBHOOK_SECRET", WEBHOOK_SECRET)
+        .stdout(Stdio::from(log.try_clone()?))
+        .stderr(Stdio::from(log))
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("starting {}", args.ephemera.display()))
+}
+
+async fn wait_listening(port: u16, limit: Duration) -> anyhow::Result<()> {
+    let started = Instant::now();
+    while started.elapsed() < limit {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    bail!("ephemera local did not listen on 127.0.0.1:{port} within {limit:?} (see target/demo/ephemera-local.log)")
+}

@@ -1,0 +1,69 @@
+//! `github-sim`: the GitHub simulator as a process, for `make demo`.
+//!
+//! Prints `github-sim listening on URL` once it serves, then runs until SIGINT/SIGTERM.
+
+use anyhow::Context;
+use clap::Parser;
+use ephemera_tests::sim::{self, SimConfig};
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Parser)]
+#[command(about = "A stateful GitHub simulator that also plays the runner agent")]
+struct Args {
+    /// Where `workflow_job` webhooks are sent.
+    #[arg(long)]
+    webhook_url: Option<String>,
+    #[arg(long, env = "GITHUB_SIM_WEBHOOK_SECRET", hide_env_values = true)]
+    webhook_secret: String,
+    #[arg(long)]
+    app_id: u64,
+    /// PEM file of the App's RSA public key, to verify App JWTs.
+    #[arg(long)]
+    app_public_key: PathBuf,
+    /// AWS endpoint (moto) whose EC2 instances the agent plays; no agent without it.
+    #[arg(long)]
+    aws_endpoint: Option<String>,
+    #[arg(long, default_value = "ephemera")]
+    deployment: String,
+    #[arg(long, default_value_t = 2000)]
+    job_duration_ms: u64,
+    #[arg(long, default_value_t = 1000)]
+    pickup_delay_ms: u64,
+    #[arg(long, default_value_t = 1)]
+    installation_id: u64,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .init();
+    let args = Args::parse();
+    let pem = std::fs::read_to_string(&args.app_public_key)
+        .with_context(|| format!("reading {}", args.app_public_key.display()))?;
+    let mut config = SimConfig::new(args.app_id, pem, args.webhook_secret, args.deployment);
+    config.webhook_url = args.webhook_url;
+    config.aws_endpoint = args.aws_endpoint;
+    config.installation_id = args.installation_id;
+    config.job_duration = Duration::from_millis(args.job_duration_ms);
+    config.pickup_delay = Duration::from_millis(args.pickup_delay_ms);
+    let handle = sim::start(config).await?;
+    let mut stdout = std::io::stdout();
+    writeln!(stdout, "github-sim listening on {}", handle.url)?;
+    stdout.flush()?;
+    shutdown_signal().await?;
+    handle.stop().await;
+    Ok(())
+}
+
+async fn shutdown_signal() -> anyhow::Result<()> {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        result = tokio::signal::ctrl_c() => result?,
+        _ = terminate.recv() => {}
+    }
+    Ok(())
+}

@@ -1,0 +1,253 @@
+//! The whole pipeline in one test process: moto for AWS, the GitHub simulator, and the
+//! handlers of `ephemera local` wired to the real adapters — the webhook listener on a
+//! loopback port, the queue drained into the scaler, the reaper run on demand (or on a
+//! timer), with a fault-injecting wrapper around the real EC2 fleet adapter.
+
+use crate::faults::FaultyFleet;
+use crate::moto::Moto;
+use crate::sim::{self, SimConfig, SimHandle};
+use anyhow::{bail, Context};
+use aws_config::SdkConfig;
+use ephemera_aws::bootstrap::{ensure_resources, ResourceNames};
+use ephemera_aws::{AwsSettings, DynamoRunnerStore, Ec2Fleet, SqsJobQueue, SsmJitSecrets};
+use ephemera_core::config::Config;
+use ephemera_core::handlers::reaper::{Reaper, ReaperReport};
+use ephemera_core::handlers::scaler::Scaler;
+use ephemera_core::handlers::webhook::WebhookHandler;
+use ephemera_core::model::RunnerRecord;
+use ephemera_core::ports::{Fleet, InstanceState, RunnerStore};
+use ephemera_core::webhook::WebhookSecrets;
+use ephemera_github::{GitHubApp, GitHubAppConfig};
+use secrecy::SecretString;
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::task::JoinSet;
+
+/// The deployment prefix of the test pipeline.
+pub const DEPLOYMENT: &str = "eph";
+/// The webhook secret shared by the simulator and the webhook handler.
+pub const WEBHOOK_SECRET: &str = "test-webhook-secret";
+/// The App id the simulator expects in JWTs.
+pub const APP_ID: u64 = 4242;
+/// Labels the test pool serves.
+pub const LABELS: [&str; 3] = ["self-hosted", "linux", "x64"];
+
+/// How the test wants the pipeline.
+#[derive(Debug, Clone)]
+pub struct PipelineOptions {
+    pub max_runners: u32,
+    pub job_duration: Duration,
+    pub pickup_delay: Duration,
+    /// `Some` runs the reaper on this interval; `None` leaves it to `reap_once`.
+    pub reaper_interval: Option<Duration>,
+    /// Whether the scaler drains the queue (off to look at the queue itself).
+    pub drain_queue: bool,
+}
+
+impl Default for PipelineOptions {
+    fn default() -> Self {
+        PipelineOptions {
+            max_runners: 10,
+            job_duration: Duration::from_secs(1),
+            pickup_delay: Duration::from_millis(300),
+            reaper_interval: Some(Duration::from_millis(500)),
+            drain_queue: true,
+        }
+    }
+}
+
+/// A running pipeline; everything it started stops when it is dropped.
+pub struct Pipeline {
+    pub moto: Moto,
+    pub sim: SimHandle,
+    pub sdk: SdkConfig,
+    pub config: Arc<Config>,
+    pub store: Arc<DynamoRunnerStore>,
+    pub queue: Arc<SqsJobQueue>,
+    pub fleet: Arc<FaultyFleet>,
+    pub webhook_url: String,
+    reaper: Arc<Reaper>,
+    tasks: JoinSet<anyhow::Result<()>>,
+}
+
+/// The path of a file under the workspace root.
+pub fn workspace_path(relative: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(relative)
+}
+
+/// The configuration the test pipeline runs with.
+pub fn test_config(api_url: &str, max_runners: u32) -> anyhow::Result<Config> {
+    let yaml = format!(
+        r#"
+deployment: {DEPLOYMENT}
+github:
+  app_id: {APP_ID}
+  api_url: {api_url}
+pools:
+  - name: linux-x64
+    labels: [self-hosted, linux, x64]
+    max_runners: {max_runners}
+    instance_types: [t3.micro]
+    launch_template: {DEPLOYMENT}-runner
+"#
+    );
+    Ok(Config::parse("test-config.yaml", &yaml)?)
+}
+
+impl Pipeline {
+    pub async fn start(options: PipelineOptions) -> anyhow::Result<Pipeline> {
+        let moto = Moto::start().await?;
+        let sdk = ephemera_aws::sdk_config(&AwsSettings::emulator(&moto.endpoint)).await;
+        let resources = ensure_resources(&sdk, &ResourceNames::for_deployment(DEPLOYMENT)).await?;
+
+        let public_key =
+            std::fs::read_to_string(workspace_path("tests/fixtures/github-app-test-key.pub.pem"))?;
+        let mut sim_config = SimConfig::new(APP_ID, public_key, WEBHOOK_SECRET, DEPLOYMENT);
+        sim_config.aws_endpoint = Some(moto.endpoint.clone());
+        sim_config.job_duration = options.job_duration;
+        sim_config.pickup_delay = options.pickup_delay;
+        let sim = sim::start(sim_config).await?;
+
+        let config = Arc::new(test_config(&sim.url, options.max_runners)?);
+        let store = Arc::new(DynamoRunnerStore::new(
+            aws_sdk_dynamodb::Client::new(&sdk),
+            &resources.table,
+        ));
+        let queue = Arc::new(SqsJobQueue::new(
+            aws_sdk_sqs::Client::new(&sdk),
+            &resources.queue_url,
+        ));
+        let ec2 = Arc::new(Ec2Fleet::new(aws_sdk_ec2::Client::new(&sdk), DEPLOYMENT));
+        let fleet = Arc::new(FaultyFleet::new(ec2));
+        let secrets = Arc::new(SsmJitSecrets::new(
+            aws_sdk_ssm::Client::new(&sdk),
+            DEPLOYMENT,
+        ));
+        let private_key =
+            std::fs::read_to_string(workspace_path("tests/fixtures/github-app-test-key.pem"))?;
+        let forge = Arc::new(GitHubApp::new(GitHubAppConfig {
+            api_url: sim.url.clone(),
+            app_id: APP_ID,
+            private_key: SecretString::from(private_key),
+            retry: Default::default(),
+        })?);
+
+        let mut tasks = JoinSet::new();
+        let secrets_for_webhook = WebhookSecrets {
+            current: SecretString::from(WEBHOOK_SECRET),
+            previous: None,
+        };
+        let handler = Arc::new(WebhookHandler::new(
+            config.clone(),
+            secrets_for_webhook,
+            queue.clone(),
+        ));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let webhook_url = format!("http://{}/webhook", listener.local_addr()?);
+        let router = ephemera_cli::local::webhook_router(handler);
+        tasks.spawn(async move { Ok(axum::serve(listener, router).await?) });
+        sim.set_webhook_url(&webhook_url);
+
+        let scaler = Arc::new(Scaler::new(
+            config.clone(),
+            store.clone(),
+            fleet.clone(),
+            forge.clone(),
+            secrets.clone(),
+        ));
+        if options.drain_queue {
+            tasks.spawn(ephemera_cli::local::drain_queue(scaler, queue.clone()));
+        }
+        let reaper = Arc::new(Reaper::new(
+            config.clone(),
+            store.clone(),
+            fleet.clone(),
+            forge,
+            secrets,
+        ));
+        if let Some(interval) = options.reaper_interval {
+            let reaper = reaper.clone();
+            tasks.spawn(async move { ephemera_cli::local::reap_every(reaper, interval).await });
+        }
+        Ok(Pipeline {
+            moto,
+            sim,
+            sdk,
+            config,
+            store,
+            queue,
+            fleet,
+            webhook_url,
+            reaper,
+            tasks,
+        })
+    }
+
+    /// One reaper run, now.
+    pub async fn reap_once(&self) -> anyhow::Result<ReaperReport> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        Ok(self
+            .reaper
+            .run(time::OffsetDateTime::now_utc(), deadline)
+            .await?)
+    }
+
+    /// The runner record claimed by `job_id`, if any.
+    pub async fn runner_for_job(&self, job_id: u64) -> anyhow::Result<Option<RunnerRecord>> {
+        let Some(job) = self.store.get_job(job_id).await? else {
+            return Ok(None);
+        };
+        let Some(name) = job.runner_name else {
+            return Ok(None);
+        };
+        Ok(self.store.get_runner(&name).await?)
+    }
+
+    /// EC2's state of an instance of this deployment.
+    pub async fn instance_state(&self, instance_id: &str) -> anyhow::Result<Option<InstanceState>> {
+        let instances = self.fleet.inner().describe().await?;
+        Ok(instances
+            .into_iter()
+            .find(|i| i.id == instance_id)
+            .map(|i| i.state))
+    }
+
+    /// Polls `check` every 100 ms until it gives `Some`, for at most `limit`.
+    pub async fn wait_for<T, F, Fut>(
+        &self,
+        what: &str,
+        limit: Duration,
+        mut check: F,
+    ) -> anyhow::Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = anyhow::Result<Option<T>>>,
+    {
+        let started = Instant::now();
+        loop {
+            if let Some(value) = check()
+                .await
+                .with_context(|| format!("while waiting for {what}"))?
+            {
+                return Ok(value);
+            }
+            if started.elapsed() > limit {
+                bail!("{what}: not seen within {limit:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Fails if a background part (listener, queue drain, reaper timer) has stopped.
+    pub fn check_alive(&mut self) -> anyhow::Result<()> {
+        if let Some(Ok(result)) = self.tasks.try_join_next() {
+            result.context("a pipeline part stopped")?;
+            bail!("a pipeline part stopped");
+        }
+        Ok(())
+    }
+}

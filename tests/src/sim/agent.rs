@@ -1,0 +1,173 @@
+//! The runner agent, played for every instance of the deployment.
+//!
+//! Each tick (bounded work) it does what a real runner instance and GitHub would do:
+//! ends the jobs whose time is up (the ephemeral runner deregisters), notices instances
+//! that died under an online runner (a busy one counts as a killed job), lets new
+//! instances pick up their JIT config from SSM (deleting it, as the bootstrap script
+//! does), and hands queued jobs to idle runners. Timers run on tokio time.
+
+use super::body::decode_jit_config;
+use super::state::SimJob;
+use super::{webhook, Shared};
+use ephemera_aws::Ec2Fleet;
+use ephemera_core::names::jit_parameter_name;
+use ephemera_core::ports::{Fleet, Instance, InstanceState};
+use std::collections::HashSet;
+use std::sync::Arc;
+use tokio::time::{Instant, MissedTickBehavior};
+
+/// At most this many SSM reads per tick, so one tick stays short.
+const PICKUPS_PER_TICK: usize = 16;
+
+pub struct Agent {
+    shared: Arc<Shared>,
+    fleet: Ec2Fleet,
+    ssm: aws_sdk_ssm::Client,
+    /// Instances whose JIT config was already read (or found unusable).
+    taken: HashSet<String>,
+}
+
+impl Agent {
+    pub async fn new(shared: Arc<Shared>, endpoint: &str) -> Agent {
+        let settings = ephemera_aws::AwsSettings::emulator(endpoint);
+        let sdk = ephemera_aws::sdk_config(&settings).await;
+        Agent {
+            fleet: Ec2Fleet::new(
+                aws_sdk_ec2::Client::new(&sdk),
+                shared.config.deployment.clone(),
+            ),
+            ssm: aws_sdk_ssm::Client::new(&sdk),
+            taken: HashSet::new(),
+            shared,
+        }
+    }
+
+    pub async fn run(mut self) {
+        let mut interval = tokio::time::interval(self.shared.config.agent_poll);
+        interval.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            interval.tick().await;
+            self.tick().await;
+        }
+    }
+
+    async fn tick(&mut self) {
+        let finished = self.shared.lock().finish_jobs(Instant::now());
+        self.send("completed", &finished).await;
+        match self.fleet.describe().await {
+            Ok(instances) => {
+                let killed = self.lose_dead(&instances);
+                self.send("completed", &killed).await;
+                self.pick_up(&instances).await;
+            }
+            Err(error) => tracing::warn!(error = %error, "agent cannot list instances"),
+        }
+        let delay = self.shared.config.pickup_delay;
+        let started = self.shared.lock().assign_jobs(Instant::now(), delay);
+        self.send("in_progress", &started).await;
+    }
+
+    async fn send(&self, action: &str, jobs: &[SimJob]) {
+        for job in jobs {
+            webhook::deliver(&self.shared, action, job).await;
+        }
+    }
+
+    /// Online runners whose instance is no longer pending or running go offline.
+    fn lose_dead(&self, instances: &[Instance]) -> Vec<SimJob> {
+        let live: HashSet<&str> = instances
+            .iter()
+            .filter(|i| is_live(i.state))
+            .map(|i| i.id.as_str())
+            .collect();
+        let mut state = self.shared.lock();
+        let dead: Vec<String> = state
+            .online_instances()
+            .into_iter()
+            .filter(|id| !live.contains(id.as_str()))
+            .collect();
+        dead.iter()
+            .filter_map(|id| {
+                let job = state.lose_instance(id);
+                if let Some(job) = &job {
+                    tracing::error!(instance_id = %id, job_id = job.id, "busy runner's instance terminated");
+                }
+                job
+            })
+            .collect()
+    }
+
+    /// New live instances read their JIT config and bring their runner online.
+    async fn pick_up(&mut self, instances: &[Instance]) {
+        let fresh: Vec<&Instance> = instances
+            .iter()
+            .filter(|i| is_live(i.state) && !self.taken.contains(&i.id))
+            .take(PICKUPS_PER_TICK)
+            .collect();
+        for instance in fresh {
+            let name = jit_parameter_name(&self.shared.config.deployment, &instance.id);
+            match self.read_parameter(&name).await {
+                Ok(Some(encoded)) => {
+                    self.taken.insert(instance.id.clone());
+                    self.delete_parameter(&name).await;
+                    self.start_runner(&instance.id, &encoded);
+                }
+                // Not there yet: the bootstrap script waits for it.
+                Ok(None) => {}
+                Err(error) => {
+                    tracing::warn!(parameter = %name, error = %error, "agent cannot read JIT config")
+                }
+            }
+        }
+    }
+
+    fn start_runner(&self, instance_id: &str, encoded: &str) {
+        let Some((runner_id, runner_name)) = decode_jit_config(encoded) else {
+            tracing::warn!(
+                instance_id,
+                "JIT config cannot be decoded; runner does not start"
+            );
+            return;
+        };
+        let online =
+            self.shared
+                .lock()
+                .bring_online(runner_id, &runner_name, instance_id, Instant::now());
+        if online {
+            tracing::info!(instance_id, runner = %runner_name, runner_id, "runner online");
+        } else {
+            tracing::warn!(instance_id, runner = %runner_name, "runner unknown to GitHub; it does not start");
+        }
+    }
+
+    async fn read_parameter(&self, name: &str) -> anyhow::Result<Option<String>> {
+        let result = self
+            .ssm
+            .get_parameter()
+            .name(name)
+            .with_decryption(true)
+            .send()
+            .await;
+        match result {
+            Ok(output) => Ok(output.parameter.and_then(|p| p.value)),
+            Err(error)
+                if error
+                    .as_service_error()
+                    .is_some_and(|e| e.is_parameter_not_found()) =>
+            {
+                Ok(None)
+            }
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    async fn delete_parameter(&self, name: &str) {
+        if let Err(error) = self.ssm.delete_parameter().name(name).send().await {
+            tracing::warn!(parameter = %name, error = %error, "agent cannot delete JIT config");
+        }
+    }
+}
+
+fn is_live(state: InstanceState) -> bool {
+    matches!(state, InstanceState::Pending | InstanceState::Running)
+}

@@ -1,0 +1,166 @@
+//! The JSON bodies GitHub answers with for runners and jobs, and the JIT config format.
+//!
+//! Shapes follow GitHub's REST description (`runner`, `job` schemas); the encoded JIT
+//! config is, as on GitHub, base64 of a JSON map of runner files, here carrying enough
+//! for the simulated agent to know which runner it is.
+
+use super::state::{SimJob, SimRunner};
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+use serde_json::{json, Value};
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+/// The API's base URL as it appears in `url` fields.
+pub const API: &str = "https://api.github.com";
+
+const READ_ONLY_LABELS: [&str; 4] = ["self-hosted", "linux", "x64", "arm64"];
+
+pub fn timestamp(at: OffsetDateTime) -> String {
+    at.replace_nanosecond(0)
+        .unwrap_or(at)
+        .format(&Rfc3339)
+        .unwrap_or_default()
+}
+
+fn optional_timestamp(at: Option<OffsetDateTime>) -> Value {
+    at.map(timestamp).map(Value::String).unwrap_or(Value::Null)
+}
+
+/// A stable small id for a label name.
+fn label_id(name: &str) -> u64 {
+    name.to_ascii_lowercase()
+        .bytes()
+        .fold(7u64, |h, b| (h.wrapping_mul(31) + u64::from(b)) % 1_000_000)
+}
+
+/// GitHub's `runner` object.
+pub fn runner(runner: &SimRunner) -> Value {
+    let labels: Vec<Value> = runner
+        .labels
+        .iter()
+        .map(|name| {
+            let read_only = READ_ONLY_LABELS
+                .iter()
+                .any(|l| l.eq_ignore_ascii_case(name));
+            json!({
+                "id": label_id(name),
+                "name": name,
+                "type": if read_only { "read-only" } else { "custom" },
+            })
+        })
+        .collect();
+    json!({
+        "id": runner.id,
+        "runner_group_id": runner.runner_group_id,
+        "name": runner.name,
+        "os": runner.os,
+        "status": runner.status,
+        "busy": runner.busy,
+        "ephemeral": runner.ephemeral,
+        "labels": labels,
+    })
+}
+
+/// GitHub's `job` object (also the `workflow_job` of webhooks).
+pub fn job(job: &SimJob) -> Value {
+    let repo_url = format!("{API}/repos/{}/{}", job.owner, job.repo);
+    let html = format!("https://github.com/{}/{}", job.owner, job.repo);
+    json!({
+        "id": job.id,
+        "run_id": job.run_id,
+        "run_url": format!("{repo_url}/actions/runs/{}", job.run_id),
+        "run_attempt": 1,
+        "node_id": format!("CR_sim{}", job.id),
+        "head_sha": "0123456789abcdef0123456789abcdef01234567",
+        "head_branch": "main",
+        "url": format!("{repo_url}/actions/jobs/{}", job.id),
+        "html_url": format!("{html}/actions/runs/{}/job/{}", job.run_id, job.id),
+        "status": job.status,
+        "conclusion": job.conclusion,
+        "created_at": timestamp(job.created_at),
+        "started_at": timestamp(job.started_at.unwrap_or(job.created_at)),
+        "completed_at": optional_timestamp(job.completed_at),
+        "name": "build",
+        "workflow_name": "CI",
+        "steps": [],
+        "check_run_url": format!("{repo_url}/check-runs/{}", job.id),
+        "labels": job.labels,
+        "runner_id": job.runner_id,
+        "runner_name": job.runner_name,
+        "runner_group_id": job.runner_group_id,
+        "runner_group_name": job.runner_group_id.map(|_| "Default"),
+    })
+}
+
+/// The installation object of `GET …/installation`.
+pub fn installation(id: u64, app_id: u64, login: &str) -> Value {
+    json!({
+        "id": id,
+        "app_id": app_id,
+        "app_slug": "ephemera-sim",
+        "target_type": "Organization",
+        "target_id": label_id(login),
+        "account": { "login": login, "id": label_id(login), "type": "Organization" },
+        "repository_selection": "all",
+        "access_tokens_url": format!("{API}/app/installations/{id}/access_tokens"),
+        "permissions": permissions(),
+        "events": ["workflow_job"],
+        "created_at": "2024-01-01T00:00:00Z",
+        "updated_at": "2024-01-01T00:00:00Z",
+    })
+}
+
+pub fn permissions() -> Value {
+    json!({ "actions": "read", "administration": "write", "organization_self_hosted_runners": "write", "metadata": "read" })
+}
+
+/// The encoded JIT config of a runner.
+pub fn encode_jit_config(runner: &SimRunner, work_folder: &str) -> String {
+    let dot_runner = json!({
+        "agentId": runner.id,
+        "agentName": runner.name,
+        "poolId": runner.runner_group_id,
+        "poolName": "Default",
+        "serverUrl": "https://pipelines.actions.githubusercontent.com/sim",
+        "gitHubUrl": "https://github.com/sim",
+        "workFolder": work_folder,
+        "ephemeral": true,
+    });
+    let files = json!({
+        ".runner": STANDARD.encode(dot_runner.to_string()),
+        ".credentials": STANDARD.encode(json!({"scheme": "OAuth", "data": {"clientId": runner.id.to_string()}}).to_string()),
+    });
+    STANDARD.encode(files.to_string())
+}
+
+/// The runner id and name inside an encoded JIT config.
+pub fn decode_jit_config(encoded: &str) -> Option<(u64, String)> {
+    let files: Value = serde_json::from_slice(&STANDARD.decode(encoded.trim()).ok()?).ok()?;
+    let dot_runner = STANDARD.decode(files.get(".runner")?.as_str()?).ok()?;
+    let dot_runner: Value = serde_json::from_slice(&dot_runner).ok()?;
+    let id = dot_runner.get("agentId")?.as_u64()?;
+    let name = dot_runner.get("agentName")?.as_str()?.to_owned();
+    Some((id, name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::state::{RunnerScope, SimState};
+
+    #[test]
+    fn jit_config_decodes_back_to_its_runner() {
+        let mut state = SimState::default();
+        let scope = RunnerScope {
+            owner: "acme".into(),
+            repo: None,
+        };
+        let r = state
+            .register_runner(scope, "eph-linux-1", vec!["linux".into()], 1)
+            .unwrap();
+        let encoded = encode_jit_config(&r, "_work");
+        assert_eq!(decode_jit_config(&encoded), Some((r.id, r.name.clone())));
+        assert_eq!(decode_jit_config("not base64"), None);
+    }
+}

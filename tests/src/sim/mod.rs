@@ -1,0 +1,186 @@
+//! A stateful GitHub simulator: the REST routes ephemera calls, signed `workflow_job`
+//! webhooks, and the runner agent that real instances would run.
+//!
+//! The pipeline tests start it in-process with [`start`]; `make demo` runs it as the
+//! `github-sim` binary. It serves on loopback, answers with GitHub's bodies and errors,
+//! and checks App JWTs and installation tokens like GitHub does. When given an AWS
+//! endpoint, its agent watches the deployment's EC2 instances, reads each one's JIT
+//! config from SSM, brings the runner online, runs one job and deregisters — and counts
+//! every job whose instance was terminated under it (`jobs_killed`, which must stay 0).
+
+mod agent;
+mod auth;
+pub mod body;
+mod routes;
+mod runners;
+pub mod state;
+mod webhook;
+
+pub use state::{Counters, IssuedToken, RunnerScope, SimJob, SimRunner, SimState};
+pub use webhook::payload as webhook_payload;
+
+use anyhow::Context;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::task::JoinHandle;
+
+/// How the simulator behaves.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// Where `workflow_job` deliveries go; without one they count as failed.
+    pub webhook_url: Option<String>,
+    pub webhook_secret: String,
+    pub app_id: u64,
+    /// Verifies App JWTs (PEM, RSA public key).
+    pub app_public_key_pem: String,
+    pub installation_id: u64,
+    /// The AWS endpoint (moto) the agent watches; `None` runs no agent.
+    pub aws_endpoint: Option<String>,
+    /// The `ephemera:deployment` tag and JIT parameter prefix the agent looks for.
+    pub deployment: String,
+    /// How long a job runs when it is created without a duration.
+    pub job_duration: Duration,
+    /// How long an online runner waits before taking a job.
+    pub pickup_delay: Duration,
+    /// How often the agent looks at EC2.
+    pub agent_poll: Duration,
+}
+
+impl SimConfig {
+    /// Defaults: installation 1, jobs of 2 s, pickup after 1 s, agent poll 200 ms, no
+    /// webhook URL and no agent.
+    pub fn new(
+        app_id: u64,
+        app_public_key_pem: impl Into<String>,
+        webhook_secret: impl Into<String>,
+        deployment: impl Into<String>,
+    ) -> SimConfig {
+        SimConfig {
+            webhook_url: None,
+            webhook_secret: webhook_secret.into(),
+            app_id,
+            app_public_key_pem: app_public_key_pem.into(),
+            installation_id: 1,
+            aws_endpoint: None,
+            deployment: deployment.into(),
+            job_duration: Duration::from_secs(2),
+            pickup_delay: Duration::from_secs(1),
+            agent_poll: Duration::from_millis(200),
+        }
+    }
+}
+
+/// What the routes, the agent and the handle share.
+pub(crate) struct Shared {
+    config: SimConfig,
+    url: String,
+    state: Mutex<SimState>,
+    webhook_url: Mutex<Option<String>>,
+    http: reqwest::Client,
+    verifier: auth::AppVerifier,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, SimState> {
+        // A panic while holding the lock leaves plain data; keep serving it.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Creates a queued job and sends its `queued` delivery.
+    async fn create_job(
+        &self,
+        owner: &str,
+        repo: &str,
+        labels: Vec<String>,
+        duration: Option<Duration>,
+    ) -> SimJob {
+        let duration = duration.unwrap_or(self.config.job_duration);
+        let job = self.lock().create_job(owner, repo, labels, duration);
+        webhook::deliver(self, "queued", &job).await;
+        job
+    }
+}
+
+/// A running simulator; dropping it stops the server and the agent.
+pub struct SimHandle {
+    /// `http://127.0.0.1:PORT`, the API base URL.
+    pub url: String,
+    shared: std::sync::Arc<Shared>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+/// Binds 127.0.0.1 on a free port, serves the routes, and starts the agent when the
+/// configuration names an AWS endpoint.
+pub async fn start(config: SimConfig) -> anyhow::Result<SimHandle> {
+    let verifier = auth::AppVerifier::new(config.app_id, &config.app_public_key_pem)?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .context("binding 127.0.0.1:0")?;
+    let url = format!("http://{}", listener.local_addr()?);
+    let shared = std::sync::Arc::new(Shared {
+        url: url.clone(),
+        webhook_url: Mutex::new(config.webhook_url.clone()),
+        state: Mutex::new(SimState::default()),
+        http: reqwest::Client::new(),
+        verifier,
+        config,
+    });
+    let router = routes::router(shared.clone());
+    let mut tasks = vec![tokio::spawn(async move {
+        if let Err(error) = axum::serve(listener, router).await {
+            tracing::error!(error = %error, "github-sim server stopped");
+        }
+    })];
+    if let Some(endpoint) = shared.config.aws_endpoint.clone() {
+        let agent = agent::Agent::new(shared.clone(), &endpoint).await;
+        tasks.push(tokio::spawn(agent.run()));
+    }
+    Ok(SimHandle { url, shared, tasks })
+}
+
+impl SimHandle {
+    /// Creates a `queued` job (with the configured duration unless given one) and sends
+    /// the signed `queued` webhook. Returns the job id.
+    pub async fn create_job(
+        &self,
+        owner: &str,
+        repo: &str,
+        labels: &[&str],
+        duration: Option<Duration>,
+    ) -> anyhow::Result<u64> {
+        let labels = labels.iter().map(|l| l.to_string()).collect();
+        let job = self.shared.create_job(owner, repo, labels, duration).await;
+        Ok(job.id)
+    }
+
+    /// Sends later deliveries to `url`.
+    pub fn set_webhook_url(&self, url: impl Into<String>) {
+        *self.shared.webhook_url.lock().expect("webhook url lock") = Some(url.into());
+    }
+
+    /// A copy of runners, jobs, tokens and counters.
+    pub fn snapshot(&self) -> SimState {
+        self.shared.lock().clone()
+    }
+
+    /// Changes the state directly (fault injection in tests).
+    pub fn with_state<T>(&self, change: impl FnOnce(&mut SimState) -> T) -> T {
+        change(&mut self.shared.lock())
+    }
+
+    /// Stops the server and the agent and waits until they are gone.
+    pub async fn stop(mut self) {
+        for task in self.tasks.drain(..) {
+            task.abort();
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for SimHandle {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}

@@ -1,0 +1,396 @@
+//! The simulator's world: runners, jobs, issued tokens and counters, behind one mutex.
+//!
+//! Every change GitHub would make atomically (register a runner, delete it unless busy,
+//! hand a queued job to an idle runner) is one method here, called with the lock held,
+//! so the HTTP routes and the runner agent never see each other half-way.
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+use time::OffsetDateTime;
+
+/// Where a runner is registered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RunnerScope {
+    pub owner: String,
+    /// `Some` for a repository-level runner, `None` for an organization runner.
+    pub repo: Option<String>,
+}
+
+impl RunnerScope {
+    fn same_as(&self, other: &RunnerScope) -> bool {
+        self.owner.eq_ignore_ascii_case(&other.owner)
+            && match (&self.repo, &other.repo) {
+                (None, None) => true,
+                (Some(a), Some(b)) => a.eq_ignore_ascii_case(b),
+                _ => false,
+            }
+    }
+
+    /// Whether a runner registered here may run a job of `owner/repo`.
+    fn serves(&self, owner: &str, repo: &str) -> bool {
+        self.owner.eq_ignore_ascii_case(owner)
+            && self
+                .repo
+                .as_deref()
+                .is_none_or(|r| r.eq_ignore_ascii_case(repo))
+    }
+}
+
+/// A self-hosted runner as GitHub knows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SimRunner {
+    pub id: u64,
+    pub name: String,
+    pub labels: Vec<String>,
+    pub os: String,
+    /// `online` or `offline`.
+    pub status: String,
+    pub busy: bool,
+    pub ephemeral: bool,
+    pub runner_group_id: u64,
+    pub scope: RunnerScope,
+    /// The EC2 instance whose agent took this runner's JIT config.
+    pub instance_id: Option<String>,
+    /// The job it is running.
+    pub job_id: Option<u64>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    /// When the agent brought it online (tokio time, so tests may pause it).
+    #[serde(skip)]
+    pub online_since: Option<tokio::time::Instant>,
+}
+
+/// A workflow job.
+#[derive(Debug, Clone, Serialize)]
+pub struct SimJob {
+    pub id: u64,
+    pub run_id: u64,
+    pub owner: String,
+    pub repo: String,
+    pub labels: Vec<String>,
+    /// `queued`, `in_progress` or `completed`.
+    pub status: String,
+    /// `success`, `failure` or `cancelled` once completed.
+    pub conclusion: Option<String>,
+    pub runner_id: Option<u64>,
+    pub runner_name: Option<String>,
+    pub runner_group_id: Option<u64>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub started_at: Option<OffsetDateTime>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub completed_at: Option<OffsetDateTime>,
+    /// How long it runs once a runner took it.
+    #[serde(skip)]
+    pub duration: std::time::Duration,
+    #[serde(skip)]
+    pub ends_at: Option<tokio::time::Instant>,
+}
+
+/// An installation access token the simulator issued.
+#[derive(Debug, Clone, Serialize)]
+pub struct IssuedToken {
+    pub installation_id: u64,
+    #[serde(with = "time::serde::rfc3339")]
+    pub expires_at: OffsetDateTime,
+}
+
+/// What happened, for the tests' assertions.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Counters {
+    /// GitHub API calls by `METHOD /route/{template}`.
+    pub api_calls: BTreeMap<String, u64>,
+    /// Jobs whose runner's instance was terminated while the job ran: must stay 0.
+    pub jobs_killed: u64,
+    pub webhooks_sent: u64,
+    pub webhooks_failed: u64,
+    pub runners_registered: u64,
+    /// Runners removed with `DELETE …/runners/{id}`.
+    pub runners_deleted: u64,
+    /// Ephemeral runners that removed themselves after their job.
+    pub runners_deregistered: u64,
+}
+
+/// A copy of the whole world.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SimState {
+    pub runners: BTreeMap<u64, SimRunner>,
+    pub jobs: BTreeMap<u64, SimJob>,
+    pub tokens: BTreeMap<String, IssuedToken>,
+    pub counters: Counters,
+    #[serde(skip)]
+    next_id: u64,
+}
+
+/// Why a runner could not be registered or removed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunnerError {
+    NameTaken,
+    NotFound,
+    Busy(String),
+}
+
+impl SimState {
+    fn next_id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    /// Counts one API call.
+    pub fn hit(&mut self, route: &str) {
+        *self.counters.api_calls.entry(route.to_owned()).or_default() += 1;
+    }
+
+    /// Registers an offline JIT runner; names are unique within a scope.
+    pub fn register_runner(
+        &mut self,
+        scope: RunnerScope,
+        name: &str,
+        labels: Vec<String>,
+        runner_group_id: u64,
+    ) -> Result<SimRunner, RunnerError> {
+        let taken = self
+            .runners
+            .values()
+            .any(|r| r.scope.same_as(&scope) && r.name.eq_ignore_ascii_case(name));
+        if taken {
+            return Err(RunnerError::NameTaken);
+        }
+        let runner = SimRunner {
+            id: self.next_id(),
+            name: name.to_owned(),
+            labels,
+            os: "linux".to_owned(),
+            status: "offline".to_owned(),
+            busy: false,
+            ephemeral: true,
+            runner_group_id,
+            scope,
+            instance_id: None,
+            job_id: None,
+            created_at: OffsetDateTime::now_utc(),
+            online_since: None,
+        };
+        self.runners.insert(runner.id, runner.clone());
+        self.counters.runners_registered += 1;
+        Ok(runner)
+    }
+
+    /// The runners registered in `scope`, by id.
+    pub fn runners_in(&self, scope: &RunnerScope) -> Vec<&SimRunner> {
+        self.runners
+            .values()
+            .filter(|r| r.scope.same_as(scope))
+            .collect()
+    }
+
+    pub fn runner_in(&self, scope: &RunnerScope, id: u64) -> Option<&SimRunner> {
+        self.runners.get(&id).filter(|r| r.scope.same_as(scope))
+    }
+
+    /// Removes a runner unless it is running a job (the check and the removal are one
+    /// step, as on GitHub).
+    pub fn delete_runner(&mut self, scope: &RunnerScope, id: u64) -> Result<(), RunnerError> {
+        let runner = self.runner_in(scope, id).ok_or(RunnerError::NotFound)?;
+        if runner.busy {
+            return Err(RunnerError::Busy(runner.name.clone()));
+        }
+        self.runners.remove(&id);
+        self.counters.runners_deleted += 1;
+        Ok(())
+    }
+
+    /// Creates a queued job.
+    pub fn create_job(
+        &mut self,
+        owner: &str,
+        repo: &str,
+        labels: Vec<String>,
+        duration: std::time::Duration,
+    ) -> SimJob {
+        let id = self.next_id() + 40_000_000_000;
+        let run_id = self.next_id() + 10_000_000_000;
+        let job = SimJob {
+            id,
+            run_id,
+            owner: owner.to_owned(),
+            repo: repo.to_owned(),
+            labels,
+            status: "queued".to_owned(),
+            conclusion: None,
+            runner_id: None,
+            runner_name: None,
+            runner_group_id: None,
+            created_at: OffsetDateTime::now_utc(),
+            started_at: None,
+            completed_at: None,
+            duration,
+            ends_at: None,
+        };
+        self.jobs.insert(id, job.clone());
+        job
+    }
+
+    /// The agent of `instance_id` brought runner `runner_id` (named `name`) online.
+    /// False when GitHub no longer knows that runner (deleted before it came up).
+    pub fn bring_online(
+        &mut self,
+        runner_id: u64,
+        name: &str,
+        instance_id: &str,
+        now: tokio::time::Instant,
+    ) -> bool {
+        match self.runners.get_mut(&runner_id) {
+            Some(r) if r.name == name && r.instance_id.is_none() => {
+                r.status = "online".to_owned();
+                r.instance_id = Some(instance_id.to_owned());
+                r.online_since = Some(now);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Hands the oldest fitting queued job to each idle runner online for `pickup_delay`.
+    /// Returns the jobs started.
+    pub fn assign_jobs(
+        &mut self,
+        now: tokio::time::Instant,
+        pickup_delay: std::time::Duration,
+    ) -> Vec<SimJob> {
+        let idle: Vec<u64> = self
+            .runners
+            .values()
+            .filter(|r| r.status == "online" && !r.busy)
+            .filter(|r| r.online_since.is_some_and(|t| t + pickup_delay <= now))
+            .map(|r| r.id)
+            .collect();
+        let mut started = Vec::new();
+        for runner_id in idle {
+            let runner = &self.runners[&runner_id];
+            let job = self
+                .jobs
+                .values()
+                .filter(|j| j.status == "queued" && runner.scope.serves(&j.owner, &j.repo))
+                .filter(|j| labels_fit(&j.labels, &runner.labels))
+                .min_by_key(|j| (j.created_at, j.id))
+                .map(|j| j.id);
+            let Some(job_id) = job else { continue };
+            let runner = self.runners.get_mut(&runner_id).expect("listed above");
+            runner.busy = true;
+            runner.job_id = Some(job_id);
+            let job = self.jobs.get_mut(&job_id).expect("listed above");
+            job.status = "in_progress".to_owned();
+            job.runner_id = Some(runner.id);
+            job.runner_name = Some(runner.name.clone());
+            job.runner_group_id = Some(runner.runner_group_id);
+            job.started_at = Some(OffsetDateTime::now_utc());
+            job.ends_at = Some(now + job.duration);
+            started.push(job.clone());
+        }
+        started
+    }
+
+    /// Completes the jobs whose time is up; their ephemeral runners deregister.
+    pub fn finish_jobs(&mut self, now: tokio::time::Instant) -> Vec<SimJob> {
+        let done: Vec<u64> = self
+            .jobs
+            .values()
+            .filter(|j| j.status == "in_progress" && j.ends_at.is_some_and(|t| t <= now))
+            .map(|j| j.id)
+            .collect();
+        done.into_iter()
+            .map(|job_id| {
+                let job = self.complete_job(job_id, "success");
+                if let Some(runner_id) = job.runner_id {
+                    if self.runners.remove(&runner_id).is_some() {
+                        self.counters.runners_deregistered += 1;
+                    }
+                }
+                job
+            })
+            .collect()
+    }
+
+    /// The instance of an online runner is gone: the runner goes offline, and a job it
+    /// was running fails (and counts as killed). Returns that job.
+    pub fn lose_instance(&mut self, instance_id: &str) -> Option<SimJob> {
+        let runner = self
+            .runners
+            .values_mut()
+            .find(|r| r.status == "online" && r.instance_id.as_deref() == Some(instance_id))?;
+        runner.status = "offline".to_owned();
+        runner.busy = false;
+        let job_id = runner.job_id.take()?;
+        self.counters.jobs_killed += 1;
+        Some(self.complete_job(job_id, "failure"))
+    }
+
+    /// Instances whose runners are online.
+    pub fn online_instances(&self) -> Vec<String> {
+        self.runners
+            .values()
+            .filter(|r| r.status == "online")
+            .filter_map(|r| r.instance_id.clone())
+            .collect()
+    }
+
+    fn complete_job(&mut self, job_id: u64, conclusion: &str) -> SimJob {
+        let job = self.jobs.get_mut(&job_id).expect("job of a runner exists");
+        job.status = "completed".to_owned();
+        job.conclusion = Some(conclusion.to_owned());
+        job.completed_at = Some(OffsetDateTime::now_utc());
+        job.ends_at = None;
+        if let Some(runner) = job.runner_id.and_then(|id| self.runners.get_mut(&id)) {
+            runner.busy = false;
+            runner.job_id = None;
+        }
+        job.clone()
+    }
+}
+
+/// Whether every label of a job is among the runner's (case-insensitively; every
+/// self-hosted runner carries `self-hosted`).
+pub fn labels_fit(job: &[String], runner: &[String]) -> bool {
+    job.iter().all(|wanted| {
+        wanted.eq_ignore_ascii_case("self-hosted")
+            || runner.iter().any(|have| have.eq_ignore_ascii_case(wanted))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(items: &[&str]) -> Vec<String> {
+        items.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn labels_fit_case_insensitively_with_self_hosted_implied() {
+        let runner = strings(&["Linux", "x64"]);
+        assert!(labels_fit(
+            &strings(&["self-hosted", "linux", "X64"]),
+            &runner
+        ));
+        assert!(!labels_fit(&strings(&["gpu"]), &runner));
+    }
+
+    #[test]
+    fn busy_runner_cannot_be_deleted() {
+        let mut state = SimState::default();
+        let scope = RunnerScope {
+            owner: "acme".into(),
+            repo: None,
+        };
+        let runner = state
+            .register_runner(scope.clone(), "r1", strings(&["linux"]), 1)
+            .unwrap();
+        state.runners.get_mut(&runner.id).unwrap().busy = true;
+        assert_eq!(
+            state.delete_runner(&scope, runner.id),
+            Err(RunnerError::Busy("r1".into()))
+        );
+    }
+}
