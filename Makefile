@@ -27,10 +27,25 @@ demo: venv
 		target/debug/demo --config infra/config.example.yaml
 
 ## test: formatting, lints, unit, adapter and end-to-end tests
-test: venv lint test-rust
+test: venv lint lint-infra test-rust conformance
 
 test-rust: venv
 	MOTO_SERVER=$(CURDIR)/$(VENV)/bin/moto_server $(CARGO) test --workspace --all-targets
+
+## conformance: the GitHub simulator's recorded REST exchanges checked against GitHub's
+## OpenAPI description (@octokit/openapi, pinned in tests/conformance), and known-bad
+## exchanges (wrong path, method, body) shown to be rejected
+CONFORMANCE_RECORD := target/conformance/exchanges
+conformance: venv
+	cd tests/conformance && npm ci --no-audit --no-fund --loglevel=error
+	rm -rf $(CONFORMANCE_RECORD) && mkdir -p $(CONFORMANCE_RECORD)
+	EPHEMERA_SIM_RECORD_DIR=$(CURDIR)/$(CONFORMANCE_RECORD) MOTO_SERVER=$(CURDIR)/$(VENV)/bin/moto_server \
+		$(CARGO) test -p ephemera-tests --test e2e -- sim:: pipeline::one_job_gets_one_runner_which_runs_it_and_is_reaped
+	node tests/conformance/check.mjs $(CONFORMANCE_RECORD)
+	node tests/conformance/check.mjs --each-must-fail tests/conformance/fixtures/bad-exchanges.jsonl
+	@if node tests/conformance/check.mjs tests/conformance/fixtures/bad-exchanges.jsonl >/dev/null 2>&1; then \
+		echo "conformance: the check accepted known-bad exchanges" >&2; exit 1; \
+	else echo "conformance: known-bad exchanges rejected, as they must be"; fi
 
 lint:
 	$(CARGO) fmt --all --check
@@ -41,3 +56,43 @@ fmt:
 
 clean-venv:
 	rm -rf $(VENV)
+
+## lint-infra: template.yaml (cfn-lint, sam validate --lint), the runner bootstrap script
+## (shellcheck) and the example configuration against its JSON Schema
+.PHONY: build deploy lint-infra
+SAM := SAM_CLI_TELEMETRY=0 $(CURDIR)/$(VENV)/bin/sam
+
+lint-infra: venv
+	$(VENV)/bin/cfn-lint template.yaml
+	AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-us-east-1} $(SAM) validate --lint
+	$(VENV)/bin/shellcheck infra/runner/bootstrap.sh
+	$(VENV)/bin/python -c 'import json, sys, yaml, jsonschema; \
+		jsonschema.validate(yaml.safe_load(open(sys.argv[2])), json.load(open(sys.argv[1])))' \
+		infra/config.schema.json infra/config.example.yaml
+
+## build: the three functions as Lambda `bootstrap` binaries (.aws-sam/build), for the
+## template's Architecture: arm64 by default, `make build ARCH=x86_64` otherwise.
+## sam build runs cargo-lambda, which links with zig; both come from .venv.
+ARCH ?= arm64
+RUST_TARGET_arm64 := aarch64-unknown-linux-gnu
+RUST_TARGET_x86_64 := x86_64-unknown-linux-gnu
+
+build: venv
+	@case "$(ARCH)" in arm64|x86_64) ;; *) echo "ARCH must be arm64 or x86_64, not $(ARCH)"; exit 1;; esac
+	@target=$(RUST_TARGET_$(ARCH)); \
+	if [ ! -d "$$(rustc --print sysroot)/lib/rustlib/$$target" ] && \
+	   ! rustup target add "$$target" >/dev/null 2>&1; then \
+		echo "make build: the Rust standard library for $$target is not installed and"; \
+		echo "could not be downloaded (rustup target add $$target). Build for this"; \
+		echo "machine's architecture instead:  make build ARCH=x86_64"; \
+		echo "and deploy with the same:          make deploy ARCH=x86_64"; \
+		exit 1; \
+	fi
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(SAM) build --beta-features \
+		--parameter-overrides Architecture=$(ARCH)
+	@ls -l .aws-sam/build/*/bootstrap
+
+## deploy: `sam deploy --guided` of what `make build` made (asks for the parameters once,
+## then keeps them in samconfig.toml)
+deploy: venv
+	$(SAM) deploy --guided --parameter-overrides Architecture=$(ARCH)

@@ -8,19 +8,21 @@ use ephemera_aws::{
     ensure_resources, sdk_config, AwsSettings, Ec2Fleet, ResourceNames, SsmJitSecrets,
 };
 use ephemera_core::names::jit_parameter_name;
-use ephemera_core::ports::{Fleet, FleetError, InstanceState, JitSecrets, LaunchSpec, Launcher};
+use ephemera_core::ports::{
+    Fleet, FleetError, FleetRequest, InstanceState, JitSecrets, Launcher, Market,
+};
 use ephemera_tests::moto::Moto;
 use secrecy::SecretString;
 
-fn spec(runner: &str) -> LaunchSpec {
-    LaunchSpec {
-        runner_name: runner.to_owned(),
+fn request(count: u32) -> FleetRequest {
+    FleetRequest {
         pool: "linux".to_owned(),
+        count,
         launch_template: None,
         ami: None,
-        instance_type: "t3.micro".to_owned(),
-        subnet: None,
-        spot: false,
+        instance_types: vec!["t3.micro".to_owned(), "t3.small".to_owned()],
+        subnets: Vec::new(),
+        market: Market::OnDemand,
     }
 }
 
@@ -42,11 +44,10 @@ async fn tags_of(
     Ok(instance.tags().to_vec())
 }
 
-fn assert_runner_tags(tags: &[aws_sdk_ec2::types::Tag], runner: &str) {
+fn assert_pool_tags(tags: &[aws_sdk_ec2::types::Tag]) {
     assert_eq!(tags::value(tags, tags::DEPLOYMENT), Some("eph"));
     assert_eq!(tags::value(tags, tags::POOL), Some("linux"));
-    assert_eq!(tags::value(tags, tags::RUNNER), Some(runner));
-    assert_eq!(tags::value(tags, tags::NAME), Some(runner));
+    assert_eq!(tags::value(tags, tags::NAME), Some("eph-linux"));
 }
 
 #[tokio::test]
@@ -57,23 +58,14 @@ async fn fleet_launches_tagged_instances_from_a_template_and_from_an_ami() -> an
     let ec2 = aws_sdk_ec2::Client::new(&config);
     let fleet = Ec2Fleet::new(ec2.clone(), "eph");
 
-    let mut from_template = spec("eph-linux-template");
+    // Three runners, one CreateFleet request.
+    let mut from_template = request(3);
     from_template.launch_template = Some(resources.launch_template.clone());
-    let id = fleet.launch(&from_template).await?;
-    assert_runner_tags(&tags_of(&ec2, &id).await?, "eph-linux-template");
-    let volumes = ec2
-        .describe_volumes()
-        .filters(
-            Filter::builder()
-                .name("attachment.instance-id")
-                .values(&id)
-                .build(),
-        )
-        .send()
-        .await?;
-    assert!(!volumes.volumes().is_empty(), "the root volume is attached");
-    for volume in volumes.volumes() {
-        assert_runner_tags(volume.tags(), "eph-linux-template");
+    let launch = fleet.launch(&from_template).await?;
+    assert_eq!(launch.instance_ids.len(), 3, "{launch:?}");
+    assert!(launch.shortfall.is_none());
+    for id in &launch.instance_ids {
+        assert_pool_tags(&tags_of(&ec2, id).await?);
     }
 
     let image = ec2.describe_images().owners("amazon").send().await?;
@@ -82,13 +74,29 @@ async fn fleet_launches_tagged_instances_from_a_template_and_from_an_ami() -> an
         .first()
         .and_then(|i| i.image_id())
         .expect("moto ships images");
-    let mut from_ami = spec("eph-linux-ami");
+    let mut from_ami = request(2);
     from_ami.ami = Some(ami.to_owned());
-    from_ami.spot = true;
-    let id = fleet.launch(&from_ami).await?;
-    assert_runner_tags(&tags_of(&ec2, &id).await?, "eph-linux-ami");
+    from_ami.market = Market::Spot;
+    let launch = fleet.launch(&from_ami).await?;
+    assert_eq!(launch.instance_ids.len(), 2);
+    let id = &launch.instance_ids[0];
+    assert_pool_tags(&tags_of(&ec2, id).await?);
+    let volumes = ec2
+        .describe_volumes()
+        .filters(
+            Filter::builder()
+                .name("attachment.instance-id")
+                .values(id)
+                .build(),
+        )
+        .send()
+        .await?;
+    assert!(!volumes.volumes().is_empty(), "the root volume is attached");
+    for volume in volumes.volumes() {
+        assert_pool_tags(volume.tags());
+    }
 
-    let mut bad = spec("eph-linux-bad");
+    let mut bad = request(1);
     bad.launch_template = Some("no-such-template".to_owned());
     match fleet.launch(&bad).await {
         Err(FleetError::Rejected { code, .. }) => {
@@ -107,19 +115,18 @@ async fn fleet_describes_only_this_deployment_and_terminates_idempotently() -> a
     let ec2 = aws_sdk_ec2::Client::new(&config);
     let ours = Ec2Fleet::new(ec2.clone(), "eph");
     let theirs = Ec2Fleet::new(ec2.clone(), "other");
-    let mut launch = spec("eph-linux-a");
+    let mut launch = request(2);
     launch.launch_template = Some(resources.launch_template.clone());
-    let a = ours.launch(&launch).await?;
-    launch.runner_name = "eph-linux-b".to_owned();
-    let b = ours.launch(&launch).await?;
-    launch.runner_name = "other-linux-c".to_owned();
-    let c = theirs.launch(&launch).await?;
+    let mut made = ours.launch(&launch).await?.instance_ids;
+    made.sort();
+    let (a, b) = (made[0].clone(), made[1].clone());
+    launch.count = 1;
+    let c = theirs.launch(&launch).await?.instance_ids.remove(0);
 
     let mut seen = ours.describe().await?;
-    seen.sort_by(|x, y| x.runner_name.cmp(&y.runner_name));
+    seen.sort_by(|x, y| x.id.cmp(&y.id));
     let ids: Vec<&str> = seen.iter().map(|i| i.id.as_str()).collect();
     assert_eq!(ids, [a.as_str(), b.as_str()]);
-    assert_eq!(seen[0].runner_name.as_deref(), Some("eph-linux-a"));
     assert_eq!(seen[0].pool.as_deref(), Some("linux"));
     assert!(seen[0].launched_at.is_some());
     assert!(matches!(

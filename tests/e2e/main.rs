@@ -5,6 +5,10 @@
 mod aws_fleet;
 mod aws_queue;
 mod aws_store;
+mod cli;
+mod github_faults;
 mod pipeline;
+mod scaler;
 mod sim;
+mod template;
 mod webhook_http;

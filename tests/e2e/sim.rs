@@ -2,6 +2,8 @@
 //! its runner agent against moto is in [`agent`].
 
 mod agent;
+mod client;
+mod webhook_faults;
 
 use anyhow::{bail, Context};
 use axum::body::Bytes;
@@ -119,6 +121,15 @@ impl Receiver {
                     raw["workflow_job"]["conclusion"].clone(),
                 )
             })
+            .collect()
+    }
+
+    /// The `X-GitHub-Delivery` of every delivery, in arrival order.
+    fn delivery_ids(&self) -> Vec<String> {
+        let deliveries = self.deliveries.lock().unwrap();
+        deliveries
+            .iter()
+            .map(|(headers, _)| headers["x-github-delivery"].to_str().unwrap().to_owned())
             .collect()
     }
 
@@ -242,9 +253,6 @@ async fn jit_runner_is_listed_offline_and_a_taken_name_conflicts() -> anyhow::Re
         .as_str()
         .unwrap()
         .starts_with("Already exists"));
-    let no_labels = json!({ "name": "eph-linux-2", "runner_group_id": 1 });
-    let (status, _) = call(&sim, &token, reqwest::Method::POST, path, Some(no_labels)).await?;
-    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
     let (_, groups) = call(
         &sim,
         &token,
@@ -254,6 +262,20 @@ async fn jit_runner_is_listed_offline_and_a_taken_name_conflicts() -> anyhow::Re
     )
     .await?;
     assert_eq!(groups["runner_groups"][0]["name"], "Default");
+    Ok(())
+}
+
+#[tokio::test]
+async fn jit_request_without_labels_is_unprocessable() -> anyhow::Result<()> {
+    // A deliberately invalid request: kept out of the conformance recording.
+    let mut config = config("eph");
+    config.record_dir = None;
+    let sim = sim::start(config).await?;
+    let token = installation_token(&sim).await?;
+    let path = "/orgs/acme/actions/runners/generate-jitconfig";
+    let no_labels = json!({ "name": "eph-linux-2", "runner_group_id": 1 });
+    let (status, _) = call(&sim, &token, reqwest::Method::POST, path, Some(no_labels)).await?;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
     Ok(())
 }
 

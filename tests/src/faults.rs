@@ -4,7 +4,9 @@
 
 use async_trait::async_trait;
 use ephemera_aws::Ec2Fleet;
-use ephemera_core::ports::{Fleet, FleetError, Instance, LaunchSpec, Launcher};
+use ephemera_core::ports::{
+    Fleet, FleetError, FleetLaunch, FleetRequest, Instance, Launcher, Market,
+};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
@@ -18,6 +20,8 @@ pub struct FaultyFleet {
     inner: Arc<Ec2Fleet>,
     terminate_failures: AtomicU32,
     terminate_calls: AtomicU32,
+    spot_failures: AtomicU32,
+    launch_calls: AtomicU32,
 }
 
 impl FaultyFleet {
@@ -26,6 +30,8 @@ impl FaultyFleet {
             inner,
             terminate_failures: AtomicU32::new(0),
             terminate_calls: AtomicU32::new(0),
+            spot_failures: AtomicU32::new(0),
+            launch_calls: AtomicU32::new(0),
         }
     }
 
@@ -39,6 +45,17 @@ impl FaultyFleet {
         self.terminate_failures.store(count, Ordering::SeqCst);
     }
 
+    /// The next `count` spot launches fail for lack of capacity (without reaching EC2),
+    /// as EC2 answers when a spot pool is exhausted.
+    pub fn fail_spot(&self, count: u32) {
+        self.spot_failures.store(count, Ordering::SeqCst);
+    }
+
+    /// Launch requests made so far (each one EC2 call), failed or not.
+    pub fn launch_calls(&self) -> u32 {
+        self.launch_calls.load(Ordering::SeqCst)
+    }
+
     /// Terminate calls made so far, failed or not.
     pub fn terminate_calls(&self) -> u32 {
         self.terminate_calls.load(Ordering::SeqCst)
@@ -47,8 +64,14 @@ impl FaultyFleet {
 
 #[async_trait]
 impl Launcher for FaultyFleet {
-    async fn launch(&self, spec: &LaunchSpec) -> Result<String, FleetError> {
-        self.inner.launch(spec).await
+    async fn launch(&self, request: &FleetRequest) -> Result<FleetLaunch, FleetError> {
+        self.launch_calls.fetch_add(1, Ordering::SeqCst);
+        if request.market == Market::Spot && spend(&self.spot_failures) {
+            return Err(FleetError::CapacityUnavailable(
+                "InsufficientInstanceCapacity".to_owned(),
+            ));
+        }
+        self.inner.launch(request).await
     }
 }
 
@@ -73,4 +96,10 @@ impl Fleet for FaultyFleet {
     async fn describe(&self) -> Result<Vec<Instance>, FleetError> {
         self.inner.describe().await
     }
+}
+
+/// Takes one from `left` if any are left: true if this call is to fail.
+fn spend(left: &AtomicU32) -> bool {
+    left.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+        .is_ok()
 }

@@ -3,9 +3,10 @@
 //! loopback port, the queue drained into the scaler, the reaper run on demand (or on a
 //! timer), with a fault-injecting wrapper around the real EC2 fleet adapter.
 
+use crate::calls::CallCounter;
 use crate::faults::FaultyFleet;
 use crate::moto::Moto;
-use crate::sim::{self, SimConfig, SimHandle};
+use crate::sim::{self, SimConfig, SimFaults, SimHandle};
 use anyhow::{bail, Context};
 use aws_config::SdkConfig;
 use ephemera_aws::bootstrap::{ensure_resources, ResourceNames};
@@ -44,6 +45,12 @@ pub struct PipelineOptions {
     pub reaper_interval: Option<Duration>,
     /// Whether the scaler drains the queue (off to look at the queue itself).
     pub drain_queue: bool,
+    /// How many scaler loops drain the queue at once (concurrent invocations).
+    pub scaler_loops: usize,
+    /// Extra lines for the test pool's configuration (e.g. `    spot: true\n`).
+    pub pool_extra: String,
+    /// What the GitHub simulator gets wrong (nothing by default).
+    pub github_faults: SimFaults,
 }
 
 impl Default for PipelineOptions {
@@ -54,6 +61,9 @@ impl Default for PipelineOptions {
             pickup_delay: Duration::from_millis(300),
             reaper_interval: Some(Duration::from_millis(500)),
             drain_queue: true,
+            scaler_loops: 1,
+            pool_extra: String::new(),
+            github_faults: SimFaults::default(),
         }
     }
 }
@@ -67,9 +77,64 @@ pub struct Pipeline {
     pub store: Arc<DynamoRunnerStore>,
     pub queue: Arc<SqsJobQueue>,
     pub fleet: Arc<FaultyFleet>,
+    /// The scaler's and the reaper's GitHub clients: separate, as in Lambda, where they
+    /// are separate functions with their own token caches and call counts.
+    pub scaler_forge: Arc<GitHubApp>,
+    pub reaper_forge: Arc<GitHubApp>,
     pub webhook_url: String,
+    /// Every AWS call the pipeline's own clients made (not the simulator's), by operation.
+    pub calls: CallCounter,
+    scaler: Arc<Scaler>,
+    scaler_loops: usize,
+    draining: bool,
     reaper: Arc<Reaper>,
     tasks: JoinSet<anyhow::Result<()>>,
+}
+
+fn spawn_scaler_loops(
+    tasks: &mut JoinSet<anyhow::Result<()>>,
+    scaler: &Arc<Scaler>,
+    queue: &Arc<SqsJobQueue>,
+    loops: usize,
+) {
+    for _ in 0..loops {
+        tasks.spawn(ephemera_cli::local::drain_queue(
+            scaler.clone(),
+            queue.clone(),
+        ));
+    }
+}
+
+fn counted_dynamodb(sdk: &SdkConfig, calls: &CallCounter) -> aws_sdk_dynamodb::Client {
+    aws_sdk_dynamodb::Client::from_conf(
+        aws_sdk_dynamodb::config::Builder::from(sdk)
+            .interceptor(calls.clone())
+            .build(),
+    )
+}
+
+fn counted_sqs(sdk: &SdkConfig, calls: &CallCounter) -> aws_sdk_sqs::Client {
+    aws_sdk_sqs::Client::from_conf(
+        aws_sdk_sqs::config::Builder::from(sdk)
+            .interceptor(calls.clone())
+            .build(),
+    )
+}
+
+fn counted_ssm(sdk: &SdkConfig, calls: &CallCounter) -> aws_sdk_ssm::Client {
+    aws_sdk_ssm::Client::from_conf(
+        aws_sdk_ssm::config::Builder::from(sdk)
+            .interceptor(calls.clone())
+            .build(),
+    )
+}
+
+fn counted_ec2(sdk: &SdkConfig, calls: &CallCounter) -> aws_sdk_ec2::Client {
+    aws_sdk_ec2::Client::from_conf(
+        aws_sdk_ec2::config::Builder::from(sdk)
+            .interceptor(calls.clone())
+            .build(),
+    )
 }
 
 /// The path of a file under the workspace root.
@@ -81,6 +146,15 @@ pub fn workspace_path(relative: &str) -> PathBuf {
 
 /// The configuration the test pipeline runs with.
 pub fn test_config(api_url: &str, max_runners: u32) -> anyhow::Result<Config> {
+    test_config_with(api_url, max_runners, "")
+}
+
+/// The test configuration, with `pool_extra` lines added to the pool.
+pub fn test_config_with(
+    api_url: &str,
+    max_runners: u32,
+    pool_extra: &str,
+) -> anyhow::Result<Config> {
     let yaml = format!(
         r#"
 deployment: {DEPLOYMENT}
@@ -93,7 +167,7 @@ pools:
     max_runners: {max_runners}
     instance_types: [t3.micro]
     launch_template: {DEPLOYMENT}-runner
-"#
+{pool_extra}"#
     );
     Ok(Config::parse("test-config.yaml", &yaml)?)
 }
@@ -102,6 +176,7 @@ impl Pipeline {
     pub async fn start(options: PipelineOptions) -> anyhow::Result<Pipeline> {
         let moto = Moto::start().await?;
         let sdk = ephemera_aws::sdk_config(&AwsSettings::emulator(&moto.endpoint)).await;
+        let calls = CallCounter::default();
         let resources = ensure_resources(&sdk, &ResourceNames::for_deployment(DEPLOYMENT)).await?;
 
         let public_key =
@@ -110,31 +185,37 @@ impl Pipeline {
         sim_config.aws_endpoint = Some(moto.endpoint.clone());
         sim_config.job_duration = options.job_duration;
         sim_config.pickup_delay = options.pickup_delay;
+        sim_config.faults = options.github_faults.clone();
         let sim = sim::start(sim_config).await?;
 
-        let config = Arc::new(test_config(&sim.url, options.max_runners)?);
+        let config = Arc::new(test_config_with(
+            &sim.url,
+            options.max_runners,
+            &options.pool_extra,
+        )?);
         let store = Arc::new(DynamoRunnerStore::new(
-            aws_sdk_dynamodb::Client::new(&sdk),
+            counted_dynamodb(&sdk, &calls),
             &resources.table,
         ));
         let queue = Arc::new(SqsJobQueue::new(
-            aws_sdk_sqs::Client::new(&sdk),
+            counted_sqs(&sdk, &calls),
             &resources.queue_url,
         ));
-        let ec2 = Arc::new(Ec2Fleet::new(aws_sdk_ec2::Client::new(&sdk), DEPLOYMENT));
+        let ec2 = Arc::new(Ec2Fleet::new(counted_ec2(&sdk, &calls), DEPLOYMENT));
         let fleet = Arc::new(FaultyFleet::new(ec2));
-        let secrets = Arc::new(SsmJitSecrets::new(
-            aws_sdk_ssm::Client::new(&sdk),
-            DEPLOYMENT,
-        ));
+        let secrets = Arc::new(SsmJitSecrets::new(counted_ssm(&sdk, &calls), DEPLOYMENT));
         let private_key =
             std::fs::read_to_string(workspace_path("tests/fixtures/github-app-test-key.pem"))?;
-        let forge = Arc::new(GitHubApp::new(GitHubAppConfig {
-            api_url: sim.url.clone(),
-            app_id: APP_ID,
-            private_key: SecretString::from(private_key),
-            retry: Default::default(),
-        })?);
+        let github_app = || {
+            GitHubApp::new(GitHubAppConfig {
+                api_url: sim.url.clone(),
+                app_id: APP_ID,
+                private_key: SecretString::from(private_key.clone()),
+                retry: Default::default(),
+            })
+            .map(Arc::new)
+        };
+        let (scaler_forge, reaper_forge) = (github_app()?, github_app()?);
 
         let mut tasks = JoinSet::new();
         let secrets_for_webhook = WebhookSecrets {
@@ -152,21 +233,26 @@ impl Pipeline {
         tasks.spawn(async move { Ok(axum::serve(listener, router).await?) });
         sim.set_webhook_url(&webhook_url);
 
-        let scaler = Arc::new(Scaler::new(
-            config.clone(),
-            store.clone(),
-            fleet.clone(),
-            forge.clone(),
-            secrets.clone(),
-        ));
+        let scaler = Arc::new(
+            Scaler::new(
+                config.clone(),
+                store.clone(),
+                fleet.clone(),
+                scaler_forge.clone(),
+                secrets.clone(),
+                queue.clone(),
+            )
+            .with_capacity_retry(Duration::from_secs(1)),
+        );
+        let scaler_loops = options.scaler_loops.max(1);
         if options.drain_queue {
-            tasks.spawn(ephemera_cli::local::drain_queue(scaler, queue.clone()));
+            spawn_scaler_loops(&mut tasks, &scaler, &queue, scaler_loops);
         }
         let reaper = Arc::new(Reaper::new(
             config.clone(),
             store.clone(),
             fleet.clone(),
-            forge,
+            reaper_forge.clone(),
             secrets,
         ));
         if let Some(interval) = options.reaper_interval {
@@ -181,10 +267,29 @@ impl Pipeline {
             store,
             queue,
             fleet,
+            scaler_forge,
+            reaper_forge,
             webhook_url,
+            calls,
+            scaler,
+            scaler_loops,
+            draining: options.drain_queue,
             reaper,
             tasks,
         })
+    }
+
+    /// Starts the scaler loops of a pipeline started with `drain_queue: false`.
+    pub fn start_draining(&mut self) {
+        if !self.draining {
+            self.draining = true;
+            spawn_scaler_loops(
+                &mut self.tasks,
+                &self.scaler,
+                &self.queue,
+                self.scaler_loops,
+            );
+        }
     }
 
     /// One reaper run, now.

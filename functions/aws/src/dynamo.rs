@@ -7,7 +7,9 @@
 //! this module holds the shared plumbing (reads, expressions, error mapping).
 
 mod jobs;
+mod listing;
 mod runners;
+mod slots;
 
 use crate::items::{self, Item};
 use async_trait::async_trait;
@@ -213,6 +215,15 @@ impl RunnerStore for DynamoRunnerStore {
         transition: &Transition,
     ) -> Result<RunnerRecord, StoreError> {
         self.move_status(name, transition).await
+    }
+
+    async fn fail_creation(
+        &self,
+        name: &str,
+        at: OffsetDateTime,
+        error: &str,
+    ) -> Result<RunnerRecord, StoreError> {
+        self.fail_and_release(name, at, error).await
     }
 
     async fn finish_deletion(

@@ -1,29 +1,26 @@
-//! [`Ec2Fleet`]: the [`Launcher`] and [`Fleet`] ports on EC2.
+//! [`Ec2Fleet`]: the [`Fleet`] port on EC2 (the [`Launcher`] half is in
+//! [`crate::launch`]).
 //!
-//! The scaler launches one instance per runner, tagged with the deployment, pool and
-//! runner name (see [`crate::tags`]), with the runner name as the idempotency token so a
-//! retried launch does not start a second instance. The reaper lists the deployment's
-//! instances and terminates them. EC2's error codes are sorted into what callers branch
-//! on: no capacity (try another type or later), throttled, refused as asked, transient.
+//! The reaper lists the deployment's instances (by the deployment tag, see
+//! [`crate::tags`]) and terminates them. EC2's error codes are sorted into what callers
+//! branch on: no capacity (try another type or later), throttled, refused as asked,
+//! transient.
 
 use crate::tags;
 use async_trait::async_trait;
 use aws_sdk_ec2::config::http::HttpResponse;
 use aws_sdk_ec2::error::{ProvideErrorMetadata, SdkError};
-use aws_sdk_ec2::types::{
-    InstanceInterruptionBehavior, InstanceMarketOptionsRequest, InstanceStateName, InstanceType,
-    LaunchTemplateSpecification, MarketType, ShutdownBehavior, SpotInstanceType, SpotMarketOptions,
-};
+use aws_sdk_ec2::types::InstanceStateName;
 use aws_sdk_ec2::Client;
-use ephemera_core::ports::{Fleet, FleetError, Instance, InstanceState, LaunchSpec, Launcher};
+use ephemera_core::ports::{Fleet, FleetError, Instance, InstanceState};
 use time::OffsetDateTime;
 use tracing::{instrument, warn};
 
 /// Runner instances of one deployment.
 #[derive(Debug, Clone)]
 pub struct Ec2Fleet {
-    client: Client,
-    deployment: String,
+    pub(crate) client: Client,
+    pub(crate) deployment: String,
 }
 
 impl Ec2Fleet {
@@ -35,14 +32,9 @@ impl Ec2Fleet {
     }
 }
 
-/// RunInstances succeeded but named no instance.
-#[derive(Debug, thiserror::Error)]
-#[error("RunInstances answered without an instance id")]
-struct NoInstanceId;
-
 /// What an EC2 error means to a caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ErrorClass {
+pub(crate) enum ErrorClass {
     CapacityUnavailable,
     Throttled,
     Rejected,
@@ -50,7 +42,7 @@ enum ErrorClass {
 }
 
 /// Sorts an EC2 error code; `client_error` says whether EC2 answered with a 4xx status.
-fn classify(code: Option<&str>, client_error: bool) -> ErrorClass {
+pub(crate) fn classify(code: Option<&str>, client_error: bool) -> ErrorClass {
     match code {
         Some(
             "InsufficientInstanceCapacity"
@@ -70,7 +62,7 @@ fn classify(code: Option<&str>, client_error: bool) -> ErrorClass {
 }
 
 /// Maps a failed EC2 request onto the port's error, keeping it as the cause.
-fn fleet_error<E>(err: SdkError<E, HttpResponse>) -> FleetError
+pub(crate) fn fleet_error<E>(err: SdkError<E, HttpResponse>) -> FleetError
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {
@@ -114,67 +106,11 @@ fn to_instance(instance: &aws_sdk_ec2::types::Instance) -> Option<Instance> {
     Some(Instance {
         id,
         state: instance_state(instance.state().and_then(|s| s.name())),
-        runner_name: tags::value(tags, tags::RUNNER).map(str::to_owned),
         pool: tags::value(tags, tags::POOL).map(str::to_owned),
         launched_at: instance
             .launch_time()
             .and_then(|at| OffsetDateTime::from_unix_timestamp_nanos(at.as_nanos()).ok()),
     })
-}
-
-#[async_trait]
-impl Launcher for Ec2Fleet {
-    #[instrument(skip_all, fields(runner = %spec.runner_name, pool = %spec.pool, instance_type = %spec.instance_type, spot = spec.spot))]
-    async fn launch(&self, spec: &LaunchSpec) -> Result<String, FleetError> {
-        let mut request = self
-            .client
-            .run_instances()
-            .min_count(1)
-            .max_count(1)
-            .client_token(&spec.runner_name)
-            .instance_type(InstanceType::from(spec.instance_type.as_str()))
-            .set_subnet_id(spec.subnet.clone())
-            .set_tag_specifications(Some(tags::runner_tag_specifications(
-                &self.deployment,
-                &spec.pool,
-                &spec.runner_name,
-            )));
-        if let Some(template) = &spec.launch_template {
-            request = request.launch_template(
-                LaunchTemplateSpecification::builder()
-                    .launch_template_name(template)
-                    .version("$Default")
-                    .build(),
-            );
-        }
-        if let Some(ami) = &spec.ami {
-            // A template sets its own shutdown behavior; a bare AMI needs it said here so
-            // the runner's final `shutdown` ends the instance instead of stopping it.
-            request = request
-                .image_id(ami)
-                .instance_initiated_shutdown_behavior(ShutdownBehavior::Terminate);
-        }
-        if spec.spot {
-            request = request.instance_market_options(
-                InstanceMarketOptionsRequest::builder()
-                    .market_type(MarketType::Spot)
-                    .spot_options(
-                        SpotMarketOptions::builder()
-                            .spot_instance_type(SpotInstanceType::OneTime)
-                            .instance_interruption_behavior(InstanceInterruptionBehavior::Terminate)
-                            .build(),
-                    )
-                    .build(),
-            );
-        }
-        let output = request.send().await.map_err(fleet_error)?;
-        output
-            .instances()
-            .first()
-            .and_then(|instance| instance.instance_id())
-            .map(str::to_owned)
-            .ok_or_else(|| FleetError::Transient(Box::new(NoInstanceId)))
-    }
 }
 
 #[async_trait]

@@ -46,6 +46,7 @@ pub const RUNNER_NAME: &str = "runner_name";
 pub const RECEIVED_AT: &str = "received_at";
 pub const SLOTS_USED: &str = "slots_used";
 pub const HISTORY: &str = "history";
+pub const SLOT_HELD: &str = "slot_held";
 const AT: &str = "at";
 
 /// The index by status, sorted by `next_attempt_at`.
@@ -126,6 +127,7 @@ pub fn runner_to_item(runner: &RunnerRecord) -> Item {
         (CREATED_AT.to_owned(), timestamp(runner.created_at)),
         (UPDATED_AT.to_owned(), timestamp(runner.updated_at)),
         (ATTEMPTS.to_owned(), n(runner.attempts)),
+        (SLOT_HELD.to_owned(), AttributeValue::Bool(runner.slot_held)),
         (NEXT_ATTEMPT_AT.to_owned(), millis(runner.next_attempt_at)),
     ]);
     put_opt(&mut item, INSTANCE_ID, runner.instance_id.as_deref().map(s));
@@ -231,6 +233,14 @@ impl<'a> Reader<'a> {
         value
             .parse()
             .map_err(|_| self.corrupt(format!("{name} {value:?} is not known")))
+    }
+
+    fn opt_bool(&self, name: &str) -> Result<Option<bool>, StoreError> {
+        match self.item.get(name) {
+            None => Ok(None),
+            Some(AttributeValue::Bool(value)) => Ok(Some(*value)),
+            Some(_) => Err(self.corrupt(format!("{name} is not a boolean"))),
+        }
     }
 
     fn bool(&self, name: &str) -> Result<bool, StoreError> {
@@ -352,6 +362,7 @@ pub fn runner_from_item(item: &Item) -> Result<RunnerRecord, StoreError> {
         updated_at: r.timestamp(UPDATED_AT)?,
         reason: r.opt_s(REASON)?.map(str::to_owned),
         attempts: r.opt_n(ATTEMPTS)?.unwrap_or(0),
+        slot_held: r.opt_bool(SLOT_HELD)?.unwrap_or(true),
         next_attempt_at: r.millis(NEXT_ATTEMPT_AT)?,
         last_error: r.opt_s(LAST_ERROR)?.map(str::to_owned),
         ttl: r.opt_epoch_seconds(TTL)?,

@@ -7,7 +7,8 @@
 //! Layout: [`items`] maps records onto DynamoDB items and [`dynamo`] is the store;
 //! [`ec2`] (with [`tags`]) launches, lists and terminates runner instances; [`ssm`] hands
 //! JIT configs to instances; [`sqs`] is the jobs queue; [`secrets`] reads Secrets
-//! Manager; [`bootstrap`] creates the resources for local runs and tests.
+//! Manager; [`bootstrap`] creates the resources for local runs and tests; [`stack`] reads
+//! a deployed stack's outputs for the operator CLI.
 
 pub mod bootstrap;
 pub mod client;
@@ -15,9 +16,11 @@ pub mod dynamo;
 pub mod ec2;
 pub mod items;
 pub mod lambda;
+pub mod launch;
 pub mod secrets;
 pub mod sqs;
 pub mod ssm;
+pub mod stack;
 pub mod tags;
 
 pub use bootstrap::{ensure_resources, ResourceNames, Resources};

@@ -7,6 +7,7 @@ use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
 use aws_sdk_sqs::Client;
 use ephemera_core::message::QueueMessage;
 use ephemera_core::ports::{JobQueue, QueueError};
+use std::time::Duration;
 use tracing::{instrument, warn};
 
 /// The queue between the webhook and the scaler.
@@ -99,6 +100,24 @@ impl SqsJobQueue {
 
     /// Deletes a handled message.
     #[instrument(skip_all)]
+    /// Makes a received message visible again after `delay` (at most 12 hours).
+    pub async fn retry_after(
+        &self,
+        receipt_handle: &str,
+        delay: Duration,
+    ) -> Result<(), QueueError> {
+        let seconds = delay.as_secs().min(43_200) as i32;
+        self.client
+            .change_message_visibility()
+            .queue_url(&self.queue_url)
+            .receipt_handle(receipt_handle)
+            .visibility_timeout(seconds)
+            .send()
+            .await
+            .map_err(queue_error)?;
+        Ok(())
+    }
+
     pub async fn delete(&self, receipt_handle: &str) -> Result<(), QueueError> {
         self.client
             .delete_message()
@@ -147,10 +166,17 @@ pub async fn queue_url(client: &Client, name: &str) -> anyhow::Result<String> {
 impl JobQueue for SqsJobQueue {
     #[instrument(skip_all, fields(job_id = message.job_id, kind = ?message.kind))]
     async fn send(&self, message: &QueueMessage) -> Result<(), QueueError> {
+        self.send_after(message, Duration::ZERO).await
+    }
+
+    async fn send_after(&self, message: &QueueMessage, delay: Duration) -> Result<(), QueueError> {
+        // SQS delays a message by at most 15 minutes.
+        let seconds = delay.as_secs().min(900) as i32;
         self.client
             .send_message()
             .queue_url(&self.queue_url)
             .message_body(message.encode())
+            .set_delay_seconds((seconds > 0).then_some(seconds))
             .send()
             .await
             .map_err(queue_error)?;

@@ -16,28 +16,32 @@ fn tag(key: &str, value: &str) -> Tag {
     Tag::builder().key(key).value(value).build()
 }
 
-/// The tags of a runner's instance and volumes.
-pub fn runner_tags(deployment: &str, pool: &str, runner: &str) -> Vec<Tag> {
+/// The tags of a pool's instances: the deployment (what the orphan sweep trusts), the
+/// pool, and a display name. Which runner owns an instance is in the runner record.
+pub fn pool_tags(deployment: &str, pool: &str) -> Vec<Tag> {
     vec![
         tag(DEPLOYMENT, deployment),
         tag(POOL, pool),
-        tag(RUNNER, runner),
-        tag(NAME, runner),
+        tag(NAME, &format!("{deployment}-{pool}")),
     ]
 }
 
-/// Tag specifications for RunInstances: the same tags on the instance and its volumes.
-pub fn runner_tag_specifications(
-    deployment: &str,
-    pool: &str,
-    runner: &str,
-) -> Vec<TagSpecification> {
+/// The instance tags of a CreateFleet request.
+pub fn pool_tag_specification(deployment: &str, pool: &str) -> TagSpecification {
+    TagSpecification::builder()
+        .resource_type(ResourceType::Instance)
+        .set_tags(Some(pool_tags(deployment, pool)))
+        .build()
+}
+
+/// Tag specifications for RunInstances: the same tags on the instances and volumes.
+pub fn pool_tag_specifications(deployment: &str, pool: &str) -> Vec<TagSpecification> {
     [ResourceType::Instance, ResourceType::Volume]
         .into_iter()
         .map(|resource| {
             TagSpecification::builder()
                 .resource_type(resource)
-                .set_tags(Some(runner_tags(deployment, pool, runner)))
+                .set_tags(Some(pool_tags(deployment, pool)))
                 .build()
         })
         .collect()
@@ -86,14 +90,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn runner_tags_name_deployment_pool_and_runner() {
-        let tags = runner_tags("eph", "linux", "eph-linux-abc");
+    fn pool_tags_name_deployment_and_pool() {
+        let tags = pool_tags("eph", "linux");
         assert_eq!(value(&tags, DEPLOYMENT), Some("eph"));
         assert_eq!(value(&tags, POOL), Some("linux"));
-        assert_eq!(value(&tags, RUNNER), Some("eph-linux-abc"));
-        assert_eq!(value(&tags, NAME), Some("eph-linux-abc"));
+        assert_eq!(value(&tags, NAME), Some("eph-linux"));
         assert_eq!(value(&tags, "other"), None);
-        let specs = runner_tag_specifications("eph", "linux", "eph-linux-abc");
+        let specs = pool_tag_specifications("eph", "linux");
         assert_eq!(specs.len(), 2);
         assert_eq!(jit_parameter_tags("eph", "r", "i-1").len(), 3);
     }

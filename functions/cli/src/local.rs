@@ -135,6 +135,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
                 fleet.clone(),
                 forge.clone(),
                 secrets.clone(),
+                queue.clone(),
             ));
             let queue = queue.clone();
             tasks.spawn(async move { drain_queue(scaler, queue).await });
@@ -249,6 +250,14 @@ pub async fn drain_queue(scaler: Arc<Scaler>, queue: Arc<SqsJobQueue>) -> anyhow
             })
             .collect();
         let failed = scaler.handle_batch(items, OffsetDateTime::now_utc()).await;
+        for message in messages.iter().filter(|m| failed.contains(&m.message_id)) {
+            // Retried after a short backoff rather than the queue's full visibility
+            // timeout; the queue's maxReceiveCount still dead-letters a poison message.
+            let delay = Duration::from_secs(u64::from(message.receive_count.clamp(1, 30)));
+            if let Err(err) = queue.retry_after(&message.receipt_handle, delay).await {
+                warn!(message_id = %message.message_id, error = %ephemera_core::handlers::error_chain(&err), "could not shorten the retry delay");
+            }
+        }
         for message in messages.iter().filter(|m| !failed.contains(&m.message_id)) {
             if let Err(err) = queue.delete(&message.receipt_handle).await {
                 warn!(message_id = %message.message_id, error = %ephemera_core::handlers::error_chain(&err), "delete failed; the message will come back");

@@ -1,13 +1,19 @@
 //! The operator's configuration: one YAML file, typed, validated, failing fast.
 //!
-//! Every error names the file and the field (`pools[1].max_runners`), and the line when
-//! the YAML parser knows it, so an operator can fix a bad file without guessing.
+//! Every error names the file, the line and the field (`pools[1].max_runners`), so an
+//! operator can fix a bad file without guessing: the YAML parser places type errors and
+//! unknown keys, and [`locate`] finds the line of a field for the checks of meaning that
+//! come after parsing (duplicate pool names, a pool shadowed by an earlier one,
+//! `min_idle` above `max_runners`). `ephemera config validate` prints them all, with
+//! [`Config::check`], which is stricter than what the functions load ([`Config::parse`]).
 
 use serde::{Deserialize, Deserializer};
 use std::collections::HashSet;
 use std::fmt;
 use std::path::Path;
 use std::time::Duration;
+
+mod locate;
 
 /// The whole configuration of one deployment.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -153,26 +159,53 @@ impl Config {
         Config::parse(&file, &text)
     }
 
-    /// Parses and validates `text`; `file` names it in errors.
+    /// Parses and validates `text`; `file` names it in errors. The first problem found.
     pub fn parse(file: &str, text: &str) -> Result<Config, ConfigError> {
+        Config::check_with(file, text, false).map_err(|mut errors| errors.swap_remove(0))
+    }
+
+    /// What operators check before a push (`ephemera config validate`): everything
+    /// [`Config::parse`] checks, every problem at once (a file that does not parse has
+    /// only its one parse error), and also pools that can never get a job because an
+    /// earlier pool has all of their labels. The functions themselves accept such a
+    /// file, since stopping every pool over one unreachable pool would be worse than the
+    /// mistake. Never an empty `Err`.
+    pub fn check(file: &str, text: &str) -> Result<Config, Vec<ConfigError>> {
+        Config::check_with(file, text, true)
+    }
+
+    fn check_with(file: &str, text: &str, strict: bool) -> Result<Config, Vec<ConfigError>> {
         let deserializer = serde_yaml_ng::Deserializer::from_str(text);
         let config: Config = serde_path_to_error::deserialize(deserializer).map_err(|err| {
             let field = err.path().to_string();
+            let field = if field == "." { String::new() } else { field };
             let inner = err.into_inner();
-            ConfigError {
+            // The parser places a custom error (a bad duration) at the enclosing mapping;
+            // the scanner finds the field's own line. Both are at or above the truth.
+            let line = inner
+                .location()
+                .map(|l| l.line())
+                .max(locate::line_of(text, &field));
+            vec![ConfigError {
                 file: file.to_owned(),
-                line: inner.location().map(|l| l.line()),
-                field: if field == "." { String::new() } else { field },
+                line,
                 message: strip_location(&inner.to_string()),
-            }
+                field,
+            }]
         })?;
-        config.validate().map_err(|(field, message)| ConfigError {
-            file: file.to_owned(),
-            line: None,
-            field,
-            message,
-        })?;
-        Ok(config)
+        let problems = config.problems(strict);
+        if problems.is_empty() {
+            return Ok(config);
+        }
+        Err(problems
+            .into_iter()
+            .map(|(field, message)| ConfigError {
+                file: file.to_owned(),
+                line: locate::line_of(text, &field),
+                field,
+                message,
+            })
+            .collect())
     }
 
     /// The pool named `name`.
@@ -180,49 +213,98 @@ impl Config {
         self.pools.iter().find(|pool| pool.name == name)
     }
 
-    fn validate(&self) -> Result<(), (String, String)> {
+    /// Every problem of meaning, as (field, message), in the order of the file; with
+    /// `strict`, shadowed pools too.
+    fn problems(&self, strict: bool) -> Vec<(String, String)> {
+        let mut problems = Vec::new();
         if !is_name(&self.deployment) {
-            return Err(("deployment".into(), NAME_RULE.into()));
+            problems.push(("deployment".into(), NAME_RULE.into()));
+        }
+        let api_url = &self.github.api_url;
+        if !(api_url.starts_with("https://") || api_url.starts_with("http://")) {
+            let message = format!("{api_url:?} is not an http(s) URL");
+            problems.push(("github.api_url".into(), message));
         }
         if self.pools.is_empty() {
-            return Err(("pools".into(), "at least one pool is required".into()));
+            problems.push(("pools".into(), "at least one pool is required".into()));
         }
         let mut names = HashSet::new();
         for (i, pool) in self.pools.iter().enumerate() {
             let at = |field: &str| format!("pools[{i}].{field}");
             if !is_name(&pool.name) {
-                return Err((at("name"), NAME_RULE.into()));
+                problems.push((at("name"), NAME_RULE.into()));
+            } else if !names.insert(pool.name.as_str()) {
+                let message = format!("duplicate pool name {:?}", pool.name);
+                problems.push((at("name"), message));
             }
-            if !names.insert(pool.name.as_str()) {
-                return Err((at("name"), format!("duplicate pool name {:?}", pool.name)));
-            }
-            if pool.labels.is_empty() || pool.labels.iter().any(|l| l.trim().is_empty()) {
-                return Err((at("labels"), "labels must be non-empty strings".into()));
-            }
-            if pool.max_runners == 0 {
-                return Err((at("max_runners"), "must be at least 1".into()));
-            }
-            if pool.min_idle > pool.max_runners {
-                let msg = format!(
-                    "{} is above max_runners ({})",
-                    pool.min_idle, pool.max_runners
+            problems.extend(pool.problems().into_iter().map(|(f, m)| (at(f), m)));
+            if let Some((j, earlier)) = self.shadowing(i).filter(|_| strict) {
+                let message = format!(
+                    "pool {:?} can never get a job: pools[{j}] ({:?}) comes first and has all \
+                     of its labels, and a job goes to the first pool that has all of the job's \
+                     labels; move {:?} above {:?} or give it a label {:?} lacks",
+                    pool.name, earlier.name, pool.name, earlier.name, earlier.name
                 );
-                return Err((at("min_idle"), msg));
-            }
-            if pool.instance_types.is_empty() {
-                return Err((at("instance_types"), "at least one instance type".into()));
-            }
-            match (&pool.launch_template, &pool.ami) {
-                (None, None) => {
-                    return Err((at("launch_template"), "set launch_template or ami".into()))
-                }
-                (Some(_), Some(_)) => {
-                    return Err((at("ami"), "set launch_template or ami, not both".into()))
-                }
-                _ => {}
+                problems.push((at("labels"), message));
             }
         }
-        Ok(())
+        problems
+    }
+
+    /// An earlier pool whose labels contain all of pool `i`'s labels (ignoring case,
+    /// `self-hosted` implied), which therefore takes every job pool `i` could take.
+    fn shadowing(&self, i: usize) -> Option<(usize, &PoolConfig)> {
+        let labels = |pool: &PoolConfig| -> HashSet<String> {
+            pool.labels
+                .iter()
+                .map(|l| l.trim().to_lowercase())
+                .chain([crate::routing::SELF_HOSTED.to_owned()])
+                .collect()
+        };
+        let own = labels(&self.pools[i]);
+        self.pools[..i]
+            .iter()
+            .enumerate()
+            .find(|(_, earlier)| labels(earlier).is_superset(&own))
+    }
+}
+
+impl PoolConfig {
+    /// Problems of this pool alone, as (field within the pool, message).
+    fn problems(&self) -> Vec<(&'static str, String)> {
+        let mut problems = Vec::new();
+        if self.labels.is_empty() || self.labels.iter().any(|l| l.trim().is_empty()) {
+            problems.push(("labels", "labels must be non-empty strings".into()));
+        }
+        if self.max_runners == 0 {
+            problems.push(("max_runners", "must be at least 1".into()));
+        }
+        if self.min_idle > self.max_runners {
+            let message = format!(
+                "{} is above max_runners ({}): the pool could never keep that many idle",
+                self.min_idle, self.max_runners
+            );
+            problems.push(("min_idle", message));
+        }
+        if self.instance_types.is_empty() {
+            problems.push(("instance_types", "at least one instance type".into()));
+        }
+        match (&self.launch_template, &self.ami) {
+            (None, None) => problems.push(("launch_template", "set launch_template or ami".into())),
+            (Some(_), Some(_)) => {
+                problems.push(("ami", "set launch_template or ami, not both".into()))
+            }
+            _ => {}
+        }
+        for (field, duration) in [
+            ("bootstrap_timeout", self.bootstrap_timeout),
+            ("idle_timeout", self.idle_timeout),
+        ] {
+            if duration.is_zero() {
+                problems.push((field, "must be longer than 0s".into()));
+            }
+        }
+        problems
     }
 }
 
@@ -238,11 +320,16 @@ fn is_name(name: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
 }
 
-/// serde_yaml appends " at line L column C"; we report the line ourselves.
+/// serde_yaml appends " at line L column C" and may put the path of the enclosing
+/// mapping first (`pools[0]: ...`); we report the line and the field ourselves.
 fn strip_location(message: &str) -> String {
-    match message.rfind(" at line ") {
-        Some(at) => message[..at].to_owned(),
-        None => message.to_owned(),
+    let message = match message.rfind(" at line ") {
+        Some(at) => &message[..at],
+        None => message,
+    };
+    match message.split_once(": ") {
+        Some((path, rest)) if !path.is_empty() && !path.contains(' ') => rest.to_owned(),
+        _ => message.to_owned(),
     }
 }
 
@@ -276,88 +363,4 @@ fn duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::E
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const GOOD: &str = r#"
-deployment: eph
-github:
-  app_id: 42
-pools:
-  - name: linux-x64
-    labels: [self-hosted, linux, x64]
-    max_runners: 5
-    instance_types: [m7i.large]
-    launch_template: ephemera-runner
-    bootstrap_timeout: 15m
-"#;
-
-    #[test]
-    fn good_file_parses_with_defaults() {
-        let config = Config::parse("good.yaml", GOOD).expect("valid");
-        let pool = config.pool("linux-x64").expect("pool");
-        assert_eq!(pool.bootstrap_timeout, Duration::from_secs(900));
-        assert_eq!(pool.idle_timeout, Duration::from_secs(600));
-        assert!(pool.ephemeral);
-        assert_eq!(config.github.api_url, "https://api.github.com");
-        assert_eq!(config.github.scope, Scope::Org);
-        assert_eq!(config.reaper.deleted_ttl, Duration::from_secs(7 * 86400));
-    }
-
-    fn error_of(text: &str) -> ConfigError {
-        Config::parse("bad.yaml", text).expect_err("must be rejected")
-    }
-
-    #[test]
-    fn wrong_type_names_field_and_line() {
-        let err = error_of(&GOOD.replace("max_runners: 5", "max_runners: many"));
-        assert_eq!(err.field, "pools[0].max_runners");
-        assert_eq!(err.line, Some(8));
-        assert!(
-            err.to_string()
-                .starts_with("bad.yaml:8: pools[0].max_runners: "),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn unknown_key_is_rejected() {
-        let err = error_of(&GOOD.replace("max_runners: 5", "max_runners: 5\n    max_runner: 6"));
-        assert_eq!(err.field, "pools[0].max_runner");
-        assert!(err.message.contains("max_runner"), "{err}");
-    }
-
-    #[test]
-    fn bad_duration_names_field() {
-        let err = error_of(&GOOD.replace("15m", "15 minutes"));
-        assert_eq!(err.field, "pools[0].bootstrap_timeout");
-        assert!(err.message.contains("unknown unit"), "{err}");
-    }
-
-    #[test]
-    fn min_idle_above_max_is_rejected() {
-        let err = error_of(&GOOD.replace("max_runners: 5", "max_runners: 5\n    min_idle: 6"));
-        assert_eq!(err.field, "pools[0].min_idle");
-    }
-
-    #[test]
-    fn missing_image_is_rejected() {
-        let err = error_of(&GOOD.replace("    launch_template: ephemera-runner\n", ""));
-        assert_eq!(err.field, "pools[0].launch_template");
-    }
-
-    #[test]
-    fn duplicate_pool_names_are_rejected() {
-        let pool = GOOD.split_once("pools:\n").expect("pools").1;
-        let err = error_of(&format!("{GOOD}{pool}"));
-        assert_eq!(err.field, "pools[1].name");
-    }
-
-    #[test]
-    fn durations_parse() {
-        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("7d"), Ok(Duration::from_secs(604800)));
-        assert!(parse_duration("7").is_err());
-        assert!(parse_duration("m").is_err());
-    }
-}
+mod tests;

@@ -31,6 +31,10 @@ pub struct RunnerRecord {
     pub updated_at: OffsetDateTime,
     /// Why the record is in its status (`job completed`, `busy`, `operator`...).
     pub reason: Option<String>,
+    /// Whether the record holds one of its pool's slots (from its creation until it is
+    /// deleted, or until a failed launch gives the slot back).
+    #[serde(default = "holds_slot")]
+    pub slot_held: bool,
     /// Failed deletion attempts so far.
     pub attempts: u32,
     /// When the reaper should next act on this record (the GSI's sort key).
@@ -114,6 +118,7 @@ impl RunnerRecord {
             created_at: at,
             updated_at: at,
             reason: None,
+            slot_held: true,
             attempts: 0,
             next_attempt_at: at,
             last_error: None,
@@ -125,6 +130,10 @@ impl RunnerRecord {
             )],
         }
     }
+}
+
+fn holds_slot() -> bool {
+    true
 }
 
 /// What GitHub says a job is doing, as far as ephemera tracks it.

@@ -156,8 +156,19 @@ pub trait RunnerStore: Send + Sync {
         transition: &Transition,
     ) -> Result<RunnerRecord, StoreError>;
 
+    /// In one transaction: `creating` → `error` with `error` kept on the record, and the
+    /// runner's pool slot given back at once (the record then holds none), so a failed
+    /// launch never keeps capacity from the jobs behind it.
+    async fn fail_creation(
+        &self,
+        name: &str,
+        at: OffsetDateTime,
+        error: &str,
+    ) -> Result<RunnerRecord, StoreError>;
+
     /// In one transaction: `deleting` → `deleted` with `ttl`, and the runner's pool slot
-    /// given back. Refused (and nothing released) unless the record is `deleting`.
+    /// given back if it still holds one. Refused (and nothing released) unless the
+    /// record is `deleting`.
     async fn finish_deletion(
         &self,
         name: &str,
@@ -193,20 +204,43 @@ pub enum QueueError {
 pub trait JobQueue: Send + Sync {
     /// Sends one message. Not idempotent: the scaler copes with duplicates.
     async fn send(&self, message: &QueueMessage) -> Result<(), QueueError>;
+
+    /// Sends one message that becomes visible only after `delay` (at most 15 minutes):
+    /// a job waiting for capacity goes back in line as a fresh message, so waiting never
+    /// counts against the queue's maxReceiveCount.
+    async fn send_after(&self, message: &QueueMessage, delay: Duration) -> Result<(), QueueError>;
 }
 
 // ----------------------------------------------------------------------------- fleet
 
-/// One instance to launch for one runner.
+/// Which market instances are bought in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Market {
+    Spot,
+    OnDemand,
+}
+
+/// Instances for one pool, launched in one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LaunchSpec {
-    pub runner_name: String,
+pub struct FleetRequest {
     pub pool: String,
+    pub count: u32,
+    /// The launch template (EC2 CreateFleet) ...
     pub launch_template: Option<String>,
+    /// ... or an AMI (RunInstances), with the first instance type and subnet.
     pub ami: Option<String>,
-    pub instance_type: String,
-    pub subnet: Option<String>,
-    pub spot: bool,
+    /// Every combination of type and subnet is offered to EC2.
+    pub instance_types: Vec<String>,
+    pub subnets: Vec<String>,
+    pub market: Market,
+}
+
+/// What one launch request made.
+#[derive(Debug)]
+pub struct FleetLaunch {
+    pub instance_ids: Vec<String>,
+    /// Why fewer instances than asked came up, when that happened.
+    pub shortfall: Option<FleetError>,
 }
 
 /// EC2's view of an instance's state.
@@ -225,7 +259,6 @@ pub enum InstanceState {
 pub struct Instance {
     pub id: String,
     pub state: InstanceState,
-    pub runner_name: Option<String>,
     pub pool: Option<String>,
     pub launched_at: Option<OffsetDateTime>,
 }
@@ -247,9 +280,11 @@ pub enum FleetError {
 /// Launching runner instances (the scaler's capability).
 #[async_trait]
 pub trait Launcher: Send + Sync {
-    /// Launches one instance tagged with this deployment, the pool and the runner name.
-    /// Returns its id. The runner name is the idempotency token.
-    async fn launch(&self, spec: &LaunchSpec) -> Result<String, FleetError>;
+    /// Launches up to `request.count` instances in one request, tagged with this
+    /// deployment and the pool. An error means none came up; fewer than asked is a
+    /// [`FleetLaunch::shortfall`]. Not idempotent: the runner records say which instance
+    /// is whose, and the reaper ends instances that no record claims.
+    async fn launch(&self, request: &FleetRequest) -> Result<FleetLaunch, FleetError>;
 }
 
 /// Seeing and ending runner instances (the reaper's capability).

@@ -12,7 +12,7 @@ use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use time::{Duration, OffsetDateTime};
 use tracing::debug;
 
@@ -79,11 +79,14 @@ struct CachedToken {
 
 /// Installation tokens by installation id.
 ///
-/// A plain mutex, never held across a request: two tasks that miss at once both fetch
-/// a token, which GitHub allows, and the later one is kept.
+/// The map sits behind a plain mutex, never held across a request. Fetching is
+/// single-flight per installation: the first task that misses takes that installation's
+/// async lock and fetches; tasks that miss meanwhile wait on the lock and then find the
+/// fresh token, so a burst of jobs on a cold function costs one token request.
 #[derive(Default)]
 pub(crate) struct TokenCache {
     tokens: Mutex<HashMap<u64, CachedToken>>,
+    fetching: Mutex<HashMap<u64, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl TokenCache {
@@ -102,6 +105,14 @@ impl TokenCache {
         expires_at: OffsetDateTime,
     ) {
         lock(&self.tokens).insert(installation_id, CachedToken { token, expires_at });
+    }
+
+    /// The lock a task holds while it fetches this installation's token.
+    fn fetch_lock(&self, installation_id: u64) -> Arc<tokio::sync::Mutex<()>> {
+        lock(&self.fetching)
+            .entry(installation_id)
+            .or_default()
+            .clone()
     }
 
     /// Forgets a token GitHub refused.
@@ -136,6 +147,12 @@ impl GitHubApp {
         &self,
         installation_id: u64,
     ) -> Result<SecretString, ForgeError> {
+        if let Some(token) = self.tokens.get(installation_id, self.now()) {
+            return Ok(token);
+        }
+        let fetch_lock = self.tokens.fetch_lock(installation_id);
+        let _fetching = fetch_lock.lock().await;
+        // Another task may have fetched it while this one waited.
         if let Some(token) = self.tokens.get(installation_id, self.now()) {
             return Ok(token);
         }

@@ -138,8 +138,8 @@ fn normalize_api_url(url: &str) -> Result<String, ConfigError> {
 /// How many HTTP calls ended one way at one endpoint.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallCount {
-    /// `generate_jitconfig`, `delete_runner`, `get_runner`, `get_job`, `access_token`,
-    /// `runner_groups`, `installation`.
+    /// `generate_jitconfig`, `delete_runner`, `get_runner`, `list_runners`, `get_job`,
+    /// `access_token`, `runner_groups`, `installation`.
     pub endpoint: &'static str,
     /// `ok`, `not_found`, `busy`, `already_exists`, `throttled`, `transient`,
     /// `unauthorized`, `rejected`.

@@ -43,11 +43,22 @@ struct RunnerId {
 }
 
 #[derive(Deserialize)]
-struct RunnerBody {
+pub(crate) struct RunnerBody {
     id: u64,
     name: String,
     status: String,
     busy: bool,
+}
+
+impl From<RunnerBody> for ForgeRunner {
+    fn from(runner: RunnerBody) -> ForgeRunner {
+        ForgeRunner {
+            id: runner.id,
+            name: runner.name,
+            online: runner.status == "online",
+            busy: runner.busy,
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -68,7 +79,7 @@ struct RunnerGroup {
 }
 
 /// The API path of the scope's runners' owner.
-fn scope_path(scope: &RunnerScope) -> String {
+pub(crate) fn scope_path(scope: &RunnerScope) -> String {
     match &scope.repo {
         Some(repo) => format!("/repos/{}/{}", scope.owner, repo),
         None => format!("/orgs/{}", scope.owner),
@@ -95,7 +106,7 @@ fn find_group(groups: &HashMap<String, u64>, name: &str) -> Option<u64> {
 }
 
 impl GitHubApp {
-    async fn installation_for(&self, scope: &RunnerScope) -> Result<u64, ForgeError> {
+    pub(crate) async fn installation_for(&self, scope: &RunnerScope) -> Result<u64, ForgeError> {
         self.installation_id(scope.installation_id, &scope.owner, scope.repo.as_deref())
             .await
     }
@@ -223,12 +234,7 @@ impl Forge for GitHubApp {
             return Ok(None);
         }
         let runner: RunnerBody = reply.json(&GET_RUNNER)?;
-        Ok(Some(ForgeRunner {
-            id: runner.id,
-            name: runner.name,
-            online: runner.status == "online",
-            busy: runner.busy,
-        }))
+        Ok(Some(runner.into()))
     }
 
     #[instrument(skip_all, fields(owner = %owner, repo = %repo, job_id = job_id))]

@@ -13,6 +13,7 @@
 //! - `retry`: exponential backoff with full jitter inside a time budget.
 //! - `http`: one API call: headers, retries, the 401 refresh, counting and logging.
 //! - `forge`: the [`Forge`](ephemera_core::ports::Forge) methods and response shapes.
+//! - `list`: listing a scope's runners, paginated ([`GitHubApp::list_runners`]).
 //!
 //! Secrets (the private key, tokens, JIT configs) stay in `SecretString`s: they are
 //! never logged and never put into an error.
@@ -22,6 +23,7 @@ mod client;
 mod auth;
 mod forge;
 mod http;
+mod list;
 mod outcome;
 mod retry;
 

@@ -28,6 +28,19 @@ async fn two_calls_share_one_installation_token() {
 }
 
 #[tokio::test]
+async fn concurrent_calls_on_a_cold_cache_fetch_one_token() {
+    let h = Harness::start(|_| runner(5)).await;
+    let scope = org();
+    let call = || h.app.get_runner(&scope, 5);
+    let (a, b, c, d, e) = tokio::join!(call(), call(), call(), call(), call());
+    for found in [a, b, c, d, e] {
+        assert!(found.expect("runner").is_some());
+    }
+    assert_eq!(h.stub.count("POST", TOKENS), 1);
+    assert_eq!(h.count("get_runner", "ok"), 5);
+}
+
+#[tokio::test]
 async fn every_call_carries_github_headers_and_the_right_bearer() {
     let h = Harness::start(|_| runner(5)).await;
     h.app.get_runner(&org(), 5).await.expect("runner");

@@ -25,6 +25,7 @@ async fn main() -> Result<(), Error> {
         fleet,
         Arc::new(forge),
         Arc::new(env.jit_secrets()),
+        Arc::new(env.queue()?),
     ));
     lambda_runtime::run(service_fn(|event: LambdaEvent<SqsEvent>| {
         handle(&scaler, event)

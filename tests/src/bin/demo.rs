@@ -85,6 +85,13 @@ async fn run(args: &Args) -> anyhow::Result<()> {
     sim_config.pickup_delay = Duration::from_secs(2);
     let sim = sim::start(sim_config).await?;
     println!("  GitHub simulator      {}", sim.url);
+    let stack = create_demo_stack(&moto, &config, &sim.url).await?;
+    println!(
+        "  stack (template.yaml) {} resources: table {}, launch template {}",
+        stack.resources.len(),
+        stack.output("TableName")?,
+        stack.output("LaunchTemplateName")?
+    );
 
     let port = free_port()?;
     let webhook_url = format!("http://127.0.0.1:{port}/webhook");
@@ -239,4 +246,25 @@ async fn wait_listening(port: u16, limit: Duration) -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     bail!("ephemera local did not listen on 127.0.0.1:{port} within {limit:?} (see target/demo/ephemera-local.log)")
+}
+
+/// The deployment's resources, made in the emulator from template.yaml as `sam deploy`
+/// would make them; `ephemera local --bootstrap` then finds them in place.
+async fn create_demo_stack(
+    moto: &Moto,
+    config: &Config,
+    github_api_url: &str,
+) -> anyhow::Result<ephemera_tests::stack::Stack> {
+    let spec = ephemera_tests::stack::StackSpec {
+        stack_name: config.deployment.clone(),
+        deployment: config.deployment.clone(),
+        app_id: config.github.app_id,
+        github_api_url: github_api_url.to_owned(),
+        webhook_secret: WEBHOOK_SECRET.to_owned(),
+        app_key_pem: std::fs::read_to_string(KEY).with_context(|| format!("reading {KEY}"))?,
+        pools_config: None,
+    };
+    ephemera_tests::stack::create_stack(moto, &ephemera_tests::stack::template_path(), &spec)
+        .await
+        .context("creating the stack from template.yaml in the emulator")
 }

@@ -4,7 +4,7 @@
 
 use anyhow::Context;
 use clap::Parser;
-use ephemera_tests::sim::{self, SimConfig};
+use ephemera_tests::sim::{self, SimConfig, SimFaults};
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -33,6 +33,19 @@ struct Args {
     pickup_delay_ms: u64,
     #[arg(long, default_value_t = 1)]
     installation_id: u64,
+    /// Records every REST exchange to DIR/exchanges-PORT.jsonl (for the conformance
+    /// check); defaults to $EPHEMERA_SIM_RECORD_DIR.
+    #[arg(long)]
+    record_dir: Option<PathBuf>,
+    /// Share of REST answers replaced by a 5xx, 0.0 to 1.0.
+    #[arg(long, default_value_t = 0.0)]
+    server_error_rate: f64,
+    /// Latency added to every REST answer.
+    #[arg(long, default_value_t = 0)]
+    latency_ms: u64,
+    /// Seeds the faults, so a run can be reproduced.
+    #[arg(long, default_value_t = 0)]
+    fault_seed: u64,
 }
 
 #[tokio::main]
@@ -50,6 +63,15 @@ async fn main() -> anyhow::Result<()> {
     config.installation_id = args.installation_id;
     config.job_duration = Duration::from_millis(args.job_duration_ms);
     config.pickup_delay = Duration::from_millis(args.pickup_delay_ms);
+    if args.record_dir.is_some() {
+        config.record_dir = args.record_dir;
+    }
+    config.faults = SimFaults {
+        seed: args.fault_seed,
+        server_error_rate: args.server_error_rate.clamp(0.0, 1.0),
+        latency: Duration::from_millis(args.latency_ms),
+        ..SimFaults::default()
+    };
     let handle = sim::start(config).await?;
     let mut stdout = std::io::stdout();
     writeln!(stdout, "github-sim listening on {}", handle.url)?;

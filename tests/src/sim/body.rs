@@ -99,15 +99,46 @@ pub fn installation(id: u64, app_id: u64, login: &str) -> Value {
         "id": id,
         "app_id": app_id,
         "app_slug": "ephemera-sim",
-        "target_type": "Organization",
         "target_id": label_id(login),
-        "account": { "login": login, "id": label_id(login), "type": "Organization" },
+        "target_type": "Organization",
+        "single_file_name": null,
+        "account": account(login),
         "repository_selection": "all",
         "access_tokens_url": format!("{API}/app/installations/{id}/access_tokens"),
+        "html_url": format!("https://github.com/organizations/{login}/settings/installations/{id}"),
+        "repositories_url": format!("{API}/installation/repositories"),
         "permissions": permissions(),
         "events": ["workflow_job"],
         "created_at": "2024-01-01T00:00:00Z",
         "updated_at": "2024-01-01T00:00:00Z",
+        "suspended_by": null,
+        "suspended_at": null,
+    })
+}
+
+/// GitHub's `simple-user` object for an organization account.
+fn account(login: &str) -> Value {
+    let id = label_id(login);
+    let api = format!("{API}/users/{login}");
+    json!({
+        "login": login,
+        "id": id,
+        "node_id": format!("O_sim{id}"),
+        "type": "Organization",
+        "site_admin": false,
+        "avatar_url": format!("https://avatars.githubusercontent.com/u/{id}?v=4"),
+        "gravatar_id": "",
+        "url": api,
+        "html_url": format!("https://github.com/{login}"),
+        "events_url": format!("{api}/events{{/privacy}}"),
+        "followers_url": format!("{api}/followers"),
+        "following_url": format!("{api}/following{{/other_user}}"),
+        "gists_url": format!("{api}/gists{{/gist_id}}"),
+        "organizations_url": format!("{api}/orgs"),
+        "received_events_url": format!("{api}/received_events"),
+        "repos_url": format!("{api}/repos"),
+        "starred_url": format!("{api}/starred{{/owner}}{{/repo}}"),
+        "subscriptions_url": format!("{api}/subscriptions"),
     })
 }
 

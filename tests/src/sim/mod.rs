@@ -11,16 +11,20 @@
 mod agent;
 mod auth;
 pub mod body;
+pub mod faults;
+mod intercept;
 mod routes;
 mod runners;
 pub mod state;
 mod webhook;
 
+pub use faults::{RateLimitKind, RateLimitWindow, SimFaults};
 pub use state::{Counters, IssuedToken, RunnerScope, SimJob, SimRunner, SimState};
 pub use webhook::payload as webhook_payload;
 
 use anyhow::Context;
-use std::sync::{Mutex, MutexGuard};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::task::JoinHandle;
 
@@ -44,11 +48,20 @@ pub struct SimConfig {
     pub pickup_delay: Duration,
     /// How often the agent looks at EC2.
     pub agent_poll: Duration,
+    /// What GitHub gets wrong (nothing by default); switchable with
+    /// [`SimHandle::set_faults`].
+    pub faults: SimFaults,
+    /// Where every REST exchange is recorded for the conformance check, as
+    /// `exchanges-PORT.jsonl`; defaults to `$EPHEMERA_SIM_RECORD_DIR` if set.
+    pub record_dir: Option<PathBuf>,
 }
+
+/// The environment variable that turns recording on for every simulator of a process.
+pub const RECORD_DIR_ENV: &str = "EPHEMERA_SIM_RECORD_DIR";
 
 impl SimConfig {
     /// Defaults: installation 1, jobs of 2 s, pickup after 1 s, agent poll 200 ms, no
-    /// webhook URL and no agent.
+    /// webhook URL, no agent, no faults; recording if `$EPHEMERA_SIM_RECORD_DIR` is set.
     pub fn new(
         app_id: u64,
         app_public_key_pem: impl Into<String>,
@@ -66,6 +79,10 @@ impl SimConfig {
             job_duration: Duration::from_secs(2),
             pickup_delay: Duration::from_secs(1),
             agent_poll: Duration::from_millis(200),
+            faults: SimFaults::default(),
+            record_dir: std::env::var_os(RECORD_DIR_ENV)
+                .filter(|dir| !dir.is_empty())
+                .map(PathBuf::from),
         }
     }
 }
@@ -78,6 +95,11 @@ pub(crate) struct Shared {
     webhook_url: Mutex<Option<String>>,
     http: reqwest::Client,
     verifier: auth::AppVerifier,
+    faults: Mutex<faults::FaultState>,
+    recorder: Option<intercept::Recorder>,
+    started: tokio::time::Instant,
+    /// (hour since start, calls in it), for `x-ratelimit-*` headers.
+    budget: Mutex<(u64, u64)>,
 }
 
 impl Shared {
@@ -86,9 +108,13 @@ impl Shared {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    fn faults(&self) -> MutexGuard<'_, faults::FaultState> {
+        self.faults.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Creates a queued job and sends its `queued` delivery.
     async fn create_job(
-        &self,
+        self: &Arc<Self>,
         owner: &str,
         repo: &str,
         labels: Vec<String>,
@@ -105,7 +131,7 @@ impl Shared {
 pub struct SimHandle {
     /// `http://127.0.0.1:PORT`, the API base URL.
     pub url: String,
-    shared: std::sync::Arc<Shared>,
+    shared: Arc<Shared>,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -116,13 +142,27 @@ pub async fn start(config: SimConfig) -> anyhow::Result<SimHandle> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .context("binding 127.0.0.1:0")?;
-    let url = format!("http://{}", listener.local_addr()?);
-    let shared = std::sync::Arc::new(Shared {
+    let address = listener.local_addr()?;
+    let url = format!("http://{address}");
+    let recorder = match &config.record_dir {
+        Some(dir) => {
+            let path = dir.join(format!("exchanges-{}.jsonl", address.port()));
+            let recorder = intercept::Recorder::create(&path)
+                .with_context(|| format!("recording exchanges to {}", path.display()))?;
+            Some(recorder)
+        }
+        None => None,
+    };
+    let shared = Arc::new(Shared {
         url: url.clone(),
         webhook_url: Mutex::new(config.webhook_url.clone()),
         state: Mutex::new(SimState::default()),
         http: reqwest::Client::new(),
         verifier,
+        faults: Mutex::new(faults::FaultState::new(config.faults.clone())),
+        recorder,
+        started: tokio::time::Instant::now(),
+        budget: Mutex::new((0, 0)),
         config,
     });
     let router = routes::router(shared.clone());
@@ -156,6 +196,12 @@ impl SimHandle {
     /// Sends later deliveries to `url`.
     pub fn set_webhook_url(&self, url: impl Into<String>) {
         *self.shared.webhook_url.lock().expect("webhook url lock") = Some(url.into());
+    }
+
+    /// Replaces the faults in force; their counts (and the rate-limit window) start
+    /// afresh.
+    pub fn set_faults(&self, faults: SimFaults) {
+        self.shared.faults().replace(faults);
     }
 
     /// A copy of runners, jobs, tokens and counters.

@@ -54,6 +54,10 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/_sim/state", get(control_state))
         .route("/_sim/webhook-url", post(control_webhook_url))
         .fallback(|| async { ApiError::not_found() })
+        .layer(axum::middleware::from_fn_with_state(
+            shared.clone(),
+            super::intercept::intercept,
+        ))
         .with_state(shared)
 }
 

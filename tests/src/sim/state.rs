@@ -105,6 +105,10 @@ pub struct Counters {
     pub jobs_killed: u64,
     pub webhooks_sent: u64,
     pub webhooks_failed: u64,
+    /// Deliveries dropped, sent twice, or held back by injected faults.
+    pub webhooks_lost: u64,
+    pub webhooks_duplicated: u64,
+    pub webhooks_delayed: u64,
     pub runners_registered: u64,
     /// Runners removed with `DELETE …/runners/{id}`.
     pub runners_deleted: u64,

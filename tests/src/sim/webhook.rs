@@ -1,9 +1,13 @@
-//! Signed `workflow_job` deliveries, sent the way GitHub sends them: once, no retries.
+//! Signed `workflow_job` deliveries, sent the way GitHub sends them: once, no retries —
+//! unless the faults in force lose one, send one twice (a redelivery, same delivery
+//! id), or hold one back so a later delivery overtakes it.
 
 use super::body;
+use super::faults::DeliveryFate;
 use super::state::SimJob;
 use super::Shared;
 use serde_json::{json, Value};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// GitHub gives up on a delivery after 10 seconds.
@@ -43,11 +47,37 @@ fn delivery_id() -> String {
     )
 }
 
+/// Sends one delivery as the faults decide, and counts what happened to it.
+pub async fn deliver(shared: &Arc<Shared>, action: &str, job: &SimJob) {
+    let id = delivery_id();
+    let fate = shared.faults().delivery(action);
+    match fate {
+        DeliveryFate::Send => deliver_now(shared, &id, action, job).await,
+        DeliveryFate::Lose => {
+            tracing::info!(job_id = job.id, action, "webhook lost (injected)");
+            shared.lock().counters.webhooks_lost += 1;
+        }
+        DeliveryFate::Duplicate => {
+            shared.lock().counters.webhooks_duplicated += 1;
+            deliver_now(shared, &id, action, job).await;
+            deliver_now(shared, &id, action, job).await;
+        }
+        DeliveryFate::Delay(delay) => {
+            shared.lock().counters.webhooks_delayed += 1;
+            let (shared, action, job) = (shared.clone(), action.to_owned(), job.clone());
+            tokio::spawn(async move {
+                tokio::time::sleep(delay).await;
+                deliver_now(&shared, &id, &action, &job).await;
+            });
+        }
+    }
+}
+
 /// Sends one delivery and counts it as sent (2xx) or failed (anything else, or no URL).
-pub async fn deliver(shared: &Shared, action: &str, job: &SimJob) {
+async fn deliver_now(shared: &Shared, id: &str, action: &str, job: &SimJob) {
     let url = shared.webhook_url.lock().expect("webhook url lock").clone();
     let ok = match url {
-        Some(url) => send(shared, &url, action, job).await,
+        Some(url) => send(shared, &url, id, action, job).await,
         None => false,
     };
     let mut state = shared.lock();
@@ -58,7 +88,7 @@ pub async fn deliver(shared: &Shared, action: &str, job: &SimJob) {
     }
 }
 
-async fn send(shared: &Shared, url: &str, action: &str, job: &SimJob) -> bool {
+async fn send(shared: &Shared, url: &str, id: &str, action: &str, job: &SimJob) -> bool {
     let body = payload(action, job, shared.config.installation_id).to_string();
     let signature = ephemera_core::webhook::signature_header(
         shared.config.webhook_secret.as_bytes(),
@@ -68,7 +98,7 @@ async fn send(shared: &Shared, url: &str, action: &str, job: &SimJob) -> bool {
         .http
         .post(url)
         .header("X-GitHub-Event", "workflow_job")
-        .header("X-GitHub-Delivery", delivery_id())
+        .header("X-GitHub-Delivery", id)
         .header("X-GitHub-Hook-ID", "1")
         .header("X-GitHub-Hook-Installation-Target-Type", "integration")
         .header("X-Hub-Signature-256", signature)

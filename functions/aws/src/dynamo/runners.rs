@@ -3,11 +3,8 @@
 
 use super::{describe_status, store_error, DynamoRunnerStore, Expr};
 use crate::items::{self, Item};
-use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::{
-    AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
-};
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
 use ephemera_core::lifecycle::InstanceStatus;
 use ephemera_core::model::{HistoryEntry, RunnerRecord, HISTORY_CAP};
 use ephemera_core::ports::{RunnerUpdate, StoreError, Transition};
@@ -148,124 +145,6 @@ impl DynamoRunnerStore {
         }
     }
 
-    #[instrument(skip_all, fields(runner = %name))]
-    pub(super) async fn delete_and_release(
-        &self,
-        name: &str,
-        at: OffsetDateTime,
-        ttl: OffsetDateTime,
-    ) -> Result<(), StoreError> {
-        let refused = |actual: String| StoreError::TransitionRefused {
-            name: name.to_owned(),
-            to: InstanceStatus::Deleted,
-            actual,
-        };
-        // The pool to give the slot back to is on the record.
-        let Some(item) = self.get_item(items::runner_key(name)).await? else {
-            return Err(refused("missing".to_owned()));
-        };
-        let runner = items::runner_from_item(&item)?;
-        if runner.status != InstanceStatus::Deleting {
-            return Err(refused(runner.status.as_str().to_owned()));
-        }
-        let runner_update = self.deleted_update(name, at, ttl)?;
-        let mut expr = Expr::default();
-        let slots = expr.name(items::SLOTS_USED);
-        let pool_update = Update::builder()
-            .table_name(&self.table)
-            .set_key(Some(items::key(items::pool_key(&runner.pool))))
-            .update_expression(format!(
-                "SET {slots} = {slots} - {one}, {}",
-                expr.assign(items::UPDATED_AT, items::timestamp(at)),
-                one = expr.value("one", items::n(1)),
-            ))
-            .condition_expression(format!("{slots} > {}", expr.value("zero", items::n(0))))
-            .set_expression_attribute_names(expr.names())
-            .set_expression_attribute_values(expr.values())
-            .build()
-            .map_err(|err| StoreError::Transient(Box::new(err)))?;
-        let result = self
-            .client
-            .transact_write_items()
-            .transact_items(
-                TransactWriteItem::builder()
-                    .update(runner_update.clone())
-                    .build(),
-            )
-            .transact_items(TransactWriteItem::builder().update(pool_update).build())
-            .send()
-            .await;
-        let Err(err) = result else { return Ok(()) };
-        if !err
-            .as_service_error()
-            .is_some_and(TransactWriteItemsError::is_transaction_canceled_exception)
-        {
-            return Err(store_error(err));
-        }
-        let status = self.current_status(name).await?;
-        if status != InstanceStatus::Deleting.as_str() {
-            return Err(refused(status));
-        }
-        let pool = self.get_pool_counter(&runner.pool).await?;
-        if pool > 0 {
-            // Both conditions held when read again: a concurrent writer got in between.
-            return Err(StoreError::Conflict(items::runner_key(name)));
-        }
-        warn!(pool = %runner.pool, "pool counter already at zero (drift); deleting without releasing a slot");
-        self.client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(runner_update.key))
-            .update_expression(runner_update.update_expression)
-            .set_condition_expression(runner_update.condition_expression)
-            .set_expression_attribute_names(runner_update.expression_attribute_names)
-            .set_expression_attribute_values(runner_update.expression_attribute_values)
-            .send()
-            .await
-            .map_err(|err| {
-                if err
-                    .as_service_error()
-                    .is_some_and(UpdateItemError::is_conditional_check_failed_exception)
-                {
-                    refused("changed concurrently".to_owned())
-                } else {
-                    store_error(err)
-                }
-            })?;
-        Ok(())
-    }
-
-    /// `deleting` → `deleted` with its TTL, as one transaction element.
-    fn deleted_update(
-        &self,
-        name: &str,
-        at: OffsetDateTime,
-        ttl: OffsetDateTime,
-    ) -> Result<Update, StoreError> {
-        let mut expr = Expr::default();
-        let sets = [
-            expr.assign(items::STATUS, items::s(InstanceStatus::Deleted.as_str())),
-            expr.assign(items::TTL, items::epoch_seconds(ttl)),
-            expr.assign(items::UPDATED_AT, items::timestamp(at)),
-            expr.assign(items::NEXT_ATTEMPT_AT, items::millis(at)),
-            append_history(
-                &mut expr,
-                &HistoryEntry::status(at, InstanceStatus::Deleted, None),
-            ),
-        ];
-        let status = expr.name(items::STATUS);
-        let deleting = expr.value("deleting", items::s(InstanceStatus::Deleting.as_str()));
-        Update::builder()
-            .table_name(&self.table)
-            .set_key(Some(items::key(items::runner_key(name))))
-            .update_expression(format!("SET {}", sets.join(", ")))
-            .condition_expression(format!("{status} = {deleting}"))
-            .set_expression_attribute_names(expr.names())
-            .set_expression_attribute_values(expr.values())
-            .build()
-            .map_err(|err| StoreError::Transient(Box::new(err)))
-    }
-
     /// A pool's counter, read consistently.
     pub(super) async fn get_pool_counter(&self, pool: &str) -> Result<u32, StoreError> {
         match self.get_item(items::pool_key(pool)).await? {
@@ -352,7 +231,7 @@ impl DynamoRunnerStore {
 }
 
 /// `#history = list_append(if_not_exists(#history, :no_history), :history_entry)`.
-fn append_history(expr: &mut Expr, entry: &HistoryEntry) -> String {
+pub(super) fn append_history(expr: &mut Expr, entry: &HistoryEntry) -> String {
     let history = expr.name(items::HISTORY);
     let empty = expr.value("no_history", AttributeValue::L(Vec::new()));
     let appended = expr.value("history_entry", items::history(std::slice::from_ref(entry)));

@@ -1,7 +1,7 @@
 //! What the handler tests share: a configuration, fakes wired together, messages.
 
 use crate::config::Config;
-use crate::memory::{FakeFleet, FakeForge, MemorySecrets, MemoryStore};
+use crate::memory::{FakeFleet, FakeForge, MemoryQueue, MemorySecrets, MemoryStore};
 use crate::message::{MessageKind, QueueMessage, VERSION};
 use std::sync::Arc;
 use time::OffsetDateTime;
@@ -9,6 +9,11 @@ use time::OffsetDateTime;
 pub const POOL: &str = "linux";
 
 pub fn config(max_runners: u32) -> Arc<Config> {
+    config_with(max_runners, "")
+}
+
+/// The test configuration with `extra` lines added to the pool.
+pub fn config_with(max_runners: u32, extra: &str) -> Arc<Config> {
     let text = format!(
         r#"
 deployment: eph
@@ -19,7 +24,7 @@ pools:
     max_runners: {max_runners}
     instance_types: [m7i.large]
     launch_template: eph-runner
-"#
+{extra}"#
     );
     Arc::new(Config::parse("test.yaml", &text).expect("valid test config"))
 }
@@ -35,6 +40,7 @@ pub struct World {
     pub fleet: Arc<FakeFleet>,
     pub forge: Arc<FakeForge>,
     pub secrets: Arc<MemorySecrets>,
+    pub queue: Arc<MemoryQueue>,
 }
 
 impl World {
@@ -45,6 +51,7 @@ impl World {
             fleet: Arc::new(FakeFleet::new()),
             forge: Arc::new(FakeForge::new()),
             secrets: Arc::new(MemorySecrets::new()),
+            queue: Arc::new(MemoryQueue::new()),
         }
     }
 
@@ -55,6 +62,7 @@ impl World {
             self.fleet.clone(),
             self.forge.clone(),
             self.secrets.clone(),
+            self.queue.clone(),
         ))
     }
 

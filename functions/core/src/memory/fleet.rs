@@ -1,13 +1,15 @@
 //! [`FakeFleet`]: EC2 as a map of instances, for both the scaler's [`Launcher`] and the
 //! reaper's [`Fleet`].
 //!
-//! Launch treats the runner name as EC2's client token: a retried launch for the same
-//! runner returns the instance already made instead of a second one, which is what keeps
-//! a retried scaler message from leaking instances. Terminated instances stay visible to
+//! A launch makes `count` instances in one call, like CreateFleet; failures can be
+//! injected per market (spot capacity running out, say) and a cap on how many instances
+//! one request may make produces a partial launch. Terminated instances stay visible to
 //! `describe`, as they do in EC2 for a while.
 
 use super::{lock, spend, InjectedFailure};
-use crate::ports::{Fleet, FleetError, Instance, InstanceState, LaunchSpec, Launcher};
+use crate::ports::{
+    Fleet, FleetError, FleetLaunch, FleetRequest, Instance, InstanceState, Launcher, Market,
+};
 use async_trait::async_trait;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -48,12 +50,13 @@ pub struct FakeFleet {
 #[derive(Debug)]
 struct FleetState {
     instances: BTreeMap<String, Instance>,
-    /// Client token (runner name) → instance id.
-    tokens: HashMap<String, String>,
-    specs: Vec<LaunchSpec>,
+    requests: Vec<FleetRequest>,
     next_id: u64,
     clock: OffsetDateTime,
     launch_failure: Option<FleetFailure>,
+    market_failures: HashMap<MarketKey, FleetFailure>,
+    /// At most this many instances per request (the rest is a capacity shortfall).
+    launch_cap: Option<u32>,
     terminate_failures: u32,
     describe_failures: u32,
     launch_calls: usize,
@@ -64,11 +67,12 @@ impl Default for FleetState {
     fn default() -> FleetState {
         FleetState {
             instances: BTreeMap::new(),
-            tokens: HashMap::new(),
-            specs: Vec::new(),
+            requests: Vec::new(),
             next_id: 1,
             clock: OffsetDateTime::UNIX_EPOCH,
             launch_failure: None,
+            market_failures: HashMap::new(),
+            launch_cap: None,
             terminate_failures: 0,
             describe_failures: 0,
             launch_calls: 0,
@@ -103,9 +107,14 @@ impl FakeFleet {
         state.instances.values().filter(live).cloned().collect()
     }
 
-    /// The specs of the launches that made an instance, in order.
-    pub fn launched_specs(&self) -> Vec<LaunchSpec> {
-        lock(&self.state).specs.clone()
+    /// The requests that made at least one instance, in order.
+    pub fn launch_requests(&self) -> Vec<FleetRequest> {
+        lock(&self.state).requests.clone()
+    }
+
+    /// Instances launched so far.
+    pub fn launched(&self) -> usize {
+        lock(&self.state).instances.len()
     }
 
     /// Sets an instance's state (a shutdown from inside, a stop). Unknown ids are ignored.
@@ -132,6 +141,22 @@ impl FakeFleet {
         lock(&self.state).launch_failure = failure;
     }
 
+    /// While `Some`, launches in `market` fail with that error and make nothing.
+    pub fn fail_market_with(&self, market: Market, failure: Option<FleetFailure>) {
+        let key = MarketKey::from(market);
+        let failures = &mut lock(&self.state).market_failures;
+        match failure {
+            Some(failure) => failures.insert(key, failure),
+            None => failures.remove(&key),
+        };
+    }
+
+    /// While `Some(n)`, one request makes at most `n` instances and reports the rest as
+    /// a capacity shortfall.
+    pub fn cap_launches(&self, cap: Option<u32>) {
+        lock(&self.state).launch_cap = cap;
+    }
+
     /// Makes the next `times` calls of `terminate` fail with [`FleetError::Transient`].
     pub fn fail_terminate_times(&self, times: u32) {
         lock(&self.state).terminate_failures = times;
@@ -153,30 +178,58 @@ impl FakeFleet {
     }
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum MarketKey {
+    Spot,
+    OnDemand,
+}
+
+impl From<Market> for MarketKey {
+    fn from(market: Market) -> MarketKey {
+        match market {
+            Market::Spot => MarketKey::Spot,
+            Market::OnDemand => MarketKey::OnDemand,
+        }
+    }
+}
+
 #[async_trait]
 impl Launcher for FakeFleet {
-    async fn launch(&self, spec: &LaunchSpec) -> Result<String, FleetError> {
+    async fn launch(&self, request: &FleetRequest) -> Result<FleetLaunch, FleetError> {
         let state = &mut *lock(&self.state);
         state.launch_calls += 1;
         if let Some(failure) = state.launch_failure {
             return Err(failure.error("launch"));
         }
-        if let Some(id) = state.tokens.get(&spec.runner_name) {
-            return Ok(id.clone());
+        if let Some(failure) = state.market_failures.get(&MarketKey::from(request.market)) {
+            return Err(failure.error("launch"));
         }
-        let id = format!("i-{:017x}", state.next_id);
-        state.next_id += 1;
-        let instance = Instance {
-            id: id.clone(),
-            state: InstanceState::Pending,
-            runner_name: Some(spec.runner_name.clone()),
-            pool: Some(spec.pool.clone()),
-            launched_at: Some(state.clock),
-        };
-        state.instances.insert(id.clone(), instance);
-        state.tokens.insert(spec.runner_name.clone(), id.clone());
-        state.specs.push(spec.clone());
-        Ok(id)
+        let made = state
+            .launch_cap
+            .map_or(request.count, |cap| cap.min(request.count));
+        if made == 0 {
+            return Err(FleetFailure::CapacityUnavailable.error("launch"));
+        }
+        let mut instance_ids = Vec::new();
+        for _ in 0..made {
+            let id = format!("i-{:017x}", state.next_id);
+            state.next_id += 1;
+            let instance = Instance {
+                id: id.clone(),
+                state: InstanceState::Pending,
+                pool: Some(request.pool.clone()),
+                launched_at: Some(state.clock),
+            };
+            state.instances.insert(id.clone(), instance);
+            instance_ids.push(id);
+        }
+        state.requests.push(request.clone());
+        let shortfall =
+            (made < request.count).then(|| FleetFailure::CapacityUnavailable.error("launch"));
+        Ok(FleetLaunch {
+            instance_ids,
+            shortfall,
+        })
     }
 }
 
@@ -209,47 +262,63 @@ impl Fleet for FakeFleet {
 mod tests {
     use super::*;
 
-    fn spec(runner_name: &str) -> LaunchSpec {
-        LaunchSpec {
-            runner_name: runner_name.to_owned(),
+    fn request(count: u32, market: Market) -> FleetRequest {
+        FleetRequest {
             pool: "linux".to_owned(),
+            count,
             launch_template: Some("lt-1".to_owned()),
             ami: None,
-            instance_type: "t3.small".to_owned(),
-            subnet: None,
-            spot: false,
+            instance_types: vec!["t3.small".to_owned()],
+            subnets: Vec::new(),
+            market,
         }
     }
 
     #[tokio::test]
-    async fn launch_is_idempotent_per_runner_name() {
+    async fn one_request_launches_count_instances() {
         let fleet = FakeFleet::new();
-        let first = fleet.launch(&spec("a")).await.expect("launch");
-        let again = fleet.launch(&spec("a")).await.expect("launch");
-        let other = fleet.launch(&spec("b")).await.expect("launch");
-        assert_eq!(first, again);
-        assert_ne!(first, other);
-        assert!(first.starts_with("i-"));
-        assert_eq!((fleet.instances().len(), fleet.launch_calls()), (2, 3));
-        let instance = fleet.instance(&first).expect("described");
-        assert_eq!(instance.runner_name.as_deref(), Some("a"));
+        let launch = fleet
+            .launch(&request(3, Market::OnDemand))
+            .await
+            .expect("launch");
+        assert_eq!(launch.instance_ids.len(), 3);
+        assert!(launch.shortfall.is_none());
+        assert_eq!((fleet.instances().len(), fleet.launch_calls()), (3, 1));
+        let instance = fleet.instance(&launch.instance_ids[0]).expect("described");
+        assert_eq!(instance.pool.as_deref(), Some("linux"));
     }
 
     #[tokio::test]
-    async fn failing_launch_makes_nothing() {
+    async fn failing_market_makes_nothing_and_a_cap_gives_a_shortfall() {
         let fleet = FakeFleet::new();
-        fleet.fail_launch_with(Some(FleetFailure::CapacityUnavailable));
-        let err = fleet.launch(&spec("a")).await.expect_err("fails");
+        fleet.fail_market_with(Market::Spot, Some(FleetFailure::CapacityUnavailable));
+        let err = fleet
+            .launch(&request(2, Market::Spot))
+            .await
+            .expect_err("fails");
         assert!(matches!(err, FleetError::CapacityUnavailable(_)));
         assert!(fleet.instances().is_empty());
-        fleet.fail_launch_with(None);
-        fleet.launch(&spec("a")).await.expect("launch");
+        fleet.cap_launches(Some(1));
+        let partial = fleet
+            .launch(&request(2, Market::OnDemand))
+            .await
+            .expect("launch");
+        assert_eq!(partial.instance_ids.len(), 1);
+        assert!(matches!(
+            partial.shortfall,
+            Some(FleetError::CapacityUnavailable(_))
+        ));
     }
 
     #[tokio::test]
     async fn terminate_fails_as_often_as_told_then_terminates() {
         let fleet = FakeFleet::new();
-        let id = fleet.launch(&spec("a")).await.expect("launch");
+        let id = fleet
+            .launch(&request(1, Market::OnDemand))
+            .await
+            .expect("launch")
+            .instance_ids[0]
+            .clone();
         fleet.fail_terminate_times(1);
         assert!(matches!(
             fleet.terminate(&id).await,

@@ -8,6 +8,7 @@ use crate::message::QueueMessage;
 use crate::ports::{JobQueue, QueueError};
 use async_trait::async_trait;
 use std::sync::Mutex;
+use std::time::Duration;
 
 /// Construct with [`MemoryQueue::new`]; read with [`sent`](MemoryQueue::sent) or
 /// [`take`](MemoryQueue::take).
@@ -19,6 +20,7 @@ pub struct MemoryQueue {
 #[derive(Debug, Default)]
 struct QueueState {
     messages: Vec<QueueMessage>,
+    delays: Vec<Duration>,
     failing: bool,
     sends: usize,
 }
@@ -38,6 +40,11 @@ impl MemoryQueue {
         std::mem::take(&mut lock(&self.state).messages)
     }
 
+    /// The delay each kept message was sent with (zero for `send`), in order.
+    pub fn delays(&self) -> Vec<Duration> {
+        lock(&self.state).delays.clone()
+    }
+
     /// While on, every `send` fails with [`QueueError::Transient`] and keeps nothing.
     pub fn fail_sends(&self, on: bool) {
         lock(&self.state).failing = on;
@@ -52,12 +59,17 @@ impl MemoryQueue {
 #[async_trait]
 impl JobQueue for MemoryQueue {
     async fn send(&self, message: &QueueMessage) -> Result<(), QueueError> {
+        self.send_after(message, Duration::ZERO).await
+    }
+
+    async fn send_after(&self, message: &QueueMessage, delay: Duration) -> Result<(), QueueError> {
         let mut state = lock(&self.state);
         state.sends += 1;
         if state.failing {
             return Err(QueueError::Transient(Box::new(InjectedFailure("send"))));
         }
         state.messages.push(message.clone());
+        state.delays.push(delay);
         Ok(())
     }
 }

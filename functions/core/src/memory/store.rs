@@ -312,6 +312,36 @@ impl RunnerStore for MemoryStore {
         Ok(record.clone())
     }
 
+    async fn fail_creation(
+        &self,
+        name: &str,
+        at: OffsetDateTime,
+        error: &str,
+    ) -> Result<RunnerRecord, StoreError> {
+        let tables = &mut *lock(&self.tables);
+        tables.check(StoreOp::Transition)?;
+        let to = InstanceStatus::Error;
+        let Some(record) = tables.runners.get_mut(name) else {
+            return Err(refused(name, to, None));
+        };
+        if record.status != InstanceStatus::Creating {
+            return Err(refused(name, to, Some(record.status)));
+        }
+        record.status = to;
+        record.updated_at = at;
+        record.next_attempt_at = at;
+        record.reason = Some("creation failed".to_owned());
+        record.last_error = Some(error.to_owned());
+        record.note(HistoryEntry::status(at, to, record.reason.clone()));
+        if record.slot_held {
+            record.slot_held = false;
+            if let Some(slots_used) = tables.pools.get_mut(&record.pool) {
+                *slots_used = slots_used.saturating_sub(1);
+            }
+        }
+        Ok(record.clone())
+    }
+
     async fn finish_deletion(
         &self,
         name: &str,
@@ -332,8 +362,11 @@ impl RunnerStore for MemoryStore {
         record.next_attempt_at = at;
         record.ttl = Some(ttl);
         record.note(HistoryEntry::status(at, to, None));
-        if let Some(slots_used) = tables.pools.get_mut(&record.pool) {
-            *slots_used = slots_used.saturating_sub(1);
+        if record.slot_held {
+            record.slot_held = false;
+            if let Some(slots_used) = tables.pools.get_mut(&record.pool) {
+                *slots_used = slots_used.saturating_sub(1);
+            }
         }
         Ok(())
     }

@@ -1,0 +1,223 @@
+//! Which deployment an operator command talks to, and how to reach it: the options every
+//! operator command takes, resolved lazily into the table, the configuration and the
+//! GitHub App — each read only when the command needs it.
+//!
+//! `--stack NAME` reads the stack's outputs (`TableName`, `QueueUrl`,
+//! `ConfigParameterName`); `--table`, `--queue-url` and `--config-parameter` name the
+//! resources directly and win over the stack. The configuration comes from `--config
+//! FILE`, else from the deployment's SSM parameter.
+
+use crate::exit::{Failure, GITHUB, INVALID_CONFIG, USAGE};
+use crate::render::Progress;
+use anyhow::Context;
+use aws_config::SdkConfig;
+use clap::Args;
+use ephemera_aws::stack::{self, StackOutputs};
+use ephemera_aws::{AwsSettings, DynamoRunnerStore};
+use ephemera_core::config::Config;
+use ephemera_github::{GitHubApp, GitHubAppConfig};
+use secrecy::SecretString;
+use std::path::PathBuf;
+
+/// Where the deployment is (accepted by every operator command).
+#[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Deployment")]
+pub struct TargetArgs {
+    /// The deployment's CloudFormation stack: table, queue and configuration parameter
+    /// are read from its outputs.
+    #[arg(long, global = true, env = "EPHEMERA_STACK", value_name = "NAME")]
+    pub stack: Option<String>,
+    /// The DynamoDB table (overrides the stack's `TableName`).
+    #[arg(long, global = true, env = "EPHEMERA_TABLE", value_name = "NAME")]
+    pub table: Option<String>,
+    /// The jobs queue (overrides the stack's `QueueUrl`).
+    #[arg(long, global = true, env = "EPHEMERA_QUEUE_URL", value_name = "URL")]
+    pub queue_url: Option<String>,
+    /// The SSM parameter holding the configuration (overrides the stack's
+    /// `ConfigParameterName`).
+    #[arg(
+        long,
+        global = true,
+        env = "EPHEMERA_CONFIG_PARAMETER",
+        value_name = "NAME"
+    )]
+    pub config_parameter: Option<String>,
+    /// The AWS region (default: from the environment and profile, else us-east-1).
+    #[arg(long, global = true, env = "AWS_REGION", value_name = "REGION")]
+    pub region: Option<String>,
+    /// An AWS endpoint to use instead of AWS's own (an emulator).
+    #[arg(long, global = true, env = "AWS_ENDPOINT_URL", value_name = "URL")]
+    pub endpoint_url: Option<String>,
+}
+
+/// The configuration and GitHub access (commands that need them).
+#[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Configuration and GitHub")]
+pub struct GitHubArgs {
+    /// Read the configuration from this file instead of the deployment's parameter.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// The GitHub App's private key (PEM).
+    #[arg(
+        long,
+        global = true,
+        env = "EPHEMERA_GITHUB_APP_KEY_FILE",
+        value_name = "FILE"
+    )]
+    pub github_app_key: Option<PathBuf>,
+    /// GitHub API base URL; overrides `github.api_url` of the configuration.
+    #[arg(long, global = true, value_name = "URL")]
+    pub github_api_url: Option<String>,
+}
+
+/// A deployment being talked to; everything is read on first use and kept.
+pub struct Deployment {
+    pub target: TargetArgs,
+    pub github: GitHubArgs,
+    pub sdk: SdkConfig,
+    pub progress: Progress,
+    outputs: Option<StackOutputs>,
+    config: Option<Config>,
+}
+
+impl Deployment {
+    pub async fn new(target: TargetArgs, github: GitHubArgs) -> Deployment {
+        let settings = AwsSettings {
+            endpoint_url: target.endpoint_url.clone(),
+            region: target.region.clone(),
+            static_credentials: None,
+        };
+        Deployment {
+            sdk: ephemera_aws::sdk_config(&settings).await,
+            target,
+            github,
+            progress: Progress::new(),
+            outputs: None,
+            config: None,
+        }
+    }
+
+    /// The stack's outputs, if a stack was named.
+    async fn outputs(&mut self) -> Result<Option<&StackOutputs>, Failure> {
+        let Some(name) = self.target.stack.clone() else {
+            return Ok(None);
+        };
+        if self.outputs.is_none() {
+            self.progress
+                .wait(format!("reading the outputs of stack {name}"));
+            self.outputs = Some(stack::stack_outputs(&self.sdk, &name).await?);
+            self.progress.clear();
+        }
+        Ok(self.outputs.as_ref())
+    }
+
+    /// The table: `--table`, else the stack's `TableName`.
+    pub async fn table(&mut self) -> Result<String, Failure> {
+        if let Some(table) = &self.target.table {
+            return Ok(table.clone());
+        }
+        match self.outputs().await? {
+            Some(outputs) => Ok(outputs
+                .require(&outputs.table_name, stack::TABLE_NAME)?
+                .to_owned()),
+            None => Err(Failure::msg(
+                USAGE,
+                "which deployment? give --stack NAME, or --table NAME",
+            )),
+        }
+    }
+
+    /// The jobs queue URL, when one was named or the stack has one.
+    pub async fn queue_url(&mut self) -> Result<Option<String>, Failure> {
+        if let Some(url) = &self.target.queue_url {
+            return Ok(Some(url.clone()));
+        }
+        Ok(self.outputs().await?.and_then(|o| o.queue_url.clone()))
+    }
+
+    /// The configuration parameter: `--config-parameter`, else the stack's
+    /// `ConfigParameterName`.
+    pub async fn config_parameter(&mut self) -> Result<String, Failure> {
+        if let Some(name) = &self.target.config_parameter {
+            return Ok(name.clone());
+        }
+        match self.outputs().await? {
+            Some(outputs) => Ok(outputs
+                .require(&outputs.config_parameter_name, stack::CONFIG_PARAMETER_NAME)?
+                .to_owned()),
+            None => Err(Failure::msg(
+                USAGE,
+                "which configuration parameter? give --stack NAME, or --config-parameter NAME",
+            )),
+        }
+    }
+
+    /// The store on the deployment's table.
+    pub async fn store(&mut self) -> Result<DynamoRunnerStore, Failure> {
+        let table = self.table().await?;
+        Ok(DynamoRunnerStore::new(
+            aws_sdk_dynamodb::Client::new(&self.sdk),
+            table,
+        ))
+    }
+
+    /// Whether a configuration can be had without guessing (a file or a parameter).
+    pub fn has_config_source(&self) -> bool {
+        self.github.config.is_some()
+            || self.target.config_parameter.is_some()
+            || self.target.stack.is_some()
+    }
+
+    /// The configuration: `--config FILE`, else the deployment's parameter.
+    pub async fn config(&mut self) -> Result<&Config, Failure> {
+        if self.config.is_none() {
+            let config = match self.github.config.clone() {
+                Some(file) => {
+                    Config::load(&file).map_err(|err| Failure::new(INVALID_CONFIG, err))?
+                }
+                None => {
+                    let name = self.config_parameter().await?;
+                    self.progress.wait(format!("reading configuration {name}"));
+                    let ssm = aws_sdk_ssm::Client::new(&self.sdk);
+                    let config = ephemera_aws::lambda::load_config_parameter(&ssm, &name).await?;
+                    self.progress.clear();
+                    config
+                }
+            };
+            self.config = Some(config);
+        }
+        self.config
+            .as_ref()
+            .context("configuration missing after loading")
+            .map_err(Failure::from)
+    }
+
+    /// The GitHub App, with its key from `--github-app-key` and its id and API URL from
+    /// the configuration (`--github-api-url` wins).
+    pub async fn github_app(&mut self) -> Result<GitHubApp, Failure> {
+        let key_file = self.github.github_app_key.clone().ok_or_else(|| {
+            Failure::msg(
+                USAGE,
+                "removing a runner from GitHub needs the App's private key: \
+                 --github-app-key FILE (or EPHEMERA_GITHUB_APP_KEY_FILE)",
+            )
+        })?;
+        let pem = std::fs::read_to_string(&key_file)
+            .with_context(|| format!("cannot read the GitHub App key {}", key_file.display()))?;
+        let api_url = self.github.github_api_url.clone();
+        let config = self.config().await?;
+        let app = GitHubApp::new(GitHubAppConfig {
+            api_url: api_url.unwrap_or_else(|| config.github.api_url.clone()),
+            app_id: config.github.app_id,
+            private_key: SecretString::from(pem),
+            retry: Default::default(),
+        })
+        .map_err(|err| {
+            Failure::new(
+                GITHUB,
+                anyhow::Error::new(err).context(format!("GitHub App key {}", key_file.display())),
+            )
+        })?;
+        Ok(app)
+    }
+}

@@ -1,0 +1,179 @@
+//! The `--json` shapes: what scripts may rely on. They are defined here, apart from the
+//! stored records, so the table layout can change without breaking a script; fields are
+//! only ever added. Times are RFC 3339 (UTC); absent values are `null`.
+//!
+//! - `runners list --json`: `{"runners": [RunnerRow]}`
+//! - `runners show --json`: `RunnerDetail`
+//! - `pools --json`: `{"pools": [PoolRow]}`
+//! - `jobs list --json`: `{"jobs": [JobRow]}`
+
+use ephemera_core::model::{HistoryEntry, JobRecord, RunnerRecord};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use time::OffsetDateTime;
+
+/// One runner in a list.
+#[derive(Debug, Serialize)]
+pub struct RunnerRow {
+    pub name: String,
+    pub pool: String,
+    pub status: String,
+    pub runner_status: String,
+    pub instance_id: Option<String>,
+    pub job_id: Option<u64>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    pub age_seconds: i64,
+    pub reason: Option<String>,
+}
+
+impl RunnerRow {
+    pub fn new(record: &RunnerRecord, now: OffsetDateTime) -> RunnerRow {
+        RunnerRow {
+            name: record.name.clone(),
+            pool: record.pool.clone(),
+            status: record.status.to_string(),
+            runner_status: record.runner_status.to_string(),
+            instance_id: record.instance_id.clone(),
+            job_id: record.job_id,
+            created_at: record.created_at,
+            age_seconds: (now - record.created_at).whole_seconds().max(0),
+            reason: record.reason.clone(),
+        }
+    }
+}
+
+/// Everything known about one runner, with its history oldest first.
+#[derive(Debug, Serialize)]
+pub struct RunnerDetail {
+    pub name: String,
+    pub pool: String,
+    pub status: String,
+    pub runner_status: String,
+    pub instance_id: Option<String>,
+    pub github_runner_id: Option<u64>,
+    pub job_id: Option<u64>,
+    pub labels: Vec<String>,
+    pub ephemeral: bool,
+    pub installation_id: Option<u64>,
+    pub owner: String,
+    pub repo: Option<String>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    pub updated_at: OffsetDateTime,
+    pub reason: Option<String>,
+    pub attempts: u32,
+    #[serde(with = "time::serde::rfc3339")]
+    pub next_attempt_at: OffsetDateTime,
+    pub last_error: Option<String>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub expires_at: Option<OffsetDateTime>,
+    pub history: Vec<HistoryRow>,
+}
+
+/// One step of a runner's life: a status change, or a change of GitHub's view of it.
+#[derive(Debug, Serialize)]
+pub struct HistoryRow {
+    #[serde(with = "time::serde::rfc3339")]
+    pub at: OffsetDateTime,
+    pub status: Option<String>,
+    pub runner_status: Option<String>,
+    pub reason: Option<String>,
+}
+
+impl From<&HistoryEntry> for HistoryRow {
+    fn from(entry: &HistoryEntry) -> HistoryRow {
+        HistoryRow {
+            at: entry.at,
+            status: entry.status.map(|s| s.to_string()),
+            runner_status: entry.runner_status.map(|s| s.to_string()),
+            reason: entry.reason.clone(),
+        }
+    }
+}
+
+impl From<&RunnerRecord> for RunnerDetail {
+    fn from(r: &RunnerRecord) -> RunnerDetail {
+        RunnerDetail {
+            name: r.name.clone(),
+            pool: r.pool.clone(),
+            status: r.status.to_string(),
+            runner_status: r.runner_status.to_string(),
+            instance_id: r.instance_id.clone(),
+            github_runner_id: r.github_runner_id,
+            job_id: r.job_id,
+            labels: r.labels.clone(),
+            ephemeral: r.ephemeral,
+            installation_id: r.installation_id,
+            owner: r.owner.clone(),
+            repo: r.repo.clone(),
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+            reason: r.reason.clone(),
+            attempts: r.attempts,
+            next_attempt_at: r.next_attempt_at,
+            last_error: r.last_error.clone(),
+            expires_at: r.ttl,
+            history: r.history.iter().map(HistoryRow::from).collect(),
+        }
+    }
+}
+
+/// One pool: its limits from the configuration (`null` when no configuration was
+/// given and the pool is known only from its records), its slot counter, and its
+/// live runners.
+#[derive(Debug, Serialize)]
+pub struct PoolRow {
+    pub name: String,
+    pub max_runners: Option<u32>,
+    pub min_idle: Option<u32>,
+    pub slots_used: u32,
+    /// Runners whose record is not `deleted`.
+    pub live: usize,
+    /// Live runners by instance status (only statuses with runners appear).
+    pub by_status: BTreeMap<String, usize>,
+    /// Live runners GitHub sees online and waiting for a job.
+    pub idle: usize,
+    /// Live runners running a job.
+    pub active: usize,
+    pub queued_jobs: usize,
+}
+
+/// One job.
+#[derive(Debug, Serialize)]
+pub struct JobRow {
+    pub job_id: u64,
+    pub status: String,
+    pub pool: String,
+    /// `owner/repo`.
+    pub repo: String,
+    pub run_id: u64,
+    pub runner_name: Option<String>,
+    pub labels: Vec<String>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub received_at: OffsetDateTime,
+    pub age_seconds: i64,
+}
+
+impl JobRow {
+    pub fn new(job: &JobRecord, now: OffsetDateTime) -> JobRow {
+        JobRow {
+            job_id: job.job_id,
+            status: job.status.to_string(),
+            pool: job.pool.clone(),
+            repo: format!("{}/{}", job.owner, job.repo),
+            run_id: job.run_id,
+            runner_name: job.runner_name.clone(),
+            labels: job.labels.clone(),
+            received_at: job.received_at,
+            age_seconds: (now - job.received_at).whole_seconds().max(0),
+        }
+    }
+}
+
+/// Prints `value` as pretty JSON on stdout.
+pub fn print_json(value: &impl Serialize) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}

@@ -1,0 +1,177 @@
+//! Tests of configuration parsing and validation: every error names its field and line.
+
+use super::*;
+
+const GOOD: &str = r#"
+deployment: eph
+github:
+  app_id: 42
+pools:
+  - name: linux-x64
+    labels: [self-hosted, linux, x64]
+    max_runners: 5
+    instance_types: [m7i.large]
+    launch_template: ephemera-runner
+    bootstrap_timeout: 15m
+"#;
+
+#[test]
+fn good_file_parses_with_defaults() {
+    let config = Config::parse("good.yaml", GOOD).expect("valid");
+    let pool = config.pool("linux-x64").expect("pool");
+    assert_eq!(pool.bootstrap_timeout, Duration::from_secs(900));
+    assert_eq!(pool.idle_timeout, Duration::from_secs(600));
+    assert!(pool.ephemeral);
+    assert_eq!(config.github.api_url, "https://api.github.com");
+    assert_eq!(config.github.scope, Scope::Org);
+    assert_eq!(config.reaper.deleted_ttl, Duration::from_secs(7 * 86400));
+}
+
+fn error_of(text: &str) -> ConfigError {
+    Config::parse("bad.yaml", text).expect_err("must be rejected")
+}
+
+#[test]
+fn wrong_type_names_field_and_line() {
+    let err = error_of(&GOOD.replace("max_runners: 5", "max_runners: many"));
+    assert_eq!(err.field, "pools[0].max_runners");
+    assert_eq!(err.line, Some(8));
+    assert!(
+        err.to_string()
+            .starts_with("bad.yaml:8: pools[0].max_runners: "),
+        "{err}"
+    );
+}
+
+#[test]
+fn unknown_key_is_rejected() {
+    let err = error_of(&GOOD.replace("max_runners: 5", "max_runners: 5\n    max_runner: 6"));
+    assert_eq!(err.field, "pools[0].max_runner");
+    assert!(err.message.contains("max_runner"), "{err}");
+}
+
+#[test]
+fn bad_duration_names_field() {
+    let err = error_of(&GOOD.replace("15m", "15 minutes"));
+    assert_eq!(err.field, "pools[0].bootstrap_timeout");
+    assert!(err.message.contains("unknown unit"), "{err}");
+}
+
+#[test]
+fn min_idle_above_max_is_rejected() {
+    let err = error_of(&GOOD.replace("max_runners: 5", "max_runners: 5\n    min_idle: 6"));
+    assert_eq!(err.field, "pools[0].min_idle");
+}
+
+#[test]
+fn missing_image_is_rejected() {
+    let err = error_of(&GOOD.replace("    launch_template: ephemera-runner\n", ""));
+    assert_eq!(err.field, "pools[0].launch_template");
+}
+
+#[test]
+fn duplicate_pool_names_are_rejected() {
+    let pool = GOOD.split_once("pools:\n").expect("pools").1;
+    let err = error_of(&format!("{GOOD}{pool}"));
+    assert_eq!(err.field, "pools[1].name");
+}
+
+#[test]
+fn durations_parse() {
+    assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+    assert_eq!(parse_duration("7d"), Ok(Duration::from_secs(604800)));
+    assert!(parse_duration("7").is_err());
+    assert!(parse_duration("m").is_err());
+}
+
+#[test]
+fn errors_of_meaning_name_their_line() {
+    let err = error_of(&GOOD.replace("max_runners: 5", "max_runners: 5\n    min_idle: 6"));
+    assert_eq!(err.line, Some(9));
+    assert!(
+        err.to_string()
+            .starts_with("bad.yaml:9: pools[0].min_idle: 6 is above"),
+        "{err}"
+    );
+    let pool = GOOD.split_once("pools:\n").expect("pools").1;
+    let err = error_of(&format!("{GOOD}{pool}"));
+    assert_eq!(err.line, Some(12), "{err}");
+}
+
+#[test]
+fn unknown_key_and_bad_duration_have_a_line() {
+    let err = error_of(&GOOD.replace("max_runners: 5", "max_runners: 5\n    max_runner: 6"));
+    assert_eq!(err.line, Some(9), "{err}");
+    let err = error_of(&GOOD.replace("15m", "15 minutes"));
+    assert_eq!(err.line, Some(11), "{err}");
+    assert!(
+        err.message.starts_with("\"15 minutes\" has unknown unit"),
+        "{err}"
+    );
+}
+
+const TWO_POOLS: &str = r#"
+deployment: eph
+github:
+  app_id: 42
+pools:
+  - name: FIRST
+    labels: [LABELS_A]
+    max_runners: 5
+    instance_types: [m7i.large]
+    launch_template: ephemera-runner
+  - name: SECOND
+    labels: [LABELS_B]
+    max_runners: 5
+    instance_types: [m7i.large]
+    launch_template: ephemera-runner
+"#;
+
+fn two_pools(a: &str, b: &str) -> String {
+    TWO_POOLS
+        .replace("FIRST", "general")
+        .replace("SECOND", "special")
+        .replace("LABELS_A", a)
+        .replace("LABELS_B", b)
+}
+
+#[test]
+fn a_pool_behind_an_earlier_superset_is_unreachable() {
+    let text = two_pools("linux, x64, gpu", "Linux, self-hosted, X64");
+    let errors = Config::check("bad.yaml", &text).expect_err("shadowed");
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0].field, "pools[1].labels");
+    assert_eq!(errors[0].line, Some(12));
+    assert!(
+        errors[0].message.contains("can never get a job"),
+        "{errors:?}"
+    );
+    // The functions still run with it: one unreachable pool must not stop the others.
+    assert!(Config::parse("bad.yaml", &text).is_ok());
+}
+
+#[test]
+fn a_specific_pool_before_a_general_one_is_fine() {
+    let text = two_pools("linux, x64", "linux, x64, gpu");
+    assert!(Config::check("good.yaml", &text).is_ok());
+    let text = two_pools("linux, x64", "linux, arm64");
+    assert!(Config::check("good.yaml", &text).is_ok());
+}
+
+#[test]
+fn every_problem_of_meaning_is_reported_at_once() {
+    let text = two_pools("linux", "linux")
+        .replace("special", "general")
+        .replace("max_runners: 5\n    instance_types: [m7i.large]\n    launch_template: ephemera-runner\n  -", "max_runners: 0\n    instance_types: [m7i.large]\n    launch_template: ephemera-runner\n  -");
+    let errors = Config::check("bad.yaml", &text).expect_err("bad");
+    let fields: Vec<(&str, Option<usize>)> =
+        errors.iter().map(|e| (e.field.as_str(), e.line)).collect();
+    assert_eq!(
+        fields,
+        [
+            ("pools[0].max_runners", Some(8)),
+            ("pools[1].name", Some(11)),
+            ("pools[1].labels", Some(12)),
+        ]
+    );
+}

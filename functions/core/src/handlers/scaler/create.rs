@@ -1,0 +1,239 @@
+//! The launch and finish phases of the scaler: one EC2 request per pool for the runners
+//! of a batch (spot first when asked, on-demand for what spot could not give), then each
+//! runner registered on GitHub with its JIT config handed to its instance.
+
+use super::{Handled, Scaler, ScalerError};
+use crate::clock::Clock;
+use crate::config::PoolConfig;
+use crate::handlers::error_chain;
+use crate::lifecycle::InstanceStatus;
+use crate::model::RunnerRecord;
+use crate::ports::*;
+use tracing::{error, info, warn};
+
+/// A creation step failed: worth retrying as it is, or not.
+pub(super) enum CreateError {
+    Retry(Cause),
+    Failed(Cause),
+}
+
+impl CreateError {
+    fn retry(err: impl std::error::Error + Send + Sync + 'static) -> CreateError {
+        CreateError::Retry(Box::new(err))
+    }
+
+    fn from_forge(err: ForgeError) -> CreateError {
+        match err {
+            ForgeError::Throttled { .. } | ForgeError::Transient(_) | ForgeError::Unauthorized => {
+                CreateError::retry(err)
+            }
+            ForgeError::AlreadyExists(_) | ForgeError::Rejected { .. } => {
+                CreateError::Failed(Box::new(err))
+            }
+        }
+    }
+}
+
+/// Instances for `count` runners of `pool`: the pool's market first, and on-demand for
+/// whatever spot had no capacity for.
+pub(super) fn fleet_request(pool: &PoolConfig, count: u32, market: Market) -> FleetRequest {
+    FleetRequest {
+        pool: pool.name.clone(),
+        count,
+        launch_template: pool.launch_template.clone(),
+        ami: pool.ami.clone(),
+        instance_types: pool.instance_types.clone(),
+        subnets: pool.subnets.clone(),
+        market,
+    }
+}
+
+impl Scaler {
+    /// Launches instances for the runners of one pool in one request (plus one on-demand
+    /// request if spot fell short), records each runner's instance, and fails the
+    /// runners left without one. Returns the runners to finish and the failed outcomes.
+    pub(super) async fn launch_pool(
+        &self,
+        pool_name: &str,
+        runners: Vec<(String, RunnerRecord)>,
+        clock: &Clock,
+    ) -> (
+        Vec<(String, RunnerRecord)>,
+        Vec<(String, Result<Handled, ScalerError>)>,
+    ) {
+        let Ok(pool) = self.pool(pool_name) else {
+            let failed = runners
+                .into_iter()
+                .map(|(id, _)| (id, Err(ScalerError::UnknownPool(pool_name.to_owned()))))
+                .collect();
+            return (Vec::new(), failed);
+        };
+        let count = u32::try_from(runners.len()).unwrap_or(u32::MAX);
+        let (instance_ids, shortfall) = self.launch_with_fallback(pool, count).await;
+        let mut launched = Vec::new();
+        let mut failed = Vec::new();
+        let mut instances = instance_ids.into_iter();
+        for (message_id, runner) in runners {
+            let Some(instance_id) = instances.next() else {
+                let cause: Cause = match &shortfall {
+                    Some(err) => error_chain(err).into(),
+                    None => "EC2 launched fewer instances than asked".into(),
+                };
+                let outcome = self.fail(&runner, cause, clock).await;
+                failed.push((message_id, outcome));
+                continue;
+            };
+            let update = RunnerUpdate {
+                instance_id: Some(instance_id.clone()),
+                ..RunnerUpdate::default()
+            };
+            match self
+                .store
+                .update_runner(&runner.name, &update, clock.now())
+                .await
+            {
+                Ok(runner) => {
+                    info!(runner = %runner.name, %instance_id, pool = %pool.name, "instance launched");
+                    launched.push((message_id, runner));
+                }
+                // The instance has no record now: the reaper's orphan sweep ends it.
+                Err(err) => failed.push((message_id, Err(err.into()))),
+            }
+        }
+        (launched, failed)
+    }
+
+    async fn launch_with_fallback(
+        &self,
+        pool: &PoolConfig,
+        count: u32,
+    ) -> (Vec<String>, Option<FleetError>) {
+        let market = if pool.spot {
+            Market::Spot
+        } else {
+            Market::OnDemand
+        };
+        let (mut ids, shortfall) = match self
+            .launcher
+            .launch(&fleet_request(pool, count, market))
+            .await
+        {
+            Ok(launch) => (launch.instance_ids, launch.shortfall),
+            Err(err) => (Vec::new(), Some(err)),
+        };
+        let missing = count.saturating_sub(u32::try_from(ids.len()).unwrap_or(u32::MAX));
+        match shortfall {
+            Some(FleetError::CapacityUnavailable(code))
+                if market == Market::Spot && missing > 0 =>
+            {
+                warn!(pool = %pool.name, missing, code = %code, "spot capacity unavailable; falling back to on-demand");
+                match self
+                    .launcher
+                    .launch(&fleet_request(pool, missing, Market::OnDemand))
+                    .await
+                {
+                    Ok(launch) => {
+                        ids.extend(launch.instance_ids);
+                        (ids, launch.shortfall)
+                    }
+                    Err(err) => (ids, Some(err)),
+                }
+            }
+            other => (ids, other),
+        }
+    }
+
+    /// Registers the runner on GitHub, hands its JIT config to its instance, and marks it
+    /// `running`.
+    pub(super) async fn finish(
+        &self,
+        runner: RunnerRecord,
+        clock: &Clock,
+    ) -> Result<Handled, ScalerError> {
+        let pool = self.pool(&runner.pool)?;
+        match self.register(&runner, pool, clock).await {
+            Ok(()) => {
+                let to_running = Transition::new(
+                    InstanceStatus::Creating,
+                    InstanceStatus::Running,
+                    clock.now(),
+                )
+                .because("instance launched, JIT config delivered");
+                self.store.transition(&runner.name, &to_running).await?;
+                info!(runner = %runner.name, job_id = runner.job_id, pool = %pool.name, "runner running");
+                Ok(Handled::RunnerUp(runner.name))
+            }
+            Err(CreateError::Retry(cause)) => Err(ScalerError::Creation {
+                runner: runner.name,
+                cause,
+            }),
+            Err(CreateError::Failed(cause)) => self.fail(&runner, cause, clock).await,
+        }
+    }
+
+    async fn register(
+        &self,
+        runner: &RunnerRecord,
+        pool: &PoolConfig,
+        clock: &Clock,
+    ) -> Result<(), CreateError> {
+        let Some(instance_id) = runner.instance_id.as_deref() else {
+            return Err(CreateError::Failed("runner has no instance".into()));
+        };
+        let scope = super::scope_of(runner);
+        if let Some(stale) = runner.github_runner_id {
+            // A registration whose JIT config was never delivered (an earlier try died
+            // after registering): its config is lost, so register afresh.
+            self.forge
+                .remove_runner(&scope, stale)
+                .await
+                .map_err(CreateError::from_forge)?;
+        }
+        let request = JitRequest {
+            name: runner.name.clone(),
+            labels: pool.labels.clone(),
+            runner_group: pool.runner_group.clone(),
+            work_folder: "_work".to_owned(),
+        };
+        let jit = self
+            .forge
+            .generate_jit_config(&scope, &request)
+            .await
+            .map_err(CreateError::from_forge)?;
+        let update = RunnerUpdate {
+            github_runner_id: Some(jit.runner_id),
+            ..RunnerUpdate::default()
+        };
+        self.store
+            .update_runner(&runner.name, &update, clock.now())
+            .await
+            .map_err(CreateError::retry)?;
+        self.secrets
+            .put(instance_id, &runner.name, &jit.encoded)
+            .await
+            .map_err(CreateError::retry)
+    }
+
+    /// A creation that cannot succeed: the record goes to `error` and gives its slot back
+    /// (the reaper cleans what was made), and the job is freed so the retried message
+    /// launches a fresh runner.
+    async fn fail(
+        &self,
+        runner: &RunnerRecord,
+        cause: Cause,
+        clock: &Clock,
+    ) -> Result<Handled, ScalerError> {
+        let text = error_chain(cause.as_ref());
+        error!(runner = %runner.name, job_id = runner.job_id, error = %text, "runner creation failed");
+        self.store
+            .fail_creation(&runner.name, clock.now(), &text)
+            .await?;
+        if let Some(job_id) = runner.job_id {
+            self.store.unclaim_job(job_id, &runner.name).await?;
+        }
+        Err(ScalerError::Creation {
+            runner: runner.name.clone(),
+            cause,
+        })
+    }
+}

@@ -1,0 +1,467 @@
+//! The scaler handler: one runner per queued job, never above a pool's `max_runners`.
+//!
+//! A batch goes through three phases. **Prepare**, each message on its own: the job item
+//! is recorded (idempotent), then one transaction claims the job, writes the runner
+//! record and takes a pool slot. **Launch**: the runners of one pool that need an
+//! instance get one EC2 request together (spot first when the pool asks for it, then
+//! on-demand for what spot could not give). **Finish**, each runner on its own: GitHub
+//! registration, JIT config into the instance's secret, `running`.
+//!
+//! The record is written before anything exists outside the table, and each step is
+//! written back to it, so a retried message resumes where the last try stopped and every
+//! crash leaves a record the reaper can clean from. A record another delivery is working
+//! on (`creating`, touched within [`CREATE_LEASE`]) is left to it. A job over capacity
+//! goes back to the queue as a fresh delayed message, so waiting never drops it.
+//! `in_progress` binds the runner to the job; `completed` sends the runner to be reaped.
+
+mod create;
+
+use crate::clock::Clock;
+use crate::config::{Config, PoolConfig, Scope};
+use crate::handlers::error_chain;
+use crate::lifecycle::{InstanceStatus, RunnerStatus};
+use crate::message::{MessageError, MessageKind, QueueMessage};
+use crate::model::{HistoryEntry, JobRecord, JobStatus, RunnerRecord};
+use crate::names;
+use crate::ports::*;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use time::OffsetDateTime;
+use tracing::{error, info, warn, Instrument};
+
+/// How long a `creating` record belongs to the delivery that touched it last. A
+/// retried delivery resumes it only after that, so two deliveries of one job never
+/// create twice; a delivery that died mid-way is resumed once the lease is over.
+pub const CREATE_LEASE: Duration = Duration::from_secs(60);
+
+/// How long a job waits before trying a full pool again, by default.
+pub const CAPACITY_RETRY: Duration = Duration::from_secs(15);
+
+/// Why a message could not be handled; the message is then retried by the queue.
+#[derive(Debug, thiserror::Error)]
+pub enum ScalerError {
+    #[error(transparent)]
+    Message(#[from] MessageError),
+    #[error("pool {0} is not in the configuration")]
+    UnknownPool(String),
+    /// Another delivery is creating this job's runner right now.
+    #[error("runner {0} is being created by another delivery")]
+    InFlight(String),
+    #[error("creating runner {runner} failed")]
+    Creation {
+        runner: String,
+        #[source]
+        cause: Cause,
+    },
+    #[error("re-queueing a job that waits for capacity failed")]
+    Requeue(#[source] QueueError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("handling the message panicked")]
+    Panicked,
+}
+
+/// What handling a message did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Handled {
+    /// A runner is up for the job (launched now, or by an earlier delivery).
+    RunnerUp(String),
+    /// The pool is full: the job went back to the queue, delayed.
+    Deferred,
+    /// The job needed nothing (already running or finished, or not ours).
+    NothingToDo,
+    /// The runner was bound to its job.
+    Bound,
+    /// The runner was sent to be reaped.
+    Released,
+}
+
+/// One queue message of a batch.
+#[derive(Debug, Clone)]
+pub struct BatchItem {
+    pub message_id: String,
+    pub body: String,
+}
+
+/// Where a message stands after the prepare phase.
+enum Step {
+    Done(Handled),
+    /// The runner (in `creating`) needs an instance.
+    Launch(RunnerRecord),
+    /// The runner (in `creating`) has its instance; register it and hand over its config.
+    Finish(RunnerRecord),
+}
+
+type Outcome = Result<Handled, ScalerError>;
+
+/// Creates runners for queued jobs and follows them through their job.
+pub struct Scaler {
+    config: Arc<Config>,
+    store: Arc<dyn RunnerStore>,
+    launcher: Arc<dyn Launcher>,
+    forge: Arc<dyn Forge>,
+    secrets: Arc<dyn JitSecrets>,
+    queue: Arc<dyn JobQueue>,
+    capacity_retry: Duration,
+}
+
+impl Scaler {
+    pub fn new(
+        config: Arc<Config>,
+        store: Arc<dyn RunnerStore>,
+        launcher: Arc<dyn Launcher>,
+        forge: Arc<dyn Forge>,
+        secrets: Arc<dyn JitSecrets>,
+        queue: Arc<dyn JobQueue>,
+    ) -> Scaler {
+        Scaler {
+            config,
+            store,
+            launcher,
+            forge,
+            secrets,
+            queue,
+            capacity_retry: CAPACITY_RETRY,
+        }
+    }
+
+    /// How long a job over capacity waits before it is tried again.
+    pub fn with_capacity_retry(mut self, delay: Duration) -> Scaler {
+        self.capacity_retry = delay;
+        self
+    }
+
+    /// Handles a batch; a bad body or a panic fails that message only. Returns the ids
+    /// of the messages that failed (to be retried by the queue).
+    pub async fn handle_batch(
+        self: &Arc<Self>,
+        items: Vec<BatchItem>,
+        now: OffsetDateTime,
+    ) -> Vec<String> {
+        let mut decoded = Vec::new();
+        let mut failed = Vec::new();
+        for item in items {
+            match QueueMessage::decode(&item.body) {
+                Ok(message) => decoded.push((item.message_id, message)),
+                Err(err) => {
+                    warn!(message_id = %item.message_id, error = %err, "unreadable message; it will be retried, then dead-lettered");
+                    failed.push(item.message_id);
+                }
+            }
+        }
+        for (message_id, outcome) in self.process(decoded, Clock::starting_at(now)).await {
+            if let Err(err) = outcome {
+                warn!(%message_id, error = %error_chain(&err), "message failed; it will be retried");
+                failed.push(message_id);
+            }
+        }
+        failed
+    }
+
+    /// Handles one message, through the same phases as a batch.
+    pub async fn handle(self: &Arc<Self>, message: &QueueMessage, now: OffsetDateTime) -> Outcome {
+        let mut outcomes = self
+            .process(
+                vec![(String::new(), message.clone())],
+                Clock::starting_at(now),
+            )
+            .await;
+        outcomes
+            .pop()
+            .map_or(Err(ScalerError::Panicked), |(_, outcome)| outcome)
+    }
+
+    async fn process(
+        self: &Arc<Self>,
+        messages: Vec<(String, QueueMessage)>,
+        clock: Clock,
+    ) -> Vec<(String, Outcome)> {
+        let prepared = spawn_each(
+            messages,
+            |scaler: Arc<Scaler>, message: QueueMessage| async move {
+                scaler.prepare(&message, &clock).await
+            },
+            self,
+        )
+        .await;
+        let mut outcomes = Vec::new();
+        let mut to_launch: BTreeMap<String, Vec<(String, RunnerRecord)>> = BTreeMap::new();
+        let mut to_finish = Vec::new();
+        for (message_id, step) in prepared {
+            match step {
+                Ok(Step::Done(handled)) => outcomes.push((message_id, Ok(handled))),
+                Ok(Step::Launch(runner)) => to_launch
+                    .entry(runner.pool.clone())
+                    .or_default()
+                    .push((message_id, runner)),
+                Ok(Step::Finish(runner)) => to_finish.push((message_id, runner)),
+                Err(err) => outcomes.push((message_id, Err(err))),
+            }
+        }
+        for (pool, runners) in to_launch {
+            let (launched, failed) = self.launch_pool(&pool, runners, &clock).await;
+            to_finish.extend(launched);
+            outcomes.extend(failed);
+        }
+        let finished = spawn_each(
+            to_finish,
+            |scaler: Arc<Scaler>, runner: RunnerRecord| async move {
+                scaler.finish(runner, &clock).await
+            },
+            self,
+        )
+        .await;
+        outcomes.extend(finished);
+        outcomes
+    }
+
+    async fn prepare(&self, message: &QueueMessage, clock: &Clock) -> Result<Step, ScalerError> {
+        match message.kind {
+            MessageKind::Queued => self.prepare_queued(message, clock).await,
+            MessageKind::InProgress => self.on_in_progress(message, clock).await.map(Step::Done),
+            MessageKind::Completed => self.on_completed(message, clock).await.map(Step::Done),
+        }
+    }
+
+    async fn prepare_queued(
+        &self,
+        message: &QueueMessage,
+        clock: &Clock,
+    ) -> Result<Step, ScalerError> {
+        let pool = self.pool(&message.pool)?;
+        let job = self
+            .store
+            .record_job(&job_record(message, JobStatus::Queued, clock.now()))
+            .await?;
+        if job.status != JobStatus::Queued {
+            return Ok(Step::Done(Handled::NothingToDo));
+        }
+        let runner_name = match job.runner_name {
+            Some(name) => name,
+            None => match self.claim(message, pool, clock).await? {
+                Reservation::Runner(name) => name,
+                Reservation::NotQueued => return Ok(Step::Done(Handled::NothingToDo)),
+                Reservation::PoolFull => return self.defer(message).await,
+            },
+        };
+        let runner = self
+            .store
+            .get_runner(&runner_name)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(runner_name.clone()))?;
+        match runner.status {
+            InstanceStatus::PendingCreate => {
+                let to_creating =
+                    Transition::new(runner.status, InstanceStatus::Creating, clock.now())
+                        .because(format!("launching for job {}", message.job_id));
+                match self.store.transition(&runner_name, &to_creating).await {
+                    Ok(runner) => Ok(Step::Launch(runner)),
+                    Err(StoreError::TransitionRefused { .. }) => {
+                        Err(ScalerError::InFlight(runner_name))
+                    }
+                    Err(err) => Err(err.into()),
+                }
+            }
+            InstanceStatus::Creating if clock.now() - runner.updated_at < CREATE_LEASE => {
+                Err(ScalerError::InFlight(runner_name))
+            }
+            InstanceStatus::Creating if runner.instance_id.is_none() => Ok(Step::Launch(runner)),
+            InstanceStatus::Creating => Ok(Step::Finish(runner)),
+            _ => Ok(Step::Done(Handled::RunnerUp(runner_name))),
+        }
+    }
+
+    /// Claims the job for a new runner record (or finds the runner that claimed it).
+    async fn claim(
+        &self,
+        message: &QueueMessage,
+        pool: &PoolConfig,
+        clock: &Clock,
+    ) -> Result<Reservation, ScalerError> {
+        let now = clock.now();
+        let mut runner = RunnerRecord::new(
+            names::runner_name(&self.config.deployment, &pool.name),
+            pool.name.clone(),
+            now,
+        );
+        runner.labels = pool.labels.clone();
+        runner.ephemeral = pool.ephemeral;
+        runner.job_id = Some(message.job_id);
+        runner.installation_id = message.installation_id;
+        runner.owner = message.owner.clone();
+        runner.repo = (self.config.github.scope == Scope::Repo).then(|| message.repo.clone());
+        runner.reason = Some(format!("job {} queued", message.job_id));
+        runner.history = vec![HistoryEntry::status(
+            now,
+            InstanceStatus::PendingCreate,
+            runner.reason.clone(),
+        )];
+        Ok(
+            match self
+                .store
+                .claim_job(message.job_id, &runner, pool.max_runners)
+                .await?
+            {
+                Claim::Claimed => {
+                    info!(job_id = message.job_id, runner = %runner.name, pool = %pool.name, "runner reserved");
+                    Reservation::Runner(runner.name)
+                }
+                Claim::AlreadyClaimed { runner_name } => Reservation::Runner(runner_name),
+                Claim::NotQueued(_) => Reservation::NotQueued,
+                Claim::PoolFull => Reservation::PoolFull,
+            },
+        )
+    }
+
+    /// The pool is full: the job goes back in line as a fresh, delayed message.
+    async fn defer(&self, message: &QueueMessage) -> Result<Step, ScalerError> {
+        self.queue
+            .send_after(message, self.capacity_retry)
+            .await
+            .map_err(ScalerError::Requeue)?;
+        info!(job_id = message.job_id, pool = %message.pool, retry_in = ?self.capacity_retry, "pool at max_runners; job waits");
+        Ok(Step::Done(Handled::Deferred))
+    }
+
+    fn pool(&self, name: &str) -> Result<&PoolConfig, ScalerError> {
+        self.config
+            .pool(name)
+            .ok_or_else(|| ScalerError::UnknownPool(name.to_owned()))
+    }
+
+    async fn on_in_progress(&self, message: &QueueMessage, clock: &Clock) -> Outcome {
+        let runner_name = message.runner_name.as_deref();
+        let job = job_record(message, JobStatus::InProgress, clock.now());
+        self.store
+            .advance_job(&job, JobStatus::InProgress, runner_name)
+            .await?;
+        let Some(name) = runner_name else {
+            return Ok(Handled::NothingToDo);
+        };
+        let update = RunnerUpdate {
+            runner_status: Some(RunnerStatus::Active),
+            job_id: Some(message.job_id),
+            note: Some(format!("running job {}", message.job_id)),
+            ..RunnerUpdate::default()
+        };
+        match self.store.update_runner(name, &update, clock.now()).await {
+            Ok(_) => {
+                info!(job_id = message.job_id, runner = %name, "runner active");
+                Ok(Handled::Bound)
+            }
+            Err(StoreError::NotFound(_)) => Ok(Handled::NothingToDo),
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    async fn on_completed(&self, message: &QueueMessage, clock: &Clock) -> Outcome {
+        let runner_name = message.runner_name.as_deref();
+        let job = job_record(message, JobStatus::Completed, clock.now());
+        self.store
+            .advance_job(&job, JobStatus::Completed, runner_name)
+            .await?;
+        let Some(name) = runner_name else {
+            return Ok(Handled::NothingToDo);
+        };
+        let Some(runner) = self.store.get_runner(name).await? else {
+            return Ok(Handled::NothingToDo);
+        };
+        if !runner.ephemeral {
+            let update = RunnerUpdate {
+                runner_status: Some(RunnerStatus::Idle),
+                note: Some(format!("job {} completed", message.job_id)),
+                ..RunnerUpdate::default()
+            };
+            self.store.update_runner(name, &update, clock.now()).await?;
+            return Ok(Handled::Bound);
+        }
+        use InstanceStatus::*;
+        if !matches!(runner.status, PendingCreate | Creating | Running | Error) {
+            return Ok(Handled::NothingToDo);
+        }
+        let to_delete = Transition::new(runner.status, PendingDelete, clock.now())
+            .because(format!("job {} completed", message.job_id));
+        match self.store.transition(name, &to_delete).await {
+            Ok(_) => {
+                info!(job_id = message.job_id, runner = %name, "runner to be reaped");
+                Ok(Handled::Released)
+            }
+            // Someone else moved it first (an operator, the reaper): nothing left to do.
+            Err(StoreError::TransitionRefused { .. }) => Ok(Handled::NothingToDo),
+            Err(err) => Err(err.into()),
+        }
+    }
+}
+
+/// What claiming a queued job gave.
+enum Reservation {
+    /// The job's runner (made now, or by an earlier delivery).
+    Runner(String),
+    NotQueued,
+    PoolFull,
+}
+
+/// Runs `work` for each item in its own task, so a panic fails that item only; returns
+/// each item's id with its result, in no particular order.
+async fn spawn_each<T, R, F, Fut>(
+    items: Vec<(String, T)>,
+    work: F,
+    scaler: &Arc<Scaler>,
+) -> Vec<(String, Result<R, ScalerError>)>
+where
+    T: Send + 'static,
+    R: Send + 'static,
+    F: Fn(Arc<Scaler>, T) -> Fut,
+    Fut: std::future::Future<Output = Result<R, ScalerError>> + Send + 'static,
+{
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut ids = std::collections::HashMap::new();
+    for (message_id, item) in items {
+        let span = tracing::info_span!("message", message_id = %message_id);
+        let future = work(Arc::clone(scaler), item);
+        let id = message_id.clone();
+        let task = tasks.spawn(async move { (id, future.await) }.instrument(span));
+        ids.insert(task.id(), message_id);
+    }
+    let mut results = Vec::new();
+    while let Some(joined) = tasks.join_next().await {
+        match joined {
+            Ok(result) => results.push(result),
+            Err(join_error) => {
+                let message_id = ids.remove(&join_error.id()).unwrap_or_default();
+                error!(%message_id, "message handler panicked; it will be retried");
+                results.push((message_id, Err(ScalerError::Panicked)));
+            }
+        }
+    }
+    results
+}
+
+/// Where the runner is registered on GitHub.
+pub fn scope_of(runner: &RunnerRecord) -> RunnerScope {
+    RunnerScope {
+        installation_id: runner.installation_id,
+        owner: runner.owner.clone(),
+        repo: runner.repo.clone(),
+    }
+}
+
+fn job_record(message: &QueueMessage, status: JobStatus, now: OffsetDateTime) -> JobRecord {
+    JobRecord {
+        job_id: message.job_id,
+        status,
+        pool: message.pool.clone(),
+        owner: message.owner.clone(),
+        repo: message.repo.clone(),
+        run_id: message.run_id,
+        installation_id: message.installation_id,
+        labels: message.labels.clone(),
+        runner_name: None,
+        received_at: message.received_at,
+        updated_at: now,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,278 @@
+use super::*;
+use crate::handlers::test_support::{config_with, message, now, World, POOL};
+use crate::memory::{FleetFailure, ForgeFailure};
+
+async fn up(world: &World, job: u64) -> String {
+    match world
+        .scaler()
+        .handle(&message(MessageKind::Queued, job, None), now())
+        .await
+    {
+        Ok(Handled::RunnerUp(name)) => name,
+        other => panic!("no runner for job {job}: {other:?}"),
+    }
+}
+
+fn batch(jobs: impl IntoIterator<Item = u64>) -> Vec<BatchItem> {
+    jobs.into_iter()
+        .map(|job| BatchItem {
+            message_id: format!("m{job}"),
+            body: message(MessageKind::Queued, job, None).encode(),
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn queued_job_gets_one_running_runner_with_its_jit_config_delivered() {
+    let world = World::new(5);
+    let name = up(&world, 1).await;
+    let runner = world.store.runner(&name).expect("record");
+    assert_eq!(runner.status, InstanceStatus::Running);
+    assert_eq!(runner.runner_status, RunnerStatus::Pending);
+    assert!(name.starts_with("eph-linux-"));
+    let instance_id = runner.instance_id.clone().expect("instance recorded");
+    let (secret_owner, _) = world
+        .secrets
+        .get(&instance_id)
+        .expect("JIT config delivered to the instance");
+    assert_eq!(secret_owner, name);
+    assert!(runner.github_runner_id.is_some());
+    assert_eq!(world.store.job(1).and_then(|j| j.runner_name), Some(name));
+    assert_eq!(world.store.slots_used(POOL), 1);
+    let steps: Vec<_> = runner.history.iter().filter_map(|e| e.status).collect();
+    assert_eq!(
+        steps,
+        [
+            InstanceStatus::PendingCreate,
+            InstanceStatus::Creating,
+            InstanceStatus::Running
+        ]
+    );
+}
+
+#[tokio::test]
+async fn duplicate_deliveries_give_one_runner() {
+    let world = World::new(5);
+    let scaler = world.scaler();
+    // In one batch, and again later.
+    let mut items = batch([7, 7, 7]);
+    for (i, item) in items.iter_mut().enumerate() {
+        item.message_id = format!("m{i}");
+    }
+    let failed = scaler.handle_batch(items, now()).await;
+    assert!(failed.len() <= 2, "{failed:?}");
+    scaler
+        .handle(&message(MessageKind::Queued, 7, None), now())
+        .await
+        .expect("handled");
+    assert_eq!(world.store.runners().len(), 1);
+    assert_eq!(world.fleet.launched(), 1);
+    assert_eq!(world.forge.calls().generate_jit_config, 1);
+    assert_eq!(world.store.slots_used(POOL), 1);
+}
+
+#[tokio::test]
+async fn jobs_of_one_pool_in_a_batch_share_one_fleet_request() {
+    let world = World::new(10);
+    let failed = world.scaler().handle_batch(batch(1..=6), now()).await;
+    assert!(failed.is_empty(), "{failed:?}");
+    assert_eq!(world.fleet.launch_calls(), 1);
+    assert_eq!(world.fleet.launch_requests()[0].count, 6);
+    let running = world
+        .store
+        .runners()
+        .into_iter()
+        .filter(|r| r.status == InstanceStatus::Running)
+        .count();
+    assert_eq!(running, 6);
+}
+
+#[tokio::test]
+async fn scale_up_never_exceeds_max_runners_and_defers_the_rest() {
+    let world = World::new(2);
+    let failed = world.scaler().handle_batch(batch(1..=5), now()).await;
+    assert!(
+        failed.is_empty(),
+        "deferred jobs are not failures: {failed:?}"
+    );
+    assert_eq!(world.fleet.launched(), 2);
+    assert_eq!(world.store.slots_used(POOL), 2);
+    let deferred: Vec<u64> = world.queue.sent().iter().map(|m| m.job_id).collect();
+    assert_eq!(deferred.len(), 3, "jobs over capacity go back to the queue");
+    assert!(world.queue.delays().iter().all(|d| *d == CAPACITY_RETRY));
+}
+
+#[tokio::test]
+async fn spot_capacity_error_falls_back_to_on_demand() {
+    let mut world = World::new(5);
+    world.config = config_with(5, "    spot: true\n");
+    world
+        .fleet
+        .fail_market_with(Market::Spot, Some(FleetFailure::CapacityUnavailable));
+    let failed = world.scaler().handle_batch(batch(1..=3), now()).await;
+    assert!(failed.is_empty(), "{failed:?}");
+    let requests = world.fleet.launch_requests();
+    assert_eq!(
+        requests.len(),
+        1,
+        "only the on-demand request made instances"
+    );
+    assert_eq!(
+        (requests[0].market, requests[0].count),
+        (Market::OnDemand, 3)
+    );
+    assert_eq!(
+        world.fleet.launch_calls(),
+        2,
+        "one spot request, one fallback"
+    );
+}
+
+#[tokio::test]
+async fn partial_spot_launch_is_topped_up_on_demand() {
+    let mut world = World::new(5);
+    world.config = config_with(5, "    spot: true\n");
+    world.fleet.cap_launches(Some(2));
+    let failed = world.scaler().handle_batch(batch(1..=3), now()).await;
+    assert!(failed.is_empty(), "{failed:?}");
+    let requests: Vec<_> = world
+        .fleet
+        .launch_requests()
+        .into_iter()
+        .map(|r| (r.market, r.count))
+        .collect();
+    assert_eq!(requests, [(Market::Spot, 3), (Market::OnDemand, 1)]);
+}
+
+#[tokio::test]
+async fn transient_failure_is_retried_after_the_lease_and_reuses_the_instance() {
+    let world = World::new(5);
+    let scaler = world.scaler();
+    world.forge.fail_next_with(1, ForgeFailure::Transient);
+    let first = scaler
+        .handle(&message(MessageKind::Queued, 3, None), now())
+        .await;
+    assert!(
+        matches!(first, Err(ScalerError::Creation { .. })),
+        "{first:?}"
+    );
+    let half_done = world.store.runners().pop().expect("record");
+    assert_eq!(half_done.status, InstanceStatus::Creating);
+    assert!(half_done.instance_id.is_some());
+
+    let too_soon = scaler
+        .handle(&message(MessageKind::Queued, 3, None), now())
+        .await;
+    assert!(
+        matches!(too_soon, Err(ScalerError::InFlight(_))),
+        "{too_soon:?}"
+    );
+    let later = now() + CREATE_LEASE + Duration::from_secs(1);
+    let retried = scaler
+        .handle(&message(MessageKind::Queued, 3, None), later)
+        .await
+        .expect("retry works");
+    assert_eq!(retried, Handled::RunnerUp(half_done.name.clone()));
+    assert_eq!(world.fleet.launched(), 1, "the retry reused the instance");
+    assert_eq!(
+        world.store.runner(&half_done.name).map(|r| r.status),
+        Some(InstanceStatus::Running)
+    );
+}
+
+#[tokio::test]
+async fn capacity_error_releases_the_slot_at_once_and_frees_the_job_for_a_retry() {
+    let world = World::new(1);
+    let scaler = world.scaler();
+    world
+        .fleet
+        .fail_launch_with(Some(FleetFailure::CapacityUnavailable));
+    let failed = scaler
+        .handle(&message(MessageKind::Queued, 4, None), now())
+        .await;
+    assert!(failed.is_err());
+    let broken = world.store.runners().pop().expect("record");
+    assert_eq!(broken.status, InstanceStatus::Error);
+    assert!(!broken.slot_held);
+    assert!(
+        broken
+            .last_error
+            .as_deref()
+            .unwrap_or("")
+            .contains("capacity"),
+        "{broken:?}"
+    );
+    assert_eq!(
+        world.store.slots_used(POOL),
+        0,
+        "slot given back when the launch failed"
+    );
+    assert_eq!(world.store.job(4).and_then(|j| j.runner_name), None);
+
+    world.fleet.fail_launch_with(None);
+    scaler
+        .handle(&message(MessageKind::Queued, 4, None), now())
+        .await
+        .expect("retry launches afresh");
+    assert_eq!(world.store.runners().len(), 2);
+    assert_eq!(world.store.slots_used(POOL), 1);
+}
+
+#[tokio::test]
+async fn in_progress_binds_and_completed_sends_the_runner_to_be_reaped() {
+    let world = World::new(5);
+    let scaler = world.scaler();
+    let name = up(&world, 9).await;
+    scaler
+        .handle(&message(MessageKind::InProgress, 9, Some(&name)), now())
+        .await
+        .expect("bound");
+    let active = world.store.runner(&name).expect("record");
+    assert_eq!(active.runner_status, RunnerStatus::Active);
+    assert_eq!(
+        world.store.job(9).map(|j| j.status),
+        Some(JobStatus::InProgress)
+    );
+
+    let released = scaler
+        .handle(&message(MessageKind::Completed, 9, Some(&name)), now())
+        .await
+        .expect("released");
+    assert_eq!(released, Handled::Released);
+    let record = world.store.runner(&name).expect("record");
+    assert_eq!(record.status, InstanceStatus::PendingDelete);
+    assert_eq!(record.reason.as_deref(), Some("job 9 completed"));
+    assert_eq!(
+        world.store.job(9).map(|j| j.status),
+        Some(JobStatus::Completed)
+    );
+}
+
+#[tokio::test]
+async fn queued_arriving_after_completed_launches_nothing() {
+    let world = World::new(5);
+    let scaler = world.scaler();
+    scaler
+        .handle(&message(MessageKind::Completed, 11, None), now())
+        .await
+        .expect("handled");
+    let handled = scaler
+        .handle(&message(MessageKind::Queued, 11, None), now())
+        .await
+        .expect("handled");
+    assert_eq!(handled, Handled::NothingToDo);
+    assert_eq!(world.fleet.launch_calls(), 0);
+}
+
+#[tokio::test]
+async fn poison_message_fails_alone_in_its_batch() {
+    let world = World::new(10);
+    let mut items = batch(1..=9);
+    items.push(BatchItem {
+        message_id: "poison".into(),
+        body: "{\"v\": 9}".into(),
+    });
+    let failed = world.scaler().handle_batch(items, now()).await;
+    assert_eq!(failed, vec!["poison".to_owned()]);
+    assert_eq!(world.store.runners().len(), 9);
+}

@@ -1,0 +1,167 @@
+//! `config validate` on broken files (each error names the file, the line and the
+//! field) and `config push` into the deployment's SSM parameter on moto.
+
+use super::{config_yaml, ephemera, stderr_of, stdout_of, Scratch};
+use ephemera_tests::moto::Moto;
+use ephemera_tests::pipeline::DEPLOYMENT;
+
+/// Each broken fixture, and the `FILE:LINE: FIELD: ` its error must start with.
+const BROKEN: [(&str, &str); 6] = [
+    (
+        "unknown-key.yaml",
+        ":9: pools[0].max_runner: unknown field `max_runner`",
+    ),
+    (
+        "bad-duration.yaml",
+        ":11: pools[0].bootstrap_timeout: \"20 minutes\" has unknown unit",
+    ),
+    (
+        "min-idle-above-max.yaml",
+        ":9: pools[0].min_idle: 5 is above max_runners (4)",
+    ),
+    (
+        "duplicate-pool.yaml",
+        ":11: pools[1].name: duplicate pool name \"linux-x64\"",
+    ),
+    (
+        "shadowed-pool.yaml",
+        ":13: pools[1].labels: pool \"gpu\" can never get a job",
+    ),
+    (
+        "wrong-type.yaml",
+        ":8: pools[0].max_runners: invalid type: string \"many\"",
+    ),
+];
+
+#[test]
+fn validate_names_file_line_and_field_of_every_broken_file() -> anyhow::Result<()> {
+    for (file, expected) in BROKEN {
+        let path = format!("tests/fixtures/config/{file}");
+        let out = ephemera()?
+            .args(["config", "validate", &path])
+            .assert()
+            .code(7);
+        let err = stderr_of(out.get_output());
+        let first = err.lines().next().unwrap_or_default();
+        assert!(
+            first.starts_with(&format!("error: {path}{expected}")),
+            "{file}: {err}"
+        );
+        assert!(stdout_of(out.get_output()).is_empty(), "{file}");
+    }
+    let out = ephemera()?
+        .args(["config", "validate", "infra/config.example.yaml"])
+        .assert()
+        .success();
+    assert_eq!(
+        stdout_of(out.get_output()),
+        "infra/config.example.yaml: valid (deployment ephemera, 1 pool: linux-x64)\n"
+    );
+    ephemera()?
+        .args(["config", "validate", "tests/fixtures/config/missing.yaml"])
+        .assert()
+        .code(1);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_validates_then_writes_the_parameter() -> anyhow::Result<()> {
+    let moto = Moto::start().await?;
+    let scratch = Scratch::new()?;
+    let good = config_yaml(DEPLOYMENT, "https://api.github.com");
+    let file = scratch.write("config.yaml", &good)?;
+    let parameter = "/eph/config";
+    let push = |file: &std::path::Path| -> anyhow::Result<assert_cmd::Command> {
+        let mut command = ephemera()?;
+        command.args(["config", "push"]).arg(file).args([
+            "--config-parameter",
+            parameter,
+            "--endpoint-url",
+            &moto.endpoint,
+            "--region",
+            "us-east-1",
+        ]);
+        Ok(command)
+    };
+
+    let out = push(&file)?.assert().success();
+    assert!(stdout_of(out.get_output()).contains(&format!("to {parameter} (version 1)")));
+    let sdk = ephemera_aws::sdk_config(&ephemera_aws::AwsSettings::emulator(&moto.endpoint)).await;
+    let ssm = aws_sdk_ssm::Client::new(&sdk);
+    let stored = ssm.get_parameter().name(parameter).send().await?;
+    assert_eq!(
+        stored.parameter().and_then(|p| p.value()),
+        Some(good.as_str())
+    );
+
+    let out = push(&file)?.assert().success();
+    assert!(stdout_of(out.get_output()).contains("nothing to push"));
+
+    let other = scratch.write(
+        "other.yaml",
+        &config_yaml("other", "https://api.github.com"),
+    )?;
+    let out = push(&other)?.assert().code(6);
+    assert!(stderr_of(out.get_output()).contains("--allow-deployment-change"));
+
+    let broken = scratch.write(
+        "broken.yaml",
+        &good.replace("max_runners: 10", "max_runners: 0"),
+    )?;
+    let out = push(&broken)?.assert().code(7);
+    assert!(stderr_of(out.get_output()).contains(":8: pools[0].max_runners: must be at least 1"));
+
+    let stored = ssm.get_parameter().name(parameter).send().await?;
+    assert_eq!(
+        stored.parameter().and_then(|p| p.value()),
+        Some(good.as_str()),
+        "unchanged"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_finds_the_parameter_through_the_stack_outputs() -> anyhow::Result<()> {
+    let moto = Moto::start().await?;
+    let sdk = ephemera_aws::sdk_config(&ephemera_aws::AwsSettings::emulator(&moto.endpoint)).await;
+    let template = serde_json::json!({
+        "Resources": {
+            "ConfigParameter": {
+                "Type": "AWS::SSM::Parameter",
+                "Properties": { "Name": "/ephemera/eph/config", "Type": "String", "Value": "-" }
+            }
+        },
+        "Outputs": {
+            "ConfigParameterName": { "Value": { "Ref": "ConfigParameter" } },
+            "TableName": { "Value": "eph-runners" }
+        }
+    });
+    aws_sdk_cloudformation::Client::new(&sdk)
+        .create_stack()
+        .stack_name("eph-stack")
+        .template_body(template.to_string())
+        .send()
+        .await?;
+    let scratch = Scratch::new()?;
+    let good = config_yaml(DEPLOYMENT, "https://api.github.com");
+    let file = scratch.write("config.yaml", &good)?;
+    let out = ephemera()?
+        .args(["config", "push"])
+        .arg(&file)
+        .args(["--stack", "eph-stack", "--endpoint-url", &moto.endpoint])
+        .args(["--region", "us-east-1"])
+        .assert()
+        .success();
+    assert!(stdout_of(out.get_output()).contains("to /ephemera/eph/config (version 2)"));
+    let ssm = aws_sdk_ssm::Client::new(&sdk);
+    let stored = ssm
+        .get_parameter()
+        .name("/ephemera/eph/config")
+        .send()
+        .await?;
+    assert_eq!(
+        stored.parameter().and_then(|p| p.value()),
+        Some(good.as_str())
+    );
+    Ok(())
+}

@@ -1,0 +1,260 @@
+//! The scaler on moto + the simulator: a burst with duplicate deliveries through
+//! concurrent scaler loops never exceeds max_runners and gives every job exactly one
+//! runner; spot capacity errors fall back to on-demand; a poison message fails alone
+//! and is dead-lettered; and what a batch costs in AWS calls.
+
+use ephemera_core::lifecycle::InstanceStatus;
+use ephemera_core::ports::{Fleet, InstanceState, RunnerStore};
+use ephemera_tests::calls::is_dynamodb_write;
+use ephemera_tests::pipeline::{Pipeline, PipelineOptions, LABELS};
+use ephemera_tests::sim::SimFaults;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+const POOL: &str = "linux-x64";
+
+/// Instances of the deployment that are not (being) terminated.
+async fn live_instances(p: &Pipeline) -> anyhow::Result<usize> {
+    let instances = p.fleet.inner().describe().await?;
+    Ok(instances
+        .iter()
+        .filter(|i| {
+            !matches!(
+                i.state,
+                InstanceState::Terminated | InstanceState::ShuttingDown
+            )
+        })
+        .count())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn burst_of_200_jobs_with_duplicates_never_exceeds_max_runners_and_runs_each_once(
+) -> anyhow::Result<()> {
+    let options = PipelineOptions {
+        max_runners: 50,
+        scaler_loops: 4,
+        job_duration: Duration::from_millis(500),
+        pickup_delay: Duration::from_millis(100),
+        github_faults: SimFaults {
+            seed: 7,
+            duplicate_webhooks: 0.3,
+            ..SimFaults::default()
+        },
+        ..PipelineOptions::default()
+    };
+    let p = Arc::new(Pipeline::start(options).await?);
+
+    // Watch continuously: live instances in EC2 and the pool's slot counter.
+    let peak = Arc::new(AtomicUsize::new(0));
+    let watching = {
+        let (p, peak) = (p.clone(), peak.clone());
+        tokio::spawn(async move {
+            loop {
+                let live = live_instances(&p).await.unwrap_or(0);
+                let slots = p
+                    .store
+                    .get_pool(POOL)
+                    .await
+                    .map(|pool| pool.slots_used as usize)
+                    .unwrap_or(0);
+                peak.fetch_max(live.max(slots), Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+    };
+
+    let mut jobs = Vec::new();
+    for _ in 0..200 {
+        jobs.push(p.sim.create_job("octo-org", "app", &LABELS, None).await?);
+    }
+    let limit = Duration::from_secs(300);
+    p.wait_for(
+        "every job to complete and every runner to be reaped",
+        limit,
+        || async {
+            let sim = p.sim.snapshot();
+            let done = jobs.iter().all(|id| sim.jobs[id].status == "completed");
+            let reaped =
+                p.store.get_pool(POOL).await?.slots_used == 0 && live_instances(&p).await? == 0;
+            Ok((done && reaped).then_some(()))
+        },
+    )
+    .await?;
+    watching.abort();
+
+    let peak = peak.load(Ordering::SeqCst);
+    assert!(peak <= 50, "at some moment {peak} runners were live");
+    let sim = p.sim.snapshot();
+    let mut runners_used = HashSet::new();
+    for id in &jobs {
+        let job = &sim.jobs[id];
+        assert_eq!(
+            job.conclusion.as_deref(),
+            Some("success"),
+            "job {id}: {job:?}"
+        );
+        let runner = job.runner_name.clone().expect("ran on a runner");
+        assert!(runners_used.insert(runner), "two jobs on one runner");
+    }
+    assert_eq!(sim.counters.jobs_killed, 0);
+    assert_eq!(
+        sim.counters.runners_registered, 200,
+        "exactly one runner per job, duplicates included"
+    );
+    assert!(
+        sim.runners.is_empty(),
+        "runners left on GitHub: {}",
+        sim.runners.len()
+    );
+    let instances = p.fleet.inner().describe().await?;
+    assert_eq!(instances.len(), 200, "one instance per job");
+    for id in &jobs {
+        let runner = p.runner_for_job(*id).await?.expect("job has its runner");
+        assert_eq!(runner.status, InstanceStatus::Deleted, "{}", runner.name);
+    }
+
+    let runners = 200.0;
+    let writes = p.calls.sum("DynamoDB", is_dynamodb_write) as f64;
+    let ssm = p.calls.sum("SSM", |_| true) as f64;
+    let launches = p.fleet.launch_calls();
+    println!(
+        "burst of 200 (peak {peak} live): DynamoDB writes/runner {:.1}, SSM calls/runner {:.1}, EC2 launch requests {launches} ({:.1} instances each)",
+        writes / runners,
+        ssm / runners,
+        runners / f64::from(launches)
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spot_capacity_error_falls_back_to_on_demand_and_says_so() -> anyhow::Result<()> {
+    ephemera_tests::logs::capture();
+    let options = PipelineOptions {
+        pool_extra: "    spot: true\n".to_owned(),
+        ..PipelineOptions::default()
+    };
+    let p = Pipeline::start(options).await?;
+    p.fleet.fail_spot(1);
+    let job_id = p.sim.create_job("octo-org", "app", &LABELS, None).await?;
+    let runner = p
+        .wait_for(
+            "the runner to be running",
+            Duration::from_secs(60),
+            || async {
+                Ok(p.runner_for_job(job_id)
+                    .await?
+                    .filter(|r| r.instance_id.is_some() && r.status != InstanceStatus::Creating))
+            },
+        )
+        .await?;
+    let instance_id = runner.instance_id.expect("instance");
+    let ec2 = aws_sdk_ec2::Client::new(&p.sdk);
+    let described = ec2
+        .describe_instances()
+        .instance_ids(&instance_id)
+        .send()
+        .await?;
+    let instance = described.reservations()[0].instances()[0].clone();
+    assert_eq!(
+        instance.instance_lifecycle(),
+        None,
+        "an on-demand instance (spot would say so)"
+    );
+    assert_eq!(
+        p.fleet.launch_calls(),
+        2,
+        "one spot request, one on-demand fallback"
+    );
+    let logs = ephemera_tests::logs::captured();
+    assert!(
+        logs.contains("spot capacity unavailable; falling back to on-demand"),
+        "the fallback is logged"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn poison_message_fails_alone_in_a_batch_of_ten_and_reaches_the_dlq() -> anyhow::Result<()> {
+    let options = PipelineOptions {
+        drain_queue: false,
+        ..PipelineOptions::default()
+    };
+    let mut p = Pipeline::start(options).await?;
+    let mut jobs = Vec::new();
+    for _ in 0..9 {
+        jobs.push(p.sim.create_job("octo-org", "app", &LABELS, None).await?);
+    }
+    let sqs = aws_sdk_sqs::Client::new(&p.sdk);
+    sqs.send_message()
+        .queue_url(p.queue.queue_url())
+        .message_body("{\"v\": 1, \"kind\": \"bogus\"}")
+        .send()
+        .await?;
+    p.wait_for(
+        "ten messages in the queue",
+        Duration::from_secs(30),
+        || async { Ok((p.queue.approximate_depth().await? == 10).then_some(())) },
+    )
+    .await?;
+    p.calls.reset();
+    p.start_draining();
+
+    p.wait_for(
+        "the nine jobs to complete",
+        Duration::from_secs(60),
+        || async {
+            let sim = p.sim.snapshot();
+            Ok(jobs
+                .iter()
+                .all(|id| sim.jobs[id].conclusion.as_deref() == Some("success"))
+                .then_some(()))
+        },
+    )
+    .await?;
+    assert_eq!(
+        p.fleet.launch_calls(),
+        1,
+        "nine runners of one pool in one batch: one CreateFleet"
+    );
+    assert_eq!(p.calls.count("EC2", "CreateFleet"), 1);
+    assert_eq!(
+        p.calls.count("EC2", "DescribeInstances"),
+        0,
+        "no DescribeInstances on the launch path"
+    );
+
+    let dlq_url = sqs
+        .get_queue_url()
+        .queue_name(format!("{}-jobs-dlq", ephemera_tests::pipeline::DEPLOYMENT))
+        .send()
+        .await?;
+    let dlq_url = dlq_url.queue_url().unwrap_or_default().to_owned();
+    let dead = p
+        .wait_for(
+            "the poison message in the DLQ",
+            Duration::from_secs(90),
+            || async {
+                let got = sqs
+                    .receive_message()
+                    .queue_url(&dlq_url)
+                    .max_number_of_messages(10)
+                    .send()
+                    .await?;
+                Ok(got
+                    .messages()
+                    .first()
+                    .and_then(|m| m.body())
+                    .map(str::to_owned))
+            },
+        )
+        .await?;
+    assert!(dead.contains("bogus"));
+    let mut by_operation = BTreeMap::new();
+    for (service, operation, n) in p.calls.all() {
+        by_operation.insert(format!("{service}:{operation}"), n);
+    }
+    println!("calls for a batch of 9 jobs + 1 poison message: {by_operation:?}");
+    Ok(())
+}

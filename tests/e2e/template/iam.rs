@@ -1,0 +1,282 @@
+//! The IAM posture of template.yaml, read from the CloudFormation that aws-sam-translator
+//! makes of it (so the permissions and Function URL that SAM generates are seen too):
+//! no wildcard actions, EC2 mutations only on this deployment's tagged resources, the
+//! runner instance role limited to JIT parameters and to instances, the webhook the only
+//! public entry point, and the user data exactly infra/runner/bootstrap.sh.
+
+use anyhow::{ensure, Context};
+use ephemera_tests::pipeline::workspace_path;
+use ephemera_tests::stack::{template_path, translate_template};
+use serde_json::Value;
+
+/// EC2 actions that create, change or destroy instances or their tags.
+const EC2_MUTATIONS: [&str; 4] = [
+    "ec2:RunInstances",
+    "ec2:CreateFleet",
+    "ec2:TerminateInstances",
+    "ec2:CreateTags",
+];
+
+/// Resource types a launch uses, or makes only as part of an instance: a statement naming
+/// only these cannot start an instance by itself (that also needs `instance/*` and the
+/// launch template, which are conditioned on the deployment tag).
+const USED_BY_A_LAUNCH: [&str; 7] = [
+    ":image/",
+    ":subnet/",
+    ":security-group/",
+    ":network-interface/",
+    ":volume/",
+    ":spot-instances-request/",
+    ":fleet/",
+];
+
+fn as_list(value: &Value) -> Vec<&Value> {
+    match value {
+        Value::Array(items) => items.iter().collect(),
+        Value::Null => Vec::new(),
+        other => vec![other],
+    }
+}
+
+/// Every resource of type `kind`, as (logical id, properties).
+fn resources<'a>(template: &'a Value, kind: &str) -> Vec<(&'a str, &'a Value)> {
+    template["Resources"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(_, r)| r["Type"] == kind)
+        .map(|(id, r)| (id.as_str(), &r["Properties"]))
+        .collect()
+}
+
+/// (role logical id, statement) for every statement of every role's inline policies.
+fn role_statements(template: &Value) -> Vec<(&str, &Value)> {
+    resources(template, "AWS::IAM::Role")
+        .into_iter()
+        .flat_map(|(role, props)| {
+            as_list(&props["Policies"])
+                .into_iter()
+                .flat_map(|p| as_list(&p["PolicyDocument"]["Statement"]))
+                .map(move |s| (role, s))
+        })
+        .collect()
+}
+
+fn actions(statement: &Value) -> Vec<&str> {
+    as_list(&statement["Action"])
+        .into_iter()
+        .filter_map(Value::as_str)
+        .collect()
+}
+
+/// Whether `condition` requires the `ephemera:deployment` tag to be this deployment's.
+fn requires_deployment_tag(condition: &Value) -> bool {
+    condition
+        .as_object()
+        .into_iter()
+        .flat_map(|operators| operators.values())
+        .filter_map(Value::as_object)
+        .flat_map(|keys| keys.iter())
+        .any(|(key, value)| {
+            key.ends_with("Tag/ephemera:deployment")
+                && *value == serde_json::json!({ "Ref": "DeploymentName" })
+        })
+}
+
+async fn translated() -> anyhow::Result<Value> {
+    translate_template(&template_path()).await
+}
+
+#[tokio::test]
+async fn template_posture_holds() -> anyhow::Result<()> {
+    let template = translated().await?;
+    no_action_is_a_wildcard(&template)?;
+    ec2_mutations_need_the_deployment_tag(&template)?;
+    runner_role_reaches_only_jit_parameters_from_an_instance(&template)?;
+    webhook_is_the_only_public_entry_point(&template)?;
+    each_function_has_its_own_role(&template)?;
+    user_data_is_the_bootstrap_script(&template)?;
+    Ok(())
+}
+
+fn no_action_is_a_wildcard(template: &Value) -> anyhow::Result<()> {
+    for (role, statement) in role_statements(template) {
+        ensure!(
+            statement["Effect"] == "Allow",
+            "{role}: only Allow statements"
+        );
+        for action in actions(statement) {
+            ensure!(
+                action != "*" && !action.ends_with(":*"),
+                "{role} allows {action}"
+            );
+        }
+        ensure!(statement.get("NotAction").is_none(), "{role}: NotAction");
+    }
+    for (role, props) in resources(template, "AWS::IAM::Role") {
+        ensure!(
+            props.get("ManagedPolicyArns").is_none(),
+            "{role} has managed policies, whose actions this test cannot see"
+        );
+    }
+    ensure!(resources(template, "AWS::IAM::Policy").is_empty());
+    ensure!(resources(template, "AWS::IAM::ManagedPolicy").is_empty());
+    Ok(())
+}
+
+fn ec2_mutations_need_the_deployment_tag(template: &Value) -> anyhow::Result<()> {
+    let mut conditioned = 0;
+    for (role, statement) in role_statements(template) {
+        let mutations: Vec<&str> = actions(statement)
+            .into_iter()
+            .filter(|a| EC2_MUTATIONS.contains(a))
+            .collect();
+        if mutations.is_empty() {
+            continue;
+        }
+        if requires_deployment_tag(&statement["Condition"]) {
+            conditioned += 1;
+            continue;
+        }
+        // Not conditioned: only launching, only on what a launch uses.
+        let sid = &statement["Sid"];
+        ensure!(
+            mutations
+                .iter()
+                .all(|a| *a == "ec2:RunInstances" || *a == "ec2:CreateFleet"),
+            "{role} {sid}: {mutations:?} without the deployment tag condition"
+        );
+        for resource in as_list(&statement["Resource"]) {
+            let text = resource.to_string();
+            ensure!(
+                USED_BY_A_LAUNCH.iter().any(|t| text.contains(t)),
+                "{role} {sid}: {mutations:?} on {text} without the deployment tag condition"
+            );
+        }
+    }
+    ensure!(
+        conditioned >= 4,
+        "launch, tag on launch and terminate (scaler, reaper)"
+    );
+    Ok(())
+}
+
+fn runner_role_reaches_only_jit_parameters_from_an_instance(
+    template: &Value,
+) -> anyhow::Result<()> {
+    let roles = resources(template, "AWS::IAM::Role");
+    let (_, runner) = roles
+        .iter()
+        .find(|(_, props)| {
+            props["AssumeRolePolicyDocument"]
+                .to_string()
+                .contains("ec2.amazonaws.com")
+        })
+        .context("no role for EC2 instances")?;
+    let statements: Vec<&Value> = as_list(&runner["Policies"])
+        .into_iter()
+        .flat_map(|p| as_list(&p["PolicyDocument"]["Statement"]))
+        .collect();
+    ensure!(!statements.is_empty());
+    for statement in statements {
+        let mut acts = actions(statement);
+        acts.sort_unstable();
+        ensure!(
+            acts == ["ssm:DeleteParameter", "ssm:GetParameter"],
+            "{acts:?}"
+        );
+        let resource = statement["Resource"].to_string();
+        ensure!(
+            resource.contains(":parameter/ephemera/${DeploymentName}/jit/*"),
+            "runner role reaches {resource}"
+        );
+        let condition = &statement["Condition"];
+        let source = &condition["ArnLike"]["ec2:SourceInstanceARN"];
+        ensure!(
+            source.to_string().contains(":instance/*"),
+            "credentials usable off the instance: {condition}"
+        );
+        ensure!(requires_deployment_tag(condition), "{condition}");
+    }
+    Ok(())
+}
+
+fn webhook_is_the_only_public_entry_point(template: &Value) -> anyhow::Result<()> {
+    let kinds: Vec<&str> = template["Resources"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(_, r)| r["Type"].as_str())
+        .collect();
+    ensure!(
+        !kinds.iter().any(|k| k.starts_with("AWS::ApiGateway")),
+        "an API Gateway in {kinds:?}"
+    );
+    let urls = resources(template, "AWS::Lambda::Url");
+    ensure!(urls.len() == 1, "{} Function URLs", urls.len());
+    let (_, url) = urls[0];
+    ensure!(url["AuthType"] == "NONE");
+    ensure!(url["TargetFunctionArn"] == serde_json::json!({ "Ref": "WebhookFunction" }));
+    for (id, permission) in resources(template, "AWS::Lambda::Permission") {
+        let function = &permission["FunctionName"];
+        match permission["Principal"].as_str() {
+            Some("*") => {
+                ensure!(
+                    *function == serde_json::json!({ "Ref": "WebhookFunction" }),
+                    "{id}"
+                );
+                // Only through the Function URL (the signature is its authentication).
+                ensure!(
+                    permission["FunctionUrlAuthType"] == "NONE"
+                        || permission["InvokedViaFunctionUrl"] == true,
+                    "{id} opens the webhook function beyond its Function URL"
+                );
+            }
+            Some("events.amazonaws.com") => {
+                ensure!(
+                    *function == serde_json::json!({ "Ref": "ReaperFunction" }),
+                    "{id}"
+                );
+                ensure!(
+                    permission.get("SourceArn").is_some(),
+                    "{id}: any rule could invoke"
+                );
+            }
+            other => anyhow::bail!("{id}: unexpected principal {other:?}"),
+        }
+    }
+    Ok(())
+}
+
+fn each_function_has_its_own_role(template: &Value) -> anyhow::Result<()> {
+    let functions = resources(template, "AWS::Lambda::Function");
+    ensure!(functions.len() == 3);
+    let mut roles: Vec<String> = functions
+        .iter()
+        .map(|(_, p)| p["Role"].to_string())
+        .collect();
+    roles.sort();
+    roles.dedup();
+    ensure!(roles.len() == 3, "functions share a role: {roles:?}");
+    Ok(())
+}
+
+fn user_data_is_the_bootstrap_script(template: &Value) -> anyhow::Result<()> {
+    let script = std::fs::read_to_string(workspace_path("infra/runner/bootstrap.sh"))?;
+    let (_, template_props) = resources(template, "AWS::EC2::LaunchTemplate")
+        .into_iter()
+        .next()
+        .context("no launch template")?;
+    let join = &template_props["LaunchTemplateData"]["UserData"]["Fn::Base64"]["Fn::Join"][1];
+    let embedded = join
+        .as_array()
+        .and_then(|parts| parts.last())
+        .and_then(Value::as_str)
+        .context("the user data is not a Fn::Join ending in the script")?;
+    ensure!(
+        embedded == script,
+        "the user data in template.yaml differs from infra/runner/bootstrap.sh: copy the \
+         script into the RunnerLaunchTemplate's UserData (indented) after editing it"
+    );
+    Ok(())
+}

@@ -1,0 +1,273 @@
+//! One job end to end on the stack template.yaml creates in moto: the handlers are wired
+//! exactly as the Lambda functions wire them, from the environment the stack gives each
+//! function (config parameter, table, queue, secrets), so a name that drifts between the
+//! template and the code fails here.
+
+use anyhow::{ensure, Context};
+use aws_sdk_dynamodb::types::TimeToLiveStatus;
+use aws_sdk_ec2::types::LaunchTemplateHttpTokensState;
+use aws_sdk_sqs::types::QueueAttributeName;
+use ephemera_aws::lambda::load_config_parameter;
+use ephemera_aws::{bootstrap::MAX_RECEIVE_COUNT, SsmJitSecrets};
+use ephemera_aws::{read_secret, AwsSettings, DynamoRunnerStore, Ec2Fleet, SqsJobQueue};
+use ephemera_core::handlers::reaper::Reaper;
+use ephemera_core::handlers::scaler::Scaler;
+use ephemera_core::handlers::webhook::WebhookHandler;
+use ephemera_core::lifecycle::InstanceStatus;
+use ephemera_core::ports::{Fleet, InstanceState, RunnerStore};
+use ephemera_core::webhook::WebhookSecrets;
+use ephemera_github::{GitHubApp, GitHubAppConfig};
+use ephemera_tests::moto::Moto;
+use ephemera_tests::pipeline::workspace_path;
+use ephemera_tests::sim::{self, SimConfig};
+use ephemera_tests::stack::{create_stack, template_path, Stack, StackSpec};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const DEPLOYMENT: &str = "tpl";
+const APP_ID: u64 = 4343;
+const WEBHOOK_SECRET: &str = "stack-webhook-secret";
+/// The labels of the template's default pool (linux-arm64).
+const LABELS: [&str; 3] = ["self-hosted", "linux", "ARM64"];
+/// The variables functions/aws/src/lambda.rs reads.
+const LAMBDA_ENV: [&str; 5] = [
+    "EPHEMERA_CONFIG_PARAMETER",
+    "EPHEMERA_TABLE",
+    "EPHEMERA_QUEUE_URL",
+    "EPHEMERA_WEBHOOK_SECRET_ID",
+    "EPHEMERA_GITHUB_KEY_SECRET_ID",
+];
+
+fn env<'a>(stack: &'a Stack, function: &str, name: &str) -> anyhow::Result<&'a str> {
+    stack.function_env(function, name)
+}
+
+/// Every function gets what lambda.rs reads, and the same values the outputs show.
+fn check_function_environment(stack: &Stack) -> anyhow::Result<()> {
+    for function in ["WebhookFunction", "ScalerFunction", "ReaperFunction"] {
+        for name in LAMBDA_ENV {
+            ensure!(
+                !env(stack, function, name)?.is_empty(),
+                "{function}: {name} is empty"
+            );
+        }
+        ensure!(env(stack, function, "EPHEMERA_TABLE")? == stack.output("TableName")?);
+        ensure!(env(stack, function, "EPHEMERA_QUEUE_URL")? == stack.output("QueueUrl")?);
+        ensure!(
+            env(stack, function, "EPHEMERA_CONFIG_PARAMETER")?
+                == stack.output("ConfigParameterName")?
+        );
+    }
+    Ok(())
+}
+
+/// The table, the queue and the launch template are what the code expects of them.
+async fn check_resources(sdk: &aws_config::SdkConfig, stack: &Stack) -> anyhow::Result<()> {
+    let table = stack.output("TableName")?;
+    let dynamodb = aws_sdk_dynamodb::Client::new(sdk);
+    let described = dynamodb.describe_table().table_name(table).send().await?;
+    let indexes = described
+        .table()
+        .map(|t| t.global_secondary_indexes())
+        .unwrap_or_default();
+    ensure!(
+        indexes
+            .iter()
+            .any(|i| i.index_name() == Some(ephemera_aws::items::STATUS_INDEX)),
+        "table {table} lacks the GSI the reaper queries: {indexes:?}"
+    );
+    let ttl = dynamodb
+        .describe_time_to_live()
+        .table_name(table)
+        .send()
+        .await?;
+    let ttl = ttl
+        .time_to_live_description()
+        .context("no TTL description")?;
+    ensure!(ttl.attribute_name() == Some(ephemera_aws::items::TTL));
+    ensure!(ttl.time_to_live_status() == Some(&TimeToLiveStatus::Enabled));
+
+    let sqs = aws_sdk_sqs::Client::new(sdk);
+    let attributes = sqs
+        .get_queue_attributes()
+        .queue_url(stack.output("QueueUrl")?)
+        .attribute_names(QueueAttributeName::RedrivePolicy)
+        .send()
+        .await?;
+    let redrive = attributes
+        .attributes()
+        .and_then(|a| a.get(&QueueAttributeName::RedrivePolicy))
+        .context("the jobs queue has no redrive policy")?;
+    let redrive: serde_json::Value = serde_json::from_str(redrive)?;
+    ensure!(redrive["maxReceiveCount"].as_u64() == Some(u64::from(MAX_RECEIVE_COUNT)));
+    ensure!(redrive["deadLetterTargetArn"]
+        .as_str()
+        .is_some_and(|arn| arn.ends_with(&format!(":{DEPLOYMENT}-jobs-dlq"))));
+
+    let ec2 = aws_sdk_ec2::Client::new(sdk);
+    let versions = ec2
+        .describe_launch_template_versions()
+        .launch_template_name(stack.output("LaunchTemplateName")?)
+        .send()
+        .await?;
+    let data = versions
+        .launch_template_versions()
+        .first()
+        .and_then(|v| v.launch_template_data())
+        .context("the launch template has no data")?;
+    let tokens = data.metadata_options().and_then(|m| m.http_tokens());
+    ensure!(
+        tokens == Some(&LaunchTemplateHttpTokensState::Required),
+        "IMDSv2"
+    );
+    ensure!(
+        data.iam_instance_profile().is_some(),
+        "runner instance profile"
+    );
+    ensure!(data
+        .block_device_mappings()
+        .iter()
+        .all(|m| m.ebs().and_then(|e| e.encrypted()) == Some(true)));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_runs_on_the_stack_template_yaml_creates() -> anyhow::Result<()> {
+    let moto = Moto::start().await?;
+    let sdk = ephemera_aws::sdk_config(&AwsSettings::emulator(&moto.endpoint)).await;
+    let public_key =
+        std::fs::read_to_string(workspace_path("tests/fixtures/github-app-test-key.pub.pem"))?;
+    let private_key =
+        std::fs::read_to_string(workspace_path("tests/fixtures/github-app-test-key.pem"))?;
+    let mut sim_config = SimConfig::new(APP_ID, public_key, WEBHOOK_SECRET, DEPLOYMENT);
+    sim_config.aws_endpoint = Some(moto.endpoint.clone());
+    sim_config.job_duration = Duration::from_millis(500);
+    sim_config.pickup_delay = Duration::from_millis(200);
+    let sim = sim::start(sim_config).await?;
+
+    let spec = StackSpec {
+        stack_name: "ephemera-e2e".into(),
+        deployment: DEPLOYMENT.into(),
+        app_id: APP_ID,
+        github_api_url: sim.url.clone(),
+        webhook_secret: WEBHOOK_SECRET.into(),
+        app_key_pem: private_key,
+        pools_config: None,
+    };
+    let started = Instant::now();
+    let stack = create_stack(&moto, &template_path(), &spec).await?;
+    eprintln!("stack created in {:?}", started.elapsed());
+    for (logical_id, kind) in [
+        ("Table", "AWS::DynamoDB::Table"),
+        ("JobsQueue", "AWS::SQS::Queue"),
+        ("JobsDeadLetterQueue", "AWS::SQS::Queue"),
+        ("ConfigParameter", "AWS::SSM::Parameter"),
+        ("RunnerLaunchTemplate", "AWS::EC2::LaunchTemplate"),
+    ] {
+        ensure!(
+            stack.has_resource(logical_id, kind),
+            "{logical_id} not made by the stack"
+        );
+    }
+    ensure!(
+        stack.stripped_outputs == ["WebhookUrl"],
+        "{:?}",
+        stack.stripped_outputs
+    );
+    check_function_environment(&stack)?;
+    check_resources(&sdk, &stack).await?;
+
+    // Wired as the Lambda entry points wire them, from each function's environment.
+    let ssm = aws_sdk_ssm::Client::new(&sdk);
+    let secrets_manager = aws_sdk_secretsmanager::Client::new(&sdk);
+    let parameter = env(&stack, "ScalerFunction", "EPHEMERA_CONFIG_PARAMETER")?;
+    let config = Arc::new(load_config_parameter(&ssm, parameter).await?);
+    ensure!(config.deployment == DEPLOYMENT && config.github.app_id == APP_ID);
+    let store = Arc::new(DynamoRunnerStore::new(
+        aws_sdk_dynamodb::Client::new(&sdk),
+        env(&stack, "ScalerFunction", "EPHEMERA_TABLE")?,
+    ));
+    let queue = Arc::new(SqsJobQueue::new(
+        aws_sdk_sqs::Client::new(&sdk),
+        env(&stack, "WebhookFunction", "EPHEMERA_QUEUE_URL")?,
+    ));
+    let fleet = Arc::new(Ec2Fleet::new(
+        aws_sdk_ec2::Client::new(&sdk),
+        &config.deployment,
+    ));
+    let jit = Arc::new(SsmJitSecrets::new(ssm.clone(), &config.deployment));
+    let key_id = env(&stack, "ScalerFunction", "EPHEMERA_GITHUB_KEY_SECRET_ID")?;
+    let forge = Arc::new(GitHubApp::new(GitHubAppConfig {
+        api_url: config.github.api_url.clone(),
+        app_id: config.github.app_id,
+        private_key: read_secret(&secrets_manager, key_id).await?,
+        retry: Default::default(),
+    })?);
+    let hook_id = env(&stack, "WebhookFunction", "EPHEMERA_WEBHOOK_SECRET_ID")?;
+    let secrets = WebhookSecrets {
+        current: read_secret(&secrets_manager, hook_id).await?,
+        previous: None,
+    };
+    let handler = Arc::new(WebhookHandler::new(config.clone(), secrets, queue.clone()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let webhook_url = format!("http://{}/webhook", listener.local_addr()?);
+    let mut tasks = tokio::task::JoinSet::new();
+    let router = ephemera_cli::local::webhook_router(handler);
+    tasks.spawn(async move { Ok::<_, anyhow::Error>(axum::serve(listener, router).await?) });
+    sim.set_webhook_url(&webhook_url);
+    let scaler = Arc::new(Scaler::new(
+        config.clone(),
+        store.clone(),
+        fleet.clone(),
+        forge.clone(),
+        jit.clone(),
+        queue.clone(),
+    ));
+    tasks.spawn(ephemera_cli::local::drain_queue(scaler, queue.clone()));
+    let reaper = Arc::new(Reaper::new(
+        config.clone(),
+        store.clone(),
+        fleet.clone(),
+        forge,
+        jit,
+    ));
+    tasks.spawn(ephemera_cli::local::reap_every(
+        reaper,
+        Duration::from_millis(500),
+    ));
+
+    let job_id = sim.create_job("octo-org", "app", &LABELS, None).await?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let runner = loop {
+        let record = match store.get_job(job_id).await?.and_then(|j| j.runner_name) {
+            Some(name) => store.get_runner(&name).await?,
+            None => None,
+        };
+        if let Some(record) = record.filter(|r| r.status == InstanceStatus::Deleted) {
+            break record;
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "job {job_id}: runner not deleted within 60 s"
+        );
+        ensure!(tasks.try_join_next().is_none(), "a pipeline part stopped");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let instance_id = runner.instance_id.context("the runner had no instance")?;
+    let instances = fleet.describe().await?;
+    ensure!(instances.len() == 1, "one job, one instance: {instances:?}");
+    ensure!(instances[0].id == instance_id && instances[0].state == InstanceState::Terminated);
+    ensure!(
+        runner.pool == "linux-arm64",
+        "routed to the template's default pool"
+    );
+    let snapshot = sim.snapshot();
+    ensure!(snapshot.jobs[&job_id].status == "completed");
+    ensure!(snapshot.jobs[&job_id].runner_name.as_deref() == Some(runner.name.as_str()));
+    ensure!(snapshot.counters.jobs_killed == 0 && snapshot.runners.is_empty());
+    ensure!(
+        store.get_pool("linux-arm64").await?.slots_used == 0,
+        "slot released"
+    );
+    Ok(())
+}

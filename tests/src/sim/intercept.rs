@@ -1,0 +1,230 @@
+//! What stands between a REST request and its route: the faults in force (latency,
+//! server errors, the rate-limit window), GitHub's `x-ratelimit-*` headers on every
+//! answer, and the recorder that writes each exchange to a JSONL file for the
+//! conformance check (`tests/conformance`).
+//!
+//! The `/_sim/*` control routes pass straight through: they are not GitHub's.
+
+use super::faults::{RateLimitKind, RestFate};
+use super::Shared;
+use axum::body::{to_bytes, Body};
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Value};
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// Bodies above this are not read (the simulator's own answers are far smaller).
+const MAX_BODY: usize = 4 << 20;
+/// GitHub's hourly budget of an installation.
+const RATE_LIMIT: u64 = 5000;
+const HOUR: Duration = Duration::from_secs(3600);
+const RATE_LIMIT_DOCS: &str =
+    "https://docs.github.com/rest/using-the-rest-api/rate-limits-for-the-rest-api";
+
+/// Where exchanges are written, one JSON object a line.
+pub struct Recorder {
+    file: Mutex<std::fs::File>,
+}
+
+impl Recorder {
+    pub fn create(path: &std::path::Path) -> anyhow::Result<Recorder> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
+        Ok(Recorder {
+            file: Mutex::new(file),
+        })
+    }
+
+    fn write(&self, exchange: &Value) {
+        let mut line = exchange.to_string();
+        line.push('\n');
+        let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        if let Err(error) = file.write_all(line.as_bytes()) {
+            tracing::warn!(error = %error, "cannot record an exchange");
+        }
+    }
+}
+
+/// The middleware: decides the fault, serves (or not), adds headers, records.
+pub async fn intercept(State(sim): State<Arc<Shared>>, request: Request, next: Next) -> Response {
+    let path = request.uri().path().to_owned();
+    if path.starts_with("/_sim/") {
+        return next.run(request).await;
+    }
+    let method = request.method().to_string();
+    let query = request.uri().query().map(str::to_owned);
+    let route = route_of(&path);
+    let (parts, body) = request.into_parts();
+    let request_body = to_bytes(body, MAX_BODY).await.unwrap_or_default();
+
+    let key = format!("{method} {route}");
+    let decided = sim.faults().rest(&key, Instant::now());
+    let (fate, latency) = decided;
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+    let mut response = match fate {
+        RestFate::Serve => {
+            let request = Request::from_parts(parts, Body::from(request_body.clone()));
+            next.run(request).await
+        }
+        RestFate::ServerError(status) => server_error(status),
+        RestFate::RateLimited { kind, until } => rate_limited(kind, until),
+    };
+    if !matches!(fate, RestFate::RateLimited { .. }) {
+        add_budget_headers(&sim, &mut response);
+    }
+    let Some(recorder) = &sim.recorder else {
+        return response;
+    };
+    let (parts, body) = response.into_parts();
+    let response_body = to_bytes(body, MAX_BODY).await.unwrap_or_default();
+    recorder.write(&json!({
+        "method": method,
+        "path": path,
+        "query": query,
+        "route": route,
+        "request_body": as_json(&request_body),
+        "status": parts.status.as_u16(),
+        "response_body": as_json(&response_body),
+        "fault": match fate {
+            RestFate::Serve => Value::Null,
+            RestFate::ServerError(_) => json!("server_error"),
+            RestFate::RateLimited { .. } => json!("rate_limit"),
+        },
+    }));
+    Response::from_parts(parts, Body::from(response_body))
+}
+
+/// The path with its numeric segments (runner, job, installation ids) as `{id}`, so
+/// the n-th call to a route is the same call in every run.
+fn route_of(path: &str) -> String {
+    path.split('/')
+        .map(|segment| {
+            if !segment.is_empty() && segment.bytes().all(|b| b.is_ascii_digit()) {
+                "{id}"
+            } else {
+                segment
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// The body as JSON; an empty body is `null`, anything else that is not JSON a string.
+fn as_json(bytes: &[u8]) -> Value {
+    if bytes.is_empty() {
+        return Value::Null;
+    }
+    serde_json::from_slice(bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(bytes).into_owned()))
+}
+
+fn server_error(status: u16) -> Response {
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let body =
+        json!({ "message": "Server Error", "documentation_url": "https://docs.github.com/rest" });
+    (status, Json(body)).into_response()
+}
+
+/// Whole seconds until `until`, rounded up so a client that waits them is never early.
+fn seconds_until(until: Instant) -> u64 {
+    let left = until.saturating_duration_since(Instant::now());
+    left.as_secs() + u64::from(left.subsec_nanos() > 0)
+}
+
+fn rate_limited(kind: RateLimitKind, until: Instant) -> Response {
+    let wait = seconds_until(until);
+    let mut response = match kind {
+        RateLimitKind::Primary => {
+            let body = json!({ "message": "API rate limit exceeded for installation ID 1.", "documentation_url": RATE_LIMIT_DOCS });
+            (StatusCode::FORBIDDEN, Json(body)).into_response()
+        }
+        RateLimitKind::Secondary | RateLimitKind::TooManyRequests => {
+            let status = if kind == RateLimitKind::Secondary {
+                StatusCode::FORBIDDEN
+            } else {
+                StatusCode::TOO_MANY_REQUESTS
+            };
+            let body = json!({ "message": "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.", "documentation_url": RATE_LIMIT_DOCS });
+            (status, Json(body)).into_response()
+        }
+    };
+    let headers = response.headers_mut();
+    let reset = time::OffsetDateTime::now_utc().unix_timestamp() as u64 + wait;
+    if kind == RateLimitKind::Primary {
+        headers.insert("x-ratelimit-limit", HeaderValue::from(RATE_LIMIT));
+        headers.insert("x-ratelimit-remaining", HeaderValue::from(0));
+        headers.insert("x-ratelimit-used", HeaderValue::from(RATE_LIMIT));
+        headers.insert("x-ratelimit-reset", HeaderValue::from(reset));
+        headers.insert("x-ratelimit-resource", HeaderValue::from_static("core"));
+    } else {
+        headers.insert("retry-after", HeaderValue::from(wait));
+    }
+    response
+}
+
+/// GitHub's budget headers: 5000 calls an hour, in hours counted from the simulator's
+/// start.
+fn add_budget_headers(sim: &Shared, response: &mut Response) {
+    let elapsed = sim.started.elapsed().as_secs();
+    let hour = elapsed / HOUR.as_secs();
+    let used = {
+        let mut budget = sim.budget.lock().unwrap_or_else(|e| e.into_inner());
+        if budget.0 != hour {
+            *budget = (hour, 0);
+        }
+        budget.1 += 1;
+        budget.1
+    };
+    let left_in_hour = HOUR.as_secs() - elapsed % HOUR.as_secs();
+    let reset = time::OffsetDateTime::now_utc().unix_timestamp() as u64 + left_in_hour;
+    let headers = response.headers_mut();
+    headers.insert("x-ratelimit-limit", HeaderValue::from(RATE_LIMIT));
+    headers.insert(
+        "x-ratelimit-remaining",
+        HeaderValue::from(RATE_LIMIT.saturating_sub(used)),
+    );
+    headers.insert("x-ratelimit-used", HeaderValue::from(used));
+    headers.insert("x-ratelimit-reset", HeaderValue::from(reset));
+    headers.insert("x-ratelimit-resource", HeaderValue::from_static("core"));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numeric_segments_become_ids_in_route_keys() {
+        assert_eq!(
+            route_of("/orgs/acme/actions/runners/17"),
+            "/orgs/acme/actions/runners/{id}"
+        );
+        assert_eq!(
+            route_of("/app/installations/1/access_tokens"),
+            "/app/installations/{id}/access_tokens"
+        );
+        assert_eq!(
+            route_of("/orgs/acme2/installation"),
+            "/orgs/acme2/installation"
+        );
+    }
+
+    #[test]
+    fn bodies_are_recorded_as_json_null_or_text() {
+        assert_eq!(as_json(b""), Value::Null);
+        assert_eq!(as_json(br#"{"a":1}"#), json!({"a": 1}));
+        assert_eq!(as_json(b"oops"), json!("oops"));
+    }
+}
