@@ -3,9 +3,10 @@
 //! DynamoDB writes, EC2 launches or SSM calls a job costs.
 
 use aws_smithy_runtime_api::box_error::BoxError;
-use aws_smithy_runtime_api::client::interceptors::context::BeforeSerializationInterceptorContextRef;
+use aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextRef;
 use aws_smithy_runtime_api::client::interceptors::Intercept;
 use aws_smithy_runtime_api::client::orchestrator::Metadata;
+use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_types::config_bag::ConfigBag;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -59,9 +60,11 @@ impl Intercept for CallCounter {
         "CallCounter"
     }
 
-    fn read_before_execution(
+    // Counted per HTTP request sent, so retries count as the calls they are.
+    fn read_before_transmit(
         &self,
-        _context: &BeforeSerializationInterceptorContextRef<'_>,
+        _context: &BeforeTransmitInterceptorContextRef<'_>,
+        _runtime_components: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
         if let Some(metadata) = cfg.load::<Metadata>() {

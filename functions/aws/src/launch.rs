@@ -119,7 +119,7 @@ impl Ec2Fleet {
         let mut call = self
             .client
             .run_instances()
-            .min_count(1)
+            .min_count(count)
             .max_count(count)
             .set_image_id(request.ami.clone())
             .set_instance_type(

@@ -23,6 +23,8 @@ use tracing::{info, warn};
 
 /// Records read per status per run; the rest waits for the next run.
 const BATCH: usize = 100;
+/// Deletions under way at once (each is independent and conditional).
+const PARALLEL_DELETES: usize = 8;
 
 /// What one run did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -47,6 +49,7 @@ enum Outcome {
 }
 
 /// Deletes what was asked to be deleted, and watches runners come online.
+#[derive(Clone)]
 pub struct Reaper {
     config: Arc<Config>,
     store: Arc<dyn RunnerStore>,
@@ -86,17 +89,42 @@ impl Reaper {
             InstanceStatus::PendingForceDelete,
             InstanceStatus::PendingDelete,
         ] {
-            for record in self.store.runners_in_status(status, now, BATCH).await? {
-                if Instant::now() >= deadline {
-                    report.left_for_next_run = true;
-                    return Ok(report);
+            let mut records = self
+                .store
+                .runners_in_status(status, now, BATCH)
+                .await?
+                .into_iter();
+            let mut deleting = tokio::task::JoinSet::new();
+            loop {
+                while deleting.len() < PARALLEL_DELETES {
+                    let Some(record) = records.next() else { break };
+                    if Instant::now() >= deadline {
+                        report.left_for_next_run = true;
+                        break;
+                    }
+                    let reaper = self.clone();
+                    deleting.spawn(
+                        async move { reaper.delete(record, &Clock::starting_at(now)).await },
+                    );
                 }
-                match self.delete(record, &Clock::starting_at(now)).await? {
-                    Outcome::Deleted => report.deleted += 1,
-                    Outcome::Busy => report.busy += 1,
-                    Outcome::BackedOff => report.backed_off += 1,
-                    Outcome::Skipped => {}
+                let Some(joined) = deleting.join_next().await else {
+                    break;
+                };
+                match joined {
+                    Ok(Ok(Outcome::Deleted)) => report.deleted += 1,
+                    Ok(Ok(Outcome::Busy)) => report.busy += 1,
+                    Ok(Ok(Outcome::BackedOff)) => report.backed_off += 1,
+                    Ok(Ok(Outcome::Skipped)) => {}
+                    Ok(Err(err)) => {
+                        warn!(error = %error_chain(&err), "deletion step failed; next run retries it")
+                    }
+                    Err(join_error) => {
+                        warn!(%join_error, "deletion task failed; next run retries it")
+                    }
                 }
+            }
+            if report.left_for_next_run {
+                return Ok(report);
             }
         }
         Ok(report)

@@ -45,9 +45,6 @@ pub enum ScalerError {
     Message(#[from] MessageError),
     #[error("pool {0} is not in the configuration")]
     UnknownPool(String),
-    /// Another delivery is creating this job's runner right now.
-    #[error("runner {0} is being created by another delivery")]
-    InFlight(String),
     #[error("creating runner {runner} failed")]
     Creation {
         runner: String,
@@ -230,6 +227,11 @@ impl Scaler {
         clock: &Clock,
     ) -> Result<Step, ScalerError> {
         let pool = self.pool(&message.pool)?;
+        // A full pool is the common case in a burst: one read decides it, before the job
+        // is recorded or claimed (the claim itself still checks, atomically).
+        if self.store.get_pool(&pool.name).await?.slots_used >= pool.max_runners {
+            return self.defer(message).await;
+        }
         let job = self
             .store
             .record_job(&job_record(message, JobStatus::Queued, clock.now()))
@@ -257,14 +259,16 @@ impl Scaler {
                         .because(format!("launching for job {}", message.job_id));
                 match self.store.transition(&runner_name, &to_creating).await {
                     Ok(runner) => Ok(Step::Launch(runner)),
+                    // Another delivery moved it first and is creating it now.
                     Err(StoreError::TransitionRefused { .. }) => {
-                        Err(ScalerError::InFlight(runner_name))
+                        self.wait_for_other(message, CREATE_LEASE).await
                     }
                     Err(err) => Err(err.into()),
                 }
             }
             InstanceStatus::Creating if clock.now() - runner.updated_at < CREATE_LEASE => {
-                Err(ScalerError::InFlight(runner_name))
+                let left = CREATE_LEASE - (clock.now() - runner.updated_at);
+                self.wait_for_other(message, left.unsigned_abs()).await
             }
             InstanceStatus::Creating if runner.instance_id.is_none() => Ok(Step::Launch(runner)),
             InstanceStatus::Creating => Ok(Step::Finish(runner)),
@@ -312,6 +316,24 @@ impl Scaler {
                 Claim::PoolFull => Reservation::PoolFull,
             },
         )
+    }
+
+    /// Another delivery of this job holds the runner's creation lease: this one comes
+    /// back as a fresh message once the lease is over (by then the runner is up, or the
+    /// other delivery died and this one resumes its work), so it is never dead-lettered
+    /// for waiting.
+    async fn wait_for_other(
+        &self,
+        message: &QueueMessage,
+        left: Duration,
+    ) -> Result<Step, ScalerError> {
+        let delay = left + Duration::from_secs(1);
+        self.queue
+            .send_after(message, delay)
+            .await
+            .map_err(ScalerError::Requeue)?;
+        info!(job_id = message.job_id, retry_in = ?delay, "runner being created by another delivery; checking again later");
+        Ok(Step::Done(Handled::Deferred))
     }
 
     /// The pool is full: the job goes back in line as a fresh, delayed message.
