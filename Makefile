@@ -30,6 +30,7 @@ demo: venv
 test: venv lint lint-infra test-rust conformance
 
 test-rust: venv
+	$(CARGO) build --workspace --bins   # the CLI tests drive the built `ephemera` binary
 	MOTO_SERVER=$(CURDIR)/$(VENV)/bin/moto_server $(CARGO) test --workspace --all-targets
 
 ## conformance: the GitHub simulator's recorded REST exchanges checked against GitHub's
