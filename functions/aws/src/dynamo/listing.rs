@@ -5,13 +5,11 @@
 //! the whole picture of what is live, which is bounded by the pools' sizes and the jobs
 //! not yet expired.
 
-use super::{store_error, DynamoRunnerStore, Expr};
+use super::{DynamoRunnerStore, Expr};
 use crate::items::{self, Item};
-use aws_sdk_dynamodb::types::AttributeValue;
 use ephemera_core::lifecycle::InstanceStatus;
 use ephemera_core::model::{JobRecord, JobStatus, RunnerRecord};
 use ephemera_core::ports::StoreError;
-use std::collections::HashMap;
 use tracing::instrument;
 
 impl DynamoRunnerStore {
@@ -51,30 +49,6 @@ impl DynamoRunnerStore {
     async fn items_in_status(&self, status: &str) -> Result<Vec<Item>, StoreError> {
         let mut expr = Expr::default();
         let key_condition = expr.assign(items::STATUS, items::s(status));
-        let mut found = Vec::new();
-        let mut start: Option<HashMap<String, AttributeValue>> = None;
-        loop {
-            let output = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .index_name(items::STATUS_INDEX)
-                .key_condition_expression(&key_condition)
-                .set_expression_attribute_names(expr.names())
-                .set_expression_attribute_values(expr.values())
-                .scan_index_forward(true)
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(store_error)?;
-            let page = output.items.unwrap_or_default();
-            self.count_read(page.len());
-            found.extend(page);
-            match output.last_evaluated_key {
-                Some(key) if !key.is_empty() => start = Some(key),
-                _ => break,
-            }
-        }
-        Ok(found)
+        self.query_status_index(&expr, &key_condition, None).await
     }
 }

@@ -167,40 +167,59 @@ impl DynamoRunnerStore {
             expr.name(items::NEXT_ATTEMPT_AT),
             expr.value("due", items::millis(due)),
         );
+        let found = self
+            .query_status_index(&expr, &key_condition, Some(limit))
+            .await?;
         let mut runners = Vec::new();
+        for item in &found {
+            if items::kind_of(item) != Some(items::KIND_RUNNER) {
+                warn!(kind = ?items::kind_of(item), "skipping an item that is not a runner in the status index");
+                continue;
+            }
+            runners.push(items::runner_from_item(item)?);
+        }
+        Ok(runners)
+    }
+
+    /// Items of the status index matching `key_condition` (written with `expr`), in
+    /// `next_attempt_at` order, following pages until `limit` items (all when `None`).
+    pub(super) async fn query_status_index(
+        &self,
+        expr: &Expr,
+        key_condition: &str,
+        limit: Option<usize>,
+    ) -> Result<Vec<Item>, StoreError> {
+        let mut found = Vec::new();
         let mut start: Option<HashMap<String, AttributeValue>> = None;
-        while runners.len() < limit {
-            let page_size = i32::try_from(limit - runners.len()).unwrap_or(i32::MAX);
+        loop {
+            let page_size =
+                limit.map(|limit| i32::try_from(limit - found.len()).unwrap_or(i32::MAX));
             let output = self
                 .client
                 .query()
                 .table_name(&self.table)
                 .index_name(items::STATUS_INDEX)
-                .key_condition_expression(&key_condition)
+                .key_condition_expression(key_condition)
                 .set_expression_attribute_names(expr.names())
                 .set_expression_attribute_values(expr.values())
                 .scan_index_forward(true)
-                .limit(page_size)
+                .set_limit(page_size)
                 .set_exclusive_start_key(start.take())
                 .send()
                 .await
                 .map_err(store_error)?;
             let page = output.items.unwrap_or_default();
             self.count_read(page.len());
-            for item in &page {
-                if items::kind_of(item) != Some(items::KIND_RUNNER) {
-                    warn!(kind = ?items::kind_of(item), "skipping an item that is not a runner in the status index");
-                    continue;
-                }
-                runners.push(items::runner_from_item(item)?);
+            found.extend(page);
+            if limit.is_some_and(|limit| found.len() >= limit) {
+                break;
             }
             match output.last_evaluated_key {
                 Some(key) if !key.is_empty() => start = Some(key),
                 _ => break,
             }
         }
-        runners.truncate(limit);
-        Ok(runners)
+        Ok(found)
     }
 }
 
