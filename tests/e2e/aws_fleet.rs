@@ -163,7 +163,8 @@ async fn ssm_jit_secret_is_put_overwritten_and_deleted_idempotently() -> anyhow:
     let moto = Moto::start().await?;
     let config = sdk_config(&AwsSettings::emulator(&moto.endpoint)).await;
     let ssm = aws_sdk_ssm::Client::new(&config);
-    let secrets = SsmJitSecrets::new(ssm.clone(), "eph");
+    let secrets = SsmJitSecrets::new(ssm.clone(), "eph")
+        .with_instance_arn_prefix("arn:aws:ec2:eu-west-1:111122223333:instance/");
     let name = jit_parameter_name("eph", "i-0abc");
     let read = |ssm: aws_sdk_ssm::Client, name: String| async move {
         ssm.get_parameter()
@@ -194,6 +195,11 @@ async fn ssm_jit_secret_is_put_overwritten_and_deleted_idempotently() -> anyhow:
     assert_eq!(tag(tags::DEPLOYMENT).as_deref(), Some("eph"));
     assert_eq!(tag(tags::RUNNER).as_deref(), Some("eph-linux-a"));
     assert_eq!(tag(tags::INSTANCE_ID).as_deref(), Some("i-0abc"));
+    // What the runner role's policy compares with ${ec2:SourceInstanceARN}.
+    assert_eq!(
+        tag(tags::INSTANCE_ARN).as_deref(),
+        Some("arn:aws:ec2:eu-west-1:111122223333:instance/i-0abc")
+    );
 
     secrets
         .put("i-0abc", "eph-linux-a", &SecretString::from("second"))

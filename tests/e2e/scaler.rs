@@ -120,6 +120,22 @@ async fn burst_of_200_jobs_with_duplicates_never_exceeds_max_runners_and_runs_ea
                 );
             }
         }
+        let mut stuck = Vec::new();
+        for id in jobs
+            .iter()
+            .filter(|id| sim.jobs[id].status == "queued")
+            .take(5)
+        {
+            stuck.push((
+                id,
+                p.store
+                    .get_job(*id)
+                    .await?
+                    .map(|j| (j.status, j.runner_name)),
+            ));
+        }
+        println!("queued jobs in the table: {stuck:?}");
+        println!("webhook deliveries: {:?}", sim.counters);
         println!("a reaper run now: {:?}", p.reap_once().await);
         anyhow::bail!("{err}: jobs {by_status:?}, slots {slots}, live instances {live}, queue depth {depth}, registered {}", sim.counters.runners_registered);
     }

@@ -35,6 +35,7 @@ pub const INSTALLATION_ID: &str = "installation_id";
 pub const OWNER: &str = "owner";
 pub const REPO: &str = "repo";
 pub const CREATED_AT: &str = "created_at";
+pub const JOB_QUEUED_AT: &str = "job_queued_at";
 pub const UPDATED_AT: &str = "updated_at";
 pub const REASON: &str = "reason";
 pub const ATTEMPTS: &str = "attempts";
@@ -133,6 +134,11 @@ pub fn runner_to_item(runner: &RunnerRecord) -> Item {
     put_opt(&mut item, INSTANCE_ID, runner.instance_id.as_deref().map(s));
     put_opt(&mut item, GITHUB_RUNNER_ID, runner.github_runner_id.map(n));
     put_opt(&mut item, JOB_ID, runner.job_id.map(n));
+    put_opt(
+        &mut item,
+        JOB_QUEUED_AT,
+        runner.job_queued_at.map(timestamp),
+    );
     put_opt(&mut item, INSTALLATION_ID, runner.installation_id.map(n));
     put_opt(&mut item, REPO, runner.repo.as_deref().map(s));
     put_opt(&mut item, REASON, runner.reason.as_deref().map(s));
@@ -271,6 +277,13 @@ impl<'a> Reader<'a> {
             .map_err(|_| self.corrupt(format!("{name} {value:?} is not an RFC 3339 time")))
     }
 
+    fn opt_timestamp(&self, name: &str) -> Result<Option<OffsetDateTime>, StoreError> {
+        match self.item.get(name) {
+            None => Ok(None),
+            Some(_) => self.timestamp(name).map(Some),
+        }
+    }
+
     fn millis(&self, name: &str) -> Result<OffsetDateTime, StoreError> {
         let ms: i128 = self.n(name)?;
         OffsetDateTime::from_unix_timestamp_nanos(ms * 1_000_000)
@@ -353,6 +366,7 @@ pub fn runner_from_item(item: &Item) -> Result<RunnerRecord, StoreError> {
         instance_id: r.opt_s(INSTANCE_ID)?.map(str::to_owned),
         github_runner_id: r.opt_n(GITHUB_RUNNER_ID)?,
         job_id: r.opt_n(JOB_ID)?,
+        job_queued_at: r.opt_timestamp(JOB_QUEUED_AT)?,
         labels: r.labels(LABELS)?,
         ephemeral: r.bool(EPHEMERAL)?,
         installation_id: r.opt_n(INSTALLATION_ID)?,

@@ -4,7 +4,8 @@
 //!
 //! Environment: `EPHEMERA_CONFIG_PARAMETER` (SSM parameter holding the YAML),
 //! `EPHEMERA_TABLE`, `EPHEMERA_QUEUE_URL`, `EPHEMERA_WEBHOOK_SECRET_ID` (and optionally
-//! `EPHEMERA_WEBHOOK_PREVIOUS_SECRET_ID`), `EPHEMERA_GITHUB_KEY_SECRET_ID`.
+//! `EPHEMERA_WEBHOOK_PREVIOUS_SECRET_ID`), `EPHEMERA_GITHUB_KEY_SECRET_ID`,
+//! `EPHEMERA_INSTANCE_ARN_PREFIX` (`arn:<partition>:ec2:<region>:<account>:instance/`).
 
 use crate::{sdk_config, AwsSettings, DynamoRunnerStore, Ec2Fleet, SqsJobQueue, SsmJitSecrets};
 use anyhow::Context;
@@ -70,8 +71,14 @@ impl LambdaEnv {
         Ec2Fleet::new(aws_sdk_ec2::Client::new(&self.sdk), &self.config.deployment)
     }
 
-    pub fn jit_secrets(&self) -> SsmJitSecrets {
-        SsmJitSecrets::new(aws_sdk_ssm::Client::new(&self.sdk), &self.config.deployment)
+    /// JIT parameters tagged with ARNs under `EPHEMERA_INSTANCE_ARN_PREFIX`, which
+    /// the runner role's policy compares with the caller's instance.
+    pub fn jit_secrets(&self) -> anyhow::Result<SsmJitSecrets> {
+        let prefix = required_var("EPHEMERA_INSTANCE_ARN_PREFIX")?;
+        Ok(
+            SsmJitSecrets::new(aws_sdk_ssm::Client::new(&self.sdk), &self.config.deployment)
+                .with_instance_arn_prefix(prefix),
+        )
     }
 
     /// The secret whose id is in the environment variable `var`.

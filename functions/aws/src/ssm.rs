@@ -1,9 +1,11 @@
 //! [`SsmJitSecrets`]: the [`JitSecrets`] port on SSM Parameter Store.
 //!
 //! The scaler puts each runner's JIT config into a SecureString parameter whose name
-//! carries the instance id ([`ephemera_core::names::jit_parameter_name`]); the instance
-//! role may read and delete only its own, and the bootstrap script deletes it once read.
-//! The reaper deletes it again in case the instance never started.
+//! carries the instance id ([`ephemera_core::names::jit_parameter_name`]) and which is
+//! tagged with the instance's ARN: the instance role's policy compares that tag with
+//! `${ec2:SourceInstanceARN}`, so an instance may read and delete only its own. The
+//! bootstrap script deletes it once read; the reaper deletes it again in case the
+//! instance never started.
 
 use crate::tags;
 use async_trait::async_trait;
@@ -15,19 +17,46 @@ use ephemera_core::ports::{JitSecrets, SecretError};
 use secrecy::{ExposeSecret, SecretString};
 use tracing::instrument;
 
+/// The account the emulator (moto) runs everything in.
+pub const EMULATOR_ACCOUNT_ID: &str = "123456789012";
+
+/// `arn:<partition>:ec2:<region>:<account>:instance/`, what an instance id is appended to.
+pub fn instance_arn_prefix(partition: &str, region: &str, account_id: &str) -> String {
+    format!("arn:{partition}:ec2:{region}:{account_id}:instance/")
+}
+
 /// JIT configs of one deployment's runners.
 #[derive(Debug, Clone)]
 pub struct SsmJitSecrets {
     client: Client,
     deployment: String,
+    instance_arn_prefix: String,
 }
 
 impl SsmJitSecrets {
+    /// The instances' ARNs are taken to be in the emulator's account, in the client's
+    /// region; a deployment on AWS names its own with [`Self::with_instance_arn_prefix`].
     pub fn new(client: Client, deployment: impl Into<String>) -> Self {
+        let region = client
+            .config()
+            .region()
+            .map_or("us-east-1".to_owned(), ToString::to_string);
         SsmJitSecrets {
             client,
             deployment: deployment.into(),
+            instance_arn_prefix: instance_arn_prefix("aws", &region, EMULATOR_ACCOUNT_ID),
         }
+    }
+
+    /// Where the instances live: `arn:<partition>:ec2:<region>:<account>:instance/`.
+    pub fn with_instance_arn_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.instance_arn_prefix = prefix.into();
+        self
+    }
+
+    /// The ARN the instance's role credentials carry as `ec2:SourceInstanceARN`.
+    pub fn instance_arn(&self, instance_id: &str) -> String {
+        format!("{}{instance_id}", self.instance_arn_prefix)
     }
 }
 
@@ -65,6 +94,7 @@ impl JitSecrets for SsmJitSecrets {
                 &self.deployment,
                 runner_name,
                 instance_id,
+                &self.instance_arn(instance_id),
             )))
             .send()
             .await;

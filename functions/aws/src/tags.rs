@@ -9,6 +9,8 @@ pub const DEPLOYMENT: &str = "ephemera:deployment";
 pub const POOL: &str = "ephemera:pool";
 pub const RUNNER: &str = "ephemera:runner";
 pub const INSTANCE_ID: &str = "ephemera:instance-id";
+/// On a JIT parameter: the ARN of the one instance whose role may read it.
+pub const INSTANCE_ARN: &str = "ephemera:instance-arn";
 /// The console's display name: the runner name, as GitHub shows it.
 pub const NAME: &str = "Name";
 
@@ -67,11 +69,13 @@ pub fn jit_parameter_tags(
     deployment: &str,
     runner: &str,
     instance_id: &str,
+    instance_arn: &str,
 ) -> Vec<aws_sdk_ssm::types::Tag> {
     [
         (DEPLOYMENT, deployment),
         (RUNNER, runner),
         (INSTANCE_ID, instance_id),
+        (INSTANCE_ARN, instance_arn),
     ]
     .into_iter()
     .filter_map(|(key, value)| {
@@ -98,6 +102,9 @@ mod tests {
         assert_eq!(value(&tags, "other"), None);
         let specs = pool_tag_specifications("eph", "linux");
         assert_eq!(specs.len(), 2);
-        assert_eq!(jit_parameter_tags("eph", "r", "i-1").len(), 3);
+        assert_eq!(
+            jit_parameter_tags("eph", "r", "i-1", "arn:aws:ec2:r:1:instance/i-1").len(),
+            4
+        );
     }
 }

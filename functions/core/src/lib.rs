@@ -25,6 +25,7 @@ pub mod handlers;
 pub mod lifecycle;
 pub mod memory;
 pub mod message;
+pub mod metrics;
 pub mod model;
 pub mod names;
 pub mod ports;

@@ -18,6 +18,10 @@ pub struct RunnerRecord {
     pub github_runner_id: Option<u64>,
     /// The job this runner was launched for, then the job it runs.
     pub job_id: Option<u64>,
+    /// When the webhook for the job it was launched for arrived (for the queued→launched
+    /// and queued→online timings).
+    #[serde(default, with = "time::serde::rfc3339::option")]
+    pub job_queued_at: Option<OffsetDateTime>,
     pub labels: Vec<String>,
     pub ephemeral: bool,
     /// Where the runner is registered: the installation, the owner (org or user) and,
@@ -110,6 +114,7 @@ impl RunnerRecord {
             instance_id: None,
             github_runner_id: None,
             job_id: None,
+            job_queued_at: None,
             labels: Vec::new(),
             ephemeral: true,
             installation_id: None,

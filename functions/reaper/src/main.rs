@@ -27,7 +27,7 @@ async fn main() -> Result<(), Error> {
         Arc::new(env.store()?),
         Arc::new(env.fleet()),
         Arc::new(forge),
-        Arc::new(env.jit_secrets()),
+        Arc::new(env.jit_secrets()?),
     );
     lambda_runtime::run(service_fn(|event: LambdaEvent<serde_json::Value>| {
         handle(&reaper, event)

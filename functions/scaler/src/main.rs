@@ -24,7 +24,7 @@ async fn main() -> Result<(), Error> {
         Arc::new(env.store()?),
         fleet,
         Arc::new(forge),
-        Arc::new(env.jit_secrets()),
+        Arc::new(env.jit_secrets()?),
         Arc::new(env.queue()?),
     ));
     lambda_runtime::run(service_fn(|event: LambdaEvent<SqsEvent>| {

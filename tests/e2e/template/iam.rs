@@ -197,6 +197,12 @@ fn runner_role_reaches_only_jit_parameters_from_an_instance(
             "credentials usable off the instance: {condition}"
         );
         ensure!(requires_deployment_tag(condition), "{condition}");
+        // Its own parameter only: the one tagged with the calling instance's ARN.
+        let own = &condition["StringEquals"]["ssm:resourceTag/ephemera:instance-arn"];
+        ensure!(
+            own == "${ec2:SourceInstanceARN}",
+            "an instance may reach other instances' parameters: {condition}"
+        );
     }
     Ok(())
 }

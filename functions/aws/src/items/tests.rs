@@ -12,6 +12,7 @@ fn runner() -> RunnerRecord {
     runner.instance_id = Some("i-123".into());
     runner.github_runner_id = Some(42);
     runner.job_id = Some(7);
+    runner.job_queued_at = Some(datetime!(2025-03-01 11:59:58.5 UTC));
     runner.labels = vec!["self-hosted".into(), "linux".into()];
     runner.repo = Some("repo".into());
     runner.reason = Some("busy".into());

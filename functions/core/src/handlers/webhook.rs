@@ -6,6 +6,7 @@
 use crate::config::Config;
 use crate::handlers::error_chain;
 use crate::message::{MessageKind, QueueMessage, VERSION};
+use crate::metrics::{Dimension, Metric, Metrics};
 use crate::names;
 use crate::ports::JobQueue;
 use crate::routing::route;
@@ -52,6 +53,7 @@ pub struct WebhookHandler {
     config: Arc<Config>,
     secrets: WebhookSecrets,
     queue: Arc<dyn JobQueue>,
+    metrics: Metrics,
 }
 
 impl WebhookHandler {
@@ -64,7 +66,14 @@ impl WebhookHandler {
             config,
             secrets,
             queue,
+            metrics: Metrics::disabled(),
         }
+    }
+
+    /// Where `JobsQueued` is counted; flushed after every delivery.
+    pub fn with_metrics(mut self, metrics: Metrics) -> WebhookHandler {
+        self.metrics = metrics;
+        self
     }
 
     /// Handles one delivery received at `now`.
@@ -89,6 +98,14 @@ impl WebhookHandler {
         };
         match self.queue.send(&message).await {
             Ok(()) => {
+                if message.kind == MessageKind::Queued {
+                    self.metrics.record(
+                        Metric::JobsQueued,
+                        &[(Dimension::Pool, message.pool.as_str())],
+                        1.0,
+                    );
+                    self.metrics.flush();
+                }
                 info!(
                     delivery_id = %message.delivery_id,
                     job_id = message.job_id,

@@ -7,6 +7,7 @@ use crate::clock::Clock;
 use crate::config::PoolConfig;
 use crate::handlers::error_chain;
 use crate::lifecycle::InstanceStatus;
+use crate::metrics::{Dimension, Metric};
 use crate::model::RunnerRecord;
 use crate::ports::*;
 use tracing::{error, info, warn};
@@ -31,6 +32,16 @@ impl CreateError {
                 CreateError::Failed(Box::new(err))
             }
         }
+    }
+}
+
+/// The `Reason` dimension of a launch failure.
+fn failure_reason(err: &FleetError) -> &'static str {
+    match err {
+        FleetError::CapacityUnavailable(_) => "capacity",
+        FleetError::Throttled(_) => "throttled",
+        FleetError::Rejected { .. } => "rejected",
+        FleetError::Transient(_) => "transient",
     }
 }
 
@@ -70,6 +81,21 @@ impl Scaler {
         };
         let count = u32::try_from(runners.len()).unwrap_or(u32::MAX);
         let (instance_ids, shortfall) = self.launch_with_fallback(pool, count).await;
+        let by_pool = [(Dimension::Pool, pool.name.as_str())];
+        self.metrics
+            .record(Metric::RunnersLaunched, &by_pool, instance_ids.len() as f64);
+        let missing = runners.len().saturating_sub(instance_ids.len());
+        if missing > 0 {
+            let reason = shortfall.as_ref().map_or("fewer_instances", failure_reason);
+            self.metrics.record(
+                Metric::LaunchFailures,
+                &[
+                    (Dimension::Pool, pool.name.as_str()),
+                    (Dimension::Reason, reason),
+                ],
+                missing as f64,
+            );
+        }
         let mut launched = Vec::new();
         let mut failed = Vec::new();
         let mut instances = instance_ids.into_iter();
@@ -93,6 +119,13 @@ impl Scaler {
                 .await
             {
                 Ok(runner) => {
+                    if let Some(queued_at) = runner.job_queued_at {
+                        self.metrics.record_duration(
+                            Metric::QueuedToLaunched,
+                            &by_pool,
+                            clock.now() - queued_at,
+                        );
+                    }
                     info!(runner = %runner.name, %instance_id, pool = %pool.name, "instance launched");
                     launched.push((message_id, runner));
                 }
@@ -127,6 +160,11 @@ impl Scaler {
                 if market == Market::Spot && missing > 0 =>
             {
                 warn!(pool = %pool.name, missing, code = %code, "spot capacity unavailable; falling back to on-demand");
+                self.metrics.record(
+                    Metric::SpotFallbacks,
+                    &[(Dimension::Pool, pool.name.as_str())],
+                    f64::from(missing),
+                );
                 match self
                     .launcher
                     .launch(&fleet_request(pool, missing, Market::OnDemand))
@@ -167,7 +205,17 @@ impl Scaler {
                 runner: runner.name,
                 cause,
             }),
-            Err(CreateError::Failed(cause)) => self.fail(&runner, cause, clock).await,
+            Err(CreateError::Failed(cause)) => {
+                self.metrics.record(
+                    Metric::LaunchFailures,
+                    &[
+                        (Dimension::Pool, pool.name.as_str()),
+                        (Dimension::Reason, "registration"),
+                    ],
+                    1.0,
+                );
+                self.fail(&runner, cause, clock).await
+            }
         }
     }
 

@@ -21,6 +21,7 @@ use crate::config::{Config, PoolConfig, Scope};
 use crate::handlers::error_chain;
 use crate::lifecycle::{InstanceStatus, RunnerStatus};
 use crate::message::{MessageError, MessageKind, QueueMessage};
+use crate::metrics::{Dimension, Metric, Metrics};
 use crate::model::{HistoryEntry, JobRecord, JobStatus, RunnerRecord};
 use crate::names;
 use crate::ports::*;
@@ -101,6 +102,7 @@ pub struct Scaler {
     secrets: Arc<dyn JitSecrets>,
     queue: Arc<dyn JobQueue>,
     capacity_retry: Duration,
+    metrics: Metrics,
 }
 
 impl Scaler {
@@ -120,7 +122,15 @@ impl Scaler {
             secrets,
             queue,
             capacity_retry: CAPACITY_RETRY,
+            metrics: Metrics::disabled(),
         }
+    }
+
+    /// Where launches, failures, fallbacks and deferrals are counted; flushed after
+    /// every batch.
+    pub fn with_metrics(mut self, metrics: Metrics) -> Scaler {
+        self.metrics = metrics;
+        self
     }
 
     /// How long a job over capacity waits before it is tried again.
@@ -153,6 +163,7 @@ impl Scaler {
                 failed.push(message_id);
             }
         }
+        self.metrics.flush();
         failed
     }
 
@@ -292,6 +303,7 @@ impl Scaler {
         runner.labels = pool.labels.clone();
         runner.ephemeral = pool.ephemeral;
         runner.job_id = Some(message.job_id);
+        runner.job_queued_at = Some(message.received_at);
         runner.installation_id = message.installation_id;
         runner.owner = message.owner.clone();
         runner.repo = (self.config.github.scope == Scope::Repo).then(|| message.repo.clone());
@@ -342,6 +354,11 @@ impl Scaler {
             .send_after(message, self.capacity_retry)
             .await
             .map_err(ScalerError::Requeue)?;
+        self.metrics.record(
+            Metric::CapacityDeferrals,
+            &[(Dimension::Pool, message.pool.as_str())],
+            1.0,
+        );
         info!(job_id = message.job_id, pool = %message.pool, retry_in = ?self.capacity_retry, "pool at max_runners; job waits");
         Ok(Step::Done(Handled::Deferred))
     }

@@ -1,0 +1,212 @@
+//! The metrics ephemera emits: name, unit, dimensions and how values combine.
+//!
+//! This table is a contract. The dashboard in `template.yaml` and operators' alarms find
+//! metrics by these names and dimension names, so renaming one blanks their graphs.
+
+/// The CloudWatch namespace of every ephemera metric.
+pub const NAMESPACE: &str = "ephemera";
+
+/// The units CloudWatch accepts (`StandardUnit`); anything else invalidates the document.
+pub const CLOUDWATCH_UNITS: &[&str] = &[
+    "Seconds",
+    "Microseconds",
+    "Milliseconds",
+    "Bytes",
+    "Kilobytes",
+    "Megabytes",
+    "Gigabytes",
+    "Terabytes",
+    "Bits",
+    "Kilobits",
+    "Megabits",
+    "Gigabits",
+    "Terabits",
+    "Percent",
+    "Count",
+    "Bytes/Second",
+    "Kilobytes/Second",
+    "Megabytes/Second",
+    "Gigabytes/Second",
+    "Terabytes/Second",
+    "Bits/Second",
+    "Kilobits/Second",
+    "Megabits/Second",
+    "Gigabits/Second",
+    "Terabits/Second",
+    "Count/Second",
+    "None",
+];
+
+/// A dimension of ephemera's metrics. `Deployment` is set by the [`Metrics`] handle;
+/// callers give the others.
+///
+/// [`Metrics`]: super::Metrics
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Dimension {
+    /// The deployment's name (`Config::deployment`).
+    Deployment,
+    /// The pool's name.
+    Pool,
+    /// Why a launch failed, a short snake_case word such as `capacity` or `provider`.
+    Reason,
+    /// How a runner was deleted: `graceful` or `forced`.
+    Mode,
+    /// What kind of orphan was reaped: `instance`, `github_runner` or `record`.
+    Kind,
+    /// The GitHub API call, a fixed snake_case name such as `generate_jit_config`.
+    Endpoint,
+    /// How a GitHub call ended: `ok`, `not_found`, `conflict`, `throttled` or `error`.
+    Outcome,
+    /// A runner status, as the lifecycle spells it.
+    Status,
+}
+
+impl Dimension {
+    /// The dimension's name in CloudWatch.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dimension::Deployment => "Deployment",
+            Dimension::Pool => "Pool",
+            Dimension::Reason => "Reason",
+            Dimension::Mode => "Mode",
+            Dimension::Kind => "Kind",
+            Dimension::Endpoint => "Endpoint",
+            Dimension::Outcome => "Outcome",
+            Dimension::Status => "Status",
+        }
+    }
+}
+
+/// How the values recorded for one metric within one flush become its EMF value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Aggregation {
+    /// Summed into one number: counts, and gauges recorded once per flush.
+    Sum,
+    /// Kept one by one, as an array of values, so percentiles and minimums stay right.
+    Samples,
+}
+
+/// One metric ephemera emits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Metric {
+    /// Jobs the webhook queued for a pool.
+    JobsQueued,
+    /// Runners the scaler launched.
+    RunnersLaunched,
+    /// Launches that failed, by reason.
+    LaunchFailures,
+    /// Launches that fell back from spot to on-demand.
+    SpotFallbacks,
+    /// Time from the job's `queued` event to its instance launching.
+    QueuedToLaunched,
+    /// Time from the job's `queued` event to its runner coming online.
+    QueuedToOnline,
+    /// Graceful deletions put off because the runner was running a job.
+    BusyDeferrals,
+    /// Runners deleted, by mode (`graceful` or `forced`).
+    RunnersDeleted,
+    /// Orphans removed by reconciliation, by kind.
+    OrphansReaped,
+    /// Jobs reconciliation queued again after their event was lost.
+    Reenqueued,
+    /// Jobs put off because the pool was at `max_runners` or had no capacity.
+    CapacityDeferrals,
+    /// Calls to GitHub's API, by endpoint and outcome.
+    GitHubCalls,
+    /// GitHub's `x-ratelimit-remaining`, one sample per response that carried it.
+    GitHubRateLimitRemaining,
+    /// Runners per status, a gauge the reaper records once per pool and status each run.
+    RunnersByStatus,
+}
+
+use Dimension::{Deployment, Endpoint, Kind, Mode, Outcome, Pool, Reason, Status};
+
+const BY_POOL: &[Dimension] = &[Deployment, Pool];
+
+/// One row of the table.
+struct Spec {
+    name: &'static str,
+    unit: &'static str,
+    dimensions: &'static [Dimension],
+    aggregation: Aggregation,
+}
+
+const fn count(name: &'static str, dimensions: &'static [Dimension]) -> Spec {
+    Spec {
+        name,
+        unit: "Count",
+        dimensions,
+        aggregation: Aggregation::Sum,
+    }
+}
+
+const fn timing(name: &'static str) -> Spec {
+    Spec {
+        name,
+        unit: "Milliseconds",
+        dimensions: BY_POOL,
+        aggregation: Aggregation::Samples,
+    }
+}
+
+impl Metric {
+    /// Every metric, for tests and documentation.
+    pub const ALL: [Metric; 14] = [
+        Metric::JobsQueued,
+        Metric::RunnersLaunched,
+        Metric::LaunchFailures,
+        Metric::SpotFallbacks,
+        Metric::QueuedToLaunched,
+        Metric::QueuedToOnline,
+        Metric::BusyDeferrals,
+        Metric::RunnersDeleted,
+        Metric::OrphansReaped,
+        Metric::Reenqueued,
+        Metric::CapacityDeferrals,
+        Metric::GitHubCalls,
+        Metric::GitHubRateLimitRemaining,
+        Metric::RunnersByStatus,
+    ];
+
+    fn spec(self) -> Spec {
+        match self {
+            Metric::JobsQueued => count("JobsQueued", BY_POOL),
+            Metric::RunnersLaunched => count("RunnersLaunched", BY_POOL),
+            Metric::LaunchFailures => count("LaunchFailures", &[Deployment, Pool, Reason]),
+            Metric::SpotFallbacks => count("SpotFallbacks", BY_POOL),
+            Metric::QueuedToLaunched => timing("QueuedToLaunched"),
+            Metric::QueuedToOnline => timing("QueuedToOnline"),
+            Metric::BusyDeferrals => count("BusyDeferrals", BY_POOL),
+            Metric::RunnersDeleted => count("RunnersDeleted", &[Deployment, Pool, Mode]),
+            Metric::OrphansReaped => count("OrphansReaped", &[Deployment, Kind]),
+            Metric::Reenqueued => count("Reenqueued", BY_POOL),
+            Metric::CapacityDeferrals => count("CapacityDeferrals", BY_POOL),
+            Metric::GitHubCalls => count("GitHubCalls", &[Deployment, Endpoint, Outcome]),
+            Metric::GitHubRateLimitRemaining => Spec {
+                aggregation: Aggregation::Samples,
+                ..count("GitHubRateLimitRemaining", &[Deployment])
+            },
+            Metric::RunnersByStatus => count("RunnersByStatus", &[Deployment, Pool, Status]),
+        }
+    }
+
+    /// The metric's name in CloudWatch.
+    pub fn name(self) -> &'static str {
+        self.spec().name
+    }
+
+    /// The metric's CloudWatch unit.
+    pub fn unit(self) -> &'static str {
+        self.spec().unit
+    }
+
+    /// The metric's one dimension set, `Deployment` first.
+    pub fn dimensions(self) -> &'static [Dimension] {
+        self.spec().dimensions
+    }
+
+    /// How values recorded within one flush combine.
+    pub fn aggregation(self) -> Aggregation {
+        self.spec().aggregation
+    }
+}
