@@ -40,6 +40,9 @@ async fn burst_of_200_jobs_with_duplicates_never_exceeds_max_runners_and_runs_ea
     let options = PipelineOptions {
         max_runners: 50,
         scaler_loops: 4,
+        // Each run reads every live record and lists the instances: once a second is
+        // plenty, and leaves the emulator to the scaler.
+        reaper_interval: Some(Duration::from_secs(1)),
         job_duration: Duration::from_millis(500),
         pickup_delay: Duration::from_millis(100),
         github_faults: SimFaults {
@@ -49,6 +52,7 @@ async fn burst_of_200_jobs_with_duplicates_never_exceeds_max_runners_and_runs_ea
         },
         ..PipelineOptions::default()
     };
+    ephemera_tests::logs::capture();
     let p = Arc::new(Pipeline::start(options).await?);
 
     // Watch continuously: live instances in EC2 and the pool's slot counter.
@@ -56,8 +60,14 @@ async fn burst_of_200_jobs_with_duplicates_never_exceeds_max_runners_and_runs_ea
     let watching = {
         let (p, peak) = (p.clone(), peak.clone());
         tokio::spawn(async move {
-            loop {
-                let live = live_instances(&p).await.unwrap_or(0);
+            // DescribeInstances is heavy on the emulator: once a second; the slot
+            // counter (what the claim checks) every 50 ms.
+            for round in 0u64.. {
+                let live = if round % 20 == 0 {
+                    live_instances(&p).await.unwrap_or(0)
+                } else {
+                    0
+                };
                 let slots = p
                     .store
                     .get_pool(POOL)
@@ -126,15 +136,26 @@ async fn burst_of_200_jobs_with_duplicates_never_exceeds_max_runners_and_runs_ea
             .filter(|id| sim.jobs[id].status == "queued")
             .take(5)
         {
-            stuck.push((
-                id,
-                p.store
-                    .get_job(*id)
-                    .await?
-                    .map(|j| (j.status, j.runner_name)),
-            ));
+            let job = p.store.get_job(*id).await?;
+            let runner = match job.as_ref().and_then(|j| j.runner_name.clone()) {
+                Some(name) => p.store.get_runner(&name).await?.map(|r| {
+                    format!(
+                        "{} {} job {:?} {:?}",
+                        r.status, r.runner_status, r.job_id, r.history
+                    )
+                }),
+                None => None,
+            };
+            stuck.push((id, job.map(|j| (j.status, j.runner_name)), runner));
         }
         println!("queued jobs in the table: {stuck:?}");
+        let logs = ephemera_tests::logs::captured();
+        let worrying: Vec<&str> = logs
+            .lines()
+            .filter(|l| l.contains("WARN") || l.contains("ERROR"))
+            .take(40)
+            .collect();
+        println!("warnings and errors:\n{}", worrying.join("\n"));
         println!("webhook deliveries: {:?}", sim.counters);
         println!("a reaper run now: {:?}", p.reap_once().await);
         anyhow::bail!("{err}: jobs {by_status:?}, slots {slots}, live instances {live}, queue depth {depth}, registered {}", sim.counters.runners_registered);

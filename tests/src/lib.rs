@@ -2,6 +2,7 @@
 //! helpers the pipeline tests and `make demo` share.
 
 pub mod calls;
+pub mod crash;
 pub mod faults;
 pub mod logs;
 pub mod moto;

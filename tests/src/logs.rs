@@ -30,7 +30,12 @@ pub fn capture() {
         let buffer = Buffer::default();
         let writer = buffer.clone();
         let subscriber = tracing_subscriber::fmt()
-            .with_env_filter("info,aws_config=warn,aws_smithy_runtime=warn")
+            // What the functions log in production (info), and ephemera's own debug
+            // lines too, so that the secret-leak test sees every path.
+            .with_env_filter(
+                "info,ephemera_core=debug,ephemera_aws=debug,ephemera_github=debug,\
+                 ephemera_cli=debug,aws_config=warn,aws_smithy_runtime=warn",
+            )
             .with_ansi(false)
             .with_writer(move || writer.clone())
             .finish();

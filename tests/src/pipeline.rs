@@ -15,6 +15,7 @@ use ephemera_core::config::Config;
 use ephemera_core::handlers::reaper::{Reaper, ReaperReport};
 use ephemera_core::handlers::scaler::Scaler;
 use ephemera_core::handlers::webhook::WebhookHandler;
+use ephemera_core::metrics::Metrics;
 use ephemera_core::model::RunnerRecord;
 use ephemera_core::ports::{Fleet, InstanceState, RunnerStore};
 use ephemera_core::webhook::WebhookSecrets;
@@ -51,6 +52,8 @@ pub struct PipelineOptions {
     pub pool_extra: String,
     /// What the GitHub simulator gets wrong (nothing by default).
     pub github_faults: SimFaults,
+    /// Where the handlers and their GitHub clients write metrics (nowhere by default).
+    pub metrics: Metrics,
 }
 
 impl Default for PipelineOptions {
@@ -64,6 +67,7 @@ impl Default for PipelineOptions {
             scaler_loops: 1,
             pool_extra: String::new(),
             github_faults: SimFaults::default(),
+            metrics: Metrics::disabled(),
         }
     }
 }
@@ -213,7 +217,7 @@ impl Pipeline {
                 private_key: SecretString::from(private_key.clone()),
                 retry: Default::default(),
             })
-            .map(Arc::new)
+            .map(|app| Arc::new(app.with_metrics(options.metrics.clone())))
         };
         let (scaler_forge, reaper_forge) = (github_app()?, github_app()?);
 
@@ -222,11 +226,10 @@ impl Pipeline {
             current: SecretString::from(WEBHOOK_SECRET),
             previous: None,
         };
-        let handler = Arc::new(WebhookHandler::new(
-            config.clone(),
-            secrets_for_webhook,
-            queue.clone(),
-        ));
+        let handler = Arc::new(
+            WebhookHandler::new(config.clone(), secrets_for_webhook, queue.clone())
+                .with_metrics(options.metrics.clone()),
+        );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let webhook_url = format!("http://{}/webhook", listener.local_addr()?);
         let router = ephemera_cli::local::webhook_router(handler);
@@ -242,19 +245,24 @@ impl Pipeline {
                 secrets.clone(),
                 queue.clone(),
             )
-            .with_capacity_retry(Duration::from_secs(1)),
+            .with_capacity_retry(Duration::from_secs(1))
+            .with_metrics(options.metrics.clone()),
         );
         let scaler_loops = options.scaler_loops.max(1);
         if options.drain_queue {
             spawn_scaler_loops(&mut tasks, &scaler, &queue, scaler_loops);
         }
-        let reaper = Arc::new(Reaper::new(
-            config.clone(),
-            store.clone(),
-            fleet.clone(),
-            reaper_forge.clone(),
-            secrets,
-        ));
+        let reaper = Arc::new(
+            Reaper::new(
+                config.clone(),
+                store.clone(),
+                fleet.clone(),
+                reaper_forge.clone(),
+                secrets,
+                queue.clone(),
+            )
+            .with_metrics(options.metrics.clone()),
+        );
         if let Some(interval) = options.reaper_interval {
             let reaper = reaper.clone();
             tasks.spawn(async move { ephemera_cli::local::reap_every(reaper, interval).await });
@@ -294,11 +302,13 @@ impl Pipeline {
 
     /// One reaper run, now.
     pub async fn reap_once(&self) -> anyhow::Result<ReaperReport> {
+        self.reap_at(time::OffsetDateTime::now_utc()).await
+    }
+
+    /// One reaper run that takes `now` for the time (to pass timeouts without waiting).
+    pub async fn reap_at(&self, now: time::OffsetDateTime) -> anyhow::Result<ReaperReport> {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        Ok(self
-            .reaper
-            .run(time::OffsetDateTime::now_utc(), deadline)
-            .await?)
+        Ok(self.reaper.run(now, deadline).await?)
     }
 
     /// The runner record claimed by `job_id`, if any.

@@ -8,6 +8,7 @@
 
 mod jobs;
 mod listing;
+mod reconcile;
 mod runners;
 mod slots;
 
@@ -18,7 +19,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use ephemera_core::lifecycle::InstanceStatus;
 use ephemera_core::model::{JobRecord, JobStatus, PoolRecord, RunnerRecord};
-use ephemera_core::ports::{Claim, RunnerStore, RunnerUpdate, StoreError, Transition};
+use ephemera_core::ports::{Claim, PoolCounter, RunnerStore, RunnerUpdate, StoreError, Transition};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use time::OffsetDateTime;
@@ -193,6 +194,10 @@ impl RunnerStore for DynamoRunnerStore {
         self.release_claim(job_id, runner_name).await
     }
 
+    async fn pass_claim(&self, job_id: u64, from: &str, to: &str) -> Result<bool, StoreError> {
+        self.hand_claim_over(job_id, from, to).await
+    }
+
     async fn get_runner(&self, name: &str) -> Result<Option<RunnerRecord>, StoreError> {
         self.get_item(items::runner_key(name))
             .await?
@@ -252,6 +257,42 @@ impl RunnerStore for DynamoRunnerStore {
                 slots_used: 0,
             }),
         }
+    }
+
+    async fn jobs_in_status(
+        &self,
+        status: JobStatus,
+        due: OffsetDateTime,
+        limit: usize,
+    ) -> Result<Vec<JobRecord>, StoreError> {
+        self.query_jobs(status, due, limit).await
+    }
+
+    async fn recheck_job_at(&self, job_id: u64, at: OffsetDateTime) -> Result<bool, StoreError> {
+        self.job_next_look(job_id, at).await
+    }
+
+    async fn recheck_runner_at(
+        &self,
+        name: &str,
+        status: InstanceStatus,
+        at: OffsetDateTime,
+    ) -> Result<bool, StoreError> {
+        self.runner_next_look(name, status, at).await
+    }
+
+    async fn pool_counter(&self, name: &str) -> Result<PoolCounter, StoreError> {
+        self.read_pool_counter(name).await
+    }
+
+    async fn repair_pool_counter(
+        &self,
+        name: &str,
+        observed: &PoolCounter,
+        slots_used: u32,
+        at: OffsetDateTime,
+    ) -> Result<bool, StoreError> {
+        self.set_pool_counter(name, observed, slots_used, at).await
     }
 }
 

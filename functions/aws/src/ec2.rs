@@ -132,13 +132,40 @@ impl Fleet for Ec2Fleet {
 
     #[instrument(skip_all, fields(deployment = %self.deployment))]
     async fn describe(&self) -> Result<Vec<Instance>, FleetError> {
+        self.describe_where(&[]).await
+    }
+}
+
+impl Ec2Fleet {
+    /// The deployment's instances that are not shutting down or terminated: a smaller
+    /// answer than [`Fleet::describe`] once many instances have come and gone.
+    pub async fn describe_live(&self) -> Result<Vec<Instance>, FleetError> {
+        let live = aws_sdk_ec2::types::Filter::builder()
+            .name("instance-state-name")
+            .set_values(Some(
+                ["pending", "running", "stopping", "stopped"]
+                    .map(str::to_owned)
+                    .to_vec(),
+            ))
+            .build();
+        self.describe_where(&[live]).await
+    }
+
+    async fn describe_where(
+        &self,
+        filters: &[aws_sdk_ec2::types::Filter],
+    ) -> Result<Vec<Instance>, FleetError> {
         let mut instances = Vec::new();
         let mut next_token: Option<String> = None;
         loop {
             let output = self
                 .client
                 .describe_instances()
-                .filters(tags::deployment_filter(&self.deployment))
+                .set_filters(Some(
+                    std::iter::once(tags::deployment_filter(&self.deployment))
+                        .chain(filters.iter().cloned())
+                        .collect(),
+                ))
                 .set_next_token(next_token.take())
                 .send()
                 .await

@@ -67,6 +67,12 @@ impl LambdaEnv {
         Ok(SqsJobQueue::new(aws_sdk_sqs::Client::new(&self.sdk), url))
     }
 
+    /// Metrics as EMF lines on stdout, which CloudWatch Logs turns into metrics; one
+    /// handle per function, shared by its handler and its GitHub client.
+    pub fn metrics(&self) -> ephemera_core::metrics::Metrics {
+        ephemera_core::metrics::Metrics::stdout(&self.config.deployment)
+    }
+
     pub fn fleet(&self) -> Ec2Fleet {
         Ec2Fleet::new(aws_sdk_ec2::Client::new(&self.sdk), &self.config.deployment)
     }

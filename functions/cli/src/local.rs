@@ -14,6 +14,7 @@ use ephemera_core::config::{parse_duration, Config};
 use ephemera_core::handlers::reaper::Reaper;
 use ephemera_core::handlers::scaler::{BatchItem, Scaler};
 use ephemera_core::handlers::webhook::{WebhookHandler, WebhookRequest};
+use ephemera_core::metrics::Metrics;
 use ephemera_core::webhook::WebhookSecrets;
 use ephemera_github::{GitHubApp, GitHubAppConfig};
 use secrecy::SecretString;
@@ -59,6 +60,10 @@ pub struct LocalArgs {
     endpoint_url: Option<String>,
     #[arg(long, env = "AWS_REGION")]
     region: Option<String>,
+    /// Do not write metrics (CloudWatch EMF lines, as the Lambda functions write them)
+    /// to stdout.
+    #[arg(long)]
+    no_metrics: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -102,11 +107,19 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
         (table, queue_url)
     };
     let queue = Arc::new(SqsJobQueue::new(aws_sdk_sqs_client(&sdk), queue_url));
+    let metrics = if args.no_metrics {
+        Metrics::disabled()
+    } else {
+        Metrics::stdout(&config.deployment)
+    };
 
     let mut tasks = JoinSet::new();
     if parts.contains(&Part::Webhook) {
         let secrets = webhook_secrets_from_env()?;
-        let handler = Arc::new(WebhookHandler::new(config.clone(), secrets, queue.clone()));
+        let handler = Arc::new(
+            WebhookHandler::new(config.clone(), secrets, queue.clone())
+                .with_metrics(metrics.clone()),
+        );
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;
@@ -115,7 +128,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
         tasks.spawn(async move { axum::serve(listener, app).await.context("webhook listener") });
     }
     if parts.contains(&Part::Scaler) || parts.contains(&Part::Reaper) {
-        let forge = Arc::new(github_app(&config, &args)?);
+        let forge = Arc::new(github_app(&config, &args)?.with_metrics(metrics.clone()));
         let store = Arc::new(DynamoRunnerStore::new(
             aws_sdk_dynamodb::Client::new(&sdk),
             table,
@@ -129,19 +142,25 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
             &config.deployment,
         ));
         if parts.contains(&Part::Scaler) {
-            let scaler = Arc::new(Scaler::new(
-                config.clone(),
-                store.clone(),
-                fleet.clone(),
-                forge.clone(),
-                secrets.clone(),
-                queue.clone(),
-            ));
+            let scaler = Arc::new(
+                Scaler::new(
+                    config.clone(),
+                    store.clone(),
+                    fleet.clone(),
+                    forge.clone(),
+                    secrets.clone(),
+                    queue.clone(),
+                )
+                .with_metrics(metrics.clone()),
+            );
             let queue = queue.clone();
             tasks.spawn(async move { drain_queue(scaler, queue).await });
         }
         if parts.contains(&Part::Reaper) {
-            let reaper = Arc::new(Reaper::new(config.clone(), store, fleet, forge, secrets));
+            let reaper = Arc::new(
+                Reaper::new(config.clone(), store, fleet, forge, secrets, queue.clone())
+                    .with_metrics(metrics.clone()),
+            );
             let interval = args.reaper_interval;
             tasks.spawn(async move { reap_every(reaper, interval).await });
         }

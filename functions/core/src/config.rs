@@ -78,6 +78,10 @@ pub struct PoolConfig {
     pub bootstrap_timeout: Duration,
     #[serde(default = "default_idle_timeout", deserialize_with = "duration")]
     pub idle_timeout: Duration,
+    /// Ask GitHub whether a job is still queued before launching a runner for it (one
+    /// call per job; saves an instance when jobs are often cancelled while they wait).
+    #[serde(default)]
+    pub check_queued: bool,
 }
 
 /// How the reaper treats finished records.

@@ -64,6 +64,27 @@ impl QueueMessage {
     pub fn encode(&self) -> String {
         serde_json::to_string(self).expect("a message always serializes")
     }
+
+    /// A `queued` message rebuilt from the job's record, for a job that has to be looked
+    /// at again (its runner took another job, or its message was lost); `why` goes into
+    /// the delivery id, so logs tell it from GitHub's deliveries.
+    pub fn queued_again(job: &crate::model::JobRecord, why: &str) -> QueueMessage {
+        QueueMessage {
+            v: VERSION,
+            kind: MessageKind::Queued,
+            delivery_id: format!("ephemera-{why}-{}", job.job_id),
+            job_id: job.job_id,
+            run_id: job.run_id,
+            pool: job.pool.clone(),
+            labels: job.labels.clone(),
+            repo: job.repo.clone(),
+            owner: job.owner.clone(),
+            installation_id: job.installation_id,
+            runner_name: None,
+            runner_id: None,
+            received_at: job.received_at,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -68,6 +68,16 @@ pub struct RunnerUpdate {
     pub note: Option<String>,
 }
 
+/// A pool's slot counter as the table holds it, with when it last changed: the reaper
+/// repairs a drifted counter only once it has stood still (see
+/// [`RunnerStore::repair_pool_counter`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolCounter {
+    pub slots_used: u32,
+    /// When a claim, a release or a repair last wrote the counter; `None` if never.
+    pub updated_at: Option<OffsetDateTime>,
+}
+
 /// The result of [`RunnerStore::claim_job`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Claim {
@@ -137,6 +147,10 @@ pub trait RunnerStore: Send + Sync {
     /// Conditional on the claim still being that runner's; idempotent.
     async fn unclaim_job(&self, job_id: u64, runner_name: &str) -> Result<(), StoreError>;
 
+    /// Hands a queued job's claim from runner `from` to runner `to` (whose own job was
+    /// taken by `from`); false when the job is no longer queued or no longer `from`'s.
+    async fn pass_claim(&self, job_id: u64, from: &str, to: &str) -> Result<bool, StoreError>;
+
     /// Reads a runner record.
     async fn get_runner(&self, name: &str) -> Result<Option<RunnerRecord>, StoreError>;
 
@@ -187,6 +201,43 @@ pub trait RunnerStore: Send + Sync {
 
     /// Reads a pool's counter (zero slots for a pool never used).
     async fn get_pool(&self, name: &str) -> Result<PoolRecord, StoreError>;
+
+    /// Job records in `status` due by `due` (`next_attempt_at <= due`; a job is first due
+    /// when it was received), earliest first, at most `limit`. Reads the status index.
+    async fn jobs_in_status(
+        &self,
+        status: JobStatus,
+        due: OffsetDateTime,
+        limit: usize,
+    ) -> Result<Vec<JobRecord>, StoreError>;
+
+    /// Sets when the reaper next looks at a queued job. Conditional on the job still
+    /// being `queued`; false (and nothing written) otherwise. Idempotent.
+    async fn recheck_job_at(&self, job_id: u64, at: OffsetDateTime) -> Result<bool, StoreError>;
+
+    /// Sets when the reaper next looks at a runner record, leaving every other field
+    /// (`updated_at` included) as it is. Conditional on the record being in `status`;
+    /// false (and nothing written) otherwise. Idempotent.
+    async fn recheck_runner_at(
+        &self,
+        name: &str,
+        status: InstanceStatus,
+        at: OffsetDateTime,
+    ) -> Result<bool, StoreError>;
+
+    /// Reads a pool's counter and when it last changed, strongly consistent.
+    async fn pool_counter(&self, name: &str) -> Result<PoolCounter, StoreError>;
+
+    /// Sets a pool's counter to `slots_used`, conditional on it still holding exactly
+    /// what was `observed` (value and time of the last change), so a claim or release
+    /// made since is never overwritten; false (and nothing written) otherwise.
+    async fn repair_pool_counter(
+        &self,
+        name: &str,
+        observed: &PoolCounter,
+        slots_used: u32,
+        at: OffsetDateTime,
+    ) -> Result<bool, StoreError>;
 }
 
 // ----------------------------------------------------------------------------- queue
@@ -418,6 +469,10 @@ pub trait Forge: Send + Sync {
         scope: &RunnerScope,
         runner_id: u64,
     ) -> Result<Option<ForgeRunner>, ForgeError>;
+
+    /// Every runner registered in `scope`, read page by page; a snapshot (a runner
+    /// registered or removed meanwhile may be missed). Read-only.
+    async fn list_runners(&self, scope: &RunnerScope) -> Result<Vec<ForgeRunner>, ForgeError>;
 
     /// Reads a job's state; `None` if GitHub does not know it.
     async fn job_state(

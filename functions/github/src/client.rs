@@ -58,6 +58,8 @@ pub struct GitHubApp {
     /// Runner-group ids by name, per organization (lower-cased).
     pub(crate) runner_groups: Mutex<HashMap<String, HashMap<String, u64>>>,
     pub(crate) accounting: Accounting,
+    /// `GitHubCalls` and `GitHubRateLimitRemaining`, flushed by the handler using it.
+    pub(crate) metrics: ephemera_core::metrics::Metrics,
 }
 
 impl GitHubApp {
@@ -82,7 +84,15 @@ impl GitHubApp {
             installations: Mutex::default(),
             runner_groups: Mutex::default(),
             accounting: Accounting::default(),
+            metrics: ephemera_core::metrics::Metrics::disabled(),
         })
+    }
+
+    /// Counts every call into `metrics` (by endpoint and outcome) and notes the
+    /// remaining rate limit; the handler sharing the handle flushes it.
+    pub fn with_metrics(mut self, metrics: ephemera_core::metrics::Metrics) -> GitHubApp {
+        self.metrics = metrics;
+        self
     }
 
     /// Replaces the wall clock (used for JWTs, token expiry and rate-limit resets).

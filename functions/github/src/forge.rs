@@ -237,6 +237,10 @@ impl Forge for GitHubApp {
         Ok(Some(runner.into()))
     }
 
+    async fn list_runners(&self, scope: &RunnerScope) -> Result<Vec<ForgeRunner>, ForgeError> {
+        GitHubApp::list_runners(self, scope).await
+    }
+
     #[instrument(skip_all, fields(owner = %owner, repo = %repo, job_id = job_id))]
     async fn job_state(
         &self,

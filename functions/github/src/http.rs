@@ -8,6 +8,7 @@
 
 use crate::client::GitHubApp;
 use crate::outcome::{classify, rate_limit_remaining, Outcome};
+use ephemera_core::metrics::{Dimension, Metric};
 use ephemera_core::ports::ForgeError;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT};
 use reqwest::Method;
@@ -151,6 +152,18 @@ impl GitHubApp {
             .await
     }
 
+    fn count(&self, endpoint: &'static str, outcome: &'static str) {
+        self.accounting.count(endpoint, outcome);
+        self.metrics.record(
+            Metric::GitHubCalls,
+            &[
+                (Dimension::Endpoint, endpoint),
+                (Dimension::Outcome, outcome),
+            ],
+            1.0,
+        );
+    }
+
     /// One HTTP request, counted and logged.
     async fn attempt(
         &self,
@@ -169,7 +182,7 @@ impl GitHubApp {
         let (status, headers, body) = match exchange(request).await {
             Ok(answer) => answer,
             Err(source) => {
-                self.accounting.count(endpoint.name, "transient");
+                self.count(endpoint.name, "transient");
                 debug!(endpoint = endpoint.name, error = %source, "GitHub request failed");
                 let cause = HttpError::Request {
                     endpoint: endpoint.name,
@@ -179,7 +192,11 @@ impl GitHubApp {
             }
         };
         let outcome = classify(endpoint, status, &headers, &body, self.now());
-        self.accounting.count(endpoint.name, outcome.label());
+        self.count(endpoint.name, outcome.label());
+        if let Some(remaining) = rate_limit_remaining(&headers) {
+            self.metrics
+                .record(Metric::GitHubRateLimitRemaining, &[], remaining as f64);
+        }
         debug!(
             endpoint = endpoint.name,
             status,

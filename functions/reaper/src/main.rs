@@ -16,19 +16,23 @@ const MARGIN: Duration = Duration::from_secs(10);
 async fn main() -> Result<(), Error> {
     init_tracing();
     let env = LambdaEnv::load().await?;
+    let metrics = env.metrics();
     let forge = GitHubApp::new(GitHubAppConfig {
         api_url: env.config.github.api_url.clone(),
         app_id: env.config.github.app_id,
         private_key: env.secret("EPHEMERA_GITHUB_KEY_SECRET_ID").await?,
         retry: Default::default(),
-    })?;
+    })?
+    .with_metrics(metrics.clone());
     let reaper = Reaper::new(
         env.config.clone(),
         Arc::new(env.store()?),
         Arc::new(env.fleet()),
         Arc::new(forge),
         Arc::new(env.jit_secrets()?),
-    );
+        Arc::new(env.queue()?),
+    )
+    .with_metrics(metrics);
     lambda_runtime::run(service_fn(|event: LambdaEvent<serde_json::Value>| {
         handle(&reaper, event)
     }))
@@ -53,6 +57,10 @@ async fn handle(
         "deleted": report.deleted,
         "busy": report.busy,
         "backed_off": report.backed_off,
+        "sent_to_delete": report.sent_to_delete,
+        "orphans_reaped": report.orphans_reaped,
+        "requeued": report.requeued,
+        "counters_repaired": report.counters_repaired,
         "left_for_next_run": report.left_for_next_run,
     }))
 }

@@ -12,21 +12,26 @@ use std::sync::Arc;
 async fn main() -> Result<(), Error> {
     init_tracing();
     let env = LambdaEnv::load().await?;
+    let metrics = env.metrics();
     let forge = GitHubApp::new(GitHubAppConfig {
         api_url: env.config.github.api_url.clone(),
         app_id: env.config.github.app_id,
         private_key: env.secret("EPHEMERA_GITHUB_KEY_SECRET_ID").await?,
         retry: Default::default(),
-    })?;
+    })?
+    .with_metrics(metrics.clone());
     let fleet = Arc::new(env.fleet());
-    let scaler = Arc::new(Scaler::new(
-        env.config.clone(),
-        Arc::new(env.store()?),
-        fleet,
-        Arc::new(forge),
-        Arc::new(env.jit_secrets()?),
-        Arc::new(env.queue()?),
-    ));
+    let scaler = Arc::new(
+        Scaler::new(
+            env.config.clone(),
+            Arc::new(env.store()?),
+            fleet,
+            Arc::new(forge),
+            Arc::new(env.jit_secrets()?),
+            Arc::new(env.queue()?),
+        )
+        .with_metrics(metrics),
+    );
     lambda_runtime::run(service_fn(|event: LambdaEvent<SqsEvent>| {
         handle(&scaler, event)
     }))

@@ -11,7 +11,8 @@ async fn main() -> Result<(), Error> {
     init_tracing();
     let env = LambdaEnv::load().await?;
     let queue = Arc::new(env.queue()?);
-    let handler = WebhookHandler::new(env.config.clone(), env.webhook_secrets().await?, queue);
+    let handler = WebhookHandler::new(env.config.clone(), env.webhook_secrets().await?, queue)
+        .with_metrics(env.metrics());
     lambda_http::run(service_fn(|request: Request| handle(&handler, request))).await
 }
 

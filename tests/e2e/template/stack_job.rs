@@ -230,6 +230,7 @@ async fn a_job_runs_on_the_stack_template_yaml_creates() -> anyhow::Result<()> {
         fleet.clone(),
         forge,
         jit,
+        queue.clone(),
     ));
     tasks.spawn(ephemera_cli::local::reap_every(
         reaper,

@@ -11,7 +11,7 @@ use super::state::SimJob;
 use super::{webhook, Shared};
 use ephemera_aws::Ec2Fleet;
 use ephemera_core::names::jit_parameter_name;
-use ephemera_core::ports::{Fleet, Instance, InstanceState};
+use ephemera_core::ports::{Instance, InstanceState};
 use std::collections::HashSet;
 use std::sync::Arc;
 use tokio::time::{Instant, MissedTickBehavior};
@@ -54,7 +54,7 @@ impl Agent {
     async fn tick(&mut self) {
         let finished = self.shared.lock().finish_jobs(Instant::now());
         self.send("completed", &finished).await;
-        match self.fleet.describe().await {
+        match self.fleet.describe_live().await {
             Ok(instances) => {
                 let killed = self.lose_dead(&instances);
                 self.send("completed", &killed).await;

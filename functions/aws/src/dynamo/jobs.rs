@@ -143,11 +143,17 @@ impl DynamoRunnerStore {
             Ok(_) => return Ok(Claim::Claimed),
             Err(err) => err,
         };
-        if !err
-            .as_service_error()
-            .is_some_and(TransactWriteItemsError::is_transaction_canceled_exception)
-        {
-            return Err(store_error(err));
+        let reasons: Vec<String> = match err.as_service_error() {
+            Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) => cancelled
+                .cancellation_reasons()
+                .iter()
+                .map(|reason| reason.code().unwrap_or("None").to_owned())
+                .collect(),
+            _ => return Err(store_error(err)),
+        };
+        // Another transaction on the same items (the pool item, in a burst): try again.
+        if reasons.iter().any(|code| code == "TransactionConflict") {
+            return Err(StoreError::Conflict(items::runner_key(&runner.name)));
         }
         // Which condition failed: read what the transaction saw.
         let Some(item) = self.get_item(items::job_key(job_id)).await? else {
@@ -160,10 +166,10 @@ impl DynamoRunnerStore {
         if job.status != JobStatus::Queued {
             return Ok(Claim::NotQueued(job.status));
         }
-        if self.get_pool_counter(&runner.pool).await? >= max_runners {
-            return Ok(Claim::PoolFull);
-        }
-        Err(StoreError::Conflict(items::runner_key(&runner.name)))
+        // The job was claimable, so the pool's condition failed: it was full when the
+        // transaction ran, even if a deletion has freed a slot since (in a burst at
+        // capacity, slots come and go every moment). The job waits like any other.
+        Ok(Claim::PoolFull)
     }
 
     /// The job: queued and not yet claimed → claimed by this runner.
@@ -273,6 +279,46 @@ impl DynamoRunnerStore {
                     .is_some_and(UpdateItemError::is_conditional_check_failed_exception) =>
             {
                 Ok(())
+            }
+            Err(err) => Err(store_error(err)),
+        }
+    }
+
+    /// `SET runner_name = :to IF status = queued AND runner_name = :from`.
+    pub(super) async fn hand_claim_over(
+        &self,
+        job_id: u64,
+        from: &str,
+        to: &str,
+    ) -> Result<bool, StoreError> {
+        let mut expr = Expr::default();
+        let runner = expr.name(items::RUNNER_NAME);
+        let status = expr.name(items::STATUS);
+        let condition = format!(
+            "{status} = {} AND {runner} = {}",
+            expr.value("queued", items::s(JobStatus::Queued.as_str())),
+            expr.value("from", items::s(from)),
+        );
+        let update = format!("SET {runner} = {}", expr.value("to", items::s(to)));
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(items::key(items::job_key(job_id))))
+            .update_expression(update)
+            .condition_expression(condition)
+            .set_expression_attribute_names(expr.names())
+            .set_expression_attribute_values(expr.values())
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(err)
+                if err
+                    .as_service_error()
+                    .is_some_and(UpdateItemError::is_conditional_check_failed_exception) =>
+            {
+                Ok(false)
             }
             Err(err) => Err(store_error(err)),
         }

@@ -73,6 +73,7 @@ impl World {
             self.fleet.clone(),
             self.forge.clone(),
             self.secrets.clone(),
+            self.queue.clone(),
         )
     }
 }

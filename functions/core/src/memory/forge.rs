@@ -51,6 +51,7 @@ pub struct ForgeCalls {
     pub generate_jit_config: usize,
     pub remove_runner: usize,
     pub get_runner: usize,
+    pub list_runners: usize,
     pub job_state: usize,
 }
 
@@ -221,6 +222,18 @@ impl Forge for FakeForge {
         state.calls.get_runner += 1;
         state.check()?;
         Ok(state.find(scope, runner_id).map(|runner| runner.clone()))
+    }
+
+    async fn list_runners(&self, scope: &RunnerScope) -> Result<Vec<ForgeRunner>, ForgeError> {
+        let mut state = lock(&self.state);
+        state.calls.list_runners += 1;
+        state.check()?;
+        Ok(state
+            .runners
+            .values()
+            .filter(|(s, _)| s == scope)
+            .map(|(_, runner)| runner.clone())
+            .collect())
     }
 
     async fn job_state(

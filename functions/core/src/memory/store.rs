@@ -7,7 +7,7 @@
 use super::{lock, spend, InjectedFailure};
 use crate::lifecycle::InstanceStatus;
 use crate::model::{HistoryEntry, JobRecord, JobStatus, PoolRecord, RunnerRecord};
-use crate::ports::{Claim, RunnerStore, RunnerUpdate, StoreError, Transition};
+use crate::ports::{Claim, PoolCounter, RunnerStore, RunnerUpdate, StoreError, Transition};
 use async_trait::async_trait;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -21,12 +21,18 @@ pub enum StoreOp {
     AdvanceJob,
     ClaimJob,
     UnclaimJob,
+    PassClaim,
     GetRunner,
     UpdateRunner,
     Transition,
     FinishDeletion,
     RunnersInStatus,
     GetPool,
+    JobsInStatus,
+    RecheckJob,
+    RecheckRunner,
+    PoolCounter,
+    RepairPool,
 }
 
 impl StoreOp {
@@ -37,12 +43,18 @@ impl StoreOp {
             StoreOp::AdvanceJob => "advance_job",
             StoreOp::ClaimJob => "claim_job",
             StoreOp::UnclaimJob => "unclaim_job",
+            StoreOp::PassClaim => "pass_claim",
             StoreOp::GetRunner => "get_runner",
             StoreOp::UpdateRunner => "update_runner",
             StoreOp::Transition => "transition",
             StoreOp::FinishDeletion => "finish_deletion",
             StoreOp::RunnersInStatus => "runners_in_status",
             StoreOp::GetPool => "get_pool",
+            StoreOp::JobsInStatus => "jobs_in_status",
+            StoreOp::RecheckJob => "recheck_job_at",
+            StoreOp::RecheckRunner => "recheck_runner_at",
+            StoreOp::PoolCounter => "pool_counter",
+            StoreOp::RepairPool => "repair_pool_counter",
         }
     }
 }
@@ -60,6 +72,10 @@ struct Tables {
     jobs: BTreeMap<u64, JobRecord>,
     /// Slots used per pool; a pool never written is at zero.
     pools: BTreeMap<String, u32>,
+    /// When each pool's counter was last written by a claim, release or repair.
+    pools_touched: BTreeMap<String, OffsetDateTime>,
+    /// When the reaper next looks at a queued job (when it was received until set).
+    job_rechecks: BTreeMap<u64, OffsetDateTime>,
     /// Injected failures still to come, per method.
     failures: HashMap<StoreOp, u32>,
 }
@@ -215,6 +231,9 @@ impl RunnerStore for MemoryStore {
             return Ok(Claim::PoolFull);
         }
         *slots_used += 1;
+        tables
+            .pools_touched
+            .insert(runner.pool.clone(), runner.updated_at);
         job.runner_name = Some(runner.name.clone());
         job.updated_at = runner.updated_at;
         tables.runners.insert(runner.name.clone(), runner.clone());
@@ -230,6 +249,20 @@ impl RunnerStore for MemoryStore {
             }
         }
         Ok(())
+    }
+
+    async fn pass_claim(&self, job_id: u64, from: &str, to: &str) -> Result<bool, StoreError> {
+        let mut tables = lock(&self.tables);
+        tables.check(StoreOp::PassClaim)?;
+        match tables.jobs.get_mut(&job_id) {
+            Some(job)
+                if job.status == JobStatus::Queued && job.runner_name.as_deref() == Some(from) =>
+            {
+                job.runner_name = Some(to.to_owned());
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
     }
 
     async fn get_runner(&self, name: &str) -> Result<Option<RunnerRecord>, StoreError> {
@@ -338,6 +371,7 @@ impl RunnerStore for MemoryStore {
             if let Some(slots_used) = tables.pools.get_mut(&record.pool) {
                 *slots_used = slots_used.saturating_sub(1);
             }
+            tables.pools_touched.insert(record.pool.clone(), at);
         }
         Ok(record.clone())
     }
@@ -367,6 +401,7 @@ impl RunnerStore for MemoryStore {
             if let Some(slots_used) = tables.pools.get_mut(&record.pool) {
                 *slots_used = slots_used.saturating_sub(1);
             }
+            tables.pools_touched.insert(record.pool.clone(), at);
         }
         Ok(())
     }
@@ -397,6 +432,92 @@ impl RunnerStore for MemoryStore {
             name: name.to_owned(),
             slots_used: tables.pools.get(name).copied().unwrap_or(0),
         })
+    }
+
+    async fn jobs_in_status(
+        &self,
+        status: JobStatus,
+        due: OffsetDateTime,
+        limit: usize,
+    ) -> Result<Vec<JobRecord>, StoreError> {
+        let mut tables = lock(&self.tables);
+        tables.check(StoreOp::JobsInStatus)?;
+        let next_look = |job: &JobRecord| {
+            tables
+                .job_rechecks
+                .get(&job.job_id)
+                .copied()
+                .unwrap_or(job.received_at)
+        };
+        let mut found: Vec<(OffsetDateTime, JobRecord)> = tables
+            .jobs
+            .values()
+            .filter(|job| job.status == status && next_look(job) <= due)
+            .map(|job| (next_look(job), job.clone()))
+            .collect();
+        found.sort_by_key(|(at, job)| (*at, job.job_id));
+        found.truncate(limit);
+        Ok(found.into_iter().map(|(_, job)| job).collect())
+    }
+
+    async fn recheck_job_at(&self, job_id: u64, at: OffsetDateTime) -> Result<bool, StoreError> {
+        let mut tables = lock(&self.tables);
+        tables.check(StoreOp::RecheckJob)?;
+        let queued = tables
+            .jobs
+            .get(&job_id)
+            .is_some_and(|job| job.status == JobStatus::Queued);
+        if queued {
+            tables.job_rechecks.insert(job_id, at);
+        }
+        Ok(queued)
+    }
+
+    async fn recheck_runner_at(
+        &self,
+        name: &str,
+        status: InstanceStatus,
+        at: OffsetDateTime,
+    ) -> Result<bool, StoreError> {
+        let mut tables = lock(&self.tables);
+        tables.check(StoreOp::RecheckRunner)?;
+        match tables.runners.get_mut(name) {
+            Some(record) if record.status == status => {
+                record.next_attempt_at = at;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    async fn pool_counter(&self, name: &str) -> Result<PoolCounter, StoreError> {
+        let mut tables = lock(&self.tables);
+        tables.check(StoreOp::PoolCounter)?;
+        Ok(PoolCounter {
+            slots_used: tables.pools.get(name).copied().unwrap_or(0),
+            updated_at: tables.pools_touched.get(name).copied(),
+        })
+    }
+
+    async fn repair_pool_counter(
+        &self,
+        name: &str,
+        observed: &PoolCounter,
+        slots_used: u32,
+        at: OffsetDateTime,
+    ) -> Result<bool, StoreError> {
+        let mut tables = lock(&self.tables);
+        tables.check(StoreOp::RepairPool)?;
+        let current = PoolCounter {
+            slots_used: tables.pools.get(name).copied().unwrap_or(0),
+            updated_at: tables.pools_touched.get(name).copied(),
+        };
+        if &current != observed {
+            return Ok(false);
+        }
+        tables.pools.insert(name.to_owned(), slots_used);
+        tables.pools_touched.insert(name.to_owned(), at);
+        Ok(true)
     }
 }
 

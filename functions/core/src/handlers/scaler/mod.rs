@@ -36,6 +36,10 @@ use tracing::{error, info, warn, Instrument};
 /// create twice; a delivery that died mid-way is resumed once the lease is over.
 pub const CREATE_LEASE: Duration = Duration::from_secs(60);
 
+/// How often a claim that lost a race on the pool item is tried before the message
+/// fails.
+const CLAIM_TRIES: u64 = 5;
+
 /// How long a job waits before trying a full pool again, by default.
 pub const CAPACITY_RETRY: Duration = Duration::from_secs(15);
 
@@ -250,6 +254,12 @@ impl Scaler {
         if job.status != JobStatus::Queued {
             return Ok(Step::Done(Handled::NothingToDo));
         }
+        if job.runner_name.is_none()
+            && pool.check_queued
+            && !self.still_queued(message, clock).await?
+        {
+            return Ok(Step::Done(Handled::NothingToDo));
+        }
         let runner_name = match job.runner_name {
             Some(name) => name,
             None => match self.claim(message, pool, clock).await? {
@@ -287,6 +297,40 @@ impl Scaler {
         }
     }
 
+    /// The pool's optional queued check: whether GitHub still shows the job queued. A job
+    /// GitHub has moved on is recorded as such; one GitHub does not know is dropped.
+    async fn still_queued(
+        &self,
+        message: &QueueMessage,
+        clock: &Clock,
+    ) -> Result<bool, ScalerError> {
+        let state = self
+            .forge
+            .job_state(
+                message.installation_id,
+                &message.owner,
+                &message.repo,
+                message.job_id,
+            )
+            .await
+            .map_err(|err| ScalerError::Creation {
+                runner: format!("for job {}", message.job_id),
+                cause: Box::new(err),
+            })?;
+        let moved_on = match state {
+            Some(ForgeJobState::Queued | ForgeJobState::Other) => return Ok(true),
+            Some(ForgeJobState::InProgress) => Some(JobStatus::InProgress),
+            Some(ForgeJobState::Completed) => Some(JobStatus::Completed),
+            None => None,
+        };
+        if let Some(status) = moved_on {
+            let job = job_record(message, status, clock.now());
+            self.store.advance_job(&job, status, None).await?;
+        }
+        info!(job_id = message.job_id, state = ?state, "job no longer queued on GitHub; no runner launched");
+        Ok(false)
+    }
+
     /// Claims the job for a new runner record (or finds the runner that claimed it).
     async fn claim(
         &self,
@@ -313,21 +357,31 @@ impl Scaler {
             InstanceStatus::PendingCreate,
             runner.reason.clone(),
         )];
-        Ok(
+        let mut tries = 0;
+        let claim = loop {
+            tries += 1;
             match self
                 .store
                 .claim_job(message.job_id, &runner, pool.max_runners)
-                .await?
+                .await
             {
-                Claim::Claimed => {
-                    info!(job_id = message.job_id, runner = %runner.name, pool = %pool.name, "runner reserved");
-                    Reservation::Runner(runner.name)
+                // Lost a race on the pool item to another claim or a release: again, at
+                // once (it is not the message's fault, so it must not count as a failure).
+                Err(StoreError::Conflict(_)) if tries < CLAIM_TRIES => {
+                    tokio::time::sleep(Duration::from_millis(20 * tries)).await;
                 }
-                Claim::AlreadyClaimed { runner_name } => Reservation::Runner(runner_name),
-                Claim::NotQueued(_) => Reservation::NotQueued,
-                Claim::PoolFull => Reservation::PoolFull,
-            },
-        )
+                other => break other?,
+            }
+        };
+        Ok(match claim {
+            Claim::Claimed => {
+                info!(job_id = message.job_id, runner = %runner.name, pool = %pool.name, "runner reserved");
+                Reservation::Runner(runner.name)
+            }
+            Claim::AlreadyClaimed { runner_name } => Reservation::Runner(runner_name),
+            Claim::NotQueued(_) => Reservation::NotQueued,
+            Claim::PoolFull => Reservation::PoolFull,
+        })
     }
 
     /// Another delivery of this job holds the runner's creation lease: this one comes
@@ -371,6 +425,15 @@ impl Scaler {
 
     async fn on_in_progress(&self, message: &QueueMessage, clock: &Clock) -> Outcome {
         let runner_name = message.runner_name.as_deref();
+        // The runner this job had claimed, before the binding below replaces it.
+        let claimed_by = match runner_name {
+            Some(_) => self
+                .store
+                .get_job(message.job_id)
+                .await?
+                .and_then(|job| job.runner_name),
+            None => None,
+        };
         let job = job_record(message, JobStatus::InProgress, clock.now());
         self.store
             .advance_job(&job, JobStatus::InProgress, runner_name)
@@ -378,6 +441,12 @@ impl Scaler {
         let Some(name) = runner_name else {
             return Ok(Handled::NothingToDo);
         };
+        if let Some(runner) = self.store.get_runner(name).await? {
+            if let Some(launched_for) = runner.job_id.filter(|&id| id != message.job_id) {
+                self.rehome(launched_for, name, claimed_by.as_deref(), message, clock)
+                    .await?;
+            }
+        }
         let update = RunnerUpdate {
             runner_status: Some(RunnerStatus::Active),
             job_id: Some(message.job_id),
@@ -392,6 +461,58 @@ impl Scaler {
             Err(StoreError::NotFound(_)) => Ok(Handled::NothingToDo),
             Err(err) => Err(err.into()),
         }
+    }
+
+    /// GitHub gave runner `taker`, launched for job `orphaned`, another job (the one in
+    /// `message`), as it may: any matching idle runner takes any queued job. If the
+    /// orphaned job is still queued it needs a runner: the one the taken job had claimed,
+    /// if that one is still free, or else a new one, through a fresh `queued` message.
+    async fn rehome(
+        &self,
+        orphaned: u64,
+        taker: &str,
+        taken_job_runner: Option<&str>,
+        message: &QueueMessage,
+        clock: &Clock,
+    ) -> Result<(), ScalerError> {
+        let Some(job) = self.store.get_job(orphaned).await? else {
+            return Ok(());
+        };
+        if job.status != JobStatus::Queued || job.runner_name.as_deref() != Some(taker) {
+            return Ok(());
+        }
+        if let Some(free) = taken_job_runner.filter(|&other| other != taker) {
+            let still_free = self.store.get_runner(free).await?.is_some_and(|r| {
+                r.job_id == Some(message.job_id)
+                    && r.runner_status != RunnerStatus::Active
+                    && matches!(
+                        r.status,
+                        InstanceStatus::PendingCreate
+                            | InstanceStatus::Creating
+                            | InstanceStatus::Running
+                    )
+            });
+            if still_free && self.store.pass_claim(orphaned, taker, free).await? {
+                let update = RunnerUpdate {
+                    job_id: Some(orphaned),
+                    note: Some(format!(
+                        "job {} was taken by {taker}; now for job {orphaned}",
+                        message.job_id
+                    )),
+                    ..RunnerUpdate::default()
+                };
+                self.store.update_runner(free, &update, clock.now()).await?;
+                info!(job_id = orphaned, runner = %free, taken_by = %taker, "queued job handed to the runner of the job its runner took");
+                return Ok(());
+            }
+        }
+        self.store.unclaim_job(orphaned, taker).await?;
+        self.queue
+            .send(&QueueMessage::queued_again(&job, "rehome"))
+            .await
+            .map_err(ScalerError::Requeue)?;
+        info!(job_id = orphaned, taken_by = %taker, "runner took another job; its own job queued again");
+        Ok(())
     }
 
     async fn on_completed(&self, message: &QueueMessage, clock: &Clock) -> Outcome {

@@ -282,3 +282,84 @@ async fn poison_message_fails_alone_in_its_batch() {
     assert_eq!(failed, vec!["poison".to_owned()]);
     assert_eq!(world.store.runners().len(), 9);
 }
+
+#[tokio::test]
+async fn runner_taking_a_job_that_had_claimed_a_runner_hands_its_own_job_over() {
+    let world = World::new(5);
+    let scaler = world.scaler();
+    let runner_a = up(&world, 1).await;
+    let runner_b = up(&world, 2).await;
+    // GitHub gives job 2 to runner A, launched for job 1.
+    scaler
+        .handle(&message(MessageKind::InProgress, 2, Some(&runner_a)), now())
+        .await
+        .expect("handled");
+    assert_eq!(
+        world.store.job(1).and_then(|j| j.runner_name),
+        Some(runner_b.clone()),
+        "job 1 now waits for runner B"
+    );
+    assert_eq!(
+        world.store.runner(&runner_b).and_then(|r| r.job_id),
+        Some(1)
+    );
+    assert_eq!(
+        world.store.runner(&runner_a).and_then(|r| r.job_id),
+        Some(2)
+    );
+    assert!(world.queue.sent().is_empty(), "no new runner needed");
+    assert_eq!(world.store.runners().len(), 2);
+}
+
+#[tokio::test]
+async fn runner_taking_a_job_without_a_runner_sends_its_own_job_back_to_the_queue() {
+    let world = World::new(5);
+    let scaler = world.scaler();
+    let runner_a = up(&world, 1).await;
+    // Job 2 never got a runner (its message waits for capacity); runner A takes it.
+    scaler
+        .handle(&message(MessageKind::InProgress, 2, Some(&runner_a)), now())
+        .await
+        .expect("handled");
+    assert_eq!(world.store.job(1).and_then(|j| j.runner_name), None);
+    let sent = world.queue.take();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!((sent[0].kind, sent[0].job_id), (MessageKind::Queued, 1));
+    // The message gives job 1 a runner of its own.
+    let name = match scaler.handle(&sent[0], now()).await {
+        Ok(Handled::RunnerUp(name)) => name,
+        other => panic!("{other:?}"),
+    };
+    assert_ne!(name, runner_a);
+    assert_eq!(world.store.job(1).and_then(|j| j.runner_name), Some(name));
+}
+
+#[tokio::test]
+async fn queued_check_launches_nothing_for_a_job_github_has_moved_on() {
+    let world = World {
+        config: config_with(5, "    check_queued: true\n"),
+        ..World::new(5)
+    };
+    world.forge.set_job_state(1, ForgeJobState::Completed);
+    world.forge.set_job_state(2, ForgeJobState::Queued);
+    let scaler = world.scaler();
+    let first = scaler
+        .handle(&message(MessageKind::Queued, 1, None), now())
+        .await;
+    assert_eq!(first.ok(), Some(Handled::NothingToDo));
+    assert_eq!(
+        world.store.job(1).map(|j| j.status),
+        Some(JobStatus::Completed)
+    );
+    assert_eq!(world.fleet.launched(), 0);
+    up(&world, 2).await;
+    assert_eq!(world.fleet.launched(), 1);
+    assert_eq!(world.forge.calls().job_state, 2);
+}
+
+#[tokio::test]
+async fn without_the_queued_check_github_is_not_asked() {
+    let world = World::new(5);
+    up(&world, 1).await;
+    assert_eq!(world.forge.calls().job_state, 0);
+}

@@ -1,6 +1,10 @@
+//! Deletion on the in-memory fakes: graceful order, busy runners kept, backoff, force.
+
 use super::*;
+use crate::backoff;
 use crate::handlers::scaler::Handled;
 use crate::handlers::test_support::{message, now, World, POOL};
+use crate::lifecycle::RunnerStatus;
 use crate::message::MessageKind;
 use crate::ports::RunnerStore;
 use std::time::Duration;

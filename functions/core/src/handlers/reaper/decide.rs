@@ -1,0 +1,277 @@
+//! The reaper's decisions, as plain functions of what it read and `now`: which live
+//! records must go (bootstrap timeout, stuck `deleting`, `error`, instance gone, idle
+//! runners), which instances and GitHub runners are orphans, and how many slots each
+//! pool's live records hold. No I/O here; `reconcile` and `orphans` act on the answers.
+
+use crate::config::{Config, PoolConfig};
+use crate::lifecycle::{InstanceStatus, RunnerStatus};
+use crate::model::{JobRecord, RunnerRecord};
+use crate::names;
+use crate::ports::{ForgeRunner, Instance, InstanceState};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
+use time::OffsetDateTime;
+
+/// How long after launch an instance may have no record: the scaler records the
+/// instance id right after the launch call returns, so anything older lost its record.
+pub const ORPHAN_GRACE: Duration = Duration::from_secs(10 * 60);
+/// How long a `running` record's instance may be missing from EC2's answer before the
+/// record counts as having lost it (EC2's listing lags a launch by seconds).
+pub const INSTANCE_GRACE: Duration = Duration::from_secs(2 * 60);
+/// How often an active runner's job is looked up on GitHub (a missed `completed`).
+pub const JOB_CHECK_INTERVAL: Duration = Duration::from_secs(3 * 60);
+/// How long a queued job may have no runner before GitHub is asked about it.
+pub const QUEUED_GRACE: Duration = Duration::from_secs(3 * 60);
+/// How long after a check a job still queued on GitHub is checked again.
+pub const JOB_RECHECK: Duration = Duration::from_secs(5 * 60);
+/// How long a pool counter must stand still before a drift in it may be repaired.
+pub const COUNTER_SETTLE: Duration = Duration::from_secs(2 * 60);
+
+/// Why a live record is sent to `pending_delete`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cleanup {
+    /// Rule 1: the runner never came online.
+    BootstrapTimeout,
+    /// Rule 2: a reaper died in the middle of deleting it.
+    StuckDeleting,
+    /// Rule 3: creation failed; what was made is cleaned.
+    CreationFailed,
+    /// Rule 6: the `running` record's instance is gone, terminated or stopped.
+    InstanceGone,
+    /// Rule 9: a static runner idle past `idle_timeout`, above the pool's `min_idle`.
+    IdleStatic,
+    /// Rule 11: an ephemeral runner idle past `idle_timeout` with no queued job left
+    /// in its pool (its job was cancelled or taken by another runner).
+    IdleNoWork,
+}
+
+impl Cleanup {
+    /// The reason written on the record.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Cleanup::BootstrapTimeout => "bootstrap timeout: runner never came online",
+            Cleanup::StuckDeleting => "stuck deleting: retrying",
+            Cleanup::CreationFailed => "creation failed: cleaning up",
+            Cleanup::InstanceGone => "instance gone",
+            Cleanup::IdleStatic => "idle past idle_timeout",
+            Cleanup::IdleNoWork => "idle past idle_timeout with no queued job left",
+        }
+    }
+}
+
+/// What to do with one live record this run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Send it to `pending_delete`.
+    Clean(Cleanup),
+    /// Rule 7: it is running a job and is due for a look at whether that job ended.
+    CheckJob,
+}
+
+/// When GitHub last showed the runner idle (its latest `idle` history entry), or when
+/// the record last changed if the history no longer says.
+pub fn idle_since(record: &RunnerRecord) -> OffsetDateTime {
+    record
+        .history
+        .iter()
+        .rev()
+        .find(|entry| entry.runner_status == Some(RunnerStatus::Idle))
+        .map_or(record.updated_at, |entry| entry.at)
+}
+
+fn older_than(at: OffsetDateTime, now: OffsetDateTime, limit: Duration) -> bool {
+    now - at >= limit
+}
+
+/// The pool's settings, or the defaults for a pool no longer configured.
+fn pool_or_default<'a>(config: &'a Config, name: &str, fallback: &'a PoolConfig) -> &'a PoolConfig {
+    config.pool(name).unwrap_or(fallback)
+}
+
+/// Whether EC2's answer shows the record's instance alive; `None` when EC2 was not read.
+fn instance_alive(record: &RunnerRecord, instances: &HashMap<&str, InstanceState>) -> bool {
+    let Some(id) = record.instance_id.as_deref() else {
+        return false;
+    };
+    matches!(
+        instances.get(id),
+        Some(InstanceState::Pending | InstanceState::Running)
+    )
+}
+
+/// The verdict on every live record that needs one (rules 1, 2, 3, 6, 7, 9 and 11).
+/// `instances` is EC2's answer, `None` when it could not be read (rule 6 then waits);
+/// `queued_jobs` every job the table holds as queued.
+pub fn verdicts(
+    config: &Config,
+    live: &[RunnerRecord],
+    instances: Option<&[Instance]>,
+    queued_jobs: &[JobRecord],
+    now: OffsetDateTime,
+) -> Vec<(RunnerRecord, Verdict)> {
+    let fallback = config.pools.first().cloned();
+    let Some(fallback) = fallback else {
+        return Vec::new();
+    };
+    let by_id: Option<HashMap<&str, InstanceState>> =
+        instances.map(|list| list.iter().map(|i| (i.id.as_str(), i.state)).collect());
+    let pools_with_queued: HashSet<&str> = queued_jobs.iter().map(|j| j.pool.as_str()).collect();
+    let mut out = Vec::new();
+    for record in live {
+        let pool = pool_or_default(config, &record.pool, &fallback);
+        if let Some(verdict) = verdict(
+            config,
+            pool,
+            record,
+            by_id.as_ref(),
+            &pools_with_queued,
+            now,
+        ) {
+            out.push((record.clone(), verdict));
+        }
+    }
+    out.extend(
+        idle_static_runners(config, live, &fallback, now)
+            .into_iter()
+            .map(|record| (record, Verdict::Clean(Cleanup::IdleStatic))),
+    );
+    out
+}
+
+fn verdict(
+    config: &Config,
+    pool: &PoolConfig,
+    record: &RunnerRecord,
+    instances: Option<&HashMap<&str, InstanceState>>,
+    pools_with_queued: &HashSet<&str>,
+    now: OffsetDateTime,
+) -> Option<Verdict> {
+    use InstanceStatus::*;
+    let clean = |cleanup| Some(Verdict::Clean(cleanup));
+    match record.status {
+        Deleting if older_than(record.updated_at, now, config.reaper.stuck_deleting) => {
+            clean(Cleanup::StuckDeleting)
+        }
+        Error => clean(Cleanup::CreationFailed),
+        PendingCreate | Creating | Running
+            if record.runner_status == RunnerStatus::Pending
+                && older_than(record.created_at, now, pool.bootstrap_timeout) =>
+        {
+            clean(Cleanup::BootstrapTimeout)
+        }
+        Running
+            if instances.is_some_and(|by_id| !instance_alive(record, by_id))
+                && older_than(record.updated_at, now, INSTANCE_GRACE) =>
+        {
+            clean(Cleanup::InstanceGone)
+        }
+        Running
+            if record.ephemeral
+                && record.runner_status == RunnerStatus::Idle
+                && older_than(idle_since(record), now, pool.idle_timeout)
+                && !pools_with_queued.contains(record.pool.as_str()) =>
+        {
+            clean(Cleanup::IdleNoWork)
+        }
+        Running
+            if record.runner_status == RunnerStatus::Active
+                && record.job_id.is_some()
+                && record.next_attempt_at <= now =>
+        {
+            Some(Verdict::CheckJob)
+        }
+        _ => None,
+    }
+}
+
+/// Rule 9: per pool, the idle static runners past `idle_timeout`, keeping the
+/// `min_idle` most recently idle ones whatever their age.
+fn idle_static_runners(
+    config: &Config,
+    live: &[RunnerRecord],
+    fallback: &PoolConfig,
+    now: OffsetDateTime,
+) -> Vec<RunnerRecord> {
+    let mut idle_by_pool: BTreeMap<&str, Vec<&RunnerRecord>> = BTreeMap::new();
+    for record in live {
+        if record.status == InstanceStatus::Running
+            && !record.ephemeral
+            && record.runner_status == RunnerStatus::Idle
+        {
+            idle_by_pool.entry(&record.pool).or_default().push(record);
+        }
+    }
+    let mut out = Vec::new();
+    for (pool_name, mut idle) in idle_by_pool {
+        let pool = pool_or_default(config, pool_name, fallback);
+        idle.sort_by_key(|record| std::cmp::Reverse(idle_since(record)));
+        let keep = usize::try_from(pool.min_idle).unwrap_or(usize::MAX);
+        out.extend(
+            idle.into_iter()
+                .skip(keep)
+                .filter(|record| older_than(idle_since(record), now, pool.idle_timeout))
+                .cloned(),
+        );
+    }
+    out
+}
+
+/// Rule 4: instances of this deployment that no live record claims, launched more than
+/// [`ORPHAN_GRACE`] ago and not already on their way out. (Candidates: the reaper acts
+/// only on those seen twice, so a record caught between two index partitions is never
+/// taken for missing.)
+pub fn orphan_instances(
+    instances: &[Instance],
+    live: &[RunnerRecord],
+    now: OffsetDateTime,
+) -> Vec<String> {
+    let claimed: HashSet<&str> = live
+        .iter()
+        .filter_map(|r| r.instance_id.as_deref())
+        .collect();
+    instances
+        .iter()
+        .filter(|i| {
+            !matches!(
+                i.state,
+                InstanceState::Terminated | InstanceState::ShuttingDown
+            )
+        })
+        .filter(|i| !claimed.contains(i.id.as_str()))
+        .filter(|i| {
+            i.launched_at
+                .is_some_and(|at| older_than(at, now, ORPHAN_GRACE))
+        })
+        .map(|i| i.id.clone())
+        .collect()
+}
+
+/// Rule 5: GitHub runners named for this deployment, offline, that no live record
+/// names. (The reaper reads each record again, consistently, before removing one.)
+pub fn orphan_runners<'a>(
+    deployment: &str,
+    listed: &'a [ForgeRunner],
+    live: &[RunnerRecord],
+) -> Vec<&'a ForgeRunner> {
+    let named: HashSet<&str> = live.iter().map(|r| r.name.as_str()).collect();
+    listed
+        .iter()
+        .filter(|r| names::is_ours(deployment, &r.name))
+        .filter(|r| !r.online && !named.contains(r.name.as_str()))
+        .collect()
+}
+
+/// Rule 10: the slots the live records of each pool hold (every configured pool
+/// appears, at zero if it has none).
+pub fn slots_held(config: &Config, live: &[RunnerRecord]) -> BTreeMap<String, u32> {
+    let mut held: BTreeMap<String, u32> =
+        config.pools.iter().map(|p| (p.name.clone(), 0)).collect();
+    for record in live.iter().filter(|r| r.slot_held && r.status.is_live()) {
+        *held.entry(record.pool.clone()).or_default() += 1;
+    }
+    held
+}
+
+#[cfg(test)]
+#[path = "decide_tests.rs"]
+mod tests;

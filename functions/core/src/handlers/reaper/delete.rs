@@ -1,0 +1,195 @@
+//! Deletion, graceful and forced: GitHub's DELETE first (422 = busy: the record goes back
+//! to `pending_delete` and the instance is kept, with no time limit), then the instance,
+//! then the JIT secret, then `deleted` with the slot given back. Provider errors back off
+//! exponentially; forced deletion logs and ignores them and finishes in one pass.
+
+use super::{Reaper, ReaperReport, Snapshot, PARALLEL_DELETES};
+use crate::backoff;
+use crate::clock::Clock;
+use crate::handlers::error_chain;
+use crate::handlers::scaler::scope_of;
+use crate::lifecycle::InstanceStatus;
+use crate::metrics::{Dimension, Metric};
+use crate::model::RunnerRecord;
+use crate::ports::*;
+use std::collections::HashSet;
+use time::OffsetDateTime;
+use tokio::time::Instant;
+use tracing::{info, warn};
+
+/// How one deletion attempt ended.
+pub(super) enum Outcome {
+    Deleted,
+    Busy,
+    BackedOff,
+    Skipped,
+}
+
+impl Reaper {
+    /// Deletes the due `pending_force_delete` records, then the due `pending_delete` ones
+    /// (with those a rule has just sent there), a few at a time, until the deadline.
+    pub(super) async fn delete_due(
+        &self,
+        snapshot: &Snapshot,
+        marked: Vec<RunnerRecord>,
+        now: OffsetDateTime,
+        deadline: Instant,
+        report: &mut ReaperReport,
+    ) {
+        let due = |status: InstanceStatus| {
+            snapshot
+                .runners
+                .iter()
+                .filter(move |r| r.status == status && r.next_attempt_at <= now)
+                .cloned()
+        };
+        let mut seen = HashSet::new();
+        let queue: Vec<RunnerRecord> = due(InstanceStatus::PendingForceDelete)
+            .chain(due(InstanceStatus::PendingDelete))
+            .chain(marked)
+            .filter(|r| seen.insert(r.name.clone()))
+            .collect();
+        let mut records = queue.into_iter();
+        let mut deleting = tokio::task::JoinSet::new();
+        loop {
+            while deleting.len() < PARALLEL_DELETES {
+                let Some(record) = records.next() else { break };
+                if Instant::now() >= deadline {
+                    report.left_for_next_run = true;
+                    break;
+                }
+                let reaper = self.clone();
+                deleting
+                    .spawn(async move { reaper.delete(record, &Clock::starting_at(now)).await });
+            }
+            let Some(joined) = deleting.join_next().await else {
+                break;
+            };
+            match joined {
+                Ok(Ok(Outcome::Deleted)) => report.deleted += 1,
+                Ok(Ok(Outcome::Busy)) => report.busy += 1,
+                Ok(Ok(Outcome::BackedOff)) => report.backed_off += 1,
+                Ok(Ok(Outcome::Skipped)) => {}
+                Ok(Err(err)) => {
+                    warn!(error = %error_chain(&err), "deletion step failed; next run retries it")
+                }
+                Err(join_error) => {
+                    warn!(%join_error, "deletion task failed; next run retries it")
+                }
+            }
+        }
+    }
+
+    async fn delete(&self, record: RunnerRecord, clock: &Clock) -> Result<Outcome, StoreError> {
+        let force = record.status == InstanceStatus::PendingForceDelete;
+        let mut to_deleting = Transition::new(record.status, InstanceStatus::Deleting, clock.now());
+        to_deleting.reason = record.reason.clone();
+        let runner = match self.store.transition(&record.name, &to_deleting).await {
+            Ok(runner) => runner,
+            // Another reaper (or the operator) moved it first.
+            Err(StoreError::TransitionRefused { .. }) => return Ok(Outcome::Skipped),
+            Err(err) => return Err(err),
+        };
+        let name = runner.name.as_str();
+        match self.remove_from_github(&runner).await {
+            Ok(RunnerRemoval::Removed | RunnerRemoval::NotFound) => {}
+            Ok(RunnerRemoval::Busy) if force => {
+                warn!(runner = %name, "forced delete of a runner that is running a job");
+            }
+            Ok(RunnerRemoval::Busy) => return self.put_off_busy(&runner, clock.now()).await,
+            Err(err) if force => {
+                warn!(runner = %name, error = %error_chain(&err), "GitHub removal failed; ignored (force)")
+            }
+            Err(err) => return self.back_off(&runner, &err, clock.now()).await,
+        }
+        if let Some(instance_id) = &runner.instance_id {
+            if let Err(err) = self.fleet.terminate(instance_id).await {
+                if !force {
+                    return self.back_off(&runner, &err, clock.now()).await;
+                }
+                warn!(runner = %name, %instance_id, error = %error_chain(&err), "terminate failed; ignored (force)");
+            }
+            if let Err(err) = self.secrets.delete(instance_id).await {
+                if !force {
+                    return self.back_off(&runner, &err, clock.now()).await;
+                }
+                warn!(runner = %name, %instance_id, error = %error_chain(&err), "JIT secret delete failed; ignored (force)");
+            }
+        }
+        let at = clock.now();
+        self.store
+            .finish_deletion(name, at, at + self.config.reaper.deleted_ttl)
+            .await?;
+        let mode = if force { "forced" } else { "graceful" };
+        self.metrics.record(
+            Metric::RunnersDeleted,
+            &[
+                (Dimension::Pool, runner.pool.as_str()),
+                (Dimension::Mode, mode),
+            ],
+            1.0,
+        );
+        info!(runner = %name, pool = %runner.pool, force, instance_id = runner.instance_id.as_deref(), "runner deleted");
+        Ok(Outcome::Deleted)
+    }
+
+    /// Removes the runner from GitHub. A record without a GitHub id may still have been
+    /// registered (a crash between the registration and the write of its id): if it
+    /// ever had an instance, the registration is looked up by name.
+    async fn remove_from_github(&self, runner: &RunnerRecord) -> Result<RunnerRemoval, ForgeError> {
+        let scope = scope_of(runner);
+        let runner_id = match runner.github_runner_id {
+            Some(id) => id,
+            None if runner.instance_id.is_some() => {
+                let listed = self.forge.list_runners(&scope).await?;
+                match listed.into_iter().find(|r| r.name == runner.name) {
+                    Some(found) => {
+                        info!(runner = %runner.name, runner_id = found.id, "registration without a recorded id found by name");
+                        found.id
+                    }
+                    None => return Ok(RunnerRemoval::NotFound),
+                }
+            }
+            None => return Ok(RunnerRemoval::NotFound),
+        };
+        self.forge.remove_runner(&scope, runner_id).await
+    }
+
+    /// GitHub refused the removal: a job is running. Keep everything; look again next run.
+    async fn put_off_busy(
+        &self,
+        runner: &RunnerRecord,
+        now: OffsetDateTime,
+    ) -> Result<Outcome, StoreError> {
+        let back = Transition::new(InstanceStatus::Deleting, InstanceStatus::PendingDelete, now)
+            .because("busy");
+        self.store.transition(&runner.name, &back).await?;
+        self.metrics.record(
+            Metric::BusyDeferrals,
+            &[(Dimension::Pool, runner.pool.as_str())],
+            1.0,
+        );
+        info!(runner = %runner.name, job_id = runner.job_id, "runner is running a job; deletion put off");
+        Ok(Outcome::Busy)
+    }
+
+    /// A provider error: back to `pending_delete`, due again after an exponential delay.
+    async fn back_off(
+        &self,
+        runner: &RunnerRecord,
+        err: &(dyn std::error::Error + Send + Sync + 'static),
+        now: OffsetDateTime,
+    ) -> Result<Outcome, StoreError> {
+        let attempts = runner.attempts + 1;
+        let delay = backoff::delay_after(attempts);
+        let mut back =
+            Transition::new(InstanceStatus::Deleting, InstanceStatus::PendingDelete, now)
+                .because("retrying after error");
+        back.attempts = Some(attempts);
+        back.error = Some(error_chain(err));
+        back.next_attempt_at = now + delay;
+        self.store.transition(&runner.name, &back).await?;
+        warn!(runner = %runner.name, attempts, retry_in = ?delay, error = %error_chain(err), "deletion failed; backing off");
+        Ok(Outcome::BackedOff)
+    }
+}

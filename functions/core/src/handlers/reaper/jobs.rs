@@ -1,0 +1,138 @@
+//! Rule 8, missed `queued` and lost launches: a job the table still holds as `queued`
+//! with no live runner, [`QUEUED_GRACE`] after it was received, is looked up on GitHub.
+//! Still queued: its message is rebuilt and sent again, and the job is looked at again
+//! in [`JOB_RECHECK`]. Started or finished: the job item is moved forward. Jobs of a
+//! full pool are left alone: the scaler keeps those in line itself.
+
+use super::decide::{JOB_RECHECK, QUEUED_GRACE};
+use super::{Reaper, JOB_BATCH};
+use crate::handlers::error_chain;
+use crate::lifecycle::InstanceStatus;
+use crate::message::QueueMessage;
+use crate::metrics::{Dimension, Metric};
+use crate::model::{JobRecord, JobStatus};
+use crate::ports::*;
+use std::collections::HashMap;
+use time::OffsetDateTime;
+use tokio::time::Instant;
+use tracing::{info, warn};
+
+/// What became of one queued job.
+enum JobCheck {
+    Requeued,
+    Moved,
+    Waiting,
+}
+
+impl Reaper {
+    /// Looks at the due queued jobs; returns how many were queued again.
+    pub(super) async fn requeue_lost_jobs(
+        &self,
+        now: OffsetDateTime,
+        deadline: Instant,
+    ) -> Result<usize, StoreError> {
+        let due = self
+            .store
+            .jobs_in_status(JobStatus::Queued, now, JOB_BATCH)
+            .await?;
+        let mut pool_full: HashMap<String, bool> = HashMap::new();
+        let mut requeued = 0;
+        for job in due {
+            if Instant::now() >= deadline {
+                break;
+            }
+            if now - job.received_at < QUEUED_GRACE {
+                continue;
+            }
+            let Some(dead_claim) = self.claim_without_runner(&job).await? else {
+                continue;
+            };
+            let full = match pool_full.get(&job.pool) {
+                Some(full) => *full,
+                None => {
+                    let max = self.config.pool(&job.pool).map_or(0, |p| p.max_runners);
+                    let full = self.store.pool_counter(&job.pool).await?.slots_used >= max;
+                    pool_full.insert(job.pool.clone(), full);
+                    full
+                }
+            };
+            if full {
+                continue;
+            }
+            match self.check_queued(&job, dead_claim.as_deref(), now).await {
+                Ok(JobCheck::Requeued) => requeued += 1,
+                Ok(JobCheck::Moved | JobCheck::Waiting) => {}
+                Err(err) => {
+                    warn!(job_id = job.job_id, error = %err, "cannot check queued job; next run retries")
+                }
+            }
+        }
+        Ok(requeued)
+    }
+
+    /// `None` when a live runner holds the job's claim (it is being served); otherwise
+    /// `Some` with the name of the dead runner still holding the claim, if any.
+    async fn claim_without_runner(
+        &self,
+        job: &JobRecord,
+    ) -> Result<Option<Option<String>>, StoreError> {
+        let Some(name) = &job.runner_name else {
+            return Ok(Some(None));
+        };
+        // A consistent read: the status index may not show a runner claimed just now.
+        let serving = self.store.get_runner(name).await?.is_some_and(|runner| {
+            matches!(
+                runner.status,
+                InstanceStatus::PendingCreate | InstanceStatus::Creating | InstanceStatus::Running
+            )
+        });
+        Ok((!serving).then(|| Some(name.clone())))
+    }
+
+    async fn check_queued(
+        &self,
+        job: &JobRecord,
+        dead_claim: Option<&str>,
+        now: OffsetDateTime,
+    ) -> Result<JobCheck, Box<dyn std::error::Error + Send + Sync>> {
+        let state = self
+            .forge
+            .job_state(job.installation_id, &job.owner, &job.repo, job.job_id)
+            .await?;
+        let moved_to = match state {
+            Some(ForgeJobState::Queued) => None,
+            Some(ForgeJobState::InProgress) => Some(JobStatus::InProgress),
+            Some(ForgeJobState::Completed) | None => Some(JobStatus::Completed),
+            Some(ForgeJobState::Other) => {
+                self.store
+                    .recheck_job_at(job.job_id, now + JOB_RECHECK)
+                    .await?;
+                return Ok(JobCheck::Waiting);
+            }
+        };
+        if let Some(status) = moved_to {
+            let mut seen = job.clone();
+            seen.updated_at = now;
+            self.store.advance_job(&seen, status, None).await?;
+            info!(job_id = job.job_id, %status, "queued job had moved on unseen; job item advanced");
+            return Ok(JobCheck::Moved);
+        }
+        if let Some(runner) = dead_claim {
+            self.store.unclaim_job(job.job_id, runner).await?;
+        }
+        self.queue
+            .send(&QueueMessage::queued_again(job, "requeue"))
+            .await
+            .map_err(|err| error_chain(&err))?;
+        self.store
+            .recheck_job_at(job.job_id, now + JOB_RECHECK)
+            .await?;
+        self.metrics.record(
+            Metric::Reenqueued,
+            &[(Dimension::Pool, job.pool.as_str())],
+            1.0,
+        );
+        info!(job_id = job.job_id, pool = %job.pool, "queued job had no runner; queued again");
+        Ok(JobCheck::Requeued)
+    }
+}

@@ -1,0 +1,285 @@
+//! The reaper handler: takes `pending_delete` and `pending_force_delete` records to
+//! `deleted`, without ever killing a runner in the middle of a job, and reconciles the
+//! table, EC2 and GitHub so that every crash, lost webhook and provider error converges.
+//!
+//! One run reads the live records once, by status through the status index (never the
+//! whole table, so its cost follows the live work and not the history), then:
+//! watches bootstrapping runners come online; applies the record rules of
+//! [`decide::verdicts`] (bootstrap timeout, stuck `deleting`, `error`, instance gone,
+//! missed `completed`, idle runners), each a move to `pending_delete`; deletes what is
+//! due (`delete`); sweeps orphan instances and GitHub runners (`orphans`); queues again
+//! the jobs whose launch was lost (`jobs`); and repairs drifted pool counters
+//! (`counters`). It starts no new step after its deadline; the rest waits a minute.
+//!
+//! Every deletion goes through the graceful path: GitHub's DELETE first, which is itself
+//! the "is it busy?" check (422), so a busy runner keeps its instance.
+
+mod counters;
+mod decide;
+mod delete;
+mod jobs;
+mod orphans;
+mod reconcile;
+
+pub use decide::{
+    Cleanup, COUNTER_SETTLE, INSTANCE_GRACE, JOB_CHECK_INTERVAL, JOB_RECHECK, ORPHAN_GRACE,
+    QUEUED_GRACE,
+};
+
+use crate::config::Config;
+use crate::lifecycle::InstanceStatus;
+use crate::metrics::{Dimension, Metric, Metrics};
+use crate::model::{JobRecord, JobStatus, RunnerRecord};
+use crate::ports::*;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use time::OffsetDateTime;
+use tokio::time::Instant;
+
+/// Records read per live status per run. A status holding more than this makes the
+/// snapshot incomplete, and the sweeps that trust it (orphans, counters) wait.
+const LIVE_LIMIT: usize = 2000;
+/// Deletions under way at once (each is independent and conditional).
+const PARALLEL_DELETES: usize = 8;
+/// Queued jobs looked at per run.
+const JOB_BATCH: usize = 100;
+/// How far ahead "every record, due or not" reaches in the status index.
+const EVERYTHING_DUE: Duration = Duration::from_secs(366 * 24 * 3600);
+
+/// The statuses of records that still stand for something.
+const LIVE: [InstanceStatus; 7] = [
+    InstanceStatus::PendingCreate,
+    InstanceStatus::Creating,
+    InstanceStatus::Running,
+    InstanceStatus::Error,
+    InstanceStatus::PendingDelete,
+    InstanceStatus::PendingForceDelete,
+    InstanceStatus::Deleting,
+];
+
+/// What one run did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReaperReport {
+    /// Runners seen online for the first time.
+    pub came_online: usize,
+    pub deleted: usize,
+    /// Deletions put off because the runner is running a job.
+    pub busy: usize,
+    /// Deletions put off after a provider error (backing off).
+    pub backed_off: usize,
+    /// Live records a reconciliation rule sent to `pending_delete`.
+    pub sent_to_delete: usize,
+    /// Instances and GitHub runners that no live record claimed, removed.
+    pub orphans_reaped: usize,
+    /// Queued jobs with no runner that were put back in the queue.
+    pub requeued: usize,
+    /// Pool counters set back to what the live records hold.
+    pub counters_repaired: usize,
+    /// Work left for the next run because the deadline came.
+    pub left_for_next_run: bool,
+}
+
+/// What the live part of the table looked like at the start of a run.
+struct Snapshot {
+    runners: Vec<RunnerRecord>,
+    queued_jobs: Vec<JobRecord>,
+    /// False when a status held more than [`LIVE_LIMIT`] records.
+    complete: bool,
+}
+
+/// What one run remembers for the next: suspects are acted on only when seen twice, so
+/// a record caught between two partitions of the status index (it is read one status at
+/// a time, and the index lags) is never taken for missing.
+#[derive(Debug, Default)]
+struct Memory {
+    orphan_instances: HashSet<String>,
+    drift: HashMap<String, (PoolCounter, u32)>,
+    /// Where runners were seen registered, for the GitHub orphan sweep.
+    scopes: HashSet<RunnerScope>,
+}
+
+/// Deletes what was asked to be deleted, and reconciles the three views of the world.
+#[derive(Clone)]
+pub struct Reaper {
+    config: Arc<Config>,
+    store: Arc<dyn RunnerStore>,
+    fleet: Arc<dyn Fleet>,
+    forge: Arc<dyn Forge>,
+    secrets: Arc<dyn JitSecrets>,
+    queue: Arc<dyn JobQueue>,
+    metrics: Metrics,
+    memory: Arc<Mutex<Memory>>,
+}
+
+impl Reaper {
+    pub fn new(
+        config: Arc<Config>,
+        store: Arc<dyn RunnerStore>,
+        fleet: Arc<dyn Fleet>,
+        forge: Arc<dyn Forge>,
+        secrets: Arc<dyn JitSecrets>,
+        queue: Arc<dyn JobQueue>,
+    ) -> Reaper {
+        Reaper {
+            config,
+            store,
+            fleet,
+            forge,
+            secrets,
+            queue,
+            metrics: Metrics::disabled(),
+            memory: Arc::default(),
+        }
+    }
+
+    /// Where deletions, deferrals, orphans, re-queued jobs and the runners-by-status
+    /// gauge are recorded; flushed at the end of every run.
+    pub fn with_metrics(mut self, metrics: Metrics) -> Reaper {
+        self.metrics = metrics;
+        self
+    }
+
+    /// One run at `now`; starts no new work after `deadline`.
+    pub async fn run(
+        &self,
+        now: OffsetDateTime,
+        deadline: Instant,
+    ) -> Result<ReaperReport, StoreError> {
+        let mut report = ReaperReport::default();
+        let result = self.run_steps(now, deadline, &mut report).await;
+        self.metrics.flush();
+        result.map(|()| report)
+    }
+
+    async fn run_steps(
+        &self,
+        now: OffsetDateTime,
+        deadline: Instant,
+        report: &mut ReaperReport,
+    ) -> Result<(), StoreError> {
+        let snapshot = self.read_snapshot(now).await?;
+        self.remember_scopes(&snapshot);
+        self.record_gauges(&snapshot);
+        report.came_online = self.watch_bootstrapping(&snapshot, now, deadline).await?;
+        let instances = match self.fleet.describe().await {
+            Ok(instances) => Some(instances),
+            Err(err) => {
+                tracing::warn!(error = %crate::handlers::error_chain(&err), "cannot list instances; instance rules wait");
+                None
+            }
+        };
+        let marked = self
+            .apply_rules(&snapshot, instances.as_deref(), now, deadline, report)
+            .await?;
+        self.delete_due(&snapshot, marked, now, deadline, report)
+            .await;
+        let steps_left = [
+            Step::OrphanInstances,
+            Step::OrphanRunners,
+            Step::LostJobs,
+            Step::Counters,
+        ];
+        for step in steps_left {
+            if Instant::now() >= deadline {
+                report.left_for_next_run = true;
+                return Ok(());
+            }
+            match step {
+                Step::OrphanInstances => {
+                    if let Some(instances) = &instances {
+                        report.orphans_reaped +=
+                            self.sweep_instances(&snapshot, instances, now).await;
+                    }
+                }
+                Step::OrphanRunners => {
+                    report.orphans_reaped += self.sweep_runners(&snapshot, deadline).await;
+                }
+                Step::LostJobs => report.requeued += self.requeue_lost_jobs(now, deadline).await?,
+                Step::Counters => {
+                    report.counters_repaired += self.repair_counters(&snapshot, now).await?
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every live record (due or not) and every queued job, through the status index.
+    async fn read_snapshot(&self, now: OffsetDateTime) -> Result<Snapshot, StoreError> {
+        let everything = now + EVERYTHING_DUE;
+        let mut runners = Vec::new();
+        let mut complete = true;
+        for status in LIVE {
+            let found = self
+                .store
+                .runners_in_status(status, everything, LIVE_LIMIT)
+                .await?;
+            complete &= found.len() < LIVE_LIMIT;
+            runners.extend(found);
+        }
+        let queued_jobs = self
+            .store
+            .jobs_in_status(JobStatus::Queued, everything, LIVE_LIMIT)
+            .await?;
+        complete &= queued_jobs.len() < LIVE_LIMIT;
+        Ok(Snapshot {
+            runners,
+            queued_jobs,
+            complete,
+        })
+    }
+
+    fn memory(&self) -> std::sync::MutexGuard<'_, Memory> {
+        self.memory.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn remember_scopes(&self, snapshot: &Snapshot) {
+        let mut memory = self.memory();
+        for record in &snapshot.runners {
+            memory
+                .scopes
+                .insert(crate::handlers::scaler::scope_of(record));
+        }
+    }
+
+    /// The runners-by-status gauge: one value per configured pool and live status.
+    fn record_gauges(&self, snapshot: &Snapshot) {
+        let mut counts: HashMap<(&str, InstanceStatus), usize> = HashMap::new();
+        for record in &snapshot.runners {
+            *counts
+                .entry((record.pool.as_str(), record.status))
+                .or_default() += 1;
+        }
+        let mut pools: HashSet<&str> = self.config.pools.iter().map(|p| p.name.as_str()).collect();
+        pools.extend(snapshot.runners.iter().map(|r| r.pool.as_str()));
+        for pool in pools {
+            for status in LIVE {
+                let count = counts.get(&(pool, status)).copied().unwrap_or(0);
+                self.metrics.record(
+                    Metric::RunnersByStatus,
+                    &[
+                        (Dimension::Pool, pool),
+                        (Dimension::Status, status.as_str()),
+                    ],
+                    count as f64,
+                );
+            }
+        }
+    }
+}
+
+/// The steps after the deletions, each skipped once the deadline has come.
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    OrphanInstances,
+    OrphanRunners,
+    LostJobs,
+    Counters,
+}
+
+#[cfg(test)]
+mod reconcile_tests;
+#[cfg(test)]
+mod sweep_tests;
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,179 @@
+//! The record rules in action: runners seen online for the first time are marked so
+//! (and timed), the verdicts of [`super::decide::verdicts`] become moves to
+//! `pending_delete`, and active runners are checked against GitHub for a `completed`
+//! that never arrived — each at most every [`JOB_CHECK_INTERVAL`], through the record's
+//! `next_attempt_at`, so GitHub is not asked about every runner on every run.
+
+use super::decide::{self, Cleanup, Verdict, JOB_CHECK_INTERVAL};
+use super::{Reaper, ReaperReport, Snapshot};
+use crate::handlers::error_chain;
+use crate::handlers::scaler::scope_of;
+use crate::lifecycle::{InstanceStatus, RunnerStatus};
+use crate::metrics::{Dimension, Metric};
+use crate::model::{JobStatus, RunnerRecord};
+use crate::ports::*;
+use time::OffsetDateTime;
+use tokio::time::Instant;
+use tracing::{info, warn};
+
+impl Reaper {
+    /// Marks bootstrapping runners that GitHub shows online as idle (or active).
+    pub(super) async fn watch_bootstrapping(
+        &self,
+        snapshot: &Snapshot,
+        now: OffsetDateTime,
+        deadline: Instant,
+    ) -> Result<usize, StoreError> {
+        let mut came_online = 0;
+        let waiting = snapshot.runners.iter().filter(|r| {
+            r.status == InstanceStatus::Running && r.runner_status == RunnerStatus::Pending
+        });
+        for record in waiting {
+            if Instant::now() >= deadline {
+                break;
+            }
+            let Some(runner_id) = record.github_runner_id else {
+                continue;
+            };
+            let seen = match self.forge.get_runner(&scope_of(record), runner_id).await {
+                Ok(Some(seen)) if seen.online => seen,
+                Ok(_) => continue,
+                Err(err) => {
+                    warn!(runner = %record.name, error = %error_chain(&err), "cannot read runner from GitHub");
+                    continue;
+                }
+            };
+            let status = if seen.busy {
+                RunnerStatus::Active
+            } else {
+                RunnerStatus::Idle
+            };
+            let update = RunnerUpdate {
+                runner_status: Some(status),
+                note: Some("online".to_owned()),
+                ..RunnerUpdate::default()
+            };
+            self.store.update_runner(&record.name, &update, now).await?;
+            if let Some(queued_at) = record.job_queued_at {
+                self.metrics.record_duration(
+                    Metric::QueuedToOnline,
+                    &[(Dimension::Pool, record.pool.as_str())],
+                    now - queued_at,
+                );
+            }
+            info!(runner = %record.name, runner_status = %status, "runner online");
+            came_online += 1;
+        }
+        Ok(came_online)
+    }
+
+    /// Applies the record rules; returns the records now in `pending_delete`, to be
+    /// deleted in this same run.
+    pub(super) async fn apply_rules(
+        &self,
+        snapshot: &Snapshot,
+        instances: Option<&[Instance]>,
+        now: OffsetDateTime,
+        deadline: Instant,
+        report: &mut ReaperReport,
+    ) -> Result<Vec<RunnerRecord>, StoreError> {
+        let verdicts = decide::verdicts(
+            &self.config,
+            &snapshot.runners,
+            instances,
+            &snapshot.queued_jobs,
+            now,
+        );
+        let mut marked = Vec::new();
+        for (record, verdict) in verdicts {
+            if Instant::now() >= deadline {
+                report.left_for_next_run = true;
+                break;
+            }
+            let moved = match verdict {
+                Verdict::Clean(cleanup) => {
+                    self.send_to_delete(&record, cleanup.reason(), now).await?
+                }
+                Verdict::CheckJob => self.check_job(&record, now).await?,
+            };
+            if let Some(moved) = moved {
+                if verdict == Verdict::Clean(Cleanup::InstanceGone) {
+                    self.metrics
+                        .record(Metric::OrphansReaped, &[(Dimension::Kind, "record")], 1.0);
+                }
+                report.sent_to_delete += 1;
+                marked.push(moved);
+            }
+        }
+        Ok(marked)
+    }
+
+    /// Moves a live record to `pending_delete`, from exactly the status it was read in.
+    async fn send_to_delete(
+        &self,
+        record: &RunnerRecord,
+        reason: &str,
+        now: OffsetDateTime,
+    ) -> Result<Option<RunnerRecord>, StoreError> {
+        let to_delete =
+            Transition::new(record.status, InstanceStatus::PendingDelete, now).because(reason);
+        match self.store.transition(&record.name, &to_delete).await {
+            Ok(moved) => {
+                info!(runner = %record.name, pool = %record.pool, from = %record.status, reason, "runner sent to be deleted");
+                Ok(Some(moved))
+            }
+            // It moved since it was read (the scaler or an operator got there first).
+            Err(StoreError::TransitionRefused { .. }) => Ok(None),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Rule 7: has the job of this active runner ended without its `completed` reaching
+    /// us? The table's job item is asked first, GitHub only if that still says running.
+    /// An ephemeral runner whose job ended goes to be deleted; a static one is idle
+    /// again. Otherwise the next look is in [`JOB_CHECK_INTERVAL`].
+    async fn check_job(
+        &self,
+        record: &RunnerRecord,
+        now: OffsetDateTime,
+    ) -> Result<Option<RunnerRecord>, StoreError> {
+        let Some(job_id) = record.job_id else {
+            return Ok(None);
+        };
+        let ended = match self.store.get_job(job_id).await? {
+            Some(job) if job.status == JobStatus::Completed => true,
+            Some(job) => match self
+                .forge
+                .job_state(job.installation_id, &job.owner, &job.repo, job_id)
+                .await
+            {
+                Ok(None | Some(ForgeJobState::Completed)) => true,
+                Ok(Some(_)) => false,
+                Err(err) => {
+                    warn!(runner = %record.name, job_id, error = %error_chain(&err), "cannot read job from GitHub; looking again later");
+                    false
+                }
+            },
+            None => false,
+        };
+        if !ended {
+            let next = now + JOB_CHECK_INTERVAL;
+            self.store
+                .recheck_runner_at(&record.name, InstanceStatus::Running, next)
+                .await?;
+            return Ok(None);
+        }
+        let reason = format!("job {job_id} completed (webhook missed)");
+        if record.ephemeral {
+            return self.send_to_delete(record, &reason, now).await;
+        }
+        let update = RunnerUpdate {
+            runner_status: Some(RunnerStatus::Idle),
+            note: Some(reason),
+            ..RunnerUpdate::default()
+        };
+        self.store.update_runner(&record.name, &update, now).await?;
+        info!(runner = %record.name, job_id, "static runner's job ended unseen; runner idle again");
+        Ok(None)
+    }
+}

@@ -1,0 +1,309 @@
+//! The record rules on the in-memory fakes: bootstrap timeout, stuck `deleting`,
+//! `error`, instance gone, missed `completed`, and idle ephemeral runners — each made to
+//! happen, then shown to converge within the stated number of runs.
+
+use super::*;
+use crate::handlers::scaler::Handled;
+use crate::handlers::test_support::{message, now, World, POOL};
+use crate::lifecycle::RunnerStatus;
+use crate::message::MessageKind;
+use crate::metrics::Metrics;
+use crate::ports::RunnerStore;
+
+fn far() -> Instant {
+    Instant::now() + Duration::from_secs(60)
+}
+
+fn minutes(n: u64) -> Duration {
+    Duration::from_secs(60 * n)
+}
+
+/// A runner launched for `job`, `running`, registered on GitHub but not yet online.
+async fn running_runner(world: &World, job: u64) -> RunnerRecord {
+    let Handled::RunnerUp(name) = world
+        .scaler()
+        .handle(&message(MessageKind::Queued, job, None), now())
+        .await
+        .expect("up")
+    else {
+        panic!("no runner")
+    };
+    world.store.runner(&name).expect("record")
+}
+
+/// Checks that everything made for `runner` is gone and its slot given back.
+fn assert_cleaned(world: &World, runner: &RunnerRecord) {
+    let record = world.store.runner(&runner.name).expect("kept as deleted");
+    assert_eq!(record.status, InstanceStatus::Deleted, "{record:?}");
+    if let Some(instance_id) = &runner.instance_id {
+        assert_eq!(
+            world.fleet.instance(instance_id).map(|i| i.state),
+            Some(InstanceState::Terminated)
+        );
+        assert!(world.secrets.get(instance_id).is_none(), "JIT secret left");
+    }
+    assert!(
+        world.forge.runner_named(&runner.name).is_none(),
+        "left on GitHub"
+    );
+    assert_eq!(world.store.slots_used(POOL), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn runner_that_never_comes_online_is_cleaned_after_the_bootstrap_timeout() {
+    let world = World::new(5);
+    let runner = running_runner(&world, 1).await;
+    let reaper = world.reaper();
+    let early = reaper.run(now() + minutes(19), far()).await.expect("run");
+    assert_eq!(early.sent_to_delete, 0, "{early:?}");
+    let report = reaper.run(now() + minutes(21), far()).await.expect("run");
+    assert_eq!(
+        (report.sent_to_delete, report.deleted),
+        (1, 1),
+        "{report:?}"
+    );
+    assert_cleaned(&world, &runner);
+    let history = world.store.runner(&runner.name).expect("record").history;
+    assert!(history
+        .iter()
+        .any(|e| e.reason.as_deref() == Some(Cleanup::BootstrapTimeout.reason())));
+}
+
+#[tokio::test(start_paused = true)]
+async fn record_stuck_in_deleting_is_taken_up_again() {
+    let world = World::new(5);
+    let runner = running_runner(&world, 2).await;
+    for (from, to) in [
+        (InstanceStatus::Running, InstanceStatus::PendingDelete),
+        (InstanceStatus::PendingDelete, InstanceStatus::Deleting),
+    ] {
+        let step = Transition::new(from, to, now());
+        world
+            .store
+            .transition(&runner.name, &step)
+            .await
+            .expect("moved");
+    }
+    // A reaper died here. A minute later the record is still someone's work...
+    let reaper = world.reaper();
+    let report = reaper.run(now() + minutes(1), far()).await.expect("run");
+    assert_eq!(report.deleted, 0, "{report:?}");
+    // ... after `stuck_deleting` it is retried, and finished in that run.
+    let report = reaper.run(now() + minutes(6), far()).await.expect("run");
+    assert_eq!(
+        (report.sent_to_delete, report.deleted),
+        (1, 1),
+        "{report:?}"
+    );
+    assert_cleaned(&world, &runner);
+}
+
+#[tokio::test(start_paused = true)]
+async fn failed_creation_has_what_was_made_cleaned_in_one_run() {
+    let world = World::new(5);
+    world
+        .forge
+        .fail_next_with(1, crate::memory::ForgeFailure::Rejected);
+    let failed = world
+        .scaler()
+        .handle(&message(MessageKind::Queued, 3, None), now())
+        .await;
+    assert!(failed.is_err(), "registration refused");
+    let errored = world
+        .store
+        .runners()
+        .into_iter()
+        .find(|r| r.status == InstanceStatus::Error)
+        .expect("an error record");
+    let instance_id = errored.instance_id.clone().expect("an instance was made");
+    assert_eq!(
+        world.fleet.instance(&instance_id).map(|i| i.state),
+        Some(InstanceState::Pending)
+    );
+    let report = world.reaper().run(now(), far()).await.expect("run");
+    assert_eq!(
+        (report.sent_to_delete, report.deleted),
+        (1, 1),
+        "{report:?}"
+    );
+    assert_cleaned(&world, &errored);
+}
+
+#[tokio::test(start_paused = true)]
+async fn running_record_whose_instance_is_gone_or_stopped_is_cleaned() {
+    for state in [InstanceState::Terminated, InstanceState::Stopped] {
+        let world = World::new(5);
+        let runner = running_runner(&world, 4).await;
+        let instance_id = runner.instance_id.clone().expect("instance");
+        world.fleet.set_state(&instance_id, state);
+        let reaper = world.reaper();
+        // Within the grace EC2's listing may lag a launch: nothing happens.
+        let early = reaper.run(now() + minutes(1), far()).await.expect("run");
+        assert_eq!(early.sent_to_delete, 0, "{state:?}: {early:?}");
+        let report = reaper.run(now() + minutes(3), far()).await.expect("run");
+        assert_eq!(
+            (report.sent_to_delete, report.deleted),
+            (1, 1),
+            "{state:?}: {report:?}"
+        );
+        assert_cleaned(&world, &runner);
+    }
+}
+
+/// A runner bound to its job by `in_progress`.
+async fn active_runner(world: &World, job: u64) -> RunnerRecord {
+    let runner = running_runner(world, job).await;
+    world
+        .scaler()
+        .handle(
+            &message(MessageKind::InProgress, job, Some(&runner.name)),
+            now(),
+        )
+        .await
+        .expect("bound");
+    world.store.runner(&runner.name).expect("record")
+}
+
+#[tokio::test(start_paused = true)]
+async fn missed_completed_is_found_on_github_at_most_every_few_minutes() {
+    let world = World::new(5);
+    let runner = active_runner(&world, 5).await;
+    assert_eq!(runner.runner_status, RunnerStatus::Active);
+    world.forge.set_job_state(5, ForgeJobState::InProgress);
+    let reaper = world.reaper();
+    reaper.run(now(), far()).await.expect("run");
+    assert_eq!(world.forge.calls().job_state, 1);
+    let record = world.store.runner(&runner.name).expect("record");
+    assert_eq!(record.next_attempt_at, now() + JOB_CHECK_INTERVAL);
+    // Runs in between do not ask GitHub again.
+    for minute in 1..3 {
+        reaper
+            .run(now() + minutes(minute), far())
+            .await
+            .expect("run");
+    }
+    assert_eq!(world.forge.calls().job_state, 1);
+    // The job ended; its `completed` webhook never came.
+    world.forge.set_job_state(5, ForgeJobState::Completed);
+    let report = reaper.run(now() + minutes(3), far()).await.expect("run");
+    assert_eq!(
+        (report.sent_to_delete, report.deleted),
+        (1, 1),
+        "{report:?}"
+    );
+    assert_eq!(world.forge.calls().job_state, 2);
+    assert_cleaned(&world, &runner);
+}
+
+#[tokio::test(start_paused = true)]
+async fn busy_runner_sent_to_delete_by_a_rule_keeps_its_instance() {
+    let world = World::new(5);
+    let runner = active_runner(&world, 6).await;
+    let runner_id = runner.github_runner_id.expect("registered");
+    world.forge.set_busy(runner_id, true);
+    let instance_id = runner.instance_id.clone().expect("instance");
+    world.fleet.set_state(&instance_id, InstanceState::Stopping);
+    let report = world
+        .reaper()
+        .run(now() + minutes(5), far())
+        .await
+        .expect("run");
+    assert_eq!((report.sent_to_delete, report.busy), (1, 1), "{report:?}");
+    assert_eq!(
+        world.fleet.terminate_calls(),
+        0,
+        "never terminated while busy"
+    );
+}
+
+/// A runner that came online for `job` and sits idle.
+async fn idle_runner(world: &World, job: u64) -> RunnerRecord {
+    let runner = running_runner(world, job).await;
+    let runner_id = runner.github_runner_id.expect("registered");
+    world.forge.set_online(runner_id, true);
+    let report = world.reaper().run(now(), far()).await.expect("run");
+    assert_eq!(report.came_online, 1);
+    world.store.runner(&runner.name).expect("record")
+}
+
+#[tokio::test(start_paused = true)]
+async fn idle_ephemeral_runner_with_no_queued_job_left_is_deleted_gracefully() {
+    let world = World::new(5);
+    let runner = idle_runner(&world, 7).await;
+    assert_eq!(runner.runner_status, RunnerStatus::Idle);
+    // Its job was cancelled: GitHub sent `completed` without a runner.
+    world
+        .scaler()
+        .handle(&message(MessageKind::Completed, 7, None), now())
+        .await
+        .expect("completed");
+    // Another queued job of the pool (with a runner of its own) keeps it for now.
+    let other = running_runner(&world, 8).await;
+    let reaper = world.reaper();
+    let kept = reaper.run(now() + minutes(11), far()).await.expect("run");
+    assert_eq!(kept.deleted, 0, "{kept:?}");
+    world
+        .scaler()
+        .handle(
+            &message(MessageKind::Completed, 8, Some(&other.name)),
+            now(),
+        )
+        .await
+        .expect("completed");
+    let before_timeout = reaper.run(now() + minutes(9), far()).await.expect("run");
+    assert!(
+        world.store.runner(&runner.name).map(|r| r.status) == Some(InstanceStatus::Running),
+        "{before_timeout:?}"
+    );
+    let report = reaper.run(now() + minutes(11), far()).await.expect("run");
+    assert!(report.deleted >= 1, "{report:?}");
+    assert_eq!(
+        world.store.runner(&runner.name).map(|r| r.status),
+        Some(InstanceStatus::Deleted)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn deletions_and_deferrals_and_runners_by_status_are_recorded() {
+    let world = World::new(5);
+    let (metrics, captured) = Metrics::capture("eph");
+    let reaper = world.reaper().with_metrics(metrics);
+    let busy = active_runner(&world, 9).await;
+    world
+        .forge
+        .set_busy(busy.github_runner_id.expect("registered"), true);
+    let ask = Transition::new(
+        InstanceStatus::Running,
+        InstanceStatus::PendingDelete,
+        now(),
+    );
+    world
+        .store
+        .transition(&busy.name, &ask)
+        .await
+        .expect("asked");
+    running_runner(&world, 10).await;
+    reaper.run(now(), far()).await.expect("run");
+    let documents = captured.documents().expect("valid EMF");
+    let value = |metric: Metric, dimension: Dimension, value: &str| -> f64 {
+        documents
+            .iter()
+            .filter(|d| d.dimension(dimension) == Some(value))
+            .filter_map(|d| d.values(metric))
+            .flatten()
+            .sum()
+    };
+    assert_eq!(value(Metric::BusyDeferrals, Dimension::Pool, POOL), 1.0);
+    assert_eq!(
+        value(Metric::RunnersByStatus, Dimension::Status, "running"),
+        1.0
+    );
+    assert_eq!(
+        value(Metric::RunnersByStatus, Dimension::Status, "pending_delete"),
+        1.0
+    );
+    assert_eq!(
+        value(Metric::RunnersByStatus, Dimension::Status, "error"),
+        0.0
+    );
+}

@@ -1,0 +1,266 @@
+//! The sweeps on the in-memory fakes: orphan instances and GitHub runners, registrations
+//! whose id was never recorded, lost queued jobs, the warm pool of static runners, and
+//! drifted pool counters.
+
+use super::*;
+use crate::handlers::scaler::Handled;
+use crate::handlers::test_support::{config_with, message, now, World, POOL};
+use crate::lifecycle::RunnerStatus;
+use crate::message::MessageKind;
+use crate::model::HistoryEntry;
+
+fn far() -> Instant {
+    Instant::now() + Duration::from_secs(60)
+}
+
+fn minutes(n: u64) -> Duration {
+    Duration::from_secs(60 * n)
+}
+
+async fn running_runner(world: &World, job: u64) -> RunnerRecord {
+    let Handled::RunnerUp(name) = world
+        .scaler()
+        .handle(&message(MessageKind::Queued, job, None), now())
+        .await
+        .expect("up")
+    else {
+        panic!("no runner")
+    };
+    world.store.runner(&name).expect("record")
+}
+
+fn instance(id: &str, launched_at: OffsetDateTime) -> Instance {
+    Instance {
+        id: id.to_owned(),
+        state: InstanceState::Running,
+        pool: Some(POOL.to_owned()),
+        launched_at: Some(launched_at),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn orphan_instance_is_terminated_once_seen_in_two_runs_and_young_ones_are_kept() {
+    let world = World::new(5);
+    world.fleet.launch_at(now());
+    let runner = running_runner(&world, 1).await;
+    world
+        .fleet
+        .put_instance(instance("i-orphan", now() - minutes(30)));
+    world.fleet.put_instance(instance("i-young", now()));
+    let secret = secrecy::SecretString::from("jit");
+    world
+        .secrets
+        .put("i-orphan", "lost", &secret)
+        .await
+        .expect("put");
+    let reaper = world.reaper();
+    let first = reaper.run(now() + minutes(1), far()).await.expect("run");
+    assert_eq!(first.orphans_reaped, 0, "a first sighting only suspects");
+    let second = reaper.run(now() + minutes(2), far()).await.expect("run");
+    assert_eq!(second.orphans_reaped, 1, "{second:?}");
+    let state = |id: &str| world.fleet.instance(id).map(|i| i.state);
+    assert_eq!(state("i-orphan"), Some(InstanceState::Terminated));
+    assert!(
+        world.secrets.get("i-orphan").is_none(),
+        "orphan's JIT secret left"
+    );
+    assert_eq!(state("i-young"), Some(InstanceState::Running));
+    let own = runner.instance_id.expect("instance");
+    assert_ne!(
+        state(&own),
+        Some(InstanceState::Terminated),
+        "a claimed instance"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn orphan_github_runners_of_this_deployment_are_removed_and_no_others() {
+    let world = World::new(5);
+    let runner = running_runner(&world, 2).await;
+    let scope = crate::handlers::scaler::scope_of(&runner);
+    world.forge.register(&scope, "eph-linux-orphan0001");
+    world.forge.register(&scope, "other-linux-someone1");
+    world.forge.register(&scope, "ephemeral-linux-abc");
+    let online = world.forge.register(&scope, "eph-linux-online0001");
+    world.forge.set_online(online, true);
+    let busy = world.forge.register(&scope, "eph-linux-busyrunner");
+    world.forge.set_busy(busy, true);
+    let report = world.reaper().run(now(), far()).await.expect("run");
+    assert_eq!(report.orphans_reaped, 1, "{report:?}");
+    let names: Vec<String> = world.forge.runners().into_iter().map(|r| r.name).collect();
+    assert!(!names.contains(&"eph-linux-orphan0001".to_owned()));
+    for kept in [
+        runner.name.as_str(),
+        "other-linux-someone1",
+        "ephemeral-linux-abc",
+        "eph-linux-online0001",
+        "eph-linux-busyrunner",
+    ] {
+        assert!(
+            names.contains(&kept.to_owned()),
+            "{kept} removed: {names:?}"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn registration_whose_id_was_never_recorded_is_found_by_name_when_deleting() {
+    let world = World::new(5);
+    let runner = running_runner(&world, 3).await;
+    // As if the scaler died after registering and before recording the id.
+    let mut lost_id = runner.clone();
+    lost_id.github_runner_id = None;
+    lost_id.status = InstanceStatus::PendingDelete;
+    world.store.put_runner(lost_id);
+    assert!(world.forge.runner_named(&runner.name).is_some());
+    let report = world.reaper().run(now(), far()).await.expect("run");
+    assert_eq!(report.deleted, 1, "{report:?}");
+    assert!(
+        world.forge.runner_named(&runner.name).is_none(),
+        "leaked on GitHub"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn queued_job_without_runner_is_queued_again_while_github_says_queued() {
+    let world = World::new(5);
+    let scaler = world.scaler();
+    // The `queued` was seen and recorded, then the launch was lost: no claim, no runner.
+    let job = crate::model::JobRecord {
+        job_id: 11,
+        status: crate::model::JobStatus::Queued,
+        pool: POOL.to_owned(),
+        owner: "octo-org".into(),
+        repo: "app".into(),
+        run_id: 111,
+        installation_id: Some(5),
+        labels: vec!["self-hosted".into(), "linux".into()],
+        runner_name: None,
+        received_at: now(),
+        updated_at: now(),
+    };
+    world.store.put_job(job);
+    world.forge.set_job_state(11, ForgeJobState::Queued);
+    let reaper = world.reaper();
+    let early = reaper.run(now() + minutes(1), far()).await.expect("run");
+    assert_eq!(early.requeued, 0, "within the grace");
+    let report = reaper.run(now() + minutes(4), far()).await.expect("run");
+    assert_eq!(report.requeued, 1, "{report:?}");
+    let sent = world.queue.take();
+    assert_eq!(sent.len(), 1);
+    assert_eq!((sent[0].kind, sent[0].job_id), (MessageKind::Queued, 11));
+    // Not again until its recheck is due.
+    let soon = reaper.run(now() + minutes(5), far()).await.expect("run");
+    assert_eq!(soon.requeued, 0);
+    // The message is handled and a runner serves it: nothing more to do.
+    assert!(matches!(
+        scaler.handle(&sent[0], now() + minutes(5)).await,
+        Ok(Handled::RunnerUp(_))
+    ));
+    let later = reaper.run(now() + minutes(10), far()).await.expect("run");
+    assert_eq!(later.requeued, 0);
+    assert!(world.queue.sent().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn queued_job_that_moved_on_unseen_is_advanced_not_queued() {
+    let world = World::new(5);
+    let runner = running_runner(&world, 12).await;
+    // Its runner never came online and is cleaned; GitHub ran the job elsewhere.
+    world.forge.set_job_state(12, ForgeJobState::Completed);
+    let report = world
+        .reaper()
+        .run(now() + minutes(21), far())
+        .await
+        .expect("run");
+    assert_eq!((report.deleted, report.requeued), (1, 0), "{report:?}");
+    assert_eq!(
+        world.store.runner(&runner.name).map(|r| r.status),
+        Some(InstanceStatus::Deleted)
+    );
+    assert_eq!(
+        world.store.job(12).map(|j| j.status),
+        Some(crate::model::JobStatus::Completed)
+    );
+    assert!(world.queue.sent().is_empty());
+}
+
+/// A static runner record, running and idle since `idle_since`.
+fn static_idle(name: &str, idle_since: OffsetDateTime) -> RunnerRecord {
+    let mut record = RunnerRecord::new(name.to_owned(), POOL.to_owned(), idle_since);
+    record.status = InstanceStatus::Running;
+    record.runner_status = RunnerStatus::Idle;
+    record.ephemeral = false;
+    record.owner = "octo-org".into();
+    record.instance_id = Some(format!("i-{name}"));
+    record
+        .history
+        .push(HistoryEntry::runner_status(idle_since, RunnerStatus::Idle));
+    record
+}
+
+#[tokio::test(start_paused = true)]
+async fn idle_static_runners_past_idle_timeout_go_but_min_idle_are_kept() {
+    let world = World {
+        config: config_with(5, "    ephemeral: false\n    min_idle: 1\n"),
+        ..World::new(5)
+    };
+    for (name, idle_for) in [
+        ("eph-linux-a", 30),
+        ("eph-linux-b", 20),
+        ("eph-linux-c", 15),
+    ] {
+        let record = static_idle(name, now() - minutes(idle_for));
+        let instance_id = record.instance_id.clone().expect("instance");
+        world
+            .fleet
+            .put_instance(instance(&instance_id, now() - minutes(60)));
+        world.store.put_runner(record);
+    }
+    world.store.set_slots_used(POOL, 3);
+    let report = world.reaper().run(now(), far()).await.expect("run");
+    assert_eq!(
+        (report.sent_to_delete, report.deleted),
+        (2, 2),
+        "{report:?}"
+    );
+    let status = |name: &str| world.store.runner(name).map(|r| r.status);
+    assert_eq!(status("eph-linux-a"), Some(InstanceStatus::Deleted));
+    assert_eq!(status("eph-linux-b"), Some(InstanceStatus::Deleted));
+    assert_eq!(
+        status("eph-linux-c"),
+        Some(InstanceStatus::Running),
+        "min_idle kept"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn drifted_counter_is_repaired_once_settled_and_seen_twice() {
+    let world = World::new(5);
+    running_runner(&world, 13).await;
+    world.store.set_slots_used(POOL, 3);
+    let reaper = world.reaper();
+    // The claim just touched the counter: not settled, never repaired.
+    for _ in 0..2 {
+        let report = reaper.run(now() + minutes(1), far()).await.expect("run");
+        assert_eq!(report.counters_repaired, 0);
+    }
+    let first = reaper.run(now() + minutes(3), far()).await.expect("run");
+    assert_eq!(first.counters_repaired, 0, "first sighting");
+    let second = reaper.run(now() + minutes(4), far()).await.expect("run");
+    assert_eq!(second.counters_repaired, 1, "{second:?}");
+    assert_eq!(world.store.slots_used(POOL), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn counter_changed_between_sightings_is_not_repaired() {
+    let world = World::new(5);
+    running_runner(&world, 14).await;
+    world.store.set_slots_used(POOL, 3);
+    let reaper = world.reaper();
+    reaper.run(now() + minutes(3), far()).await.expect("run");
+    world.store.set_slots_used(POOL, 4);
+    let report = reaper.run(now() + minutes(4), far()).await.expect("run");
+    assert_eq!(report.counters_repaired, 0);
+    assert_eq!(world.store.slots_used(POOL), 4);
+}

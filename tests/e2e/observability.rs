@@ -1,0 +1,171 @@
+//! What an operator reads: the EMF metric documents the handlers write through one job
+//! (valid CloudWatch EMF, with the expected names, units, dimensions and values), and
+//! logs in which no secret ever appears.
+
+use ephemera_core::lifecycle::InstanceStatus;
+use ephemera_core::metrics::{Dimension, EmfDocument, Metric, Metrics};
+use ephemera_tests::pipeline::{Pipeline, PipelineOptions, DEPLOYMENT, LABELS, WEBHOOK_SECRET};
+use ephemera_tests::sim::body::encode_jit_config;
+use ephemera_tests::sim::state::SimRunner;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+const POOL: &str = "linux-x64";
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// Runs one job until its runner is deleted; returns every runner GitHub knew meanwhile.
+async fn one_job_to_the_end(p: &Pipeline) -> anyhow::Result<Vec<SimRunner>> {
+    let job_id = p.sim.create_job("octo-org", "app", &LABELS, None).await?;
+    let mut seen = BTreeMap::new();
+    p.wait_for("the job's runner to be deleted", LIMIT, || {
+        for runner in p.sim.snapshot().runners.into_values() {
+            seen.insert(runner.id, runner);
+        }
+        async move {
+            Ok(p.runner_for_job(job_id)
+                .await?
+                .filter(|r| r.status == InstanceStatus::Deleted))
+        }
+    })
+    .await?;
+    Ok(seen.into_values().collect())
+}
+
+/// The sum of `metric` over the documents whose dimensions include `with`.
+fn total(documents: &[EmfDocument], metric: Metric, with: &[(Dimension, &str)]) -> f64 {
+    documents
+        .iter()
+        .filter(|d| {
+            with.iter()
+                .all(|&(dim, value)| d.dimension(dim) == Some(value))
+        })
+        .filter_map(|d| d.values(metric))
+        .flatten()
+        .sum()
+}
+
+fn samples(documents: &[EmfDocument], metric: Metric) -> Vec<f64> {
+    documents
+        .iter()
+        .filter_map(|d| d.values(metric))
+        .flatten()
+        .copied()
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_job_writes_valid_emf_documents_with_the_expected_values() -> anyhow::Result<()> {
+    let (metrics, captured) = Metrics::capture(DEPLOYMENT);
+    let p = Pipeline::start(PipelineOptions {
+        metrics,
+        ..PipelineOptions::default()
+    })
+    .await?;
+    one_job_to_the_end(&p).await?;
+
+    // Every line is a valid EMF document (the `_aws` block, members, units, limits).
+    let documents = captured.documents().map_err(anyhow::Error::msg)?;
+    assert!(!documents.is_empty(), "no metrics written");
+    for document in &documents {
+        assert_eq!(document.dimension(Dimension::Deployment), Some(DEPLOYMENT));
+        assert!(document.timestamp > 1_700_000_000_000, "{document:?}");
+        for (name, unit) in &document.units {
+            let metric = Metric::ALL
+                .into_iter()
+                .find(|m| m.name() == name)
+                .unwrap_or_else(|| panic!("unknown metric {name}"));
+            assert_eq!(metric.unit(), unit, "{name}");
+            let expected: Vec<Vec<String>> = vec![metric
+                .dimensions()
+                .iter()
+                .map(|d| d.name().to_owned())
+                .collect()];
+            assert_eq!(document.dimension_sets, expected, "{name}");
+        }
+    }
+    let pool = [(Dimension::Pool, POOL)];
+    assert_eq!(total(&documents, Metric::JobsQueued, &pool), 1.0);
+    assert_eq!(total(&documents, Metric::RunnersLaunched, &pool), 1.0);
+    assert_eq!(total(&documents, Metric::LaunchFailures, &pool), 0.0);
+    let launched_after = samples(&documents, Metric::QueuedToLaunched);
+    assert_eq!(launched_after.len(), 1, "{launched_after:?}");
+    assert!(
+        (0.0..60_000.0).contains(&launched_after[0]),
+        "{launched_after:?}"
+    );
+    let online_after = samples(&documents, Metric::QueuedToOnline);
+    assert_eq!(online_after.len(), 1, "{online_after:?}");
+    assert!(
+        online_after[0] >= launched_after[0],
+        "online before launched"
+    );
+    let graceful = [(Dimension::Pool, POOL), (Dimension::Mode, "graceful")];
+    assert_eq!(total(&documents, Metric::RunnersDeleted, &graceful), 1.0);
+    let forced = [(Dimension::Pool, POOL), (Dimension::Mode, "forced")];
+    assert_eq!(total(&documents, Metric::RunnersDeleted, &forced), 0.0);
+    assert!(
+        documents
+            .iter()
+            .any(|d| d.values(Metric::RunnersByStatus).is_some()
+                && d.dimension(Dimension::Status) == Some("running")),
+        "the reaper's gauge of runners by status"
+    );
+    let jit_ok = [
+        (Dimension::Endpoint, "generate_jitconfig"),
+        (Dimension::Outcome, "ok"),
+    ];
+    assert_eq!(total(&documents, Metric::GitHubCalls, &jit_ok), 1.0);
+    assert!(
+        !samples(&documents, Metric::GitHubRateLimitRemaining).is_empty(),
+        "the simulator sends x-ratelimit-remaining"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_secret_appears_in_any_log_line_or_metric() -> anyhow::Result<()> {
+    ephemera_tests::logs::capture();
+    let (metrics, captured) = Metrics::capture(DEPLOYMENT);
+    let p = Pipeline::start(PipelineOptions {
+        metrics,
+        ..PipelineOptions::default()
+    })
+    .await?;
+    let runners = one_job_to_the_end(&p).await?;
+
+    // Every secret that went through the pipeline: the webhook secret (signatures), the
+    // App's private key (JWTs), the installation tokens (every GitHub call) and the
+    // runners' JIT configs (GitHub → scaler → SSM → instance).
+    let key = std::fs::read_to_string(ephemera_tests::pipeline::workspace_path(
+        "tests/fixtures/github-app-test-key.pem",
+    ))?;
+    let key_line = key
+        .lines()
+        .find(|l| !l.starts_with("-----"))
+        .expect("a PEM body");
+    let mut secrets = vec![WEBHOOK_SECRET.to_owned(), key_line.to_owned()];
+    let sim = p.sim.snapshot();
+    assert!(!sim.tokens.is_empty(), "no installation token was issued");
+    secrets.extend(sim.tokens.keys().cloned());
+    assert!(!runners.is_empty(), "no runner was seen");
+    secrets.extend(runners.iter().map(|r| encode_jit_config(r, "_work")));
+
+    let logs = ephemera_tests::logs::captured();
+    assert!(
+        logs.contains("runner deleted"),
+        "the logs were not captured"
+    );
+    let metric_lines = captured.lines().join("\n");
+    for secret in &secrets {
+        let shown: String = secret.chars().take(6).collect();
+        assert!(
+            !logs.contains(secret.as_str()),
+            "a secret ({shown}…) was logged"
+        );
+        assert!(
+            !metric_lines.contains(secret.as_str()),
+            "a secret ({shown}…) is in a metric"
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,157 @@
+//! Crash injection: the scaler is stopped dead between each pair of its external calls
+//! (after 0, 1, 2, ... calls, until one run completes without a crash), and after at
+//! most two reaper runs nothing is leaked: every instance and GitHub runner of the
+//! deployment has a live record, no JIT secret waits for an instance without one, and
+//! the pool counter equals the slots the live records hold.
+
+use super::*;
+use ephemera_aws::SsmJitSecrets;
+use ephemera_core::handlers::scaler::Scaler;
+use ephemera_core::message::{MessageKind, QueueMessage, VERSION};
+use ephemera_core::ports::*;
+use ephemera_tests::crash::{CrashSwitch, Crashing};
+use ephemera_tests::pipeline::{PipelineOptions, DEPLOYMENT, LABELS};
+use std::collections::HashSet;
+use std::sync::Arc;
+
+/// The scaler with every port behind `switch`.
+fn crashing_scaler(p: &Pipeline, switch: &Arc<CrashSwitch>) -> Arc<Scaler> {
+    let store: Arc<dyn RunnerStore> = p.store.clone();
+    let launcher: Arc<dyn Launcher> = p.fleet.clone();
+    let forge: Arc<dyn Forge> = p.scaler_forge.clone();
+    let secrets: Arc<dyn JitSecrets> = Arc::new(SsmJitSecrets::new(
+        aws_sdk_ssm::Client::new(&p.sdk),
+        DEPLOYMENT,
+    ));
+    let queue: Arc<dyn JobQueue> = p.queue.clone();
+    Arc::new(Scaler::new(
+        p.config.clone(),
+        Crashing::new(store, switch),
+        Crashing::new(launcher, switch),
+        Crashing::new(forge, switch),
+        Crashing::new(secrets, switch),
+        Crashing::new(queue, switch),
+    ))
+}
+
+fn queued(job_id: u64, run_id: u64) -> QueueMessage {
+    QueueMessage {
+        v: VERSION,
+        kind: MessageKind::Queued,
+        delivery_id: format!("crash-{job_id}"),
+        job_id,
+        run_id,
+        pool: POOL.to_owned(),
+        labels: LABELS.iter().map(|l| l.to_string()).collect(),
+        repo: "app".into(),
+        owner: "octo-org".into(),
+        installation_id: None,
+        runner_name: None,
+        runner_id: None,
+        received_at: now(),
+    }
+}
+
+/// Every live runner record, by the status index.
+async fn live_records(p: &Pipeline) -> anyhow::Result<Vec<RunnerRecord>> {
+    let far = now() + Duration::from_secs(366 * 24 * 3600);
+    let mut live = Vec::new();
+    for status in InstanceStatus::ALL.into_iter().filter(|s| s.is_live()) {
+        live.extend(p.store.runners_in_status(status, far, 1000).await?);
+    }
+    Ok(live)
+}
+
+/// What is leaked: instances, GitHub runners and JIT secrets without a live record, and
+/// a pool counter that differs from the slots held.
+async fn leaks(p: &Pipeline) -> anyhow::Result<Vec<String>> {
+    let live = live_records(p).await?;
+    let names: HashSet<&str> = live.iter().map(|r| r.name.as_str()).collect();
+    let instances: HashSet<&str> = live
+        .iter()
+        .filter_map(|r| r.instance_id.as_deref())
+        .collect();
+    let mut leaks = Vec::new();
+    for instance in p.fleet.inner().describe().await? {
+        let alive = !matches!(
+            instance.state,
+            InstanceState::Terminated | InstanceState::ShuttingDown
+        );
+        if alive && !instances.contains(instance.id.as_str()) {
+            leaks.push(format!("instance {} ({:?})", instance.id, instance.state));
+        }
+    }
+    for runner in p.sim.snapshot().runners.values() {
+        if !names.contains(runner.name.as_str()) {
+            leaks.push(format!("GitHub runner {}", runner.name));
+        }
+    }
+    let ssm = aws_sdk_ssm::Client::new(&p.sdk);
+    let path = format!("/ephemera/{DEPLOYMENT}/jit");
+    let parameters = ssm
+        .get_parameters_by_path()
+        .path(&path)
+        .recursive(true)
+        .send()
+        .await?;
+    for parameter in parameters.parameters() {
+        let name = parameter.name().unwrap_or_default();
+        let instance_id = name.rsplit('/').next().unwrap_or_default();
+        if !instances.contains(instance_id) {
+            leaks.push(format!("JIT secret {name}"));
+        }
+    }
+    let held = live.iter().filter(|r| r.slot_held).count() as u32;
+    let counter = p.store.get_pool(POOL).await?.slots_used;
+    if counter != held {
+        leaks.push(format!("pool counter {counter}, slots held {held}"));
+    }
+    Ok(leaks)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scaler_crash_between_any_two_calls_leaks_nothing_after_two_reaper_runs(
+) -> anyhow::Result<()> {
+    let options = PipelineOptions {
+        reaper_interval: None,
+        drain_queue: false,
+        ..PipelineOptions::default()
+    };
+    let p = Pipeline::start(options).await?;
+    lose_webhooks(&p)?;
+    let switch = CrashSwitch::new();
+    let scaler = crashing_scaler(&p, &switch);
+    let mut clock = now();
+    for calls in 0..40 {
+        let job_id = p.sim.create_job("octo-org", "app", &LABELS, None).await?;
+        let run_id = p.sim.snapshot().jobs[&job_id].run_id;
+        switch.arm(calls);
+        let message = queued(job_id, run_id);
+        let crashed = tokio::select! {
+            _ = scaler.handle(&message, now()) => false,
+            _ = switch.crashed() => true,
+        };
+        switch.disarm();
+        // Two reaper runs, past every timeout and grace.
+        clock = clock.max(now()) + minutes(25);
+        p.reap_at(clock).await?;
+        clock += minutes(1);
+        p.reap_at(clock).await?;
+        let leaked = leaks(&p).await?;
+        assert!(
+            leaked.is_empty(),
+            "crash after {calls} calls leaked: {leaked:?}"
+        );
+        if !crashed {
+            // Every earlier iteration crashed at its own point.
+            let crash_points = calls;
+            println!(
+                "the scaler makes {} external calls for a job; {crash_points} crash points swept",
+                switch.calls()
+            );
+            assert!(crash_points >= 8, "only {crash_points} crash points");
+            return Ok(());
+        }
+    }
+    anyhow::bail!("the scaler never finished a job without a crash")
+}
