@@ -96,6 +96,10 @@ impl Fleet for FaultyFleet {
     async fn describe(&self) -> Result<Vec<Instance>, FleetError> {
         self.inner.describe().await
     }
+
+    async fn describe_live(&self) -> Result<Vec<Instance>, FleetError> {
+        self.inner.describe_live().await
+    }
 }
 
 /// Takes one from `left` if any are left: true if this call is to fail.

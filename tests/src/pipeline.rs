@@ -54,6 +54,8 @@ pub struct PipelineOptions {
     pub github_faults: SimFaults,
     /// Where the handlers and their GitHub clients write metrics (nowhere by default).
     pub metrics: Metrics,
+    /// How long a job over capacity waits before it is tried again.
+    pub capacity_retry: Duration,
 }
 
 impl Default for PipelineOptions {
@@ -68,6 +70,7 @@ impl Default for PipelineOptions {
             pool_extra: String::new(),
             github_faults: SimFaults::default(),
             metrics: Metrics::disabled(),
+            capacity_retry: Duration::from_secs(1),
         }
     }
 }
@@ -245,7 +248,7 @@ impl Pipeline {
                 secrets.clone(),
                 queue.clone(),
             )
-            .with_capacity_retry(Duration::from_secs(1))
+            .with_capacity_retry(options.capacity_retry)
             .with_metrics(options.metrics.clone()),
         );
         let scaler_loops = options.scaler_loops.max(1);

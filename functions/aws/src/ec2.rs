@@ -134,12 +134,10 @@ impl Fleet for Ec2Fleet {
     async fn describe(&self) -> Result<Vec<Instance>, FleetError> {
         self.describe_where(&[]).await
     }
-}
 
-impl Ec2Fleet {
-    /// The deployment's instances that are not shutting down or terminated: a smaller
-    /// answer than [`Fleet::describe`] once many instances have come and gone.
-    pub async fn describe_live(&self) -> Result<Vec<Instance>, FleetError> {
+    /// Filtered by EC2 itself: a smaller answer than [`Fleet::describe`] once many
+    /// instances have come and gone.
+    async fn describe_live(&self) -> Result<Vec<Instance>, FleetError> {
         let live = aws_sdk_ec2::types::Filter::builder()
             .name("instance-state-name")
             .set_values(Some(
@@ -150,7 +148,9 @@ impl Ec2Fleet {
             .build();
         self.describe_where(&[live]).await
     }
+}
 
+impl Ec2Fleet {
     async fn describe_where(
         &self,
         filters: &[aws_sdk_ec2::types::Filter],

@@ -346,6 +346,23 @@ pub trait Fleet: Send + Sync {
 
     /// Every instance tagged for this deployment, whatever its state.
     async fn describe(&self) -> Result<Vec<Instance>, FleetError>;
+
+    /// The deployment's instances that are not shutting down or terminated (what the
+    /// reaper reconciles against); an adapter may filter on the provider's side, so the
+    /// answer stays small however many instances came and went.
+    async fn describe_live(&self) -> Result<Vec<Instance>, FleetError> {
+        Ok(self
+            .describe()
+            .await?
+            .into_iter()
+            .filter(|i| {
+                !matches!(
+                    i.state,
+                    InstanceState::ShuttingDown | InstanceState::Terminated
+                )
+            })
+            .collect())
+    }
 }
 
 // ----------------------------------------------------------------------------- secrets

@@ -11,7 +11,7 @@ use super::state::SimJob;
 use super::{webhook, Shared};
 use ephemera_aws::Ec2Fleet;
 use ephemera_core::names::jit_parameter_name;
-use ephemera_core::ports::{Instance, InstanceState};
+use ephemera_core::ports::{Fleet, Instance, InstanceState};
 use std::collections::HashSet;
 use std::sync::Arc;
 use tokio::time::{Instant, MissedTickBehavior};

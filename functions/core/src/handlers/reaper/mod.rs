@@ -161,8 +161,12 @@ impl Reaper {
         let snapshot = self.read_snapshot(now).await?;
         self.remember_scopes(&snapshot);
         self.record_gauges(&snapshot);
+        // Capacity first: what is already due for deletion holds slots that queued jobs
+        // wait for, so it goes before the rules (which may be slow when the providers are).
+        self.delete_due(&snapshot, Vec::new(), now, deadline, report)
+            .await;
         report.came_online = self.watch_bootstrapping(&snapshot, now, deadline).await?;
-        let instances = match self.fleet.describe().await {
+        let instances = match self.fleet.describe_live().await {
             Ok(instances) => Some(instances),
             Err(err) => {
                 tracing::warn!(error = %crate::handlers::error_chain(&err), "cannot list instances; instance rules wait");
@@ -172,7 +176,12 @@ impl Reaper {
         let marked = self
             .apply_rules(&snapshot, instances.as_deref(), now, deadline, report)
             .await?;
-        self.delete_due(&snapshot, marked, now, deadline, report)
+        let already_done = Snapshot {
+            runners: Vec::new(),
+            queued_jobs: Vec::new(),
+            complete: snapshot.complete,
+        };
+        self.delete_due(&already_done, marked, now, deadline, report)
             .await;
         let steps_left = [
             Step::OrphanInstances,

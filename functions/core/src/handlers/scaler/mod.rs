@@ -404,8 +404,13 @@ impl Scaler {
 
     /// The pool is full: the job goes back in line as a fresh, delayed message.
     async fn defer(&self, message: &QueueMessage) -> Result<Step, ScalerError> {
+        // Up to half as long again, at random: jobs deferred together (a burst) come back
+        // spread out instead of all at once.
+        let delay = self
+            .capacity_retry
+            .mul_f64(1.0 + rand::random::<f64>() / 2.0);
         self.queue
-            .send_after(message, self.capacity_retry)
+            .send_after(message, delay)
             .await
             .map_err(ScalerError::Requeue)?;
         self.metrics.record(
@@ -413,7 +418,7 @@ impl Scaler {
             &[(Dimension::Pool, message.pool.as_str())],
             1.0,
         );
-        info!(job_id = message.job_id, pool = %message.pool, retry_in = ?self.capacity_retry, "pool at max_runners; job waits");
+        info!(job_id = message.job_id, pool = %message.pool, retry_in = ?delay, "pool at max_runners; job waits");
         Ok(Step::Done(Handled::Deferred))
     }
 
