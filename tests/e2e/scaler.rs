@@ -43,9 +43,9 @@ async fn burst_of_200_jobs_with_duplicates_never_exceeds_max_runners_and_runs_ea
         // Each run reads every live record and lists the instances: once a second is
         // plenty, and leaves the emulator to the scaler.
         reaper_interval: Some(Duration::from_secs(2)),
-        // 150 jobs wait for capacity at first; each comes back every few seconds, as in
-        // production (15 s), not every second, or the emulator does little else.
-        capacity_retry: Duration::from_secs(5),
+        // 150 jobs wait for capacity at first; each comes back after 15-22 s, as in
+        // production, not every second, or the emulator does little else.
+        capacity_retry: ephemera_core::handlers::scaler::CAPACITY_RETRY,
         job_duration: Duration::from_millis(500),
         pickup_delay: Duration::from_millis(100),
         github_faults: SimFaults {
@@ -63,10 +63,11 @@ async fn burst_of_200_jobs_with_duplicates_never_exceeds_max_runners_and_runs_ea
     let watching = {
         let (p, peak) = (p.clone(), peak.clone());
         tokio::spawn(async move {
-            // The emulator serves everything on two shared cores: the slot counter (what
-            // the claim checks) every 100 ms, DescribeInstances once a second.
+            // The emulator serves everything on two shared cores, and this watch must not
+            // starve the pipeline: the slot counter (what the claim checks) twice a
+            // second, DescribeInstances every two seconds.
             for round in 0u64.. {
-                let live = if round % 10 == 0 {
+                let live = if round % 4 == 0 {
                     live_instances(&p).await.unwrap_or(0)
                 } else {
                     0
@@ -78,7 +79,7 @@ async fn burst_of_200_jobs_with_duplicates_never_exceeds_max_runners_and_runs_ea
                     .map(|pool| pool.slots_used as usize)
                     .unwrap_or(0);
                 peak.fetch_max(live.max(slots), Ordering::SeqCst);
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                tokio::time::sleep(Duration::from_millis(500)).await;
             }
         })
     };

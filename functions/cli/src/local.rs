@@ -290,7 +290,9 @@ pub async fn reap_every(reaper: Arc<Reaper>, interval: Duration) -> anyhow::Resu
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticker.tick().await;
-        let deadline = tokio::time::Instant::now() + interval.max(Duration::from_secs(5));
+        // Runs follow one another (a slow run delays the next), so a run may take its
+        // time; the deadline only bounds one run, as the Lambda's timeout does.
+        let deadline = tokio::time::Instant::now() + interval.max(Duration::from_secs(30));
         match reaper.run(OffsetDateTime::now_utc(), deadline).await {
             Ok(report) => tracing::debug!(?report, "reaper run"),
             Err(err) => {

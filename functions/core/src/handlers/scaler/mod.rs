@@ -25,7 +25,7 @@ use crate::metrics::{Dimension, Metric, Metrics};
 use crate::model::{HistoryEntry, JobRecord, JobStatus, RunnerRecord};
 use crate::names;
 use crate::ports::*;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 use time::OffsetDateTime;
@@ -189,10 +189,12 @@ impl Scaler {
         messages: Vec<(String, QueueMessage)>,
         clock: Clock,
     ) -> Vec<(String, Outcome)> {
+        let full = Arc::new(self.full_pools(&messages).await);
         let prepared = spawn_each(
             messages,
-            |scaler: Arc<Scaler>, message: QueueMessage| async move {
-                scaler.prepare(&message, &clock).await
+            |scaler: Arc<Scaler>, message: QueueMessage| {
+                let full = Arc::clone(&full);
+                async move { scaler.prepare(&message, &clock, &full).await }
             },
             self,
         )
@@ -228,9 +230,42 @@ impl Scaler {
         outcomes
     }
 
-    async fn prepare(&self, message: &QueueMessage, clock: &Clock) -> Result<Step, ScalerError> {
+    /// The pools of the batch's queued jobs that are at `max_runners`: one read per pool
+    /// per batch decides the common case of a burst, before any job is recorded or
+    /// claimed (the claim itself still checks, atomically). A pool that cannot be read
+    /// is taken as not full.
+    async fn full_pools(&self, messages: &[(String, QueueMessage)]) -> HashSet<String> {
+        let pools: HashSet<&str> = messages
+            .iter()
+            .filter(|(_, m)| m.kind == MessageKind::Queued)
+            .map(|(_, m)| m.pool.as_str())
+            .collect();
+        let mut full = HashSet::new();
+        for name in pools {
+            let Some(pool) = self.config.pool(name) else {
+                continue;
+            };
+            match self.store.get_pool(name).await {
+                Ok(record) if record.slots_used >= pool.max_runners => {
+                    full.insert(name.to_owned());
+                }
+                Ok(_) => {}
+                Err(err) => {
+                    warn!(pool = %name, error = %error_chain(&err), "cannot read the pool; its jobs try to claim")
+                }
+            }
+        }
+        full
+    }
+
+    async fn prepare(
+        &self,
+        message: &QueueMessage,
+        clock: &Clock,
+        full: &HashSet<String>,
+    ) -> Result<Step, ScalerError> {
         match message.kind {
-            MessageKind::Queued => self.prepare_queued(message, clock).await,
+            MessageKind::Queued => self.prepare_queued(message, clock, full).await,
             MessageKind::InProgress => self.on_in_progress(message, clock).await.map(Step::Done),
             MessageKind::Completed => self.on_completed(message, clock).await.map(Step::Done),
         }
@@ -240,11 +275,10 @@ impl Scaler {
         &self,
         message: &QueueMessage,
         clock: &Clock,
+        full: &HashSet<String>,
     ) -> Result<Step, ScalerError> {
         let pool = self.pool(&message.pool)?;
-        // A full pool is the common case in a burst: one read decides it, before the job
-        // is recorded or claimed (the claim itself still checks, atomically).
-        if self.store.get_pool(&pool.name).await?.slots_used >= pool.max_runners {
+        if full.contains(&pool.name) {
             return self.defer(message).await;
         }
         let job = self
