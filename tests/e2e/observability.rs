@@ -62,6 +62,12 @@ async fn one_job_writes_valid_emf_documents_with_the_expected_values() -> anyhow
     })
     .await?;
     one_job_to_the_end(&p).await?;
+    // The reaper flushes at the end of the run that deleted the runner.
+    p.wait_for("the deletion to be counted", LIMIT, || async {
+        let documents = captured.documents().map_err(anyhow::Error::msg)?;
+        Ok((total(&documents, Metric::RunnersDeleted, &[]) > 0.0).then_some(()))
+    })
+    .await?;
 
     // Every line is a valid EMF document (the `_aws` block, members, units, limits).
     let documents = captured.documents().map_err(anyhow::Error::msg)?;

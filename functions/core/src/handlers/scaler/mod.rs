@@ -485,6 +485,16 @@ impl Scaler {
                 self.rehome(launched_for, name, claimed_by.as_deref(), message, clock)
                     .await?;
             }
+            // Online and busy before the reaper saw it idle: it came online by now.
+            if let (RunnerStatus::Pending, Some(queued_at)) =
+                (runner.runner_status, runner.job_queued_at)
+            {
+                self.metrics.record_duration(
+                    Metric::QueuedToOnline,
+                    &[(Dimension::Pool, runner.pool.as_str())],
+                    clock.now() - queued_at,
+                );
+            }
         }
         let update = RunnerUpdate {
             runner_status: Some(RunnerStatus::Active),
