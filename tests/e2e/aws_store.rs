@@ -342,6 +342,42 @@ async fn advance_job_never_moves_backwards() -> anyhow::Result<()> {
         ("linux", 102, Some(7))
     );
     assert_eq!(created.labels, unseen.labels);
+
+    // Advanced by the reaper from GitHub's answer (no runner known), then the webhook
+    // names the runner that took it; a later nameless advance keeps that name.
+    t.store.record_job(&job(3, at)).await?;
+    t.store
+        .advance_job(&job(3, at), JobStatus::InProgress, None)
+        .await?;
+    t.store
+        .advance_job(&job(3, at), JobStatus::InProgress, Some("eph-linux-d"))
+        .await?;
+    t.store
+        .advance_job(&job(3, at), JobStatus::InProgress, None)
+        .await?;
+    let named = t.store.get_job(3).await?.expect("recorded");
+    assert_eq!(
+        (named.status, named.runner_name.as_deref()),
+        (JobStatus::InProgress, Some("eph-linux-d"))
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn unclaim_never_drops_the_runner_of_a_job_that_started() -> anyhow::Result<()> {
+    let t = table().await?;
+    let at = now();
+    t.store.record_job(&job(1, at)).await?;
+    let first = runner("eph-linux-first", InstanceStatus::PendingCreate, at);
+    assert_eq!(t.store.claim_job(1, &first, 5).await?, Claim::Claimed);
+    t.store
+        .advance_job(&job(1, at), JobStatus::InProgress, Some("eph-linux-first"))
+        .await?;
+    t.store.unclaim_job(1, "eph-linux-first").await?;
+    assert_eq!(
+        t.store.get_job(1).await?.and_then(|j| j.runner_name),
+        Some("eph-linux-first".to_owned())
+    );
     Ok(())
 }
 

@@ -125,7 +125,8 @@ pub trait RunnerStore: Send + Sync {
     async fn get_job(&self, job_id: u64) -> Result<Option<JobRecord>, StoreError>;
 
     /// Moves a job forward to `status` (creating a minimal record if none exists) and
-    /// names its runner; a job already at or past `status` is left as it is. Conditional.
+    /// names its runner; a job already past `status` is left as it is, and one already at
+    /// `status` only gets its runner named (when `runner_name` is given). Conditional.
     async fn advance_job(
         &self,
         job: &JobRecord,
@@ -144,7 +145,8 @@ pub trait RunnerStore: Send + Sync {
     ) -> Result<Claim, StoreError>;
 
     /// Drops a job's claim by `runner_name`, so a retry may launch another runner.
-    /// Conditional on the claim still being that runner's; idempotent.
+    /// Conditional on the job still being queued and claimed by that runner (the runner
+    /// of a job in progress or completed is never dropped); idempotent.
     async fn unclaim_job(&self, job_id: u64, runner_name: &str) -> Result<(), StoreError>;
 
     /// Hands a queued job's claim from runner `from` to runner `to` (whose own job was

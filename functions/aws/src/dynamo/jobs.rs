@@ -99,6 +99,13 @@ impl DynamoRunnerStore {
             let status_in = expr.status_in(earlier.iter().map(|s| s.as_str()));
             condition = format!("{condition} OR {status_in}");
         }
+        if runner_name.is_some() {
+            // Already at `status` (the reaper advanced it from GitHub's answer): a webhook
+            // naming the runner still names it.
+            let status_name = expr.name(items::STATUS);
+            let at = expr.value("at_status", items::s(status.as_str()));
+            condition = format!("{condition} OR {status_name} = {at}");
+        }
         let result = self
             .client
             .update_item()
@@ -258,7 +265,12 @@ impl DynamoRunnerStore {
     ) -> Result<(), StoreError> {
         let mut expr = Expr::default();
         let runner = expr.name(items::RUNNER_NAME);
-        let condition = format!("{runner} = {}", expr.value("runner", items::s(runner_name)));
+        // Only a queued job's claim: a job in progress or completed keeps its runner.
+        let queued = expr.status_in([JobStatus::Queued.as_str()]);
+        let condition = format!(
+            "{queued} AND {runner} = {}",
+            expr.value("runner", items::s(runner_name))
+        );
         let result = self
             .client
             .update_item()

@@ -191,8 +191,11 @@ impl RunnerStore for MemoryStore {
             tables.jobs.insert(fresh.job_id, fresh);
             return Ok(());
         };
-        // `IF status IN (earlier statuses)`: a late or repeated webhook changes nothing.
-        if !status.earlier().contains(&record.status) {
+        // `IF status IN (earlier statuses)`: a late or repeated webhook changes nothing,
+        // except that one naming its runner names it on a job already at its status (the
+        // reaper may have advanced the job, from GitHub's answer, before the webhook came).
+        let names_runner = record.status == status && runner_name.is_some();
+        if !status.earlier().contains(&record.status) && !names_runner {
             return Ok(());
         }
         record.status = status;
@@ -244,7 +247,8 @@ impl RunnerStore for MemoryStore {
         let mut tables = lock(&self.tables);
         tables.check(StoreOp::UnclaimJob)?;
         if let Some(job) = tables.jobs.get_mut(&job_id) {
-            if job.runner_name.as_deref() == Some(runner_name) {
+            // A claim is on a queued job only; past that the name is the runner that ran it.
+            if job.status == JobStatus::Queued && job.runner_name.as_deref() == Some(runner_name) {
                 job.runner_name = None;
             }
         }

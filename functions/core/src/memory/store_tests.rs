@@ -295,6 +295,55 @@ async fn advance_job_never_moves_backwards() {
 }
 
 #[tokio::test]
+async fn unclaim_never_drops_the_runner_of_a_job_that_started() {
+    let store = store_with_jobs([7]);
+    store
+        .claim_job(7, &runner("first", PendingCreate), 5)
+        .await
+        .expect("claim");
+    store
+        .advance_job(&job(7), JobStatus::InProgress, Some("first"))
+        .await
+        .expect("advance");
+    store.unclaim_job(7, "first").await.expect("no-op");
+    assert_eq!(
+        store.job(7).expect("job").runner_name.as_deref(),
+        Some("first")
+    );
+}
+
+#[tokio::test]
+async fn a_webhook_names_the_runner_of_a_job_already_advanced_without_one() {
+    let store = store_with_jobs([7]);
+    store
+        .claim_job(7, &runner("claimant", PendingCreate), 5)
+        .await
+        .expect("claim");
+    // The reaper saw the job in progress on GitHub before the webhook came.
+    store
+        .advance_job(&job(7), JobStatus::InProgress, None)
+        .await
+        .expect("advance");
+    store
+        .advance_job(&job(7), JobStatus::InProgress, Some("taker"))
+        .await
+        .expect("name");
+    let stored = store.job(7).expect("job");
+    assert_eq!(
+        (stored.status, stored.runner_name.as_deref()),
+        (JobStatus::InProgress, Some("taker"))
+    );
+    store
+        .advance_job(&job(7), JobStatus::InProgress, None)
+        .await
+        .expect("no-op");
+    assert_eq!(
+        store.job(7).expect("job").runner_name.as_deref(),
+        Some("taker")
+    );
+}
+
+#[tokio::test]
 async fn advance_job_creates_a_job_it_has_never_seen() {
     let store = MemoryStore::new();
     store
