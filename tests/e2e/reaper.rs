@@ -5,6 +5,7 @@
 
 mod crash;
 mod reconcile;
+mod rules;
 mod sweeps;
 
 use ephemera_core::lifecycle::InstanceStatus;

@@ -1,11 +1,12 @@
-//! Fault injection around the real adapters: what moto cannot produce (provider errors
-//! at chosen moments) is made here, while every call that goes through still reaches
-//! the emulator over the wire.
+//! Fault injection around the real adapters: what moto and the GitHub simulator cannot
+//! produce (provider errors, lost answers, at chosen moments) is made here, while every
+//! call that goes through still reaches the emulator or the simulator over the wire.
 
 use async_trait::async_trait;
 use ephemera_aws::Ec2Fleet;
 use ephemera_core::ports::{
-    Fleet, FleetError, FleetLaunch, FleetRequest, Instance, Launcher, Market,
+    Fleet, FleetError, FleetLaunch, FleetRequest, Forge, ForgeError, ForgeJobState, ForgeRunner,
+    Instance, JitConfig, JitRequest, Launcher, Market, RunnerRemoval, RunnerScope,
 };
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -99,6 +100,77 @@ impl Fleet for FaultyFleet {
 
     async fn describe_live(&self) -> Result<Vec<Instance>, FleetError> {
         self.inner.describe_live().await
+    }
+}
+
+/// The real GitHub client, with answers lost on demand.
+pub struct FaultyForge {
+    inner: Arc<dyn Forge>,
+    lost_jit_answers: AtomicU32,
+}
+
+impl FaultyForge {
+    pub fn new(inner: Arc<dyn Forge>) -> FaultyForge {
+        FaultyForge {
+            inner,
+            lost_jit_answers: AtomicU32::new(0),
+        }
+    }
+
+    /// The next `count` JIT registrations reach GitHub, which registers the runner, but
+    /// their answer is lost on the way back (a dropped connection): the caller sees a
+    /// transient error and never learns the runner's id.
+    pub fn lose_jit_answers(&self, count: u32) {
+        self.lost_jit_answers.store(count, Ordering::SeqCst);
+    }
+}
+
+#[async_trait]
+impl Forge for FaultyForge {
+    async fn generate_jit_config(
+        &self,
+        scope: &RunnerScope,
+        request: &JitRequest,
+    ) -> Result<JitConfig, ForgeError> {
+        let answer = self.inner.generate_jit_config(scope, request).await;
+        if answer.is_ok() && spend(&self.lost_jit_answers) {
+            return Err(ForgeError::Transient(Box::new(Injected(
+                "generate-jitconfig answer lost",
+            ))));
+        }
+        answer
+    }
+
+    async fn remove_runner(
+        &self,
+        scope: &RunnerScope,
+        runner_id: u64,
+    ) -> Result<RunnerRemoval, ForgeError> {
+        self.inner.remove_runner(scope, runner_id).await
+    }
+
+    async fn get_runner(
+        &self,
+        scope: &RunnerScope,
+        runner_id: u64,
+    ) -> Result<Option<ForgeRunner>, ForgeError> {
+        self.inner.get_runner(scope, runner_id).await
+    }
+
+    async fn list_runners(&self, scope: &RunnerScope) -> Result<Vec<ForgeRunner>, ForgeError> {
+        self.inner.list_runners(scope).await
+    }
+
+    async fn job_state(
+        &self,
+        installation_id: Option<u64>,
+        owner: &str,
+        repo: &str,
+        job_id: u64,
+    ) -> Result<Option<ForgeJobState>, ForgeError> {
+        self.inner
+            .job_state(installation_id, owner, repo, job_id)
+            .await
     }
 }
 
