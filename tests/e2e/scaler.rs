@@ -30,10 +30,7 @@ async fn live_instances(p: &Pipeline) -> anyhow::Result<usize> {
 }
 
 // The burst of the issue: what it costs in AWS calls is printed (`--nocapture`). It
-// takes about 5 minutes on two shared cores, the emulator being the bottleneck. It
-// passed alone (200 runners, peak 50); in a full `make test` one run left a job whose
-// item named no runner at the end: under investigation, so it runs on demand with
-// `cargo test -p ephemera-tests --test e2e -- --ignored burst`.
+// takes about 4 minutes on two shared cores, the emulator being the bottleneck.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn burst_of_200_jobs_with_duplicates_never_exceeds_max_runners_and_runs_each_once(
 ) -> anyhow::Result<()> {

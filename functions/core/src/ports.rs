@@ -66,6 +66,9 @@ pub struct RunnerUpdate {
     pub job_id: Option<u64>,
     /// Why the runner status changed; kept in the history entry of that change.
     pub note: Option<String>,
+    /// `Some` makes the update conditional on the record's `updated_at` still being this
+    /// (a lease on a record read earlier); [`StoreError::Conflict`] otherwise.
+    pub unchanged_since: Option<OffsetDateTime>,
 }
 
 /// A pool's slot counter as the table holds it, with when it last changed: the reaper
@@ -156,7 +159,8 @@ pub trait RunnerStore: Send + Sync {
     /// Reads a runner record.
     async fn get_runner(&self, name: &str) -> Result<Option<RunnerRecord>, StoreError>;
 
-    /// Sets fields that are not the status. Conditional on the record existing.
+    /// Sets fields that are not the status. Conditional on the record existing (and, with
+    /// [`RunnerUpdate::unchanged_since`], on it not having changed since).
     async fn update_runner(
         &self,
         name: &str,

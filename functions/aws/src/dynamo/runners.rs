@@ -120,13 +120,19 @@ impl DynamoRunnerStore {
             sets.push(expr.assign(items::JOB_ID, items::n(job_id)));
         }
         let pk = expr.name(items::PK);
+        let mut condition = format!("attribute_exists({pk})");
+        if let Some(seen) = update.unchanged_since {
+            let updated_at = expr.name(items::UPDATED_AT);
+            let seen = expr.value("seen", items::timestamp(seen));
+            condition.push_str(&format!(" AND {updated_at} = {seen}"));
+        }
         let result = self
             .client
             .update_item()
             .table_name(&self.table)
             .set_key(Some(items::key(items::runner_key(name))))
             .update_expression(format!("SET {}", sets.join(", ")))
-            .condition_expression(format!("attribute_exists({pk})"))
+            .condition_expression(condition)
             .set_expression_attribute_names(expr.names())
             .set_expression_attribute_values(expr.values())
             .return_values(ReturnValue::AllNew)
@@ -139,7 +145,11 @@ impl DynamoRunnerStore {
                     .as_service_error()
                     .is_some_and(UpdateItemError::is_conditional_check_failed_exception) =>
             {
-                Err(StoreError::NotFound(format!("runner {name}")))
+                // With a lease the record most likely exists and moved on; without, it is gone.
+                Err(match update.unchanged_since {
+                    Some(_) => StoreError::Conflict(format!("runner {name}")),
+                    None => StoreError::NotFound(format!("runner {name}")),
+                })
             }
             Err(err) => Err(store_error(err)),
         }

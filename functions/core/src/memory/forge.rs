@@ -149,6 +149,12 @@ impl FakeForge {
         }
     }
 
+    /// Removes a runner as GitHub does when an ephemeral runner has run its job (no call
+    /// counted, no injected failure spent).
+    pub fn deregister(&self, runner_id: u64) {
+        lock(&self.state).runners.remove(&runner_id);
+    }
+
     pub fn set_online(&self, runner_id: u64, online: bool) {
         if let Some((_, runner)) = lock(&self.state).runners.get_mut(&runner_id) {
             runner.online = online;

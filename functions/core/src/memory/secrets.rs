@@ -40,6 +40,12 @@ impl MemorySecrets {
         lock(&self.state).stored.keys().cloned().collect()
     }
 
+    /// Reads and removes the secret for `instance_id`, as the runner's bootstrap script
+    /// does on its instance (no call counted, no injected failure spent).
+    pub fn take(&self, instance_id: &str) -> Option<(String, SecretString)> {
+        lock(&self.state).stored.remove(instance_id)
+    }
+
     /// Makes the next `times` calls (`put` or `delete`) fail with
     /// [`SecretError::Transient`] and change nothing.
     pub fn fail_next(&self, times: u32) {

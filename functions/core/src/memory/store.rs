@@ -286,6 +286,12 @@ impl RunnerStore for MemoryStore {
         let Some(record) = tables.runners.get_mut(name) else {
             return Err(StoreError::NotFound(format!("runner {name}")));
         };
+        if update
+            .unchanged_since
+            .is_some_and(|seen| seen != record.updated_at)
+        {
+            return Err(StoreError::Conflict(format!("runner {name}")));
+        }
         if let Some(instance_id) = &update.instance_id {
             record.instance_id = Some(instance_id.clone());
         }

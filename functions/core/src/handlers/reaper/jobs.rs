@@ -2,12 +2,15 @@
 //! with no live runner, [`QUEUED_GRACE`] after it was received, is looked up on GitHub.
 //! Still queued: its message is rebuilt and sent again, and the job is looked at again
 //! in [`JOB_RECHECK`]. Started or finished: the job item is moved forward. Jobs of a
-//! full pool are left alone: the scaler keeps those in line itself.
+//! full pool are left alone: the scaler keeps those in line itself. A job whose runner has
+//! stood idle for [`QUEUED_GRACE`] is looked up too (GitHub gives a queued job to an idle
+//! runner at once, so its `in_progress` and `completed` were probably lost elsewhere): if
+//! it moved on, the item follows, and the idle runner is no longer kept for it.
 
-use super::decide::{JOB_RECHECK, QUEUED_GRACE};
+use super::decide::{idle_since, JOB_RECHECK, QUEUED_GRACE};
 use super::{Reaper, JOB_BATCH};
 use crate::handlers::error_chain;
-use crate::lifecycle::InstanceStatus;
+use crate::lifecycle::{InstanceStatus, RunnerStatus};
 use crate::message::QueueMessage;
 use crate::metrics::{Dimension, Metric};
 use crate::model::{JobRecord, JobStatus};
@@ -16,6 +19,16 @@ use std::collections::HashMap;
 use time::OffsetDateTime;
 use tokio::time::Instant;
 use tracing::{info, warn};
+
+/// Who holds a queued job's claim.
+enum ClaimState {
+    /// A live runner that is being created, bootstrapping, or busy.
+    Served,
+    /// A live runner idle for [`QUEUED_GRACE`], which GitHub would have given the job.
+    Idle,
+    /// No live runner: the name of the dead one still holding the claim, if any.
+    Dead(Option<String>),
+}
 
 /// What became of one queued job.
 enum JobCheck {
@@ -44,8 +57,15 @@ impl Reaper {
             if now - job.received_at < QUEUED_GRACE {
                 continue;
             }
-            let Some(dead_claim) = self.claim_without_runner(&job).await? else {
-                continue;
+            let dead_claim = match self.claim_without_runner(&job, now).await? {
+                ClaimState::Served => continue,
+                ClaimState::Idle => {
+                    if let Err(err) = self.check_moved_on(&job, now).await {
+                        warn!(job_id = job.job_id, error = %err, "cannot check queued job; next run retries");
+                    }
+                    continue;
+                }
+                ClaimState::Dead(claim) => claim,
             };
             let full = match pool_full.get(&job.pool) {
                 Some(full) => *full,
@@ -70,23 +90,63 @@ impl Reaper {
         Ok(requeued)
     }
 
-    /// `None` when a live runner holds the job's claim (it is being served); otherwise
-    /// `Some` with the name of the dead runner still holding the claim, if any.
+    /// Whether a live runner holds the job's claim, and how it is doing.
     async fn claim_without_runner(
         &self,
         job: &JobRecord,
-    ) -> Result<Option<Option<String>>, StoreError> {
+        now: OffsetDateTime,
+    ) -> Result<ClaimState, StoreError> {
         let Some(name) = &job.runner_name else {
-            return Ok(Some(None));
+            return Ok(ClaimState::Dead(None));
         };
         // A consistent read: the status index may not show a runner claimed just now.
-        let serving = self.store.get_runner(name).await?.is_some_and(|runner| {
-            matches!(
-                runner.status,
-                InstanceStatus::PendingCreate | InstanceStatus::Creating | InstanceStatus::Running
-            )
-        });
-        Ok((!serving).then(|| Some(name.clone())))
+        let Some(runner) = self.store.get_runner(name).await? else {
+            return Ok(ClaimState::Dead(Some(name.clone())));
+        };
+        Ok(match runner.status {
+            InstanceStatus::Running
+                if runner.runner_status == RunnerStatus::Idle
+                    && now - idle_since(&runner) >= QUEUED_GRACE =>
+            {
+                ClaimState::Idle
+            }
+            InstanceStatus::PendingCreate | InstanceStatus::Creating | InstanceStatus::Running => {
+                ClaimState::Served
+            }
+            _ => ClaimState::Dead(Some(name.clone())),
+        })
+    }
+
+    /// A job whose runner idles: moves its item forward if GitHub has moved it on,
+    /// else looks again in [`JOB_RECHECK`] (its runner is there; nothing is queued again).
+    async fn check_moved_on(
+        &self,
+        job: &JobRecord,
+        now: OffsetDateTime,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        let state = self
+            .forge
+            .job_state(job.installation_id, &job.owner, &job.repo, job.job_id)
+            .await?;
+        let moved_to = match state {
+            Some(ForgeJobState::Queued | ForgeJobState::Other) => None,
+            Some(ForgeJobState::InProgress) => Some(JobStatus::InProgress),
+            Some(ForgeJobState::Completed) | None => Some(JobStatus::Completed),
+        };
+        match moved_to {
+            Some(status) => {
+                let mut seen = job.clone();
+                seen.updated_at = now;
+                self.store.advance_job(&seen, status, None).await?;
+                info!(job_id = job.job_id, %status, "job of an idle runner had moved on unseen; job item advanced");
+            }
+            None => {
+                self.store
+                    .recheck_job_at(job.job_id, now + JOB_RECHECK)
+                    .await?;
+            }
+        }
+        Ok(())
     }
 
     async fn check_queued(

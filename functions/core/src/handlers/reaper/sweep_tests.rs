@@ -264,3 +264,28 @@ async fn counter_changed_between_sightings_is_not_repaired() {
     assert_eq!(report.counters_repaired, 0);
     assert_eq!(world.store.slots_used(POOL), 4);
 }
+
+#[tokio::test(start_paused = true)]
+async fn idle_runner_is_not_kept_for_its_job_once_github_ran_that_job_elsewhere_unseen() {
+    let world = World::new(5);
+    let runner = running_runner(&world, 13).await;
+    world
+        .forge
+        .set_online(runner.github_runner_id.expect("registered"), true);
+    let reaper = world.reaper();
+    reaper.run(now() + minutes(1), far()).await.expect("run");
+    // GitHub gave job 13 to another runner; its `in_progress` and `completed` were lost.
+    world.forge.set_job_state(13, ForgeJobState::Completed);
+    reaper.run(now() + minutes(5), far()).await.expect("run");
+    assert_eq!(
+        world.store.job(13).map(|j| j.status),
+        Some(crate::model::JobStatus::Completed),
+        "the item follows GitHub once its runner has idled past the grace"
+    );
+    reaper.run(now() + minutes(12), far()).await.expect("run");
+    assert_eq!(
+        world.store.runner(&runner.name).map(|r| r.status),
+        Some(InstanceStatus::Deleted),
+        "idle past idle_timeout with no queued job left"
+    );
+}

@@ -109,8 +109,12 @@ impl Scaler {
                 failed.push((message_id, outcome));
                 continue;
             };
+            // Only while this delivery still holds the lease: once another has taken the
+            // record over, this instance stays unrecorded (it never gets a JIT config) and
+            // the orphan sweep ends it.
             let update = RunnerUpdate {
                 instance_id: Some(instance_id.clone()),
+                unchanged_since: Some(runner.updated_at),
                 ..RunnerUpdate::default()
             };
             match self
@@ -250,6 +254,7 @@ impl Scaler {
             .map_err(CreateError::from_forge)?;
         let update = RunnerUpdate {
             github_runner_id: Some(jit.runner_id),
+            unchanged_since: Some(runner.updated_at),
             ..RunnerUpdate::default()
         };
         self.store

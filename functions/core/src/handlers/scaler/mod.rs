@@ -325,9 +325,34 @@ impl Scaler {
                 let left = CREATE_LEASE - (clock.now() - runner.updated_at);
                 self.wait_for_other(message, left.unsigned_abs()).await
             }
-            InstanceStatus::Creating if runner.instance_id.is_none() => Ok(Step::Launch(runner)),
-            InstanceStatus::Creating => Ok(Step::Finish(runner)),
+            InstanceStatus::Creating => self.take_over(runner, message, clock).await,
             _ => Ok(Step::Done(Handled::RunnerUp(runner_name))),
+        }
+    }
+
+    /// Resumes a `creating` record whose lease is over, taking the lease with a write
+    /// conditional on the record not having changed since it was read: of two deliveries
+    /// resuming it at once only one goes on (two would launch two instances and hand the
+    /// JIT config to one the record no longer names); the other checks again later.
+    async fn take_over(
+        &self,
+        runner: RunnerRecord,
+        message: &QueueMessage,
+        clock: &Clock,
+    ) -> Result<Step, ScalerError> {
+        let lease = RunnerUpdate {
+            unchanged_since: Some(runner.updated_at),
+            ..RunnerUpdate::default()
+        };
+        match self
+            .store
+            .update_runner(&runner.name, &lease, clock.now())
+            .await
+        {
+            Ok(runner) if runner.instance_id.is_none() => Ok(Step::Launch(runner)),
+            Ok(runner) => Ok(Step::Finish(runner)),
+            Err(StoreError::Conflict(_)) => self.wait_for_other(message, CREATE_LEASE).await,
+            Err(err) => Err(err.into()),
         }
     }
 

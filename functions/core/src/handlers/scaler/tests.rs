@@ -367,3 +367,28 @@ async fn without_the_queued_check_github_is_not_asked() {
     up(&world, 1).await;
     assert_eq!(world.forge.calls().job_state, 0);
 }
+
+#[tokio::test]
+async fn two_deliveries_resuming_one_runner_at_once_launch_once() {
+    let world = World::new(5);
+    let scaler = world.scaler();
+    // The first delivery launches, then cannot record the instance: the record stays
+    // `creating` with no instance, and the instance is an orphan.
+    world.store.fail(crate::memory::StoreOp::UpdateRunner, 1);
+    let first = scaler
+        .handle(&message(MessageKind::Queued, 5, None), now())
+        .await;
+    assert!(first.is_err(), "{first:?}");
+    let later = now() + CREATE_LEASE + Duration::from_secs(1);
+    let queued = message(MessageKind::Queued, 5, None);
+    let (a, b) = tokio::join!(scaler.handle(&queued, later), scaler.handle(&queued, later));
+    let outcomes = [a.expect("handled"), b.expect("handled")];
+    assert!(outcomes.contains(&Handled::Deferred), "{outcomes:?}");
+    assert_eq!(world.fleet.launched(), 2, "one orphan, one resumed launch");
+    let runner = world.store.runners().pop().expect("record");
+    let instance_id = runner.instance_id.expect("instance recorded");
+    assert!(
+        world.secrets.get(&instance_id).is_some(),
+        "the JIT config went to the instance the record names"
+    );
+}

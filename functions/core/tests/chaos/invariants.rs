@@ -1,0 +1,202 @@
+//! The invariants, read from the fakes' own state — the table, EC2, GitHub's runners,
+//! the JIT secrets, the queue — never from what the handlers report they did.
+//!
+//! [`check_always`] holds after every step, faults and crashes included;
+//! [`check_settled`] holds once the world has settled with faults off.
+
+use crate::world::{JobState, World};
+use ephemera_core::lifecycle::{InstanceStatus, RunnerStatus};
+use ephemera_core::message::MessageKind;
+use ephemera_core::model::{JobStatus, RunnerRecord};
+use std::collections::BTreeMap;
+
+fn live_records(world: &World) -> Vec<RunnerRecord> {
+    let records = world.store.runners().into_iter();
+    records.filter(|r| r.status.is_live()).collect()
+}
+
+/// Names of the keys that occur more than once, with who shares them.
+fn shared<K: Ord + std::fmt::Debug>(pairs: impl Iterator<Item = (K, String)>) -> Option<String> {
+    let mut by_key: BTreeMap<K, Vec<String>> = BTreeMap::new();
+    for (key, who) in pairs {
+        by_key.entry(key).or_default().push(who);
+    }
+    by_key
+        .into_iter()
+        .find(|(_, who)| who.len() > 1)
+        .map(|(key, who)| format!("{key:?}: {}", who.join(", ")))
+}
+
+/// What must hold after every step.
+pub fn check_always(world: &World) -> Result<(), String> {
+    if let Some(breach) = world.take_breaches().into_iter().next() {
+        return Err(breach);
+    }
+    let live = live_records(world);
+    for pool in &world.config.pools {
+        check_pool(world, &pool.name, pool.max_runners, &live)?;
+    }
+    // A runner GitHub shows busy before its `in_progress` is handled is marked active by
+    // the reaper with the job it was launched for, which GitHub may have given to another
+    // runner; such a record is not bound to that job, it just has not heard yet.
+    let running_elsewhere = world.runners_running_other_jobs(&live);
+    let bound = live
+        .iter()
+        .filter(|r| r.runner_status == RunnerStatus::Active)
+        .filter(|r| !running_elsewhere.contains(&r.name))
+        .filter_map(|r| Some((r.job_id?, r.name.clone())));
+    if let Some(both) = shared(bound) {
+        return Err(format!("a job is bound to two runners: job {both}"));
+    }
+    let jobs = world.store.jobs();
+    let claims = jobs
+        .iter()
+        .filter(|j| j.status == JobStatus::Queued)
+        .filter_map(|j| Some((j.runner_name.clone()?, j.job_id.to_string())));
+    if let Some(both) = shared(claims) {
+        return Err(format!(
+            "one runner is claimed by two queued jobs: runner {both}"
+        ));
+    }
+    let queued: Vec<u64> = jobs
+        .iter()
+        .filter(|j| j.status == JobStatus::Queued)
+        .map(|j| j.job_id)
+        .collect();
+    let waiting_for_a_job = live.iter().filter(|r| {
+        matches!(
+            r.status,
+            InstanceStatus::PendingCreate | InstanceStatus::Creating | InstanceStatus::Running
+        ) && matches!(r.runner_status, RunnerStatus::Pending | RunnerStatus::Idle)
+    });
+    let launched_for = waiting_for_a_job
+        .filter_map(|r| Some((r.job_id?, r.name.clone())))
+        .filter(|(job, _)| queued.contains(job));
+    if let Some(both) = shared(launched_for) {
+        return Err(format!(
+            "a queued job has two runners launched for it: job {both}"
+        ));
+    }
+    let instances = live
+        .iter()
+        .filter_map(|r| Some((r.instance_id.clone()?, r.name.clone())));
+    if let Some(both) = shared(instances) {
+        return Err(format!(
+            "one instance is claimed by two live records: {both}"
+        ));
+    }
+    Ok(())
+}
+
+/// Never above `max_runners`: the slot counter, the live records holding a slot, the
+/// runners online on live instances; and the counter equals the slots the records hold.
+fn check_pool(world: &World, pool: &str, max: u32, live: &[RunnerRecord]) -> Result<(), String> {
+    let counter = world.store.slots_used(pool);
+    if counter > max {
+        return Err(format!(
+            "pool {pool} above max_runners {max}: slot counter at {counter}"
+        ));
+    }
+    let holding = live
+        .iter()
+        .filter(|r| r.pool == pool && r.slot_held)
+        .count() as u32;
+    if holding > max {
+        return Err(format!(
+            "pool {pool} above max_runners {max}: {holding} live records hold a slot"
+        ));
+    }
+    if counter != holding {
+        return Err(format!(
+            "pool {pool}: slot counter at {counter} but {holding} live records hold a slot"
+        ));
+    }
+    let online: Vec<u64> = world
+        .forge
+        .runners()
+        .into_iter()
+        .filter(|r| r.online)
+        .map(|r| r.id)
+        .collect();
+    let booted = world.github().booted.clone();
+    let serving = world
+        .fleet
+        .live_instances()
+        .into_iter()
+        .filter(|i| i.pool.as_deref() == Some(pool))
+        .filter(|i| booted.get(&i.id).is_some_and(|id| online.contains(id)))
+        .count() as u32;
+    if serving > max {
+        return Err(format!(
+            "pool {pool} above max_runners {max}: {serving} runners online on live instances"
+        ));
+    }
+    Ok(())
+}
+
+/// What must hold once the world has settled: nothing leaked, every job ran or was
+/// reported failed (its message dead-lettered).
+pub fn check_settled(world: &World) -> Result<(), String> {
+    let leaked = world.fleet.live_instances();
+    if !leaked.is_empty() {
+        let ids: Vec<String> = leaked.into_iter().map(|i| i.id).collect();
+        return Err(format!("instances leaked: {}", ids.join(", ")));
+    }
+    let runners = world.forge.runners();
+    if !runners.is_empty() {
+        let names: Vec<String> = runners.into_iter().map(|r| r.name).collect();
+        return Err(format!("GitHub runners leaked: {}", names.join(", ")));
+    }
+    let secrets = world.secrets.instance_ids();
+    if !secrets.is_empty() {
+        return Err(format!("JIT secrets leaked: {}", secrets.join(", ")));
+    }
+    let live = live_records(world);
+    if !live.is_empty() {
+        let names: Vec<String> = live
+            .iter()
+            .map(|r| format!("{} ({})", r.name, r.status))
+            .collect();
+        return Err(format!("live records left: {}", names.join(", ")));
+    }
+    for pool in &world.config.pools {
+        let counter = world.store.slots_used(&pool.name);
+        if counter != 0 {
+            return Err(format!(
+                "pool {}: slot counter at {counter} with no live record",
+                pool.name
+            ));
+        }
+    }
+    check_jobs_served(world)
+}
+
+fn check_jobs_served(world: &World) -> Result<(), String> {
+    let dead: Vec<u64> = world
+        .queue
+        .dead_letters()
+        .into_iter()
+        .filter(|m| m.kind == MessageKind::Queued)
+        .map(|m| m.job_id)
+        .collect();
+    for (job_id, state) in world.github().jobs.iter() {
+        match state {
+            JobState::Completed { .. } | JobState::Cancelled => {}
+            JobState::Queued if dead.contains(job_id) => {}
+            JobState::Queued => {
+                return Err(format!(
+                    "job {job_id} never ran and was not reported failed (not dead-lettered)"
+                ))
+            }
+            JobState::Running { runner, .. } => {
+                return Err(format!(
+                    "job {job_id} still running on {runner} after settling"
+                ))
+            }
+            JobState::Failed { runner } => {
+                return Err(format!("job {job_id} failed: its runner {runner} was lost"))
+            }
+        }
+    }
+    Ok(())
+}

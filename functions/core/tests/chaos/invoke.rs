@@ -1,0 +1,174 @@
+//! Running the handlers as Lambda would: the scaler on a batch received from the queue
+//! (handled messages deleted, failed ones left to come back), the reaper on its schedule,
+//! each behind its own crash switch, one at a time or several at once on the schedule's
+//! single-threaded runtime, where every port call is a point at which another invocation
+//! may run.
+
+use crate::gate::{CrashSwitch, Gate};
+use crate::queue::Stored;
+use crate::world::World;
+use ephemera_core::handlers::reaper::Reaper;
+use ephemera_core::handlers::scaler::{BatchItem, Scaler};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+use time::OffsetDateTime;
+
+/// One invocation to run.
+pub enum Invocation {
+    Scaler {
+        received: Vec<Stored>,
+        crash_after: Option<usize>,
+        /// The handled messages' deletes are lost: SQS delivers them again.
+        lose_deletes: bool,
+    },
+    Reaper {
+        crash_after: Option<usize>,
+    },
+}
+
+/// How an invocation ended.
+pub enum Ended {
+    /// The scaler returned these failed message ids.
+    Scaler {
+        failed: Vec<String>,
+    },
+    Reaper {
+        error: Option<String>,
+    },
+    Crashed,
+}
+
+type Running = Pin<Box<dyn Future<Output = Ended> + Send>>;
+
+/// Runs `future`, or gives up on it (drops it) when its switch stops a call.
+async fn unless_crashed<F: Future>(switch: Arc<CrashSwitch>, future: F) -> Option<F::Output> {
+    tokio::select! {
+        biased;
+        out = future => Some(out),
+        () = switch.crashed() => None,
+    }
+}
+
+fn scaler(
+    world: &Arc<World>,
+    received: &[Stored],
+    crash_after: Option<usize>,
+    now: OffsetDateTime,
+) -> Running {
+    let switch = CrashSwitch::new(crash_after);
+    let gate = Gate::new(world, &switch);
+    let scaler = Arc::new(Scaler::new(
+        world.config.clone(),
+        gate.clone(),
+        gate.clone(),
+        gate.clone(),
+        gate.clone(),
+        gate,
+    ));
+    let items: Vec<BatchItem> = received
+        .iter()
+        .map(|stored| BatchItem {
+            message_id: stored.id.clone(),
+            body: stored.message.encode(),
+        })
+        .collect();
+    Box::pin(async move {
+        match unless_crashed(switch, scaler.handle_batch(items, now)).await {
+            Some(failed) => Ended::Scaler { failed },
+            None => Ended::Crashed,
+        }
+    })
+}
+
+fn reaper(
+    reaper: &Reaper,
+    switch: &Arc<CrashSwitch>,
+    crash_after: Option<usize>,
+    now: OffsetDateTime,
+) -> Running {
+    switch.arm(crash_after);
+    let reaper = reaper.clone();
+    let switch = switch.clone();
+    Box::pin(async move {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(50);
+        match unless_crashed(switch, reaper.run(now, deadline)).await {
+            Some(Ok(_)) => Ended::Reaper { error: None },
+            Some(Err(err)) => Ended::Reaper {
+                error: Some(err.to_string()),
+            },
+            None => Ended::Crashed,
+        }
+    })
+}
+
+/// The long-lived reaper of a schedule (it remembers orphan and drift suspects from run
+/// to run, as a warm Lambda does) and the switch its ports go through.
+pub struct ReaperHandle {
+    pub reaper: Reaper,
+    pub switch: Arc<CrashSwitch>,
+}
+
+impl ReaperHandle {
+    pub fn new(world: &Arc<World>) -> ReaperHandle {
+        let switch = CrashSwitch::new(None);
+        let gate = Gate::new(world, &switch);
+        let reaper = Reaper::new(
+            world.config.clone(),
+            gate.clone(),
+            gate.clone(),
+            gate.clone(),
+            gate.clone(),
+            gate,
+        );
+        ReaperHandle { reaper, switch }
+    }
+}
+
+/// Runs the invocations at once and settles the queue after them (deletes what each
+/// scaler handled). Returns how each ended, in the order given.
+pub async fn run_all(
+    world: &Arc<World>,
+    reaper_handle: &ReaperHandle,
+    invocations: Vec<Invocation>,
+    now: OffsetDateTime,
+) -> Vec<Ended> {
+    let mut tasks = Vec::new();
+    for invocation in &invocations {
+        let running = match invocation {
+            Invocation::Scaler {
+                received,
+                crash_after,
+                ..
+            } => scaler(world, received, *crash_after, now),
+            Invocation::Reaper { crash_after } => reaper(
+                &reaper_handle.reaper,
+                &reaper_handle.switch,
+                *crash_after,
+                now,
+            ),
+        };
+        tasks.push(tokio::spawn(running));
+    }
+    let mut ended = Vec::new();
+    for task in tasks {
+        ended.push(task.await.expect("invocation task"));
+    }
+    for (invocation, end) in invocations.iter().zip(&ended) {
+        if let (
+            Invocation::Scaler {
+                received,
+                lose_deletes: false,
+                ..
+            },
+            Ended::Scaler { failed },
+        ) = (invocation, end)
+        {
+            for stored in received.iter().filter(|s| !failed.contains(&s.id)) {
+                world.queue.delete(&stored.id);
+            }
+        }
+    }
+    ended
+}

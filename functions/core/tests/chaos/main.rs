@@ -1,0 +1,133 @@
+//! The chaos suite: seeded random schedules of webhooks, handler runs, crashes and
+//! provider faults over the webhook-to-reaper flow on the in-memory fakes, with the
+//! invariants checked after every step and once the world has settled.
+//!
+//! Each schedule (see `schedule.rs`) draws a pool (max_runners 1–4, spot or not, the
+//! queued check or not) and 40–90 steps: GitHub queues and cancels jobs; its webhooks are
+//! delivered out of order, twice, or lost; the scaler runs on SQS batches (redelivered
+//! when it fails or crashes, dead-lettered after 4 receives, sometimes delivered to two
+//! scalers at once, sometimes redelivered after success); the reaper runs alone or at the
+//! same time as scalers; any run may crash before its n-th external call; GitHub answers
+//! 5xx, rate limits or 403; EC2 has no spot or on-demand capacity, throttles, launches
+//! fewer than asked, fails terminations; the table, SSM and SQS fail calls; runner agents
+//! boot, and GitHub gives queued jobs to ANY idle runner. Time is simulated.
+//!
+//! Invariants (`invariants.rs`), read from the fakes' state: after every step, no job
+//! bound to two runners and no queued job with two runners launched for it, no pool above
+//! `max_runners` (slot counter, live records holding a slot, runners online on live
+//! instances), the slot counter equal to the live records holding a slot, and no busy
+//! runner's instance terminated; once settled with faults off, no live instance, GitHub
+//! runner, JIT secret or live record left, and every job ran or was dead-lettered.
+//!
+//! Rerun: `EPHEMERA_CHAOS_SEED=1234 cargo test -p ephemera-core --test chaos` runs seed
+//! 1234 alone and prints its trace; `EPHEMERA_CHAOS_SCHEDULES=N` runs N schedules from
+//! the first seed (default: 250 from seed 1). A failure prints its seed, the violated
+//! invariant, the steps that led there and the world's state.
+//!
+//! To see the suite fail, apply a deliberate break from `tests/chaos/breaks/`, e.g.
+//! `git apply functions/core/tests/chaos/breaks/skip-slot-reservation.patch`, run the
+//! suite, and `git apply -R` it.
+
+mod describe;
+mod gate;
+mod github;
+mod invariants;
+mod invoke;
+mod queue;
+mod rng;
+mod schedule;
+mod world;
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::Instant;
+
+const DEFAULT_SCHEDULES: u64 = 250;
+/// Failures shown in full; the others are listed by seed.
+const SHOWN: usize = 1;
+
+fn env_number(name: &str) -> Option<u64> {
+    let text = std::env::var(name).ok()?;
+    Some(
+        text.trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("{name} must be a number, not {text:?}")),
+    )
+}
+
+#[test]
+fn seeded_chaos_schedules_keep_every_invariant() {
+    let seed = env_number("EPHEMERA_CHAOS_SEED");
+    let count = env_number("EPHEMERA_CHAOS_SCHEDULES").unwrap_or(if seed.is_some() {
+        1
+    } else {
+        DEFAULT_SCHEDULES
+    });
+    let first = seed.unwrap_or(1);
+    let started = Instant::now();
+    let mut failures = Vec::new();
+    let mut totals = world::Stats::default();
+    for seed in first..first + count {
+        match catch_unwind(AssertUnwindSafe(|| schedule::run(seed))) {
+            Ok(Ok(stats)) => add(&mut totals, &stats),
+            Ok(Err(failure)) => failures.push(failure),
+            Err(panic) => failures.push(schedule::Failure {
+                seed,
+                step: 0,
+                invariant: format!("the schedule panicked: {}", panic_text(&panic)),
+                trace: Vec::new(),
+                state: String::new(),
+            }),
+        }
+    }
+    eprintln!(
+        "chaos: {count} schedules from seed {first} in {:.1?}: {} failed; {totals:?}",
+        started.elapsed(),
+        failures.len()
+    );
+    if failures.is_empty() {
+        return;
+    }
+    let mut report = String::new();
+    for failure in failures.iter().take(SHOWN) {
+        report.push_str(&format!(
+            "\nseed {} violated an invariant at step {}: {}\nrerun: EPHEMERA_CHAOS_SEED={} cargo test -p ephemera-core --test chaos\n--- steps\n{}\n--- world\n{}\n",
+            failure.seed,
+            failure.step,
+            failure.invariant,
+            failure.seed,
+            failure.trace.join("\n"),
+            failure.state
+        ));
+    }
+    for failure in failures.iter().skip(SHOWN) {
+        report.push_str(&format!(
+            "seed {} (step {}): {}\n",
+            failure.seed, failure.step, failure.invariant
+        ));
+    }
+    panic!(
+        "{} of {count} chaos schedules failed:{report}",
+        failures.len()
+    );
+}
+
+fn add(totals: &mut world::Stats, stats: &world::Stats) {
+    totals.jobs += stats.jobs;
+    totals.ran += stats.ran;
+    totals.cancelled += stats.cancelled;
+    totals.taken_by_other_runner += stats.taken_by_other_runner;
+    totals.deliveries_lost += stats.deliveries_lost;
+    totals.deliveries_duplicated += stats.deliveries_duplicated;
+    totals.crashes += stats.crashes;
+    totals.faults += stats.faults;
+    totals.concurrent_runs += stats.concurrent_runs;
+    totals.dead_lettered += stats.dead_lettered;
+}
+
+fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+        .unwrap_or_else(|| "(no message)".to_owned())
+}

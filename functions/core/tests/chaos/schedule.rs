@@ -1,0 +1,366 @@
+//! One seeded schedule: a pool with random settings, a few jobs, and a random sequence of
+//! steps — webhooks delivered late, twice or never, scaler and reaper runs (some crashing
+//! before their n-th external call, some at the same time), runner agents at work, provider
+//! faults switched on and off, time passing — with every invariant checked after every
+//! step; then faults off and the world left to settle, and the settled invariants checked.
+
+use crate::invariants::{check_always, check_settled};
+use crate::invoke::{run_all, Ended, Invocation, ReaperHandle};
+use crate::rng::Rng;
+use crate::world::{Stats, World, POOL, STORE_OPS};
+use ephemera_core::config::Config;
+use ephemera_core::memory::{FleetFailure, ForgeFailure};
+use ephemera_core::ports::Market;
+use std::sync::Arc;
+use std::time::Duration;
+use time::OffsetDateTime;
+
+/// Simulated minutes the world gets to settle before the leak checks, at most.
+const SETTLE_ROUNDS: u32 = 240;
+
+/// A violated invariant, with where and how the schedule got there.
+#[derive(Debug)]
+pub struct Failure {
+    pub seed: u64,
+    pub step: usize,
+    pub invariant: String,
+    pub trace: Vec<String>,
+    pub state: String,
+}
+
+pub struct Schedule {
+    seed: u64,
+    rng: Rng,
+    world: Arc<World>,
+    reaper: ReaperHandle,
+    started: OffsetDateTime,
+    now: OffsetDateTime,
+    step: usize,
+    trace: Vec<String>,
+}
+
+/// Runs the schedule of `seed` on its own single-threaded runtime with paused time.
+pub fn run(seed: u64) -> Result<Stats, Failure> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("runtime");
+    runtime.block_on(async { Schedule::new(seed).play().await })
+}
+
+fn config(rng: &mut Rng) -> Arc<Config> {
+    let max_runners = rng.between(1, 4);
+    let spot = rng.chance(50);
+    let check_queued = rng.chance(25);
+    let text = format!(
+        "deployment: eph
+github: {{ app_id: 1 }}
+pools:
+  - name: {POOL}
+    labels: [self-hosted, linux, x64]
+    max_runners: {max_runners}
+    instance_types: [m7i.large]
+    launch_template: eph-runner
+    spot: {spot}
+    check_queued: {check_queued}
+    bootstrap_timeout: 10m
+    idle_timeout: 5m
+"
+    );
+    Arc::new(Config::parse("chaos.yaml", &text).expect("valid chaos config"))
+}
+
+impl Schedule {
+    fn new(seed: u64) -> Schedule {
+        let mut rng = Rng::new(seed);
+        let config = config(&mut rng);
+        let pool = &config.pools[0];
+        let setting = format!(
+            "pool max_runners {}, spot {}, check_queued {}",
+            pool.max_runners, pool.spot, pool.check_queued
+        );
+        let world = World::new(config);
+        let started = time::macros::datetime!(2026-11-22 10:00:00 UTC);
+        world.fleet.launch_at(started);
+        world.queue.set_now(started);
+        Schedule {
+            seed,
+            rng,
+            reaper: ReaperHandle::new(&world),
+            world,
+            started,
+            now: started,
+            step: 0,
+            trace: vec![setting],
+        }
+    }
+
+    async fn play(mut self) -> Result<Stats, Failure> {
+        let steps = self.rng.between(40, 90) as usize;
+        let mut jobs_left = self.rng.between(2, 10);
+        for _ in 0..steps {
+            self.step += 1;
+            let what = self.one_step(&mut jobs_left).await;
+            self.note(what);
+            self.check(check_always)?;
+            let pause = self.rng.between(0, 20);
+            self.advance(Duration::from_secs(pause));
+        }
+        self.settle().await?;
+        self.check(check_settled)?;
+        self.world.stats().dead_lettered = self.world.queue.dead_letters().len() as u64;
+        let stats = self.world.stats().clone();
+        Ok(stats)
+    }
+
+    fn advance(&mut self, by: Duration) {
+        self.now += by;
+        self.world.fleet.launch_at(self.now);
+        self.world.queue.set_now(self.now);
+    }
+
+    fn note(&mut self, what: String) {
+        let elapsed = self.now - self.started;
+        let at = format!(
+            "{}m{:02}s",
+            elapsed.whole_minutes(),
+            elapsed.whole_seconds() % 60
+        );
+        self.trace
+            .push(format!("step {:>3} t+{at:>7}  {what}", self.step));
+    }
+
+    fn check(&self, invariant: fn(&World) -> Result<(), String>) -> Result<(), Failure> {
+        invariant(&self.world).map_err(|violated| Failure {
+            seed: self.seed,
+            step: self.step,
+            invariant: violated,
+            trace: self.trace.clone(),
+            state: crate::describe::world(&self.world),
+        })
+    }
+
+    fn crash_point(&mut self, percent: u64) -> Option<usize> {
+        self.rng
+            .chance(percent)
+            .then(|| self.rng.between(0, 16) as usize)
+    }
+
+    async fn one_step(&mut self, jobs_left: &mut u64) -> String {
+        let roll = self.rng.between(0, 99);
+        match roll {
+            0..=11 if *jobs_left > 0 => {
+                *jobs_left -= 1;
+                let twice = self.rng.chance(20);
+                let job = self.world.new_job(twice);
+                format!(
+                    "GitHub queues job {job}{}",
+                    if twice { " (webhook sent twice)" } else { "" }
+                )
+            }
+            0..=33 => {
+                let lose = self.rng.chance(12);
+                let duplicate = self.rng.chance(10);
+                self.world.deliver(&mut self.rng, lose, duplicate, self.now)
+            }
+            34..=51 => self.scalers(1, false).await,
+            52..=59 => self.reaper_run().await,
+            60..=67 => {
+                let scalers = self.rng.between(1, 2) as usize;
+                self.scalers(scalers, true).await
+            }
+            68..=81 => {
+                self.world.agent_tick(&mut self.rng, self.now, false);
+                "runner agents tick".to_owned()
+            }
+            82..=87 => self.fault(),
+            88..=89 => {
+                self.world.heal();
+                "faults healed".to_owned()
+            }
+            90..=91 => match self.world.cancel_job(&mut self.rng) {
+                Some(job) => format!("GitHub cancels queued job {job}"),
+                None => "nothing to cancel".to_owned(),
+            },
+            _ => {
+                let by = Duration::from_secs(self.rng.between(30, 480));
+                self.advance(by);
+                format!("time passes: {}s", by.as_secs())
+            }
+        }
+    }
+
+    /// `count` scalers on freshly received batches (and, `with_reaper`, the reaper) at
+    /// once; sometimes SQS hands one message to two of them.
+    async fn scalers(&mut self, count: usize, with_reaper: bool) -> String {
+        let mut invocations = Vec::new();
+        let mut shown = Vec::new();
+        for i in 0..count {
+            let batch = self.rng.between(1, 10) as usize;
+            let mut received = self.world.queue.receive(batch, &mut self.rng);
+            if i == 1 && self.rng.chance(30) {
+                if let Some(Invocation::Scaler {
+                    received: first, ..
+                }) = invocations.first()
+                {
+                    received.extend(first.first().cloned());
+                }
+            }
+            let crash_after = self.crash_point(if with_reaper { 15 } else { 20 });
+            let lose_deletes = self.rng.chance(8);
+            shown.push(format!(
+                "scaler[{}{}{}]",
+                received
+                    .iter()
+                    .map(|s| format!("{:?} {}", s.message.kind, s.message.job_id))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                crash_after.map_or(String::new(), |n| format!("; crash before call {}", n + 1)),
+                if lose_deletes { "; deletes lost" } else { "" },
+            ));
+            invocations.push(Invocation::Scaler {
+                received,
+                crash_after,
+                lose_deletes,
+            });
+        }
+        if with_reaper && self.rng.chance(70) {
+            let crash_after = self.crash_point(15);
+            shown.push(format!(
+                "reaper[{}]",
+                crash_after.map_or("whole run".to_owned(), |n| format!(
+                    "crash before call {}",
+                    n + 1
+                ))
+            ));
+            invocations.push(Invocation::Reaper { crash_after });
+        }
+        if invocations.len() > 1 {
+            self.world.stats().concurrent_runs += 1;
+        }
+        let ended = run_all(&self.world, &self.reaper, invocations, self.now).await;
+        format!("{} -> {}", shown.join(" | "), self.outcomes(&ended))
+    }
+
+    async fn reaper_run(&mut self) -> String {
+        let crash_after = self.crash_point(20);
+        let invocations = vec![Invocation::Reaper { crash_after }];
+        let ended = run_all(&self.world, &self.reaper, invocations, self.now).await;
+        let how = crash_after.map_or("whole run".to_owned(), |n| {
+            format!("crash before call {}", n + 1)
+        });
+        format!("reaper[{how}] -> {}", self.outcomes(&ended))
+    }
+
+    fn outcomes(&self, ended: &[Ended]) -> String {
+        let shown: Vec<String> = ended
+            .iter()
+            .map(|end| match end {
+                Ended::Scaler { failed } if failed.is_empty() => "ok".to_owned(),
+                Ended::Scaler { failed } => format!("{} failed", failed.len()),
+                Ended::Reaper { error: None } => "ok".to_owned(),
+                Ended::Reaper { error: Some(err) } => format!("error: {err}"),
+                Ended::Crashed => {
+                    self.world.stats().crashes += 1;
+                    "crashed".to_owned()
+                }
+            })
+            .collect();
+        shown.join(" | ")
+    }
+
+    /// Switches one provider fault on.
+    fn fault(&mut self) -> String {
+        self.world.stats().faults += 1;
+        let world = &self.world;
+        let times = self.rng.between(1, 4) as u32;
+        match self.rng.between(0, 10) {
+            0 => {
+                world.forge.fail_next_with(times, ForgeFailure::Transient);
+                format!("GitHub answers 5xx to the next {times} calls")
+            }
+            1 => {
+                world.forge.fail_next_with(times, ForgeFailure::Throttled);
+                format!("GitHub rate-limits the next {times} calls")
+            }
+            2 => {
+                world
+                    .fleet
+                    .fail_market_with(Market::Spot, Some(FleetFailure::CapacityUnavailable));
+                "EC2 has no spot capacity".to_owned()
+            }
+            3 => {
+                world
+                    .fleet
+                    .fail_market_with(Market::OnDemand, Some(FleetFailure::CapacityUnavailable));
+                "EC2 has no on-demand capacity".to_owned()
+            }
+            4 => {
+                world.fleet.fail_launch_with(Some(FleetFailure::Throttled));
+                "EC2 throttles launches".to_owned()
+            }
+            5 => {
+                let cap = times - 1;
+                world.fleet.cap_launches(Some(cap));
+                format!("EC2 launches at most {cap} instances a request")
+            }
+            6 => {
+                world.fleet.fail_terminate_times(times);
+                world.fleet.fail_describe_times(times / 2);
+                format!("EC2 fails the next {times} terminations")
+            }
+            7 => {
+                let op = STORE_OPS[self.rng.index(STORE_OPS.len())];
+                world.store.fail(op, times.min(2));
+                format!("the table fails the next {} {op:?} calls", times.min(2))
+            }
+            8 => {
+                world.secrets.fail_next(times.min(2));
+                format!("SSM fails the next {} calls", times.min(2))
+            }
+            9 => {
+                world.queue.fail_sends(true);
+                "SQS refuses sends".to_owned()
+            }
+            _ => {
+                world.forge.fail_next_with(1, ForgeFailure::Rejected);
+                "GitHub refuses the next call (403)".to_owned()
+            }
+        }
+    }
+
+    /// Faults off; webhooks delivered, the queue drained, agents, reaper, a minute at a
+    /// time, until the world is clean (or [`SETTLE_ROUNDS`] minutes have passed).
+    async fn settle(&mut self) -> Result<(), Failure> {
+        self.world.heal();
+        self.step += 1;
+        self.note("faults off; settling".to_owned());
+        for round in 0..SETTLE_ROUNDS {
+            self.world.deliver_all(self.now);
+            for _ in 0..50 {
+                let received = self.world.queue.receive(10, &mut self.rng);
+                if received.is_empty() {
+                    break;
+                }
+                let invocation = Invocation::Scaler {
+                    received,
+                    crash_after: None,
+                    lose_deletes: false,
+                };
+                run_all(&self.world, &self.reaper, vec![invocation], self.now).await;
+            }
+            self.world.agent_tick(&mut self.rng, self.now, true);
+            let reaper = vec![Invocation::Reaper { crash_after: None }];
+            run_all(&self.world, &self.reaper, reaper, self.now).await;
+            self.check(check_always)?;
+            if crate::describe::is_clean(&self.world) {
+                self.note(format!("settled after {round} minutes"));
+                return Ok(());
+            }
+            self.advance(Duration::from_secs(60));
+        }
+        self.note(format!("not settled after {SETTLE_ROUNDS} minutes"));
+        Ok(())
+    }
+}

@@ -1,0 +1,197 @@
+//! The world one schedule runs in: the in-memory fakes of every port (the table, EC2,
+//! GitHub's runners, the JIT secrets), the jobs queue as SQS behaves, and GitHub's side
+//! of the story — its jobs, the webhook deliveries it has yet to make, and which runner
+//! each instance brought online (played by [`crate::github`]).
+
+use crate::queue::SimQueue;
+use ephemera_core::config::Config;
+use ephemera_core::memory::{FakeFleet, FakeForge, MemorySecrets, MemoryStore, StoreOp};
+use ephemera_core::message::MessageKind;
+use ephemera_core::ports::Market;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+use time::OffsetDateTime;
+
+pub const POOL: &str = "linux";
+pub const OWNER: &str = "octo-org";
+pub const REPO: &str = "app";
+pub const INSTALLATION: u64 = 5;
+
+/// Every store method, so that healing can clear the failures injected into any of them.
+pub const STORE_OPS: [StoreOp; 17] = [
+    StoreOp::RecordJob,
+    StoreOp::GetJob,
+    StoreOp::AdvanceJob,
+    StoreOp::ClaimJob,
+    StoreOp::UnclaimJob,
+    StoreOp::PassClaim,
+    StoreOp::GetRunner,
+    StoreOp::UpdateRunner,
+    StoreOp::Transition,
+    StoreOp::FinishDeletion,
+    StoreOp::RunnersInStatus,
+    StoreOp::GetPool,
+    StoreOp::JobsInStatus,
+    StoreOp::RecheckJob,
+    StoreOp::RecheckRunner,
+    StoreOp::PoolCounter,
+    StoreOp::RepairPool,
+];
+
+/// A job as GitHub sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobState {
+    Queued,
+    Running {
+        runner: String,
+        runner_id: u64,
+        ends_at: OffsetDateTime,
+    },
+    Completed {
+        runner: String,
+    },
+    /// Its runner vanished under it (GitHub fails the job).
+    Failed {
+        runner: String,
+    },
+    Cancelled,
+}
+
+/// A webhook GitHub has yet to deliver.
+#[derive(Debug, Clone)]
+pub struct Event {
+    pub kind: MessageKind,
+    pub job_id: u64,
+    pub runner: Option<(String, u64)>,
+}
+
+#[derive(Debug, Default)]
+pub struct GitHub {
+    pub jobs: BTreeMap<u64, JobState>,
+    /// Jobs whose `queued` webhook reached the queue at least once.
+    pub queued_delivered: BTreeSet<u64>,
+    pub outbox: Vec<Event>,
+    /// Instance id → the GitHub runner it brought online.
+    pub booted: BTreeMap<String, u64>,
+    /// Instances that read a JIT config GitHub no longer knows: their runner never starts.
+    pub duds: BTreeSet<String>,
+    /// Runners that took a job (an ephemeral runner takes one).
+    pub used: BTreeSet<u64>,
+    pub next_job: u64,
+    pub next_delivery: u64,
+}
+
+/// What a schedule did, for the summary line.
+#[derive(Debug, Default, Clone)]
+pub struct Stats {
+    pub jobs: u64,
+    pub ran: u64,
+    pub cancelled: u64,
+    pub taken_by_other_runner: u64,
+    pub deliveries_lost: u64,
+    pub deliveries_duplicated: u64,
+    pub crashes: u64,
+    pub faults: u64,
+    pub concurrent_runs: u64,
+    pub dead_lettered: u64,
+}
+
+pub struct World {
+    pub config: Arc<Config>,
+    pub store: Arc<MemoryStore>,
+    pub fleet: Arc<FakeFleet>,
+    pub forge: Arc<FakeForge>,
+    pub secrets: Arc<MemorySecrets>,
+    pub queue: Arc<SimQueue>,
+    github: Mutex<GitHub>,
+    /// Breaches seen the moment they happened (a busy runner's instance terminated).
+    breaches: Mutex<Vec<String>>,
+    stats: Mutex<Stats>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl World {
+    pub fn new(config: Arc<Config>) -> Arc<World> {
+        Arc::new(World {
+            config,
+            store: Arc::new(MemoryStore::new()),
+            fleet: Arc::new(FakeFleet::new()),
+            forge: Arc::new(FakeForge::new()),
+            secrets: Arc::new(MemorySecrets::new()),
+            queue: Arc::new(SimQueue::default()),
+            github: Mutex::default(),
+            breaches: Mutex::default(),
+            stats: Mutex::default(),
+        })
+    }
+
+    pub fn github(&self) -> MutexGuard<'_, GitHub> {
+        lock(&self.github)
+    }
+
+    pub fn stats(&self) -> MutexGuard<'_, Stats> {
+        lock(&self.stats)
+    }
+
+    pub fn breach(&self, what: String) {
+        lock(&self.breaches).push(what);
+    }
+
+    pub fn take_breaches(&self) -> Vec<String> {
+        std::mem::take(&mut *lock(&self.breaches))
+    }
+
+    /// The name of the runner running a job on `instance_id`, as GitHub sees it.
+    pub fn busy_runner_on(&self, instance_id: &str) -> Option<String> {
+        let runner_id = *self.github().booted.get(instance_id)?;
+        let runner = self
+            .forge
+            .runners()
+            .into_iter()
+            .find(|r| r.id == runner_id)?;
+        runner.busy.then_some(runner.name)
+    }
+
+    /// The records whose runner GitHub shows running (or having run) a job other than
+    /// the one the record names.
+    pub fn runners_running_other_jobs(
+        &self,
+        records: &[ephemera_core::model::RunnerRecord],
+    ) -> Vec<String> {
+        let github = self.github();
+        records
+            .iter()
+            .filter(|r| {
+                github.jobs.iter().any(|(job_id, state)| {
+                    let runner = match state {
+                        JobState::Running { runner, .. }
+                        | JobState::Completed { runner }
+                        | JobState::Failed { runner } => runner,
+                        _ => return false,
+                    };
+                    *runner == r.name && r.job_id != Some(*job_id)
+                })
+            })
+            .map(|r| r.name.clone())
+            .collect()
+    }
+
+    /// Clears every injected provider failure.
+    pub fn heal(&self) {
+        self.forge.fail_next(0);
+        self.fleet.fail_launch_with(None);
+        self.fleet.fail_market_with(Market::Spot, None);
+        self.fleet.fail_market_with(Market::OnDemand, None);
+        self.fleet.cap_launches(None);
+        self.fleet.fail_terminate_times(0);
+        self.fleet.fail_describe_times(0);
+        for op in STORE_OPS {
+            self.store.fail(op, 0);
+        }
+        self.secrets.fail_next(0);
+        self.queue.fail_sends(false);
+    }
+}
