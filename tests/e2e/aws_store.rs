@@ -6,7 +6,7 @@ use ephemera_aws::{ensure_resources, runner_to_item, sdk_config, AwsSettings, Dy
 use ephemera_aws::{ResourceNames, Resources};
 use ephemera_core::lifecycle::InstanceStatus;
 use ephemera_core::model::{JobRecord, JobStatus, RunnerRecord};
-use ephemera_core::ports::{Claim, RunnerStore, StoreError, Transition};
+use ephemera_core::ports::{Claim, RunnerStore, RunnerUpdate, StoreError, Transition};
 use ephemera_tests::moto::Moto;
 use std::sync::Arc;
 use std::time::Duration;
@@ -457,5 +457,34 @@ async fn runners_in_status_reads_only_due_records_of_that_status() -> anyhow::Re
         .await?;
     assert_eq!(running.len(), 1);
     assert_eq!(running[0], records[4]);
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_update_under_a_lease_fails_once_the_record_has_moved_on() -> anyhow::Result<()> {
+    let t = table().await?;
+    // Full precision, as a handler's clock gives it.
+    let at = OffsetDateTime::now_utc();
+    let name = "eph-linux-leased";
+    t.plant(&runner(name, InstanceStatus::Creating, at)).await?;
+    let seen = t.store.get_runner(name).await?.expect("planted").updated_at;
+    let lease = |note: &str| RunnerUpdate {
+        note: Some(note.to_owned()),
+        unchanged_since: Some(seen),
+        ..RunnerUpdate::default()
+    };
+    t.store
+        .update_runner(name, &lease("first"), at + Duration::from_secs(1))
+        .await?;
+    let second = t
+        .store
+        .update_runner(name, &lease("second"), at + Duration::from_secs(2))
+        .await;
+    assert!(matches!(second, Err(StoreError::Conflict(_))), "{second:?}");
+    let gone = t
+        .store
+        .update_runner("eph-linux-never", &RunnerUpdate::default(), at)
+        .await;
+    assert!(matches!(gone, Err(StoreError::NotFound(_))), "{gone:?}");
     Ok(())
 }
