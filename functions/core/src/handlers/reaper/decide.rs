@@ -99,6 +99,17 @@ fn instance_alive(record: &RunnerRecord, instances: &HashMap<&str, InstanceState
     )
 }
 
+/// Whether GitHub could give queued `job` to `runner`: same pool, and registered where
+/// the job is (its organization, or its repository for a repository-scoped runner).
+fn could_take(runner: &RunnerRecord, job: &JobRecord) -> bool {
+    job.pool == runner.pool
+        && job.owner.eq_ignore_ascii_case(&runner.owner)
+        && runner
+            .repo
+            .as_ref()
+            .is_none_or(|repo| job.repo.eq_ignore_ascii_case(repo))
+}
+
 /// The verdict on every live record that needs one (rules 1, 2, 3, 6, 7, 9 and 11).
 /// `instances` is EC2's answer, `None` when it could not be read (rule 6 then waits);
 /// `queued_jobs` every job the table holds as queued.
@@ -115,7 +126,6 @@ pub fn verdicts(
     };
     let by_id: Option<HashMap<&str, InstanceState>> =
         instances.map(|list| list.iter().map(|i| (i.id.as_str(), i.state)).collect());
-    let pools_with_queued: HashSet<&str> = queued_jobs.iter().map(|j| j.pool.as_str()).collect();
     let mut out = Vec::new();
     for record in live {
         let pool = pool_or_default(config, &record.pool, &fallback);
@@ -124,7 +134,7 @@ pub fn verdicts(
             pool,
             record,
             by_id.as_ref(),
-            &pools_with_queued,
+            queued_jobs,
             now,
         ) {
             out.push((record.clone(), verdict));
@@ -143,7 +153,7 @@ fn verdict(
     pool: &PoolConfig,
     record: &RunnerRecord,
     instances: Option<&HashMap<&str, InstanceState>>,
-    pools_with_queued: &HashSet<&str>,
+    queued_jobs: &[JobRecord],
     now: OffsetDateTime,
 ) -> Option<Verdict> {
     use InstanceStatus::*;
@@ -169,7 +179,7 @@ fn verdict(
             if record.ephemeral
                 && record.runner_status == RunnerStatus::Idle
                 && older_than(idle_since(record), now, pool.idle_timeout)
-                && !pools_with_queued.contains(record.pool.as_str()) =>
+                && !queued_jobs.iter().any(|job| could_take(record, job)) =>
         {
             clean(Cleanup::IdleNoWork)
         }

@@ -200,3 +200,48 @@ fn slots_held_counts_live_records_holding_a_slot_per_configured_pool() {
         BTreeMap::from([(POOL.to_owned(), 0)])
     );
 }
+
+fn queued_job(owner: &str, repo: &str) -> JobRecord {
+    JobRecord {
+        job_id: 11,
+        status: crate::model::JobStatus::Queued,
+        pool: POOL.to_owned(),
+        owner: owner.into(),
+        repo: repo.into(),
+        run_id: 111,
+        installation_id: Some(5),
+        labels: vec!["self-hosted".into(), "linux".into()],
+        runner_name: None,
+        received_at: now(),
+        updated_at: now(),
+    }
+}
+
+#[test]
+fn idle_ephemeral_runner_is_kept_only_for_a_queued_job_it_could_take() {
+    let config = config(5);
+    let mut org_runner = record("eph-linux-org", InstanceStatus::Running, RunnerStatus::Idle);
+    org_runner.owner = "octo-org".into();
+    let mut repo_runner = org_runner.clone();
+    repo_runner.name = "eph-linux-repo".into();
+    repo_runner.repo = Some("app".into());
+    let live = vec![org_runner, repo_runner];
+    let later = now() + minutes(60);
+    let deleted = |jobs: &[JobRecord]| -> Vec<String> {
+        verdicts(&config, &live, None, jobs, later)
+            .into_iter()
+            .filter(|(_, v)| *v == Verdict::Clean(Cleanup::IdleNoWork))
+            .map(|(r, _)| r.name)
+            .collect()
+    };
+    // A job of another organization keeps neither.
+    assert_eq!(
+        deleted(&[queued_job("other-org", "app")]),
+        ["eph-linux-org", "eph-linux-repo"]
+    );
+    // Another repository of the organization keeps the organization's runner only.
+    assert_eq!(deleted(&[queued_job("octo-org", "lib")]), ["eph-linux-repo"]);
+    // Its own repository keeps both; GitHub's names are case-insensitive.
+    assert!(deleted(&[queued_job("Octo-Org", "App")]).is_empty());
+    assert_eq!(deleted(&[]), ["eph-linux-org", "eph-linux-repo"]);
+}
