@@ -143,6 +143,16 @@ pub trait RunnerStore: Send + Sync {
         max_runners: u32,
     ) -> Result<Claim, StoreError>;
 
+    /// In one transaction: writes a new runner record that no job claims (a warm runner,
+    /// see the reaper) and takes a slot in its pool if fewer than `max_runners` are
+    /// taken. False, and nothing written, when the pool is full; [`StoreError::Conflict`]
+    /// when another transaction held the pool item (retrying is safe). Conditional.
+    async fn reserve_runner(
+        &self,
+        runner: &RunnerRecord,
+        max_runners: u32,
+    ) -> Result<bool, StoreError>;
+
     /// Drops a job's claim by `runner_name`, so a retry may launch another runner.
     /// Conditional on the claim still being that runner's; idempotent.
     async fn unclaim_job(&self, job_id: u64, runner_name: &str) -> Result<(), StoreError>;
