@@ -1,7 +1,8 @@
 //! The narrow traits through which handlers reach the outside world.
 //!
 //! Each handler takes only the ports it needs: the webhook can only send to the queue,
-//! the reaper can terminate but not launch. No SDK or HTTP type appears here; adapters in
+//! the reaper can terminate but not launch (for the warm pool it reserves a runner and
+//! asks the scaler, through the queue, to create it). No SDK or HTTP type appears here; adapters in
 //! `ephemera-aws` and `ephemera-github` implement these, and [`crate::memory`] has fakes.
 
 use crate::lifecycle::{InstanceStatus, RunnerStatus};
