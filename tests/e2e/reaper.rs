@@ -6,6 +6,7 @@
 mod crash;
 mod reconcile;
 mod sweeps;
+mod warm;
 
 use ephemera_core::lifecycle::InstanceStatus;
 use ephemera_core::model::RunnerRecord;
