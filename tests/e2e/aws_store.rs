@@ -188,6 +188,44 @@ async fn claim_never_exceeds_max_runners_under_concurrency() -> anyhow::Result<(
     Ok(())
 }
 
+#[tokio::test]
+async fn warm_reservations_take_a_slot_each_and_stop_at_max_runners() -> anyhow::Result<()> {
+    let t = table().await?;
+    let at = now();
+    let store = Arc::new(t.store);
+    let reservations = (1..=6u64).map(|i| {
+        let store = Arc::clone(&store);
+        tokio::spawn(async move {
+            let warm = runner(
+                &format!("eph-linux-w{i}"),
+                InstanceStatus::PendingCreate,
+                at,
+            );
+            store.reserve_runner(&warm, 4).await
+        })
+    });
+    let mut reserved = 0;
+    for result in futures_join(reservations).await {
+        reserved += usize::from(result??);
+    }
+    assert_eq!(reserved, 4, "two found the pool full");
+    assert_eq!(store.get_pool("linux").await?.slots_used, 4);
+    let written = store
+        .runners_in_status(InstanceStatus::PendingCreate, at, 10)
+        .await?;
+    assert_eq!(written.len(), 4, "a record only with a slot");
+    assert!(written.iter().all(|r| r.job_id.is_none() && r.slot_held));
+    let again = runner("eph-linux-w1", InstanceStatus::PendingCreate, at);
+    assert!(
+        !store.reserve_runner(&again, 4).await?,
+        "full: nothing is written"
+    );
+    let taken = store.reserve_runner(&again, 10).await;
+    assert!(matches!(taken, Err(StoreError::Conflict(_))), "{taken:?}");
+    assert_eq!(store.get_pool("linux").await?.slots_used, 4);
+    Ok(())
+}
+
 /// Awaits every task, in order.
 async fn futures_join<T>(
     tasks: impl Iterator<Item = tokio::task::JoinHandle<T>>,

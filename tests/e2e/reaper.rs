@@ -7,6 +7,7 @@ mod crash;
 mod reconcile;
 mod rules;
 mod sweeps;
+mod warm;
 
 use ephemera_core::lifecycle::InstanceStatus;
 use ephemera_core::model::RunnerRecord;

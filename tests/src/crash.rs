@@ -115,6 +115,14 @@ impl RunnerStore for Crashing<dyn RunnerStore> {
         self.switch.pass().await;
         self.inner.claim_job(job_id, runner, max_runners).await
     }
+    async fn reserve_runner(
+        &self,
+        runner: &RunnerRecord,
+        max_runners: u32,
+    ) -> Result<bool, StoreError> {
+        self.switch.pass().await;
+        self.inner.reserve_runner(runner, max_runners).await
+    }
     async fn unclaim_job(&self, job_id: u64, runner_name: &str) -> Result<(), StoreError> {
         self.switch.pass().await;
         self.inner.unclaim_job(job_id, runner_name).await

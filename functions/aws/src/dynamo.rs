@@ -190,6 +190,14 @@ impl RunnerStore for DynamoRunnerStore {
         self.claim(job_id, runner, max_runners).await
     }
 
+    async fn reserve_runner(
+        &self,
+        runner: &RunnerRecord,
+        max_runners: u32,
+    ) -> Result<bool, StoreError> {
+        self.reserve(runner, max_runners).await
+    }
+
     async fn unclaim_job(&self, job_id: u64, runner_name: &str) -> Result<(), StoreError> {
         self.release_claim(job_id, runner_name).await
     }

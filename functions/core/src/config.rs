@@ -57,8 +57,18 @@ pub struct PoolConfig {
     /// (case-insensitively; `self-hosted` is implied).
     pub labels: Vec<String>,
     pub max_runners: u32,
+    /// Idle runners kept ready: the reaper launches job-less (warm) runners while fewer
+    /// wait, and spares that many idle ones from scale-down.
     #[serde(default)]
     pub min_idle: u32,
+    /// Where warm runners register: the organization, or with `scope: repo` the owner of
+    /// `warm_repo`. A job's runner registers where its job is; a warm runner has no job
+    /// to say where, so without this the pool launches none.
+    #[serde(default)]
+    pub warm_owner: Option<String>,
+    /// With `scope: repo`: the repository (its name only) warm runners register on.
+    #[serde(default)]
+    pub warm_repo: Option<String>,
     #[serde(default = "yes")]
     pub ephemeral: bool,
     pub instance_types: Vec<String>,
@@ -242,6 +252,10 @@ impl Config {
                 problems.push((at("name"), message));
             }
             problems.extend(pool.problems().into_iter().map(|(f, m)| (at(f), m)));
+            if strict {
+                let warm = pool.warm_problems(self.github.scope);
+                problems.extend(warm.into_iter().map(|(f, m)| (at(f), m)));
+            }
             if let Some((j, earlier)) = self.shadowing(i).filter(|_| strict) {
                 let message = format!(
                     "pool {:?} can never get a job: pools[{j}] ({:?}) comes first and has all \
@@ -274,6 +288,37 @@ impl Config {
 }
 
 impl PoolConfig {
+    /// Where this pool's warm runners register, `None` when the configuration does not
+    /// say (then no warm runner is launched).
+    pub fn warm_scope(&self, scope: Scope) -> Option<(String, Option<String>)> {
+        let owner = self.warm_owner.clone()?;
+        match scope {
+            Scope::Org => Some((owner, None)),
+            Scope::Repo => Some((owner, Some(self.warm_repo.clone()?))),
+        }
+    }
+
+    /// A `min_idle` that cannot launch for want of a place to register (checked by
+    /// `ephemera config validate`; the functions load such a file, keep its idle runners
+    /// and log why they launch none, as before `min_idle` launched).
+    fn warm_problems(&self, scope: Scope) -> Vec<(&'static str, String)> {
+        if self.min_idle == 0 {
+            return Vec::new();
+        }
+        let mut problems = Vec::new();
+        if self.warm_owner.is_none() {
+            let message = "required when min_idle is above 0: the organization (or owner) \
+                           warm runners register on";
+            problems.push(("warm_owner", message.to_owned()));
+        }
+        if scope == Scope::Repo && self.warm_repo.is_none() {
+            let message = "required when min_idle is above 0 with scope repo: the repository \
+                           warm runners register on";
+            problems.push(("warm_repo", message.to_owned()));
+        }
+        problems
+    }
+
     /// Problems of this pool alone, as (field within the pool, message).
     fn problems(&self) -> Vec<(&'static str, String)> {
         let mut problems = Vec::new();

@@ -3,6 +3,10 @@
 //! The webhook answers GitHub fast and leaves the work to the scaler through SQS; this is
 //! all that crosses. A message of another version fails loudly (and so reaches the DLQ)
 //! instead of being guessed at.
+//!
+//! The reaper sends one more kind, `warm`: launch the job-less runner `runner_name`, whose
+//! record (and pool slot) it has written already. The scaler owns every launch, so a warm
+//! runner is made by exactly the code, and with exactly the retries, of a job's runner.
 
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
@@ -16,6 +20,9 @@ pub enum MessageKind {
     Queued,
     InProgress,
     Completed,
+    /// From the reaper: create the warm runner `runner_name` (no job: `job_id` and
+    /// `run_id` are 0, `repo` is empty).
+    Warm,
 }
 
 /// One job event, routed to a pool.
@@ -87,6 +94,27 @@ impl QueueMessage {
     }
 }
 
+impl QueueMessage {
+    /// A `warm` message for a runner record the reaper has just reserved.
+    pub fn warm(runner: &crate::model::RunnerRecord) -> QueueMessage {
+        QueueMessage {
+            v: VERSION,
+            kind: MessageKind::Warm,
+            delivery_id: format!("ephemera-warm-{}", runner.name),
+            job_id: 0,
+            run_id: 0,
+            pool: runner.pool.clone(),
+            labels: runner.labels.clone(),
+            repo: String::new(),
+            owner: runner.owner.clone(),
+            installation_id: runner.installation_id,
+            runner_name: Some(runner.name.clone()),
+            runner_id: None,
+            received_at: runner.created_at,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,6 +160,22 @@ mod tests {
         }
         assert_eq!(value["kind"], "queued");
         assert_eq!(QueueMessage::decode(&body).expect("decodes"), sample());
+    }
+
+    #[test]
+    fn warm_messages_name_their_runner_and_round_trip() {
+        let runner = crate::model::RunnerRecord::new(
+            "eph-linux-abc".into(),
+            "linux".into(),
+            sample().received_at,
+        );
+        let message = QueueMessage::warm(&runner);
+        assert!(message.encode().contains("\"kind\":\"warm\""));
+        assert_eq!(
+            QueueMessage::decode(&message.encode()).expect("decodes"),
+            message
+        );
+        assert_eq!(message.runner_name.as_deref(), Some("eph-linux-abc"));
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The narrow traits through which handlers reach the outside world.
 //!
 //! Each handler takes only the ports it needs: the webhook can only send to the queue,
-//! the reaper can terminate but not launch. No SDK or HTTP type appears here; adapters in
+//! the reaper can terminate but not launch (for the warm pool it reserves a runner and
+//! asks the scaler, through the queue, to create it). No SDK or HTTP type appears here; adapters in
 //! `ephemera-aws` and `ephemera-github` implement these, and [`crate::memory`] has fakes.
 
 use crate::lifecycle::{InstanceStatus, RunnerStatus};
@@ -146,6 +147,16 @@ pub trait RunnerStore: Send + Sync {
         runner: &RunnerRecord,
         max_runners: u32,
     ) -> Result<Claim, StoreError>;
+
+    /// In one transaction: writes a new runner record that no job claims (a warm runner,
+    /// see the reaper) and takes a slot in its pool if fewer than `max_runners` are
+    /// taken. False, and nothing written, when the pool is full; [`StoreError::Conflict`]
+    /// when another transaction held the pool item (retrying is safe). Conditional.
+    async fn reserve_runner(
+        &self,
+        runner: &RunnerRecord,
+        max_runners: u32,
+    ) -> Result<bool, StoreError>;
 
     /// Drops a job's claim by `runner_name`, so a retry may launch another runner.
     /// Conditional on the job still being queued and claimed by that runner (the runner

@@ -61,6 +61,7 @@ async fn handle(
         "orphans_reaped": report.orphans_reaped,
         "requeued": report.requeued,
         "counters_repaired": report.counters_repaired,
+        "warm_requested": report.warm_requested,
         "left_for_next_run": report.left_for_next_run,
     }))
 }

@@ -37,6 +37,7 @@ async fn claim_left_by_a_crash_is_cleaned_after_the_bootstrap_timeout_in_one_run
     let name = ephemera_core::names::runner_name("eph", POOL);
     let mut runner = RunnerRecord::new(name.clone(), POOL.to_owned(), at);
     runner.owner = "octo-org".into();
+    runner.job_id = Some(job.job_id);
     assert_eq!(
         p.store.claim_job(job.job_id, &runner, 10).await?,
         Claim::Claimed

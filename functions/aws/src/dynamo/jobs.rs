@@ -1,5 +1,6 @@
 //! Job items: the idempotent first sighting, moving forward only, and the claim
-//! transaction that binds a queued job to one runner and one pool slot.
+//! transaction that binds a queued job to one runner and one pool slot (and its job-less
+//! twin, the reservation of a warm runner: the runner and the slot alone).
 
 use super::{store_error, DynamoRunnerStore, Expr};
 use crate::items::{self, Item};
@@ -177,6 +178,42 @@ impl DynamoRunnerStore {
         // transaction ran, even if a deletion has freed a slot since (in a burst at
         // capacity, slots come and go every moment). The job waits like any other.
         Ok(Claim::PoolFull)
+    }
+
+    /// The runner record and a pool slot, in one transaction, for a warm runner.
+    #[instrument(skip_all, fields(runner = %runner.name, pool = %runner.pool, max_runners))]
+    pub(super) async fn reserve(
+        &self,
+        runner: &RunnerRecord,
+        max_runners: u32,
+    ) -> Result<bool, StoreError> {
+        let result = self
+            .client
+            .transact_write_items()
+            .transact_items(self.put_new_runner(runner)?)
+            .transact_items(self.take_slot(runner, max_runners)?)
+            .send()
+            .await;
+        let err = match result {
+            Ok(_) => return Ok(true),
+            Err(err) => err,
+        };
+        let reasons: Vec<String> = match err.as_service_error() {
+            Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) => cancelled
+                .cancellation_reasons()
+                .iter()
+                .map(|reason| reason.code().unwrap_or("None").to_owned())
+                .collect(),
+            _ => return Err(store_error(err)),
+        };
+        if reasons.iter().any(|code| code == "TransactionConflict") {
+            return Err(StoreError::Conflict(items::runner_key(&runner.name)));
+        }
+        // Which condition failed: a full pool, or (names are random) a slot freed since.
+        if self.get_pool_counter(&runner.pool).await? >= max_runners {
+            return Ok(false);
+        }
+        Err(StoreError::Conflict(items::runner_key(&runner.name)))
     }
 
     /// The job: queued and not yet claimed → claimed by this runner.

@@ -175,3 +175,34 @@ fn every_problem_of_meaning_is_reported_at_once() {
         ]
     );
 }
+
+#[test]
+fn min_idle_without_warm_owner_is_loaded_but_fails_validation() {
+    let text = GOOD.replace("max_runners: 5", "max_runners: 5\n    min_idle: 2");
+    let config = Config::parse("warm.yaml", &text).expect("the functions load it");
+    let pool = config.pool("linux-x64").expect("pool");
+    assert_eq!(
+        pool.warm_scope(Scope::Org),
+        None,
+        "so no warm runner launches"
+    );
+    let errors = Config::check("warm.yaml", &text).expect_err("validate refuses it");
+    assert_eq!(errors[0].field, "pools[0].warm_owner");
+    assert_eq!(errors[0].line, Some(6), "the pool's line: {}", errors[0]);
+
+    let owned = text.replace("min_idle: 2", "min_idle: 2\n    warm_owner: acme");
+    let config = Config::check("warm.yaml", &owned).expect("valid");
+    let pool = config.pool("linux-x64").expect("pool");
+    assert_eq!(pool.warm_scope(Scope::Org), Some(("acme".to_owned(), None)));
+    let per_repo = owned.replace("app_id: 42", "app_id: 42\n  scope: repo");
+    let errors = Config::check("warm.yaml", &per_repo).expect_err("needs a repository");
+    assert_eq!(errors[0].field, "pools[0].warm_repo");
+    let with_repo = per_repo.replace("warm_owner: acme", "warm_owner: acme\n    warm_repo: app");
+    let config = Config::check("warm.yaml", &with_repo).expect("valid");
+    assert_eq!(
+        config
+            .pool("linux-x64")
+            .and_then(|p| p.warm_scope(Scope::Repo)),
+        Some(("acme".to_owned(), Some("app".to_owned())))
+    );
+}

@@ -20,6 +20,7 @@ pub enum StoreOp {
     GetJob,
     AdvanceJob,
     ClaimJob,
+    ReserveRunner,
     UnclaimJob,
     PassClaim,
     GetRunner,
@@ -42,6 +43,7 @@ impl StoreOp {
             StoreOp::GetJob => "get_job",
             StoreOp::AdvanceJob => "advance_job",
             StoreOp::ClaimJob => "claim_job",
+            StoreOp::ReserveRunner => "reserve_runner",
             StoreOp::UnclaimJob => "unclaim_job",
             StoreOp::PassClaim => "pass_claim",
             StoreOp::GetRunner => "get_runner",
@@ -241,6 +243,29 @@ impl RunnerStore for MemoryStore {
         job.updated_at = runner.updated_at;
         tables.runners.insert(runner.name.clone(), runner.clone());
         Ok(Claim::Claimed)
+    }
+
+    async fn reserve_runner(
+        &self,
+        runner: &RunnerRecord,
+        max_runners: u32,
+    ) -> Result<bool, StoreError> {
+        let tables = &mut *lock(&self.tables);
+        tables.check(StoreOp::ReserveRunner)?;
+        if tables.runners.contains_key(&runner.name) {
+            // The runner put is `attribute_not_exists(pk)`: names are never reused.
+            return Err(StoreError::Conflict(format!("runner {}", runner.name)));
+        }
+        let slots_used = tables.pools.entry(runner.pool.clone()).or_default();
+        if *slots_used >= max_runners {
+            return Ok(false);
+        }
+        *slots_used += 1;
+        tables
+            .pools_touched
+            .insert(runner.pool.clone(), runner.updated_at);
+        tables.runners.insert(runner.name.clone(), runner.clone());
+        Ok(true)
     }
 
     async fn unclaim_job(&self, job_id: u64, runner_name: &str) -> Result<(), StoreError> {

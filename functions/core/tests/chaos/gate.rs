@@ -104,6 +104,14 @@ impl RunnerStore for Gate {
             .claim_job(job_id, runner, max_runners)
             .await
     }
+    async fn reserve_runner(
+        &self,
+        runner: &RunnerRecord,
+        max_runners: u32,
+    ) -> Result<bool, StoreError> {
+        self.switch.pass().await;
+        self.world.store.reserve_runner(runner, max_runners).await
+    }
     async fn unclaim_job(&self, job_id: u64, runner_name: &str) -> Result<(), StoreError> {
         self.switch.pass().await;
         self.world.store.unclaim_job(job_id, runner_name).await

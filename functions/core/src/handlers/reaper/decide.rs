@@ -1,7 +1,8 @@
 //! The reaper's decisions, as plain functions of what it read and `now`: which live
 //! records must go (bootstrap timeout, stuck `deleting`, `error`, instance gone, idle
-//! runners), which instances and GitHub runners are orphans, and how many slots each
-//! pool's live records hold. No I/O here; `reconcile` and `orphans` act on the answers.
+//! runners, stalled warm launches), which instances and GitHub runners are orphans, how
+//! many slots each pool's live records hold, and how many warm runners each pool lacks.
+//! No I/O here; `reconcile`, `orphans` and `warm` act on the answers.
 
 use crate::config::{Config, PoolConfig};
 use crate::lifecycle::{InstanceStatus, RunnerStatus};
@@ -26,6 +27,10 @@ pub const QUEUED_GRACE: Duration = Duration::from_secs(3 * 60);
 pub const JOB_RECHECK: Duration = Duration::from_secs(5 * 60);
 /// How long a pool counter must stand still before a drift in it may be repaired.
 pub const COUNTER_SETTLE: Duration = Duration::from_secs(2 * 60);
+/// How long a warm runner may stay in `pending_create` or `creating` without a step
+/// forward before its creation counts as dead (the scaler stopped retrying it, or its
+/// message was lost): it is cleaned, and a fresh one launched in its place.
+pub const WARM_STALL: Duration = Duration::from_secs(10 * 60);
 
 /// Why a live record is sent to `pending_delete`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,8 +46,11 @@ pub enum Cleanup {
     /// Rule 9: a static runner idle past `idle_timeout`, above the pool's `min_idle`.
     IdleStatic,
     /// Rule 11: an ephemeral runner idle past `idle_timeout` with no queued job left
-    /// in its pool (its job was cancelled or taken by another runner).
+    /// in its pool (its job was cancelled or taken by another runner), above `min_idle`.
     IdleNoWork,
+    /// Rule 12: a warm runner (no job) whose creation made no progress for
+    /// [`WARM_STALL`].
+    WarmStalled,
 }
 
 impl Cleanup {
@@ -55,6 +63,7 @@ impl Cleanup {
             Cleanup::InstanceGone => "instance gone",
             Cleanup::IdleStatic => "idle past idle_timeout",
             Cleanup::IdleNoWork => "idle past idle_timeout with no queued job left",
+            Cleanup::WarmStalled => "warm runner creation stalled",
         }
     }
 }
@@ -126,26 +135,32 @@ pub fn verdicts(
     };
     let by_id: Option<HashMap<&str, InstanceState>> =
         instances.map(|list| list.iter().map(|i| (i.id.as_str(), i.state)).collect());
+    let spared = kept_warm(config, live, queued_jobs, &fallback);
     let mut out = Vec::new();
     for record in live {
         let pool = pool_or_default(config, &record.pool, &fallback);
-        if let Some(verdict) = verdict(
-            config,
-            pool,
-            record,
-            by_id.as_ref(),
+        let idle_work = IdleWork {
             queued_jobs,
-            now,
-        ) {
+            spared: spared.contains(record.name.as_str()),
+        };
+        if let Some(verdict) = verdict(config, pool, record, by_id.as_ref(), &idle_work, now) {
             out.push((record.clone(), verdict));
         }
     }
     out.extend(
-        idle_static_runners(config, live, &fallback, now)
+        idle_static_runners(config, live, &spared, now)
             .into_iter()
             .map(|record| (record, Verdict::Clean(Cleanup::IdleStatic))),
     );
     out
+}
+
+/// What rule 11 needs to know beyond the record.
+struct IdleWork<'a> {
+    /// Every job the table holds as queued.
+    queued_jobs: &'a [JobRecord],
+    /// The record is one of the `min_idle` idle runners its pool keeps.
+    spared: bool,
 }
 
 fn verdict(
@@ -153,7 +168,7 @@ fn verdict(
     pool: &PoolConfig,
     record: &RunnerRecord,
     instances: Option<&HashMap<&str, InstanceState>>,
-    queued_jobs: &[JobRecord],
+    idle_work: &IdleWork<'_>,
     now: OffsetDateTime,
 ) -> Option<Verdict> {
     use InstanceStatus::*;
@@ -169,6 +184,11 @@ fn verdict(
         {
             clean(Cleanup::BootstrapTimeout)
         }
+        PendingCreate | Creating
+            if record.job_id.is_none() && older_than(record.updated_at, now, WARM_STALL) =>
+        {
+            clean(Cleanup::WarmStalled)
+        }
         Running
             if instances.is_some_and(|by_id| !instance_alive(record, by_id))
                 && older_than(record.updated_at, now, INSTANCE_GRACE) =>
@@ -179,7 +199,8 @@ fn verdict(
             if record.ephemeral
                 && record.runner_status == RunnerStatus::Idle
                 && older_than(idle_since(record), now, pool.idle_timeout)
-                && !queued_jobs.iter().any(|job| could_take(record, job)) =>
+                && !idle_work.spared
+                && !idle_work.queued_jobs.iter().any(|job| could_take(record, job)) =>
         {
             clean(Cleanup::IdleNoWork)
         }
@@ -194,36 +215,115 @@ fn verdict(
     }
 }
 
-/// Rule 9: per pool, the idle static runners past `idle_timeout`, keeping the
-/// `min_idle` most recently idle ones whatever their age.
+/// Rule 9: the idle static runners past their pool's `idle_timeout`, but for those the
+/// pool keeps warm (`spared`).
 fn idle_static_runners(
     config: &Config,
     live: &[RunnerRecord],
-    fallback: &PoolConfig,
+    spared: &HashSet<&str>,
     now: OffsetDateTime,
 ) -> Vec<RunnerRecord> {
+    let fallback = config.pools.first();
+    live.iter()
+        .filter(|r| {
+            r.status == InstanceStatus::Running
+                && !r.ephemeral
+                && r.runner_status == RunnerStatus::Idle
+                && !spared.contains(r.name.as_str())
+        })
+        .filter(|r| {
+            let timeout = config
+                .pool(&r.pool)
+                .or(fallback)
+                .map_or(Duration::ZERO, |p| p.idle_timeout);
+            older_than(idle_since(r), now, timeout)
+        })
+        .cloned()
+        .collect()
+}
+
+/// Whether the runner is free for any job: it has none, or its own job is no longer
+/// queued (it ended, or another runner took it). A runner whose queued job may still
+/// come to it is spoken for.
+fn unbound(record: &RunnerRecord, queued: &HashSet<u64>) -> bool {
+    record.job_id.is_none_or(|job| !queued.contains(&job))
+}
+
+/// Per pool, the `min_idle` most recently idle unbound runners (rules 9 and 11 spare
+/// them, whatever their age): the warm pool that the reaper also tops up, so the two
+/// never fight.
+fn kept_warm<'a>(
+    config: &Config,
+    live: &'a [RunnerRecord],
+    queued_jobs: &[JobRecord],
+    fallback: &PoolConfig,
+) -> HashSet<&'a str> {
+    let queued: HashSet<u64> = queued_jobs.iter().map(|j| j.job_id).collect();
     let mut idle_by_pool: BTreeMap<&str, Vec<&RunnerRecord>> = BTreeMap::new();
     for record in live {
         if record.status == InstanceStatus::Running
-            && !record.ephemeral
             && record.runner_status == RunnerStatus::Idle
+            && unbound(record, &queued)
         {
             idle_by_pool.entry(&record.pool).or_default().push(record);
         }
     }
-    let mut out = Vec::new();
+    let mut kept = HashSet::new();
     for (pool_name, mut idle) in idle_by_pool {
         let pool = pool_or_default(config, pool_name, fallback);
         idle.sort_by_key(|record| std::cmp::Reverse(idle_since(record)));
         let keep = usize::try_from(pool.min_idle).unwrap_or(usize::MAX);
-        out.extend(
-            idle.into_iter()
-                .skip(keep)
-                .filter(|record| older_than(idle_since(record), now, pool.idle_timeout))
-                .cloned(),
-        );
+        kept.extend(idle.into_iter().take(keep).map(|r| r.name.as_str()));
     }
-    out
+    kept
+}
+
+/// One pool's warm supply against its `min_idle`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WarmShortfall {
+    pub pool: String,
+    /// Unbound runners idle, or on their way (in creation, or booting).
+    pub ready: u32,
+    /// How many more to launch: `min_idle - ready`.
+    pub missing: u32,
+}
+
+/// The warm pool rule: for each pool with a `min_idle`, its unbound runners that are
+/// idle or on their way (`pending_create`, `creating`, or `running` and not yet online),
+/// leaving out the records sent to be deleted this run (`leaving`); the pools short of
+/// `min_idle`, with how many they lack.
+pub fn warm_shortfall(
+    config: &Config,
+    live: &[RunnerRecord],
+    queued_jobs: &[JobRecord],
+    leaving: &HashSet<&str>,
+) -> Vec<WarmShortfall> {
+    let queued: HashSet<u64> = queued_jobs.iter().map(|j| j.job_id).collect();
+    let mut ready: HashMap<&str, u32> = HashMap::new();
+    for record in live {
+        use InstanceStatus::*;
+        let warm = matches!(
+            (record.status, record.runner_status),
+            (Running, RunnerStatus::Idle | RunnerStatus::Pending) | (PendingCreate | Creating, _)
+        );
+        if warm && unbound(record, &queued) && !leaving.contains(record.name.as_str()) {
+            *ready.entry(record.pool.as_str()).or_default() += 1;
+        }
+    }
+    config
+        .pools
+        .iter()
+        .filter(|pool| pool.min_idle > 0)
+        .filter_map(|pool| {
+            let ready = ready.get(pool.name.as_str()).copied().unwrap_or(0);
+            let missing = pool.min_idle.saturating_sub(ready);
+            (missing > 0).then(|| WarmShortfall {
+                pool: pool.name.clone(),
+                ready,
+                missing,
+            })
+        })
+        .collect()
 }
 
 /// Rule 4: instances of this deployment that no live record claims, launched more than

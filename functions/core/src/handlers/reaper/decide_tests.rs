@@ -44,11 +44,13 @@ fn idle_since_is_the_latest_idle_entry_or_the_last_change() {
 #[test]
 fn pending_runner_times_out_only_after_its_pool_bootstrap_timeout() {
     let config = config(5);
-    let live = vec![record(
+    let mut for_a_job = record(
         "eph-linux-a",
         InstanceStatus::Creating,
         RunnerStatus::Pending,
-    )];
+    );
+    for_a_job.job_id = Some(1);
+    let live = vec![for_a_job];
     assert!(verdicts(&config, &live, None, &[], now() + minutes(19)).is_empty());
     let at_timeout = verdicts(&config, &live, None, &[], now() + minutes(20));
     assert_eq!(at_timeout[0].1, Verdict::Clean(Cleanup::BootstrapTimeout));
@@ -126,8 +128,9 @@ fn min_idle_keeps_the_most_recently_idle_static_runners() {
         .map(|r| alive(r.instance_id.as_deref().unwrap_or("")))
         .collect();
     let gone = verdicts(&config, &live, Some(&there), &[], now() + minutes(60));
-    let names: Vec<&str> = gone.iter().map(|(r, _)| r.name.as_str()).collect();
-    assert_eq!(names, ["eph-linux-1", "eph-linux-0"]);
+    let mut names: Vec<&str> = gone.iter().map(|(r, _)| r.name.as_str()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["eph-linux-0", "eph-linux-1"]);
 }
 
 #[test]
@@ -199,6 +202,108 @@ fn slots_held_counts_live_records_holding_a_slot_per_configured_pool() {
         slots_held(&config, &[]),
         BTreeMap::from([(POOL.to_owned(), 0)])
     );
+}
+
+fn idle_for(name: &str, minutes_ago: u64, job_id: Option<u64>) -> RunnerRecord {
+    let mut r = record(name, InstanceStatus::Running, RunnerStatus::Idle);
+    r.job_id = job_id;
+    r.note(HistoryEntry::runner_status(
+        now() - minutes(minutes_ago),
+        RunnerStatus::Idle,
+    ));
+    r
+}
+
+fn queued(job_id: u64) -> JobRecord {
+    JobRecord {
+        job_id,
+        status: crate::model::JobStatus::Queued,
+        pool: "other".to_owned(),
+        owner: "o".to_owned(),
+        repo: "r".to_owned(),
+        run_id: 1,
+        installation_id: None,
+        labels: Vec::new(),
+        runner_name: None,
+        received_at: now(),
+        updated_at: now(),
+    }
+}
+
+#[test]
+fn rule_11_spares_the_min_idle_most_recently_idle_unbound_runners() {
+    let config = config_with(5, "    min_idle: 1\n");
+    let live = vec![
+        idle_for("eph-linux-old", 40, None),
+        idle_for("eph-linux-new", 20, Some(3)),
+    ];
+    let gone = verdicts(&config, &live, None, &[], now());
+    let names: Vec<&str> = gone.iter().map(|(r, _)| r.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["eph-linux-old"],
+        "a spare whose job ended is warm too"
+    );
+    assert_eq!(gone[0].1, Verdict::Clean(Cleanup::IdleNoWork));
+    let without_min_idle = verdicts(&config_with(5, ""), &live, None, &[], now());
+    assert_eq!(without_min_idle.len(), 2);
+}
+
+#[test]
+fn warm_shortfall_counts_unbound_runners_idle_or_on_their_way() {
+    let config = config_with(9, "    min_idle: 6\n");
+    let mut creating = record(
+        "eph-linux-c",
+        InstanceStatus::Creating,
+        RunnerStatus::Pending,
+    );
+    creating.job_id = None;
+    let mut booting = record(
+        "eph-linux-b",
+        InstanceStatus::Running,
+        RunnerStatus::Pending,
+    );
+    booting.job_id = None;
+    let mut busy = record(
+        "eph-linux-busy",
+        InstanceStatus::Running,
+        RunnerStatus::Active,
+    );
+    busy.job_id = Some(1);
+    let live = vec![
+        idle_for("eph-linux-free", 5, None),
+        idle_for("eph-linux-ended", 5, Some(2)),
+        idle_for("eph-linux-spoken-for", 5, Some(4)),
+        idle_for("eph-linux-leaving", 5, None),
+        creating,
+        booting,
+        busy,
+    ];
+    let leaving = HashSet::from(["eph-linux-leaving"]);
+    let short = warm_shortfall(&config, &live, &[queued(4)], &leaving);
+    assert_eq!(
+        short,
+        [WarmShortfall {
+            pool: POOL.to_owned(),
+            ready: 4,
+            missing: 2
+        }]
+    );
+    assert!(warm_shortfall(&config_with(9, ""), &live, &[], &leaving).is_empty());
+}
+
+#[test]
+fn job_less_creation_stalls_after_warm_stall() {
+    let config = config(5);
+    let live = vec![record(
+        "eph-linux-w",
+        InstanceStatus::PendingCreate,
+        RunnerStatus::Pending,
+    )];
+    let before = WARM_STALL - minutes(1);
+    assert!(verdicts(&config, &live, None, &[], now() + before).is_empty());
+    let stalled = verdicts(&config, &live, None, &[], now() + WARM_STALL);
+    assert_eq!(stalled[0].1, Verdict::Clean(Cleanup::WarmStalled));
 }
 
 fn queued_job(owner: &str, repo: &str) -> JobRecord {

@@ -6,10 +6,12 @@
 //! whole table, so its cost follows the live work and not the history), then:
 //! watches bootstrapping runners come online; applies the record rules of
 //! [`decide::verdicts`] (bootstrap timeout, stuck `deleting`, `error`, instance gone,
-//! missed `completed`, idle runners), each a move to `pending_delete`; deletes what is
-//! due (`delete`); sweeps orphan instances and GitHub runners (`orphans`); queues again
-//! the jobs whose launch was lost (`jobs`); and repairs drifted pool counters
-//! (`counters`). It starts no new step after its deadline; the rest waits a minute.
+//! missed `completed`, idle runners, stalled warm launches), each a move to
+//! `pending_delete`; deletes what is due (`delete`); tops up the warm pools to `min_idle`
+//! (`warm`: it reserves the runners and the scaler creates them); sweeps orphan
+//! instances and GitHub runners (`orphans`); queues again the jobs whose launch was lost
+//! (`jobs`); and repairs drifted pool counters (`counters`). It starts no new step after
+//! its deadline; the rest waits a minute.
 //!
 //! Every deletion goes through the graceful path: GitHub's DELETE first, which is itself
 //! the "is it busy?" check (422), so a busy runner keeps its instance.
@@ -20,10 +22,11 @@ mod delete;
 mod jobs;
 mod orphans;
 mod reconcile;
+mod warm;
 
 pub use decide::{
     Cleanup, COUNTER_SETTLE, INSTANCE_GRACE, JOB_CHECK_INTERVAL, JOB_RECHECK, ORPHAN_GRACE,
-    QUEUED_GRACE,
+    QUEUED_GRACE, WARM_STALL,
 };
 
 use crate::config::Config;
@@ -76,6 +79,8 @@ pub struct ReaperReport {
     pub requeued: usize,
     /// Pool counters set back to what the live records hold.
     pub counters_repaired: usize,
+    /// Warm runners reserved and handed to the scaler to reach `min_idle`.
+    pub warm_requested: usize,
     /// Work left for the next run because the deadline came.
     pub left_for_next_run: bool,
 }
@@ -176,6 +181,7 @@ impl Reaper {
         let marked = self
             .apply_rules(&snapshot, instances.as_deref(), now, deadline, report)
             .await?;
+        let leaving: HashSet<String> = marked.iter().map(|r| r.name.clone()).collect();
         let already_done = Snapshot {
             runners: Vec::new(),
             queued_jobs: Vec::new(),
@@ -184,6 +190,7 @@ impl Reaper {
         self.delete_due(&already_done, marked, now, deadline, report)
             .await;
         let steps_left = [
+            Step::Warm,
             Step::OrphanInstances,
             Step::OrphanRunners,
             Step::LostJobs,
@@ -195,6 +202,12 @@ impl Reaper {
                 return Ok(());
             }
             match step {
+                Step::Warm => {
+                    let leaving = leaving.iter().map(String::as_str).collect();
+                    report.warm_requested += self
+                        .top_up_warm(&snapshot, &leaving, now, deadline, report)
+                        .await;
+                }
                 Step::OrphanInstances => {
                     if let Some(instances) = &instances {
                         report.orphans_reaped +=
@@ -280,6 +293,7 @@ impl Reaper {
 /// The steps after the deletions, each skipped once the deadline has come.
 #[derive(Debug, Clone, Copy)]
 enum Step {
+    Warm,
     OrphanInstances,
     OrphanRunners,
     LostJobs,
@@ -292,3 +306,5 @@ mod reconcile_tests;
 mod sweep_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod warm_tests;

@@ -13,6 +13,8 @@
 //! on (`creating`, touched within [`CREATE_LEASE`]) is left to it. A job over capacity
 //! goes back to the queue as a fresh delayed message, so waiting never drops it.
 //! `in_progress` binds the runner to the job; `completed` sends the runner to be reaped.
+//! `warm` (from the reaper) creates a job-less runner whose record the reaper reserved,
+//! through the same launch and finish phases.
 
 mod create;
 
@@ -268,6 +270,7 @@ impl Scaler {
             MessageKind::Queued => self.prepare_queued(message, clock, full).await,
             MessageKind::InProgress => self.on_in_progress(message, clock).await.map(Step::Done),
             MessageKind::Completed => self.on_completed(message, clock).await.map(Step::Done),
+            MessageKind::Warm => self.prepare_warm(message, clock).await,
         }
     }
 
@@ -307,12 +310,46 @@ impl Scaler {
             .get_runner(&runner_name)
             .await?
             .ok_or_else(|| StoreError::NotFound(runner_name.clone()))?;
+        let why = format!("launching for job {}", message.job_id);
+        self.next_step(runner, message, clock, why).await
+    }
+
+    /// A warm runner the reaper has reserved (record and slot): created from its record
+    /// like a job's runner, resumed like one when a delivery is retried.
+    async fn prepare_warm(
+        &self,
+        message: &QueueMessage,
+        clock: &Clock,
+    ) -> Result<Step, ScalerError> {
+        let Some(name) = message.runner_name.as_deref() else {
+            warn!(pool = %message.pool, "warm message names no runner; ignored");
+            return Ok(Step::Done(Handled::NothingToDo));
+        };
+        match self.store.get_runner(name).await? {
+            Some(runner) => {
+                let why = "launching warm runner".to_owned();
+                self.next_step(runner, message, clock, why).await
+            }
+            // Already reaped (a creation that stalled): nothing left to create.
+            None => Ok(Step::Done(Handled::NothingToDo)),
+        }
+    }
+
+    /// What a runner record in creation needs next: an instance, or registration; or
+    /// nothing while another delivery holds its creation lease, or once it is created.
+    async fn next_step(
+        &self,
+        runner: RunnerRecord,
+        message: &QueueMessage,
+        clock: &Clock,
+        why: String,
+    ) -> Result<Step, ScalerError> {
         match runner.status {
             InstanceStatus::PendingCreate => {
                 let to_creating =
                     Transition::new(runner.status, InstanceStatus::Creating, clock.now())
-                        .because(format!("launching for job {}", message.job_id));
-                match self.store.transition(&runner_name, &to_creating).await {
+                        .because(why);
+                match self.store.transition(&runner.name, &to_creating).await {
                     Ok(runner) => Ok(Step::Launch(runner)),
                     // Another delivery moved it first and is creating it now.
                     Err(StoreError::TransitionRefused { .. }) => {
@@ -326,7 +363,7 @@ impl Scaler {
                 self.wait_for_other(message, left.unsigned_abs()).await
             }
             InstanceStatus::Creating => self.take_over(runner, message, clock).await,
-            _ => Ok(Step::Done(Handled::RunnerUp(runner_name))),
+            _ => Ok(Step::Done(Handled::RunnerUp(runner.name))),
         }
     }
 
