@@ -200,7 +200,10 @@ fn verdict(
                 && record.runner_status == RunnerStatus::Idle
                 && older_than(idle_since(record), now, pool.idle_timeout)
                 && !idle_work.spared
-                && !idle_work.queued_jobs.iter().any(|job| could_take(record, job)) =>
+                && !idle_work
+                    .queued_jobs
+                    .iter()
+                    .any(|job| could_take(record, job)) =>
         {
             clean(Cleanup::IdleNoWork)
         }

@@ -345,7 +345,10 @@ fn idle_ephemeral_runner_is_kept_only_for_a_queued_job_it_could_take() {
         ["eph-linux-org", "eph-linux-repo"]
     );
     // Another repository of the organization keeps the organization's runner only.
-    assert_eq!(deleted(&[queued_job("octo-org", "lib")]), ["eph-linux-repo"]);
+    assert_eq!(
+        deleted(&[queued_job("octo-org", "lib")]),
+        ["eph-linux-repo"]
+    );
     // Its own repository keeps both; GitHub's names are case-insensitive.
     assert!(deleted(&[queued_job("Octo-Org", "App")]).is_empty());
     assert_eq!(deleted(&[]), ["eph-linux-org", "eph-linux-repo"]);
