@@ -63,7 +63,16 @@ pub fn check_always(world: &World) -> Result<(), String> {
         .filter(|j| j.status == JobStatus::Queued)
         .map(|j| j.job_id)
         .collect();
-    let waiting_for_a_job = live.iter().filter(|r| {
+    // A record whose runner GitHub shows running another job is not waiting for the job
+    // it names either, so it is no second runner launched for it. The scaler hears that
+    // GitHub gave a runner another job from that job's `in_progress`, hands the runner's
+    // own job on (to the taken job's runner, or freed for a new one) and only then binds
+    // the runner to the job it took; a delivery that fails in between (a table call, the
+    // re-queue refused) leaves the record naming its old job until the retry, while that
+    // job already has its next runner. Counting it flagged that hand-over as a double
+    // launch (chaos seed 1528); a runner busy with another job cannot serve this one.
+    let waiting_for_a_job = live.iter().filter(|r| !running_elsewhere.contains(&r.name));
+    let waiting_for_a_job = waiting_for_a_job.filter(|r| {
         matches!(
             r.status,
             InstanceStatus::PendingCreate | InstanceStatus::Creating | InstanceStatus::Running

@@ -5,6 +5,7 @@
 //! No I/O here; `reconcile`, `orphans` and `warm` act on the answers.
 
 use crate::config::{Config, PoolConfig};
+use crate::handlers::scaler::CREATE_LEASE;
 use crate::lifecycle::{InstanceStatus, RunnerStatus};
 use crate::model::{JobRecord, RunnerRecord};
 use crate::names;
@@ -75,6 +76,13 @@ pub enum Verdict {
     Clean(Cleanup),
     /// Rule 7: it is running a job and is due for a look at whether that job ended.
     CheckJob,
+    /// Rule 12: it is `creating`, past the creation lease, and its runner has come
+    /// online (it took a job, or became idle after one): the delivery creating it died
+    /// after handing over the JIT config, before it wrote `running`. No delivery resumes
+    /// it (its job is no longer queued) and no other rule looks at a `creating` runner
+    /// that is not pending, so it is recorded `running`, and the rules of a running
+    /// runner (instance gone, missed `completed`, idle) take it from the next run.
+    Created,
 }
 
 /// When GitHub last showed the runner idle (its latest `idle` history entry), or when
@@ -119,7 +127,8 @@ fn could_take(runner: &RunnerRecord, job: &JobRecord) -> bool {
             .is_none_or(|repo| job.repo.eq_ignore_ascii_case(repo))
 }
 
-/// The verdict on every live record that needs one (rules 1, 2, 3, 6, 7, 9 and 11).
+/// The verdict on every live record that needs one (rules 1, 2, 3, 6, 7, 9 and 11, the
+/// stalled warm launch, and a runner online while its record says `creating`).
 /// `instances` is EC2's answer, `None` when it could not be read (rule 6 then waits);
 /// `queued_jobs` every job the table holds as queued.
 pub fn verdicts(
@@ -183,6 +192,12 @@ fn verdict(
                 && older_than(record.created_at, now, pool.bootstrap_timeout) =>
         {
             clean(Cleanup::BootstrapTimeout)
+        }
+        Creating
+            if record.runner_status != RunnerStatus::Pending
+                && older_than(record.updated_at, now, CREATE_LEASE) =>
+        {
+            Some(Verdict::Created)
         }
         PendingCreate | Creating
             if record.job_id.is_none() && older_than(record.updated_at, now, WARM_STALL) =>

@@ -86,6 +86,28 @@ fn active_runner_is_checked_only_when_due() {
 }
 
 #[test]
+fn creating_runner_that_came_online_is_recorded_running_once_its_lease_is_over() {
+    let config = config(5);
+    let live = vec![
+        record(
+            "eph-linux-a",
+            InstanceStatus::Creating,
+            RunnerStatus::Active,
+        ),
+        record(
+            "eph-linux-b",
+            InstanceStatus::Creating,
+            RunnerStatus::Pending,
+        ),
+    ];
+    let held = now() + CREATE_LEASE - Duration::from_secs(1);
+    assert!(verdicts(&config, &live, Some(&[]), &[], held).is_empty());
+    let over = verdicts(&config, &live, Some(&[]), &[], now() + CREATE_LEASE);
+    let names: Vec<(&str, &Verdict)> = over.iter().map(|(r, v)| (r.name.as_str(), v)).collect();
+    assert_eq!(names, [("eph-linux-a", &Verdict::Created)]);
+}
+
+#[test]
 fn stuck_deleting_and_error_records_are_cleaned() {
     let config = config(5);
     let live = vec![

@@ -7,11 +7,13 @@
 //! watches bootstrapping runners come online; applies the record rules of
 //! [`decide::verdicts`] (bootstrap timeout, stuck `deleting`, `error`, instance gone,
 //! missed `completed`, idle runners, stalled warm launches), each a move to
-//! `pending_delete`; deletes what is due (`delete`); tops up the warm pools to `min_idle`
-//! (`warm`: it reserves the runners and the scaler creates them); sweeps orphan
-//! instances and GitHub runners (`orphans`); queues again the jobs whose launch was lost
-//! (`jobs`); and repairs drifted pool counters (`counters`). It starts no new step after
-//! its deadline; the rest waits a minute.
+//! `pending_delete` — except that a runner which came online while its record still said
+//! `creating` is recorded `running` for those rules to take up; deletes what is due
+//! (`delete`); tops up the warm pools to `min_idle` (`warm`: it reserves the runners and
+//! the scaler creates them); sweeps orphan instances and GitHub runners (`orphans`);
+//! queues again the jobs whose launch was lost (`jobs`); and repairs drifted pool
+//! counters (`counters`). It starts no new step after its deadline; the rest waits a
+//! minute.
 //!
 //! Every deletion goes through the graceful path: GitHub's DELETE first, which is itself
 //! the "is it busy?" check (422), so a busy runner keeps its instance.

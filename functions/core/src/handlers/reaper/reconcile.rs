@@ -1,6 +1,7 @@
 //! The record rules in action: runners seen online for the first time are marked so
 //! (and timed), the verdicts of [`super::decide::verdicts`] become moves to
-//! `pending_delete`, and active runners are checked against GitHub for a `completed`
+//! `pending_delete` (or, for a runner online while still `creating`, to `running`), and
+//! active runners are checked against GitHub for a `completed`
 //! that never arrived — each at most every [`JOB_CHECK_INTERVAL`], through the record's
 //! `next_attempt_at`, so GitHub is not asked about every runner on every run.
 
@@ -95,6 +96,10 @@ impl Reaper {
                     self.send_to_delete(&record, cleanup.reason(), now).await?
                 }
                 Verdict::CheckJob => self.check_job(&record, now).await?,
+                Verdict::Created => {
+                    self.record_created(&record, now).await?;
+                    None
+                }
             };
             if let Some(moved) = moved {
                 if verdict == Verdict::Clean(Cleanup::InstanceGone) {
@@ -124,6 +129,26 @@ impl Reaper {
             }
             // It moved since it was read (the scaler or an operator got there first).
             Err(StoreError::TransitionRefused { .. }) => Ok(None),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Rule 12: a runner that came online while its record still said `creating` is
+    /// recorded `running`, from exactly `creating`.
+    async fn record_created(
+        &self,
+        record: &RunnerRecord,
+        now: OffsetDateTime,
+    ) -> Result<(), StoreError> {
+        let to_running = Transition::new(InstanceStatus::Creating, InstanceStatus::Running, now)
+            .because("runner came online; its creation stopped before recording it");
+        match self.store.transition(&record.name, &to_running).await {
+            Ok(_) => {
+                info!(runner = %record.name, pool = %record.pool, runner_status = %record.runner_status, "runner online while still creating; recorded running");
+                Ok(())
+            }
+            // It moved since it was read (a delivery finished it, or it was deleted).
+            Err(StoreError::TransitionRefused { .. }) => Ok(()),
             Err(err) => Err(err),
         }
     }

@@ -216,6 +216,38 @@ async fn busy_runner_sent_to_delete_by_a_rule_keeps_its_instance() {
     );
 }
 
+#[tokio::test(start_paused = true)]
+async fn runner_that_ran_its_job_while_its_record_said_creating_is_cleaned() {
+    let world = World::new(5);
+    let mut runner = running_runner(&world, 11).await;
+    // The delivery creating it died after handing over the JIT config, before it
+    // wrote `running`; the runner came online all the same and took its job.
+    runner.status = InstanceStatus::Creating;
+    world.store.put_runner(runner.clone());
+    world
+        .scaler()
+        .handle(
+            &message(MessageKind::InProgress, 11, Some(&runner.name)),
+            now(),
+        )
+        .await
+        .expect("bound");
+    // The job ended, the instance shut itself down, and `completed` was lost.
+    world.forge.set_job_state(11, ForgeJobState::Completed);
+    let instance_id = runner.instance_id.clone().expect("instance");
+    world
+        .fleet
+        .set_state(&instance_id, InstanceState::Terminated);
+    let reaper = world.reaper();
+    for minute in [2, 5] {
+        reaper
+            .run(now() + minutes(minute), far())
+            .await
+            .expect("run");
+    }
+    assert_cleaned(&world, &runner);
+}
+
 /// A runner that came online for `job` and sits idle.
 async fn idle_runner(world: &World, job: u64) -> RunnerRecord {
     let runner = running_runner(world, job).await;
