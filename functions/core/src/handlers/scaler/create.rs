@@ -35,6 +35,16 @@ impl CreateError {
     }
 }
 
+/// How a runner came to have a working JIT config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Registration {
+    /// Registered now; the config is in the instance's secret.
+    Delivered,
+    /// Registered by an earlier try, whose config reached the instance: GitHub shows the
+    /// runner online or busy.
+    AlreadyServing,
+}
+
 /// The `Reason` dimension of a launch failure.
 fn failure_reason(err: &FleetError) -> &'static str {
     match err {
@@ -186,7 +196,8 @@ impl Scaler {
     }
 
     /// Registers the runner on GitHub, hands its JIT config to its instance, and marks it
-    /// `running`.
+    /// `running`; a runner an earlier try registered that GitHub shows online is marked
+    /// `running` as it is.
     pub(super) async fn finish(
         &self,
         runner: RunnerRecord,
@@ -194,15 +205,21 @@ impl Scaler {
     ) -> Result<Handled, ScalerError> {
         let pool = self.pool(&runner.pool)?;
         match self.register(&runner, pool, clock).await {
-            Ok(()) => {
+            Ok(registration) => {
+                let why = match registration {
+                    Registration::Delivered => "instance launched, JIT config delivered",
+                    Registration::AlreadyServing => {
+                        "runner online on GitHub: an earlier try delivered its JIT config"
+                    }
+                };
                 let to_running = Transition::new(
                     InstanceStatus::Creating,
                     InstanceStatus::Running,
                     clock.now(),
                 )
-                .because("instance launched, JIT config delivered");
+                .because(why);
                 self.store.transition(&runner.name, &to_running).await?;
-                info!(runner = %runner.name, job_id = runner.job_id, pool = %pool.name, "runner running");
+                info!(runner = %runner.name, job_id = runner.job_id, pool = %pool.name, ?registration, "runner running");
                 Ok(Handled::RunnerUp(runner.name))
             }
             Err(CreateError::Retry(cause)) => Err(ScalerError::Creation {
@@ -228,18 +245,30 @@ impl Scaler {
         runner: &RunnerRecord,
         pool: &PoolConfig,
         clock: &Clock,
-    ) -> Result<(), CreateError> {
+    ) -> Result<Registration, CreateError> {
         let Some(instance_id) = runner.instance_id.as_deref() else {
             return Err(CreateError::Failed("runner has no instance".into()));
         };
         let scope = super::scope_of(runner);
-        if let Some(stale) = runner.github_runner_id {
-            // A registration whose JIT config was never delivered (an earlier try died
-            // after registering): its config is lost, so register afresh.
-            self.forge
-                .remove_runner(&scope, stale)
+        if let Some(earlier) = runner.github_runner_id {
+            // An earlier try registered the runner and died before `running`: before or
+            // after it handed the JIT config over, the record cannot tell. GitHub can: a
+            // runner it shows online or busy got its config and may be running a job, so
+            // it stays (removing it would cut the job off; failing would give its slot
+            // back while its instance serves).
+            if self.serving_on_github(&scope, earlier).await? {
+                return Ok(Registration::AlreadyServing);
+            }
+            // Never seen online: take its config as lost and register afresh. Busy
+            // meanwhile means it came online after all.
+            let removal = self
+                .forge
+                .remove_runner(&scope, earlier)
                 .await
                 .map_err(CreateError::from_forge)?;
+            if removal == RunnerRemoval::Busy {
+                return Ok(Registration::AlreadyServing);
+            }
         }
         let request = JitRequest {
             name: runner.name.clone(),
@@ -264,7 +293,23 @@ impl Scaler {
         self.secrets
             .put(instance_id, &runner.name, &jit.encoded)
             .await
-            .map_err(CreateError::retry)
+            .map_err(CreateError::retry)?;
+        Ok(Registration::Delivered)
+    }
+
+    /// Whether GitHub shows the runner online or busy. Any error is worth a retry, never
+    /// a failure: not knowing is no reason to release the slot.
+    async fn serving_on_github(
+        &self,
+        scope: &RunnerScope,
+        runner_id: u64,
+    ) -> Result<bool, CreateError> {
+        let runner = self
+            .forge
+            .get_runner(scope, runner_id)
+            .await
+            .map_err(CreateError::retry)?;
+        Ok(runner.is_some_and(|r| r.online || r.busy))
     }
 
     /// A creation that cannot succeed: the record goes to `error` and gives its slot back

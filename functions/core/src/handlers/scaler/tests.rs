@@ -392,3 +392,39 @@ async fn two_deliveries_resuming_one_runner_at_once_launch_once() {
         "the JIT config went to the instance the record names"
     );
 }
+
+#[tokio::test]
+async fn resumed_runner_github_shows_busy_is_kept_running_with_its_slot() {
+    let world = World::new(5);
+    let name = up(&world, 6).await;
+    // What a try that died after handing the JIT config over, before `running`, left:
+    // the record `creating`, the runner on GitHub online and running a job.
+    let mut record = world.store.runner(&name).expect("record");
+    record.status = InstanceStatus::Creating;
+    world.store.put_runner(record.clone());
+    let runner_id = record.github_runner_id.expect("registered");
+    world.forge.set_online(runner_id, true);
+    world.forge.set_busy(runner_id, true);
+
+    let later = now() + CREATE_LEASE + Duration::from_secs(1);
+    let resumed = world
+        .scaler()
+        .handle(&message(MessageKind::Queued, 6, None), later)
+        .await
+        .expect("resumed");
+    assert_eq!(resumed, Handled::RunnerUp(name.clone()));
+    let runner = world.store.runner(&name).expect("record");
+    assert_eq!(runner.status, InstanceStatus::Running);
+    assert!(runner.slot_held, "{runner:?}");
+    assert_eq!(world.store.slots_used(POOL), 1);
+    let calls = world.forge.calls();
+    assert_eq!(
+        calls.remove_runner, 0,
+        "the serving runner was not torn down"
+    );
+    assert_eq!(calls.generate_jit_config, 1, "nor registered again");
+    assert_eq!(
+        world.forge.runner_named(&name).map(|r| r.id),
+        Some(runner_id)
+    );
+}
