@@ -7,7 +7,7 @@ VENV := .venv
 VENV_STAMP := $(VENV)/.installed-$(shell cat requirements-dev.txt constraints-dev.txt | sha256sum | cut -c1-12)
 CARGO ?= cargo
 
-.PHONY: all venv demo test test-rust lint fmt clean-venv
+.PHONY: all venv demo test test-rust bench lint fmt clean-venv
 
 all: test
 
@@ -34,6 +34,17 @@ test-rust: venv
 	MOTO_SERVER=$(CURDIR)/$(VENV)/bin/moto_server $(CARGO) test --workspace --all-targets
 
 ## conformance: the GitHub simulator's recorded REST exchanges checked against GitHub's
+## bench: the figures in the README (webhook handling, binary sizes and cold starts, a
+## 1,000-job burst, the reaper over 100,000 items) into bench/results.json
+bench: venv
+	@mkdir -p bench
+	EPHEMERA_BENCH_WEBHOOK_OUT=$(CURDIR)/bench/webhook.json \
+		$(CARGO) bench -p ephemera-core --bench webhook
+	$(CARGO) build --release -p ephemera-webhook -p ephemera-scaler -p ephemera-reaper
+	$(CARGO) build -p ephemera-tests --bin bench   # emulator-bound: the test build will do
+	MOTO_SERVER=$(CURDIR)/$(VENV)/bin/moto_server target/debug/bench \
+		--webhook bench/webhook.json --bin-dir target/release --out bench/results.json $(BENCH_ARGS)
+
 ## OpenAPI description (@octokit/openapi, pinned in tests/conformance), and known-bad
 ## exchanges (wrong path, method, body) shown to be rejected
 CONFORMANCE_RECORD := target/conformance/exchanges

@@ -7,5 +7,6 @@ pub mod faults;
 pub mod logs;
 pub mod moto;
 pub mod pipeline;
+pub mod plant;
 pub mod sim;
 pub mod stack;

@@ -3,12 +3,12 @@
 //! reads from a table full of history.
 
 use super::*;
-use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
+use aws_sdk_dynamodb::types::AttributeValue;
 use ephemera_aws::Ec2Fleet;
 use ephemera_core::ports::{Fleet, FleetRequest, InstanceState, Launcher, Market, RunnerStore};
 use ephemera_tests::pipeline::{PipelineOptions, LABELS};
+use ephemera_tests::plant::write_runners;
 use ephemera_tests::sim::state::RunnerScope as SimScope;
-use std::collections::HashMap;
 
 fn by_hand() -> PipelineOptions {
     PipelineOptions {
@@ -192,45 +192,6 @@ async fn drifted_pool_counter_is_repaired_in_two_runs() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `count` runner items in `status`, written 25 at a time.
-async fn write_runners(
-    p: &Pipeline,
-    table: &str,
-    prefix: &str,
-    status: InstanceStatus,
-    count: usize,
-) -> anyhow::Result<()> {
-    let client = aws_sdk_dynamodb::Client::new(&p.sdk);
-    let at = now();
-    let mut batch = Vec::new();
-    for i in 0..count {
-        let mut runner = RunnerRecord::new(format!("{prefix}-{i:06}"), POOL.to_owned(), at);
-        runner.status = status;
-        runner.slot_held = false;
-        let item: HashMap<String, AttributeValue> = ephemera_aws::items::runner_to_item(&runner);
-        batch.push(
-            WriteRequest::builder()
-                .put_request(PutRequest::builder().set_item(Some(item)).build()?)
-                .build(),
-        );
-        if batch.len() == 25 || i + 1 == count {
-            let mut pending = HashMap::from([(table.to_owned(), std::mem::take(&mut batch))]);
-            for _ in 0..10 {
-                let output = client
-                    .batch_write_item()
-                    .set_request_items(Some(pending))
-                    .send()
-                    .await?;
-                pending = output.unprocessed_items.unwrap_or_default();
-                if pending.values().all(Vec::is_empty) {
-                    break;
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
 /// How many `deleted` items the cost test writes (see the report in the module docs).
 const HISTORY_ITEMS: usize = 100_000;
 
@@ -240,11 +201,13 @@ async fn one_run_reads_what_is_pending_not_the_history() -> anyhow::Result<()> {
     let table = table_name();
     let started = std::time::Instant::now();
     write_runners(
-        &p,
+        &p.sdk,
         &table,
         "eph-old",
+        POOL,
         InstanceStatus::Deleted,
         HISTORY_ITEMS,
+        |_, _| {},
     )
     .await?;
     println!(
@@ -252,11 +215,13 @@ async fn one_run_reads_what_is_pending_not_the_history() -> anyhow::Result<()> {
         started.elapsed()
     );
     write_runners(
-        &p,
+        &p.sdk,
         &table,
         "eph-linux-x64-pend",
+        POOL,
         InstanceStatus::PendingDelete,
         50,
+        |_, _| {},
     )
     .await?;
     let before = p.store.items_read();

@@ -1,0 +1,57 @@
+//! Runner items written straight into the table, many at a time: history and backlog
+//! for the reaper's cost test and `make bench`, where going through the pipeline would
+//! take hours on the emulator.
+
+use aws_config::SdkConfig;
+use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
+use ephemera_core::lifecycle::InstanceStatus;
+use ephemera_core::model::RunnerRecord;
+use std::collections::HashMap;
+use time::OffsetDateTime;
+
+/// Writes `count` runner items of `pool` in `status`, named `<prefix>-<n>`, 25 to a
+/// batch, retrying what DynamoDB leaves unprocessed (at most 10 times per batch).
+/// `shape` may change each record before it is written.
+pub async fn write_runners(
+    sdk: &SdkConfig,
+    table: &str,
+    prefix: &str,
+    pool: &str,
+    status: InstanceStatus,
+    count: usize,
+    shape: impl Fn(usize, &mut RunnerRecord),
+) -> anyhow::Result<()> {
+    let client = aws_sdk_dynamodb::Client::new(sdk);
+    let at = OffsetDateTime::now_utc();
+    let mut batch = Vec::new();
+    for i in 0..count {
+        let mut runner = RunnerRecord::new(format!("{prefix}-{i:06}"), pool.to_owned(), at);
+        runner.status = status;
+        runner.slot_held = false;
+        shape(i, &mut runner);
+        let item: HashMap<String, AttributeValue> = ephemera_aws::items::runner_to_item(&runner);
+        batch.push(
+            WriteRequest::builder()
+                .put_request(PutRequest::builder().set_item(Some(item)).build()?)
+                .build(),
+        );
+        if batch.len() == 25 || i + 1 == count {
+            let mut pending = HashMap::from([(table.to_owned(), std::mem::take(&mut batch))]);
+            for _ in 0..10 {
+                let output = client
+                    .batch_write_item()
+                    .set_request_items(Some(pending))
+                    .send()
+                    .await?;
+                pending = output.unprocessed_items.unwrap_or_default();
+                if pending.values().all(Vec::is_empty) {
+                    break;
+                }
+            }
+            if !pending.values().all(Vec::is_empty) {
+                anyhow::bail!("DynamoDB left items unwritten after 10 tries");
+            }
+        }
+    }
+    Ok(())
+}
