@@ -127,6 +127,19 @@ fn could_take(runner: &RunnerRecord, job: &JobRecord) -> bool {
             .is_none_or(|repo| job.repo.eq_ignore_ascii_case(repo))
 }
 
+/// Whether a runner of the job's pool that could take it has stood idle for
+/// [`QUEUED_GRACE`]: GitHub gives a queued job to an idle runner at once, so a job the
+/// table still holds as queued beside one has most likely moved on unseen (cancelled, or
+/// run elsewhere, its webhooks lost).
+pub fn idle_runner_could_take(live: &[RunnerRecord], job: &JobRecord, now: OffsetDateTime) -> bool {
+    live.iter().any(|runner| {
+        runner.status == InstanceStatus::Running
+            && runner.runner_status == RunnerStatus::Idle
+            && older_than(idle_since(runner), now, QUEUED_GRACE)
+            && could_take(runner, job)
+    })
+}
+
 /// The verdict on every live record that needs one (rules 1, 2, 3, 6, 7, 9 and 11, the
 /// stalled warm launch, and a runner online while its record says `creating`).
 /// `instances` is EC2's answer, `None` when it could not be read (rule 6 then waits);

@@ -2,13 +2,14 @@
 //! with no live runner, [`QUEUED_GRACE`] after it was received, is looked up on GitHub.
 //! Still queued: its message is rebuilt and sent again, and the job is looked at again
 //! in [`JOB_RECHECK`]. Started or finished: the job item is moved forward. Jobs of a
-//! full pool are left alone: the scaler keeps those in line itself. A job whose runner has
-//! stood idle for [`QUEUED_GRACE`] is looked up too (GitHub gives a queued job to an idle
-//! runner at once, so its `in_progress` and `completed` were probably lost elsewhere): if
-//! it moved on, the item follows, and the idle runner is no longer kept for it.
+//! full pool are not queued again (the scaler keeps those in line itself), but one is
+//! looked up if a runner that could take it has stood idle for [`QUEUED_GRACE`]; so is a
+//! job whose own runner has (GitHub gives a queued job to an idle runner at once, so its
+//! `in_progress` and `completed` were probably lost elsewhere): if it moved on, the item
+//! follows, and the idle runner is no longer kept for it.
 
-use super::decide::{idle_since, JOB_RECHECK, QUEUED_GRACE};
-use super::{Reaper, JOB_BATCH};
+use super::decide::{idle_runner_could_take, idle_since, JOB_RECHECK, QUEUED_GRACE};
+use super::{Reaper, Snapshot, JOB_BATCH};
 use crate::handlers::error_chain;
 use crate::lifecycle::{InstanceStatus, RunnerStatus};
 use crate::message::QueueMessage;
@@ -41,6 +42,7 @@ impl Reaper {
     /// Looks at the due queued jobs; returns how many were queued again.
     pub(super) async fn requeue_lost_jobs(
         &self,
+        snapshot: &Snapshot,
         now: OffsetDateTime,
         deadline: Instant,
     ) -> Result<usize, StoreError> {
@@ -77,6 +79,17 @@ impl Reaper {
                 }
             };
             if full {
+                // The scaler keeps this job in line until a slot frees, but a slot held by
+                // an idle runner that could take it frees only once the job is over (rule
+                // 11 keeps an idle runner for a queued job it could take): a job cancelled
+                // with its `completed` lost would hold that runner, and the runner the
+                // job's slot, for ever. GitHub would have given the job to that runner, so
+                // it is looked up.
+                if idle_runner_could_take(&snapshot.runners, &job, now) {
+                    if let Err(err) = self.check_moved_on(&job, now).await {
+                        warn!(job_id = job.job_id, error = %err, "cannot check queued job; next run retries");
+                    }
+                }
                 continue;
             }
             match self.check_queued(&job, dead_claim.as_deref(), now).await {

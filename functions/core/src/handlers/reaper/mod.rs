@@ -219,7 +219,9 @@ impl Reaper {
                 Step::OrphanRunners => {
                     report.orphans_reaped += self.sweep_runners(&snapshot, deadline).await;
                 }
-                Step::LostJobs => report.requeued += self.requeue_lost_jobs(now, deadline).await?,
+                Step::LostJobs => {
+                    report.requeued += self.requeue_lost_jobs(&snapshot, now, deadline).await?
+                }
                 Step::Counters => {
                     report.counters_repaired += self.repair_counters(&snapshot, now).await?
                 }

@@ -289,3 +289,47 @@ async fn idle_runner_is_not_kept_for_its_job_once_github_ran_that_job_elsewhere_
         "idle past idle_timeout with no queued job left"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn full_pool_idle_runner_is_not_kept_for_a_job_cancelled_unseen() {
+    let world = World::new(1);
+    let runner = running_runner(&world, 14).await;
+    world
+        .forge
+        .set_online(runner.github_runner_id.expect("registered"), true);
+    let reaper = world.reaper();
+    reaper.run(now(), far()).await.expect("run");
+    // Job 14 is cancelled; job 15 was recorded, then cancelled too, its `completed` lost.
+    world
+        .scaler()
+        .handle(&message(MessageKind::Completed, 14, None), now())
+        .await
+        .expect("completed");
+    world.store.put_job(crate::model::JobRecord {
+        job_id: 15,
+        status: crate::model::JobStatus::Queued,
+        pool: POOL.to_owned(),
+        owner: "octo-org".into(),
+        repo: "app".into(),
+        run_id: 115,
+        installation_id: Some(5),
+        labels: vec!["self-hosted".into(), "linux".into()],
+        runner_name: None,
+        received_at: now(),
+        updated_at: now(),
+    });
+    world.forge.set_job_state(15, ForgeJobState::Completed);
+    // The pool is full with the idle runner, which rule 11 keeps while job 15 is queued.
+    reaper.run(now() + minutes(4), far()).await.expect("run");
+    assert_eq!(
+        world.store.job(15).map(|j| j.status),
+        Some(crate::model::JobStatus::Completed),
+        "a job queued beside a runner idle past the grace is looked up, pool full or not"
+    );
+    reaper.run(now() + minutes(12), far()).await.expect("run");
+    assert_eq!(
+        world.store.runner(&runner.name).map(|r| r.status),
+        Some(InstanceStatus::Deleted)
+    );
+    assert_eq!(world.store.slots_used(POOL), 0);
+}
