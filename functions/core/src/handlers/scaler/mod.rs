@@ -11,7 +11,8 @@
 //! written back to it, so a retried message resumes where the last try stopped and every
 //! crash leaves a record the reaper can clean from. A record another delivery is working
 //! on (`creating`, touched within [`CREATE_LEASE`]) is left to it. A job over capacity
-//! goes back to the queue as a fresh delayed message, so waiting never drops it.
+//! goes back to the queue as a fresh delayed message, so waiting never drops it (one
+//! the table knows is over is dropped).
 //! `in_progress` binds the runner to the job; `completed` sends the runner to be reaped.
 //! `warm` (from the reaper) creates a job-less runner whose record the reaper reserved,
 //! through the same launch and finish phases.
@@ -233,9 +234,9 @@ impl Scaler {
     }
 
     /// The pools of the batch's queued jobs that are at `max_runners`: one read per pool
-    /// per batch decides the common case of a burst, before any job is recorded or
-    /// claimed (the claim itself still checks, atomically). A pool that cannot be read
-    /// is taken as not full.
+    /// per batch decides the common case of a burst, before any job is claimed (the claim
+    /// itself still checks, atomically; a job of a full pool costs one read of its own, to
+    /// see whether it is over). A pool that cannot be read is taken as not full.
     async fn full_pools(&self, messages: &[(String, QueueMessage)]) -> HashSet<String> {
         let pools: HashSet<&str> = messages
             .iter()
@@ -282,7 +283,7 @@ impl Scaler {
     ) -> Result<Step, ScalerError> {
         let pool = self.pool(&message.pool)?;
         if full.contains(&pool.name) {
-            return self.defer(message).await;
+            return self.defer_unless_over(message, clock).await;
         }
         let job = self
             .store
@@ -496,6 +497,30 @@ impl Scaler {
             .map_err(ScalerError::Requeue)?;
         info!(job_id = message.job_id, retry_in = ?delay, "runner being created by another delivery; checking again later");
         Ok(Step::Done(Handled::Deferred))
+    }
+
+    /// The pool is full: a job the table knows is over is done with, any other goes back
+    /// in line. A pool can stay full for good (its `min_idle` warm runners hold every
+    /// slot, and one is replaced as soon as it takes a job and goes), and its runners
+    /// take jobs whose `queued` never got a slot: without this read such a message would
+    /// come back for ever. A job never seen is recorded first, so that if its `completed`
+    /// is lost the reaper's lost-job rule can find it over on GitHub.
+    async fn defer_unless_over(
+        &self,
+        message: &QueueMessage,
+        clock: &Clock,
+    ) -> Result<Step, ScalerError> {
+        let job = match self.store.get_job(message.job_id).await? {
+            Some(job) => job,
+            None => {
+                let seen = job_record(message, JobStatus::Queued, clock.now());
+                self.store.record_job(&seen).await?
+            }
+        };
+        if job.status != JobStatus::Queued {
+            return Ok(Step::Done(Handled::NothingToDo));
+        }
+        self.defer(message).await
     }
 
     /// The pool is full: the job goes back in line as a fresh, delayed message.

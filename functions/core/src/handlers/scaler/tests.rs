@@ -428,3 +428,29 @@ async fn resumed_runner_github_shows_busy_is_kept_running_with_its_slot() {
         Some(runner_id)
     );
 }
+
+#[tokio::test]
+async fn deferred_job_of_a_full_pool_is_dropped_once_the_table_knows_it_is_over() {
+    let world = World::new(1);
+    let scaler = world.scaler();
+    let runner = up(&world, 1).await;
+    // The pool is full. Job 2's `queued` is deferred, and recorded so the reaper knows it.
+    let queued = message(MessageKind::Queued, 2, None);
+    let first = scaler.handle(&queued, now()).await.expect("handled");
+    assert_eq!(first, Handled::Deferred);
+    assert_eq!(
+        world.store.job(2).map(|j| j.status),
+        Some(JobStatus::Queued)
+    );
+    // The pool's idle runner takes job 2 (as GitHub may: with a warm pool holding every
+    // slot for good, every job is taken so) and the pool stays full.
+    scaler
+        .handle(&message(MessageKind::InProgress, 2, Some(&runner)), now())
+        .await
+        .expect("bound");
+    world.queue.take();
+    let again = scaler.handle(&queued, now()).await.expect("handled");
+    assert_eq!(again, Handled::NothingToDo, "not deferred for ever");
+    assert!(world.queue.sent().is_empty());
+    assert_eq!(world.fleet.launched(), 1);
+}
