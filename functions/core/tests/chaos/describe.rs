@@ -1,4 +1,5 @@
-//! The world in words, printed with a failure, and whether it has come to rest.
+//! The world in words, printed with a failure, and whether (or why not) it has come to
+//! rest.
 
 use crate::world::{JobState, World};
 
@@ -52,18 +53,26 @@ pub fn world(world: &World) -> String {
     lines.join("\n")
 }
 
-/// Nothing live anywhere, nothing waiting, every job over.
-pub fn is_clean(world: &World) -> bool {
-    let github = world.github();
-    let jobs_over = github
+/// Why the world is not at rest yet, or `None` once it is: nothing live anywhere but the
+/// warm runners of pools with `min_idle`, nothing waiting, every job over.
+pub fn unsettled(world: &World) -> Option<String> {
+    let jobs_left: Vec<u64> = world
+        .github()
         .jobs
-        .values()
-        .all(|state| !matches!(state, JobState::Queued | JobState::Running { .. }));
-    jobs_over
-        && github.outbox.is_empty()
-        && world.queue.waiting() == 0
-        && world.fleet.live_instances().is_empty()
-        && world.forge.runners().is_empty()
-        && world.secrets.instance_ids().is_empty()
-        && world.store.runners().iter().all(|r| !r.status.is_live())
+        .iter()
+        .filter(|(_, state)| matches!(state, JobState::Queued | JobState::Running { .. }))
+        .map(|(id, _)| *id)
+        .collect();
+    if !jobs_left.is_empty() {
+        return Some(format!("jobs queued or running on GitHub: {jobs_left:?}"));
+    }
+    let webhooks = world.github().outbox.len();
+    if webhooks > 0 {
+        return Some(format!("{webhooks} webhooks not delivered"));
+    }
+    let waiting = world.queue.waiting();
+    if waiting > 0 {
+        return Some(format!("{waiting} messages still in the queue"));
+    }
+    crate::invariants::check_at_rest(world).err()
 }

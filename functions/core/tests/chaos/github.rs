@@ -2,8 +2,9 @@
 //! cancelled, webhooks wait in an outbox until the schedule delivers (or loses, or
 //! duplicates) them, instances read their JIT config and bring their runner online, and
 //! GitHub hands each queued job to ANY idle runner with matching labels — not
-//! necessarily the one launched for it. An ephemeral runner runs one job, then GitHub
-//! removes it and its instance powers off.
+//! necessarily the one launched for it, or a warm runner launched for none. An ephemeral
+//! runner runs one job, then GitHub removes it and its instance powers off; a static
+//! runner runs one job after another until ephemera removes it.
 
 use crate::rng::Rng;
 use crate::world::{Event, JobState, World, INSTALLATION, OWNER, POOL, REPO};
@@ -141,8 +142,8 @@ impl World {
         self.assign_jobs(rng, now, eager);
     }
 
-    /// Jobs whose time is up complete; their ephemeral runner leaves GitHub and its
-    /// instance powers off.
+    /// Jobs whose time is up complete; an ephemeral runner then leaves GitHub and its
+    /// instance powers off, a static one is idle again.
     fn finish_jobs(&self, now: OffsetDateTime) {
         let mut github = self.github();
         let done: Vec<(u64, String, u64)> = github
@@ -175,9 +176,13 @@ impl World {
                 .find(|(_, id)| **id == runner_id)
                 .map(|(instance, _)| instance.clone());
             self.forge.set_job_state(job_id, ForgeJobState::Completed);
-            self.forge.deregister(runner_id);
-            if let Some(instance) = instance {
-                self.fleet.set_state(&instance, InstanceState::Terminated);
+            if self.ephemeral() {
+                self.forge.deregister(runner_id);
+                if let Some(instance) = instance {
+                    self.fleet.set_state(&instance, InstanceState::Terminated);
+                }
+            } else {
+                self.forge.set_busy(runner_id, false);
             }
             self.stats().ran += 1;
         }
@@ -291,7 +296,10 @@ impl World {
             }
             let (runner_id, runner) = idle[rng.index(idle.len())].clone();
             let minutes = rng.between(1, 12);
-            github.used.insert(runner_id);
+            if self.ephemeral() {
+                github.used.insert(runner_id);
+            }
+            github.last_job.insert(runner.clone(), job_id);
             github.jobs.insert(
                 job_id,
                 JobState::Running {
@@ -308,9 +316,12 @@ impl World {
             drop(github);
             self.forge.set_busy(runner_id, true);
             self.forge.set_job_state(job_id, ForgeJobState::InProgress);
-            let launched_for = self.store.runner(&runner).and_then(|r| r.job_id);
-            if launched_for != Some(job_id) {
-                self.stats().taken_by_other_runner += 1;
+            match self.store.runner(&runner).map(|r| r.job_id) {
+                Some(None) => self.stats().taken_by_warm_runner += 1,
+                Some(Some(launched_for)) if launched_for != job_id => {
+                    self.stats().taken_by_other_runner += 1;
+                }
+                _ => {}
             }
         }
     }

@@ -2,7 +2,8 @@
 //! the JIT secrets, the queue — never from what the handlers report they did.
 //!
 //! [`check_always`] holds after every step, faults and crashes included;
-//! [`check_settled`] holds once the world has settled with faults off.
+//! [`check_settled`] holds once the world has settled with faults off (where a pool with
+//! `min_idle` keeps exactly that many warm runners, idle and ready, and nothing else).
 
 use crate::world::{JobState, World};
 use ephemera_core::lifecycle::{InstanceStatus, RunnerStatus};
@@ -143,41 +144,114 @@ fn check_pool(world: &World, pool: &str, max: u32, live: &[RunnerRecord]) -> Res
     Ok(())
 }
 
-/// What must hold once the world has settled: nothing leaked, every job ran or was
-/// reported failed (its message dead-lettered).
+/// What must hold once the world has settled: nothing leaked but each pool's `min_idle`
+/// warm runners, every job ran or was reported failed (its message dead-lettered).
 pub fn check_settled(world: &World) -> Result<(), String> {
-    let leaked = world.fleet.live_instances();
+    check_at_rest(world)?;
+    check_jobs_served(world)
+}
+
+/// Nothing left live but each pool's warm runners: exactly `min_idle` of them, each
+/// `running` and idle, on a live instance, online on GitHub and not busy. Every other
+/// instance, GitHub runner, JIT secret, live record or slot is a leak.
+pub fn check_at_rest(world: &World) -> Result<(), String> {
+    let live = live_records(world);
+    // The candidates: idle running records of pools that keep warm runners. How many,
+    // and whether each really is a ready runner, is checked below, once the leaks are.
+    let warm: Vec<&RunnerRecord> = live
+        .iter()
+        .filter(|r| r.status == InstanceStatus::Running && r.runner_status == RunnerStatus::Idle)
+        .filter(|r| world.config.pool(&r.pool).is_some_and(|p| p.min_idle > 0))
+        .collect();
+    let leaked: Vec<String> = world
+        .fleet
+        .live_instances()
+        .into_iter()
+        .map(|i| i.id)
+        .filter(|id| !warm.iter().any(|r| r.instance_id.as_ref() == Some(id)))
+        .collect();
     if !leaked.is_empty() {
-        let ids: Vec<String> = leaked.into_iter().map(|i| i.id).collect();
-        return Err(format!("instances leaked: {}", ids.join(", ")));
+        return Err(format!("instances leaked: {}", leaked.join(", ")));
     }
-    let runners = world.forge.runners();
+    let runners: Vec<String> = world
+        .forge
+        .runners()
+        .into_iter()
+        .filter(|g| {
+            !warm
+                .iter()
+                .any(|r| r.github_runner_id == Some(g.id) && r.name == g.name)
+        })
+        .map(|g| g.name)
+        .collect();
     if !runners.is_empty() {
-        let names: Vec<String> = runners.into_iter().map(|r| r.name).collect();
-        return Err(format!("GitHub runners leaked: {}", names.join(", ")));
+        return Err(format!("GitHub runners leaked: {}", runners.join(", ")));
     }
     let secrets = world.secrets.instance_ids();
     if !secrets.is_empty() {
         return Err(format!("JIT secrets leaked: {}", secrets.join(", ")));
     }
-    let live = live_records(world);
-    if !live.is_empty() {
-        let names: Vec<String> = live
-            .iter()
-            .map(|r| format!("{} ({})", r.name, r.status))
-            .collect();
-        return Err(format!("live records left: {}", names.join(", ")));
+    let left: Vec<String> = live
+        .iter()
+        .filter(|r| !warm.iter().any(|w| w.name == r.name))
+        .map(|r| format!("{} ({})", r.name, r.status))
+        .collect();
+    if !left.is_empty() {
+        return Err(format!("live records left: {}", left.join(", ")));
     }
     for pool in &world.config.pools {
-        let counter = world.store.slots_used(&pool.name);
-        if counter != 0 {
+        let kept: Vec<&&RunnerRecord> = warm.iter().filter(|r| r.pool == pool.name).collect();
+        let names: Vec<&str> = kept.iter().map(|r| r.name.as_str()).collect();
+        if kept.len() != pool.min_idle as usize {
             return Err(format!(
-                "pool {}: slot counter at {counter} with no live record",
-                pool.name
+                "pool {}: {} idle runners left after settling, min_idle {}: {}",
+                pool.name,
+                kept.len(),
+                pool.min_idle,
+                names.join(", ")
+            ));
+        }
+        for record in kept {
+            check_ready(world, record)?;
+        }
+        let counter = world.store.slots_used(&pool.name);
+        let held = warm
+            .iter()
+            .filter(|r| r.pool == pool.name && r.slot_held)
+            .count();
+        if counter as usize != names.len() || held != names.len() {
+            return Err(format!(
+                "pool {}: slot counter at {counter}, {held} slots held, with {} warm runners left",
+                pool.name,
+                names.len()
             ));
         }
     }
-    check_jobs_served(world)
+    Ok(())
+}
+
+/// A warm runner left after settling serves: its instance is live and its runner is
+/// online on GitHub, not busy.
+fn check_ready(world: &World, record: &RunnerRecord) -> Result<(), String> {
+    let instance_live = record
+        .instance_id
+        .as_ref()
+        .is_some_and(|id| world.fleet.live_instances().iter().any(|i| &i.id == id));
+    let online = record.github_runner_id.is_some_and(|id| {
+        world
+            .forge
+            .runners()
+            .iter()
+            .any(|g| g.id == id && g.online && !g.busy)
+    });
+    if instance_live && online {
+        Ok(())
+    } else {
+        Err(format!(
+            "warm runner {} is not ready after settling: instance live {instance_live}, online and not busy on GitHub {online}",
+            record.name
+        ))
+    }
 }
 
 fn check_jobs_served(world: &World) -> Result<(), String> {

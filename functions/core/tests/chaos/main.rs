@@ -3,21 +3,27 @@
 //! invariants checked after every step and once the world has settled.
 //!
 //! Each schedule (see `schedule.rs`) draws a pool (max_runners 1–4, spot or not, the
-//! queued check or not) and 40–90 steps: GitHub queues and cancels jobs; its webhooks are
+//! queued check or not; in about a third of schedules `min_idle` 1–2 warm runners, which
+//! the reaper reserves and the scaler creates from `warm` messages; in a quarter static
+//! runners, which run one job after another) and 40–90 steps: GitHub queues and cancels jobs; its webhooks are
 //! delivered out of order, twice, or lost; the scaler runs on SQS batches (redelivered
 //! when it fails or crashes, dead-lettered after 4 receives, sometimes delivered to two
 //! scalers at once, sometimes redelivered after success); the reaper runs alone or at the
 //! same time as scalers; any run may crash before its n-th external call; GitHub answers
 //! 5xx, rate limits or 403; EC2 has no spot or on-demand capacity, throttles, launches
 //! fewer than asked, fails terminations; the table, SSM and SQS fail calls; runner agents
-//! boot, and GitHub gives queued jobs to ANY idle runner. Time is simulated.
+//! boot, and GitHub gives queued jobs to ANY idle runner, warm ones included. Time is
+//! simulated.
 //!
 //! Invariants (`invariants.rs`), read from the fakes' state: after every step, no job
 //! bound to two runners and no queued job with two runners launched for it, no pool above
 //! `max_runners` (slot counter, live records holding a slot, runners online on live
 //! instances), the slot counter equal to the live records holding a slot, and no busy
-//! runner's instance terminated; once settled with faults off, no live instance, GitHub
-//! runner, JIT secret or live record left, and every job ran or was dead-lettered.
+//! runner's instance terminated; with faults off the world must come to rest within four
+//! simulated hours (no job, webhook or queue message left waiting), with no live
+//! instance, GitHub runner, JIT secret, live record or slot left but a warm pool's runners
+//! (exactly `min_idle` of them, running, idle and online), and every job ran or was
+//! dead-lettered.
 //!
 //! Rerun: `EPHEMERA_CHAOS_SEED=1234 cargo test -p ephemera-core --test chaos` runs seed
 //! 1234 alone and prints its trace; `EPHEMERA_CHAOS_SCHEDULES=N` runs N schedules from
@@ -117,6 +123,9 @@ fn add(totals: &mut world::Stats, stats: &world::Stats) {
     totals.ran += stats.ran;
     totals.cancelled += stats.cancelled;
     totals.taken_by_other_runner += stats.taken_by_other_runner;
+    totals.taken_by_warm_runner += stats.taken_by_warm_runner;
+    totals.warm_pools += stats.warm_pools;
+    totals.static_pools += stats.static_pools;
     totals.deliveries_lost += stats.deliveries_lost;
     totals.deliveries_duplicated += stats.deliveries_duplicated;
     totals.crashes += stats.crashes;

@@ -7,7 +7,7 @@
 use crate::invariants::{check_always, check_settled};
 use crate::invoke::{run_all, Ended, Invocation, ReaperHandle};
 use crate::rng::Rng;
-use crate::world::{Stats, World, POOL, STORE_OPS};
+use crate::world::{Stats, World, OWNER, POOL, STORE_OPS};
 use ephemera_core::config::Config;
 use ephemera_core::memory::{FleetFailure, ForgeFailure};
 use ephemera_core::ports::Market;
@@ -49,10 +49,27 @@ pub fn run(seed: u64) -> Result<Stats, Failure> {
     runtime.block_on(async { Schedule::new(seed).play().await })
 }
 
-fn config(rng: &mut Rng) -> Arc<Config> {
+/// Seeds the stream the warm-pool settings are drawn from, apart from the main one: a seed
+/// whose pool keeps no warm runner and is ephemeral names the schedule it named before
+/// warm pools were drawn.
+const WARM_STREAM: u64 = 0x5741_524D_504F_4F4C;
+
+fn config(rng: &mut Rng, seed: u64) -> Arc<Config> {
     let max_runners = rng.between(1, 4);
     let spot = rng.chance(50);
     let check_queued = rng.chance(25);
+    let mut warm_rng = Rng::new(seed ^ WARM_STREAM);
+    let min_idle = if warm_rng.chance(35) {
+        warm_rng.between(1, max_runners.min(2))
+    } else {
+        0
+    };
+    let ephemeral = !warm_rng.chance(25);
+    let warm = if min_idle > 0 {
+        format!("    min_idle: {min_idle}\n    warm_owner: {OWNER}\n")
+    } else {
+        String::new()
+    };
     let text = format!(
         "deployment: eph
 github: {{ app_id: 1 }}
@@ -64,9 +81,10 @@ pools:
     launch_template: eph-runner
     spot: {spot}
     check_queued: {check_queued}
+    ephemeral: {ephemeral}
     bootstrap_timeout: 10m
     idle_timeout: 5m
-"
+{warm}"
     );
     Arc::new(Config::parse("chaos.yaml", &text).expect("valid chaos config"))
 }
@@ -74,11 +92,11 @@ pools:
 impl Schedule {
     fn new(seed: u64) -> Schedule {
         let mut rng = Rng::new(seed);
-        let config = config(&mut rng);
+        let config = config(&mut rng, seed);
         let pool = &config.pools[0];
         let setting = format!(
-            "pool max_runners {}, spot {}, check_queued {}",
-            pool.max_runners, pool.spot, pool.check_queued
+            "pool max_runners {}, spot {}, check_queued {}, min_idle {}, ephemeral {}",
+            pool.max_runners, pool.spot, pool.check_queued, pool.min_idle, pool.ephemeral
         );
         let world = World::new(config);
         let started = time::macros::datetime!(2026-11-22 10:00:00 UTC);
@@ -110,6 +128,9 @@ impl Schedule {
         self.settle().await?;
         self.check(check_settled)?;
         self.world.stats().dead_lettered = self.world.queue.dead_letters().len() as u64;
+        let pool = &self.world.config.pools[0];
+        self.world.stats().warm_pools = u64::from(pool.min_idle > 0);
+        self.world.stats().static_pools = u64::from(!pool.ephemeral);
         let stats = self.world.stats().clone();
         Ok(stats)
     }
@@ -331,7 +352,7 @@ impl Schedule {
     }
 
     /// Faults off; webhooks delivered, the queue drained, agents, reaper, a minute at a
-    /// time, until the world is clean (or [`SETTLE_ROUNDS`] minutes have passed).
+    /// time, until the world is clean; not clean after [`SETTLE_ROUNDS`] minutes fails.
     async fn settle(&mut self) -> Result<(), Failure> {
         self.world.heal();
         self.step += 1;
@@ -354,13 +375,20 @@ impl Schedule {
             let reaper = vec![Invocation::Reaper { crash_after: None }];
             run_all(&self.world, &self.reaper, reaper, self.now).await;
             self.check(check_always)?;
-            if crate::describe::is_clean(&self.world) {
+            if crate::describe::unsettled(&self.world).is_none() {
                 self.note(format!("settled after {round} minutes"));
                 return Ok(());
             }
             self.advance(Duration::from_secs(60));
         }
         self.note(format!("not settled after {SETTLE_ROUNDS} minutes"));
-        Ok(())
+        // A world that never comes to rest is a failure of its own, whatever is left in
+        // it: a message deferred for ever, a job never served, a record never cleaned.
+        self.check(|world| match crate::describe::unsettled(world) {
+            Some(why) => Err(format!(
+                "not settled after {SETTLE_ROUNDS} minutes with faults off: {why}"
+            )),
+            None => Ok(()),
+        })
     }
 }

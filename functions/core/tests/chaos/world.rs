@@ -75,8 +75,10 @@ pub struct GitHub {
     pub booted: BTreeMap<String, u64>,
     /// Instances that read a JIT config GitHub no longer knows: their runner never starts.
     pub duds: BTreeSet<String>,
-    /// Runners that took a job (an ephemeral runner takes one).
+    /// Ephemeral runners that took their one job.
     pub used: BTreeSet<u64>,
+    /// Runner name → the job GitHub gave it last (a static runner takes one after another).
+    pub last_job: BTreeMap<String, u64>,
     pub next_job: u64,
     pub next_delivery: u64,
 }
@@ -88,6 +90,11 @@ pub struct Stats {
     pub ran: u64,
     pub cancelled: u64,
     pub taken_by_other_runner: u64,
+    /// Jobs taken by a warm runner (launched for no job).
+    pub taken_by_warm_runner: u64,
+    /// Schedules whose pool keeps `min_idle` warm runners, or has static runners.
+    pub warm_pools: u64,
+    pub static_pools: u64,
     pub deliveries_lost: u64,
     pub deliveries_duplicated: u64,
     pub crashes: u64,
@@ -155,8 +162,14 @@ impl World {
         runner.busy.then_some(runner.name)
     }
 
-    /// The records whose runner GitHub shows running (or having run) a job other than
-    /// the one the record names.
+    /// Whether the pool's runners are ephemeral (one job each) rather than static.
+    pub fn ephemeral(&self) -> bool {
+        self.config.pools.iter().all(|p| p.ephemeral)
+    }
+
+    /// The records whose runner GitHub shows running (or having run, last) a job other
+    /// than the one the record names. A static runner's earlier jobs do not count: only
+    /// the one GitHub gave it last.
     pub fn runners_running_other_jobs(
         &self,
         records: &[ephemera_core::model::RunnerRecord],
@@ -165,15 +178,10 @@ impl World {
         records
             .iter()
             .filter(|r| {
-                github.jobs.iter().any(|(job_id, state)| {
-                    let runner = match state {
-                        JobState::Running { runner, .. }
-                        | JobState::Completed { runner }
-                        | JobState::Failed { runner } => runner,
-                        _ => return false,
-                    };
-                    *runner == r.name && r.job_id != Some(*job_id)
-                })
+                github
+                    .last_job
+                    .get(&r.name)
+                    .is_some_and(|job_id| r.job_id != Some(*job_id))
             })
             .map(|r| r.name.clone())
             .collect()
