@@ -22,6 +22,11 @@ pub const ORPHAN_GRACE: Duration = Duration::from_secs(10 * 60);
 pub const INSTANCE_GRACE: Duration = Duration::from_secs(2 * 60);
 /// How often an active runner's job is looked up on GitHub (a missed `completed`).
 pub const JOB_CHECK_INTERVAL: Duration = Duration::from_secs(3 * 60);
+/// At most this many of those lookups per run, the longest-waiting first: a fleet of
+/// 1,000 busy runners would otherwise spend 20,000 GitHub calls an hour on a fallback,
+/// above an installation's budget; capped it spends at most 1,800 (one run a minute),
+/// and each busy runner is looked at every `1,000 / 30` minutes instead.
+pub const JOB_CHECKS_PER_RUN: usize = 30;
 /// How long a queued job may have no runner before GitHub is asked about it.
 pub const QUEUED_GRACE: Duration = Duration::from_secs(3 * 60);
 /// How long after a check a job still queued on GitHub is checked again.

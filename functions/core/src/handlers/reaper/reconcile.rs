@@ -5,7 +5,7 @@
 //! that never arrived — each at most every [`JOB_CHECK_INTERVAL`], through the record's
 //! `next_attempt_at`, so GitHub is not asked about every runner on every run.
 
-use super::decide::{self, Cleanup, Verdict, JOB_CHECK_INTERVAL};
+use super::decide::{self, Cleanup, Verdict, JOB_CHECKS_PER_RUN, JOB_CHECK_INTERVAL};
 use super::{Reaper, ReaperReport, Snapshot};
 use crate::handlers::error_chain;
 use crate::handlers::scaler::scope_of;
@@ -86,10 +86,18 @@ impl Reaper {
             now,
         );
         let mut marked = Vec::new();
+        let mut job_checks = 0;
         for (record, verdict) in verdicts {
             if Instant::now() >= deadline {
                 report.left_for_next_run = true;
                 break;
+            }
+            if verdict == Verdict::CheckJob {
+                // Still due, the rest come first in a later run (read by `next_attempt_at`).
+                if job_checks == JOB_CHECKS_PER_RUN {
+                    continue;
+                }
+                job_checks += 1;
             }
             let moved = match verdict {
                 Verdict::Clean(cleanup) => {

@@ -165,6 +165,22 @@ async fn active_runner(world: &World, job: u64) -> RunnerRecord {
 }
 
 #[tokio::test(start_paused = true)]
+async fn one_run_looks_up_at_most_its_budget_of_busy_runners_jobs_and_the_rest_next() {
+    let busy = JOB_CHECKS_PER_RUN + 10;
+    let world = World::new(u32::try_from(busy).expect("small"));
+    for job in 1..=busy as u64 {
+        active_runner(&world, job).await;
+        world.forge.set_job_state(job, ForgeJobState::InProgress);
+    }
+    let reaper = world.reaper();
+    reaper.run(now(), far()).await.expect("run");
+    assert_eq!(world.forge.calls().job_state, JOB_CHECKS_PER_RUN);
+    // The ten left are still due, and go first in the next run.
+    reaper.run(now() + minutes(1), far()).await.expect("run");
+    assert_eq!(world.forge.calls().job_state, busy);
+}
+
+#[tokio::test(start_paused = true)]
 async fn missed_completed_is_found_on_github_at_most_every_few_minutes() {
     let world = World::new(5);
     let runner = active_runner(&world, 5).await;
