@@ -354,7 +354,7 @@ async fn burst_then_reaper(args: &Args) -> anyhow::Result<(Value, Value)> {
             *github.entry(endpoint.to_owned()).or_default() += values.iter().sum::<f64>();
         }
     }
-    let per_job = |n: f64| (n / f64::from(jobs) * 100.0).round() / 100.0;
+    let per_job = |n: f64| (n / f64::from(jobs) * 1000.0).round() / 1000.0;
     let mut by_service: BTreeMap<String, BTreeMap<String, f64>> = BTreeMap::new();
     for (service, operation, count) in calls {
         by_service
