@@ -499,7 +499,8 @@ async fn runners_in_status_reads_only_due_records_of_that_status() -> anyhow::Re
 }
 
 #[tokio::test]
-async fn an_update_under_a_lease_fails_once_the_record_has_moved_on() -> anyhow::Result<()> {
+async fn guarded_updates_fail_once_the_record_has_moved_on_or_names_another_instance(
+) -> anyhow::Result<()> {
     let t = table().await?;
     // Full precision, as a handler's clock gives it.
     let at = OffsetDateTime::now_utc();
@@ -519,6 +520,28 @@ async fn an_update_under_a_lease_fails_once_the_record_has_moved_on() -> anyhow:
         .update_runner(name, &lease("second"), at + Duration::from_secs(2))
         .await;
     assert!(matches!(second, Err(StoreError::Conflict(_))), "{second:?}");
+    // A creation records its instance once; a second instance is refused, and the
+    // GitHub runner is recorded only for the instance the record names.
+    let record = |id: &str| RunnerUpdate {
+        instance_id: Some(id.to_owned()),
+        expect_instance: Some(None),
+        ..RunnerUpdate::default()
+    };
+    t.store.update_runner(name, &record("i-1"), at).await?;
+    let second = t.store.update_runner(name, &record("i-2"), at).await;
+    assert!(matches!(second, Err(StoreError::Conflict(_))), "{second:?}");
+    let registered = |id: &str| RunnerUpdate {
+        github_runner_id: Some(42),
+        expect_instance: Some(Some(id.to_owned())),
+        ..RunnerUpdate::default()
+    };
+    let wrong = t.store.update_runner(name, &registered("i-2"), at).await;
+    assert!(matches!(wrong, Err(StoreError::Conflict(_))), "{wrong:?}");
+    let stored = t.store.update_runner(name, &registered("i-1"), at).await?;
+    assert_eq!(
+        (stored.instance_id.as_deref(), stored.github_runner_id),
+        (Some("i-1"), Some(42))
+    );
     let gone = t
         .store
         .update_runner("eph-linux-never", &RunnerUpdate::default(), at)

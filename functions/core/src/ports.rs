@@ -70,6 +70,13 @@ pub struct RunnerUpdate {
     /// `Some` makes the update conditional on the record's `updated_at` still being this
     /// (a lease on a record read earlier); [`StoreError::Conflict`] otherwise.
     pub unchanged_since: Option<OffsetDateTime>,
+    /// `Some(None)` makes the update conditional on the record naming no instance yet,
+    /// `Some(Some(id))` on it naming instance `id`; [`StoreError::Conflict`] otherwise.
+    /// A creation records its instance, then its GitHub runner, under this guard: of two
+    /// deliveries that both launched, only one instance is recorded and only that one
+    /// gets a JIT config, while unrelated changes to the record (a job handed over, the
+    /// runner seen online) do not stop the creation.
+    pub expect_instance: Option<Option<String>>,
 }
 
 /// A pool's slot counter as the table holds it, with when it last changed: the reaper

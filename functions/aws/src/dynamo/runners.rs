@@ -126,6 +126,18 @@ impl DynamoRunnerStore {
             let seen = expr.value("seen", items::timestamp(seen));
             condition.push_str(&format!(" AND {updated_at} = {seen}"));
         }
+        match &update.expect_instance {
+            Some(None) => {
+                let instance = expr.name(items::INSTANCE_ID);
+                condition.push_str(&format!(" AND attribute_not_exists({instance})"));
+            }
+            Some(Some(id)) => {
+                let instance = expr.name(items::INSTANCE_ID);
+                let expected = expr.value("expected_instance", items::s(id.as_str()));
+                condition.push_str(&format!(" AND {instance} = {expected}"));
+            }
+            None => {}
+        }
         let result = self
             .client
             .update_item()
@@ -145,10 +157,12 @@ impl DynamoRunnerStore {
                     .as_service_error()
                     .is_some_and(UpdateItemError::is_conditional_check_failed_exception) =>
             {
-                // With a lease the record most likely exists and moved on; without, it is gone.
-                Err(match update.unchanged_since {
-                    Some(_) => StoreError::Conflict(format!("runner {name}")),
-                    None => StoreError::NotFound(format!("runner {name}")),
+                // With a guard the record most likely exists and moved on; without, it is gone.
+                let guarded = update.unchanged_since.is_some() || update.expect_instance.is_some();
+                Err(if guarded {
+                    StoreError::Conflict(format!("runner {name}"))
+                } else {
+                    StoreError::NotFound(format!("runner {name}"))
                 })
             }
             Err(err) => Err(store_error(err)),

@@ -311,10 +311,14 @@ impl RunnerStore for MemoryStore {
         let Some(record) = tables.runners.get_mut(name) else {
             return Err(StoreError::NotFound(format!("runner {name}")));
         };
-        if update
+        let moved_on = update
             .unchanged_since
-            .is_some_and(|seen| seen != record.updated_at)
-        {
+            .is_some_and(|seen| seen != record.updated_at);
+        let other_instance = update
+            .expect_instance
+            .as_ref()
+            .is_some_and(|expected| *expected != record.instance_id);
+        if moved_on || other_instance {
             return Err(StoreError::Conflict(format!("runner {name}")));
         }
         if let Some(instance_id) = &update.instance_id {

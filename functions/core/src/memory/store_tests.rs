@@ -295,6 +295,52 @@ async fn advance_job_never_moves_backwards() {
 }
 
 #[tokio::test]
+async fn an_instance_is_recorded_once_and_other_changes_do_not_stand_in_the_way() {
+    let store = store_with_jobs([7]);
+    store
+        .claim_job(7, &runner("first", PendingCreate), 5)
+        .await
+        .expect("claim");
+    // A job handed over meanwhile changes the record, but not its instance.
+    let handed = RunnerUpdate {
+        job_id: Some(8),
+        ..RunnerUpdate::default()
+    };
+    store
+        .update_runner("first", &handed, START)
+        .await
+        .expect("handed over");
+    let record = |id: &str| RunnerUpdate {
+        instance_id: Some(id.to_owned()),
+        expect_instance: Some(None),
+        ..RunnerUpdate::default()
+    };
+    store
+        .update_runner("first", &record("i-1"), START)
+        .await
+        .expect("first instance recorded");
+    let second = store.update_runner("first", &record("i-2"), START).await;
+    assert!(matches!(second, Err(StoreError::Conflict(_))), "{second:?}");
+    let registered = |instance: &str| RunnerUpdate {
+        github_runner_id: Some(42),
+        expect_instance: Some(Some(instance.to_owned())),
+        ..RunnerUpdate::default()
+    };
+    let wrong = store
+        .update_runner("first", &registered("i-2"), START)
+        .await;
+    assert!(matches!(wrong, Err(StoreError::Conflict(_))), "{wrong:?}");
+    let stored = store
+        .update_runner("first", &registered("i-1"), START)
+        .await
+        .expect("registered");
+    assert_eq!(
+        (stored.instance_id.as_deref(), stored.github_runner_id),
+        (Some("i-1"), Some(42))
+    );
+}
+
+#[tokio::test]
 async fn unclaim_never_drops_the_runner_of_a_job_that_started() {
     let store = store_with_jobs([7]);
     store

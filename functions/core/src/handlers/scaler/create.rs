@@ -119,12 +119,13 @@ impl Scaler {
                 failed.push((message_id, outcome));
                 continue;
             };
-            // Only while this delivery still holds the lease: once another has taken the
-            // record over, this instance stays unrecorded (it never gets a JIT config) and
-            // the orphan sweep ends it.
+            // Only if no other delivery recorded an instance first: if one did, this
+            // instance stays unrecorded (it never gets a JIT config) and the orphan sweep
+            // ends it. Other changes to the record meanwhile (its job handed over, say)
+            // do not matter.
             let update = RunnerUpdate {
                 instance_id: Some(instance_id.clone()),
-                unchanged_since: Some(runner.updated_at),
+                expect_instance: Some(None),
                 ..RunnerUpdate::default()
             };
             match self
@@ -281,9 +282,10 @@ impl Scaler {
             .generate_jit_config(&scope, &request)
             .await
             .map_err(CreateError::from_forge)?;
+        // Only while the record still names this instance, the one the JIT config is for.
         let update = RunnerUpdate {
             github_runner_id: Some(jit.runner_id),
-            unchanged_since: Some(runner.updated_at),
+            expect_instance: Some(Some(instance_id.to_owned())),
             ..RunnerUpdate::default()
         };
         self.store
