@@ -307,15 +307,16 @@ async fn poison_message_fails_alone_in_a_batch_of_ten_and_reaches_the_dlq() -> a
         },
     )
     .await?;
-    assert_eq!(
-        p.fleet.launch_calls(),
-        1,
-        "nine runners of one pool in one batch: one CreateFleet"
-    );
+    // Nine runners of one pool in one batch: one CreateFleet asks for all nine. (Under
+    // load a runner may take a job other than its own before that job's runner is free
+    // to take its place; the job left over is queued again and launched in a later
+    // batch, so a later request may follow.)
+    let sizes = p.fleet.launch_sizes();
+    assert_eq!(sizes.first(), Some(&9), "launch requests: {sizes:?}");
     assert_eq!(
         p.calls.count("EC2", "CreateFleet"),
-        1,
-        "{:?}",
+        u64::from(p.fleet.launch_calls()),
+        "one CreateFleet per launch request, no fallback: {:?}",
         p.calls.all()
     );
     assert_eq!(

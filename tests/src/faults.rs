@@ -23,6 +23,8 @@ pub struct FaultyFleet {
     terminate_calls: AtomicU32,
     spot_failures: AtomicU32,
     launch_calls: AtomicU32,
+    /// How many instances each launch request asked for, in order.
+    launch_sizes: std::sync::Mutex<Vec<u32>>,
 }
 
 impl FaultyFleet {
@@ -33,6 +35,7 @@ impl FaultyFleet {
             terminate_calls: AtomicU32::new(0),
             spot_failures: AtomicU32::new(0),
             launch_calls: AtomicU32::new(0),
+            launch_sizes: std::sync::Mutex::default(),
         }
     }
 
@@ -57,6 +60,14 @@ impl FaultyFleet {
         self.launch_calls.load(Ordering::SeqCst)
     }
 
+    /// How many instances each launch request asked for, in order.
+    pub fn launch_sizes(&self) -> Vec<u32> {
+        self.launch_sizes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     /// Terminate calls made so far, failed or not.
     pub fn terminate_calls(&self) -> u32 {
         self.terminate_calls.load(Ordering::SeqCst)
@@ -67,6 +78,10 @@ impl FaultyFleet {
 impl Launcher for FaultyFleet {
     async fn launch(&self, request: &FleetRequest) -> Result<FleetLaunch, FleetError> {
         self.launch_calls.fetch_add(1, Ordering::SeqCst);
+        self.launch_sizes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(request.count);
         if request.market == Market::Spot && spend(&self.spot_failures) {
             return Err(FleetError::CapacityUnavailable(
                 "InsufficientInstanceCapacity".to_owned(),
