@@ -151,14 +151,7 @@ impl DynamoRunnerStore {
             Ok(_) => return Ok(Claim::Claimed),
             Err(err) => err,
         };
-        let reasons: Vec<String> = match err.as_service_error() {
-            Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) => cancelled
-                .cancellation_reasons()
-                .iter()
-                .map(|reason| reason.code().unwrap_or("None").to_owned())
-                .collect(),
-            _ => return Err(store_error(err)),
-        };
+        let reasons = cancellation_codes(err)?;
         // Another transaction on the same items (the pool item, in a burst): try again.
         if reasons.iter().any(|code| code == "TransactionConflict") {
             return Err(StoreError::Conflict(items::runner_key(&runner.name)));
@@ -198,14 +191,7 @@ impl DynamoRunnerStore {
             Ok(_) => return Ok(true),
             Err(err) => err,
         };
-        let reasons: Vec<String> = match err.as_service_error() {
-            Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) => cancelled
-                .cancellation_reasons()
-                .iter()
-                .map(|reason| reason.code().unwrap_or("None").to_owned())
-                .collect(),
-            _ => return Err(store_error(err)),
-        };
+        let reasons = cancellation_codes(err)?;
         if reasons.iter().any(|code| code == "TransactionConflict") {
             return Err(StoreError::Conflict(items::runner_key(&runner.name)));
         }
@@ -371,5 +357,20 @@ impl DynamoRunnerStore {
             }
             Err(err) => Err(store_error(err)),
         }
+    }
+}
+
+/// The codes of a cancelled transaction's reasons, one per item (`None` where that item
+/// was fine); any other failure is the store's error.
+fn cancellation_codes(
+    err: aws_sdk_dynamodb::error::SdkError<TransactWriteItemsError>,
+) -> Result<Vec<String>, StoreError> {
+    match err.as_service_error() {
+        Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) => Ok(cancelled
+            .cancellation_reasons()
+            .iter()
+            .map(|reason| reason.code().unwrap_or("None").to_owned())
+            .collect()),
+        _ => Err(store_error(err)),
     }
 }
