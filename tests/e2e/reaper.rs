@@ -10,6 +10,7 @@ mod sweeps;
 mod warm;
 
 use ephemera_core::lifecycle::InstanceStatus;
+use ephemera_core::message::{MessageKind, QueueMessage, VERSION};
 use ephemera_core::model::RunnerRecord;
 use ephemera_tests::pipeline::Pipeline;
 use std::time::Duration;
@@ -57,4 +58,27 @@ fn lose_webhooks(p: &Pipeline) -> anyhow::Result<()> {
     drop(closed);
     p.sim.set_webhook_url(url);
     Ok(())
+}
+
+/// The `queued` message of `job_id`, as the queue hands it to the scaler (`source` names
+/// the delivery).
+fn queued_message(source: &str, job_id: u64, run_id: u64) -> QueueMessage {
+    QueueMessage {
+        v: VERSION,
+        kind: MessageKind::Queued,
+        delivery_id: format!("{source}-{job_id}"),
+        job_id,
+        run_id,
+        pool: POOL.to_owned(),
+        labels: ephemera_tests::pipeline::LABELS
+            .iter()
+            .map(|l| l.to_string())
+            .collect(),
+        repo: "app".into(),
+        owner: "octo-org".into(),
+        installation_id: None,
+        runner_name: None,
+        runner_id: None,
+        received_at: now(),
+    }
 }

@@ -7,7 +7,7 @@
 use super::*;
 use ephemera_aws::SsmJitSecrets;
 use ephemera_core::handlers::scaler::Scaler;
-use ephemera_core::message::{MessageKind, QueueMessage, VERSION};
+use ephemera_core::message::QueueMessage;
 use ephemera_core::ports::*;
 use ephemera_tests::crash::{CrashSwitch, Crashing};
 use ephemera_tests::pipeline::{PipelineOptions, DEPLOYMENT, LABELS};
@@ -35,21 +35,7 @@ fn crashing_scaler(p: &Pipeline, switch: &Arc<CrashSwitch>) -> Arc<Scaler> {
 }
 
 fn queued(job_id: u64, run_id: u64) -> QueueMessage {
-    QueueMessage {
-        v: VERSION,
-        kind: MessageKind::Queued,
-        delivery_id: format!("crash-{job_id}"),
-        job_id,
-        run_id,
-        pool: POOL.to_owned(),
-        labels: LABELS.iter().map(|l| l.to_string()).collect(),
-        repo: "app".into(),
-        owner: "octo-org".into(),
-        installation_id: None,
-        runner_name: None,
-        runner_id: None,
-        received_at: now(),
-    }
+    queued_message("crash", job_id, run_id)
 }
 
 /// Every live runner record, by the status index.

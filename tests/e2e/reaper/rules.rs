@@ -8,7 +8,7 @@ use ephemera_core::backoff;
 use ephemera_core::handlers::reaper::ORPHAN_GRACE;
 use ephemera_core::handlers::scaler::{Handled, Scaler, ScalerError};
 use ephemera_core::lifecycle::RunnerStatus;
-use ephemera_core::message::{MessageKind, QueueMessage, VERSION};
+use ephemera_core::message::QueueMessage;
 use ephemera_core::model::JobStatus;
 use ephemera_core::ports::{InstanceState, RunnerStore, Transition};
 use ephemera_tests::faults::FaultyForge;
@@ -122,21 +122,7 @@ async fn assert_gone(p: &Pipeline, name: &str) -> anyhow::Result<()> {
 
 /// The delivery of `job_id`'s `queued` message, as the queue hands it to the scaler.
 fn queued(p: &Pipeline, job_id: u64) -> QueueMessage {
-    QueueMessage {
-        v: VERSION,
-        kind: MessageKind::Queued,
-        delivery_id: format!("rule3-{job_id}"),
-        job_id,
-        run_id: p.sim.snapshot().jobs[&job_id].run_id,
-        pool: POOL.to_owned(),
-        labels: LABELS.iter().map(|l| l.to_string()).collect(),
-        repo: "app".into(),
-        owner: "octo-org".into(),
-        installation_id: None,
-        runner_name: None,
-        runner_id: None,
-        received_at: now(),
-    }
+    queued_message("rule3", job_id, p.sim.snapshot().jobs[&job_id].run_id)
 }
 
 /// Rule 3, one run: the answer to the JIT registration is lost (GitHub registered the
