@@ -24,23 +24,6 @@ async fn runner_in(
     .await
 }
 
-async fn ssm_parameter_exists(p: &Pipeline, instance_id: &str) -> anyhow::Result<bool> {
-    let name =
-        ephemera_core::names::jit_parameter_name(ephemera_tests::pipeline::DEPLOYMENT, instance_id);
-    let ssm = aws_sdk_ssm::Client::new(&p.sdk);
-    match ssm.get_parameter().name(name).send().await {
-        Ok(_) => Ok(true),
-        Err(err)
-            if err
-                .as_service_error()
-                .is_some_and(|e| e.is_parameter_not_found()) =>
-        {
-            Ok(false)
-        }
-        Err(err) => Err(err.into()),
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_job_gets_one_runner_which_runs_it_and_is_reaped() -> anyhow::Result<()> {
     let mut p = Pipeline::start(PipelineOptions::default()).await?;
@@ -58,7 +41,7 @@ async fn one_job_gets_one_runner_which_runs_it_and_is_reaped() -> anyhow::Result
         Some(InstanceState::Terminated)
     );
     assert!(
-        !ssm_parameter_exists(&p, &instance_id).await?,
+        !p.jit_secret_exists(&instance_id).await?,
         "JIT secret left behind"
     );
     let instances = ephemera_core::ports::Fleet::describe(p.fleet.inner()).await?;

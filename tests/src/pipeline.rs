@@ -325,6 +325,23 @@ impl Pipeline {
         Ok(self.store.get_runner(&name).await?)
     }
 
+    /// Whether the JIT secret of `instance_id` is in SSM.
+    pub async fn jit_secret_exists(&self, instance_id: &str) -> anyhow::Result<bool> {
+        let name = ephemera_core::names::jit_parameter_name(DEPLOYMENT, instance_id);
+        let ssm = aws_sdk_ssm::Client::new(&self.sdk);
+        match ssm.get_parameter().name(name).send().await {
+            Ok(_) => Ok(true),
+            Err(err)
+                if err
+                    .as_service_error()
+                    .is_some_and(|e| e.is_parameter_not_found()) =>
+            {
+                Ok(false)
+            }
+            Err(err) => Err(err.into()),
+        }
+    }
+
     /// EC2's state of an instance of this deployment.
     pub async fn instance_state(&self, instance_id: &str) -> anyhow::Result<Option<InstanceState>> {
         let instances = self.fleet.inner().describe().await?;

@@ -86,23 +86,6 @@ async fn cancel(p: &Pipeline, job_id: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Whether the JIT secret of `instance_id` is in SSM.
-async fn jit_secret_exists(p: &Pipeline, instance_id: &str) -> anyhow::Result<bool> {
-    let name = ephemera_core::names::jit_parameter_name(DEPLOYMENT, instance_id);
-    let ssm = aws_sdk_ssm::Client::new(&p.sdk);
-    match ssm.get_parameter().name(&name).send().await {
-        Ok(_) => Ok(true),
-        Err(err)
-            if err
-                .as_service_error()
-                .is_some_and(|e| e.is_parameter_not_found()) =>
-        {
-            Ok(false)
-        }
-        Err(err) => Err(err.into()),
-    }
-}
-
 /// Asserts that the runner `name` is gone everywhere: record `deleted` without a slot,
 /// instance terminated, not on GitHub, no JIT secret.
 async fn assert_gone(p: &Pipeline, name: &str) -> anyhow::Result<()> {
@@ -116,7 +99,7 @@ async fn assert_gone(p: &Pipeline, name: &str) -> anyhow::Result<()> {
         "{name}"
     );
     assert!(on_github(p, name).is_none(), "{name} still on GitHub");
-    assert!(!jit_secret_exists(p, instance_id).await?, "{name}'s secret");
+    assert!(!p.jit_secret_exists(instance_id).await?, "{name}'s secret");
     Ok(())
 }
 
@@ -415,7 +398,7 @@ async fn force_delete_finishes_in_one_run_despite_ec2_failures_and_the_orphan_sw
         Some(InstanceState::Running),
         "the failed terminate was ignored, not retried"
     );
-    assert!(!jit_secret_exists(&p, &instance_id).await?);
+    assert!(!p.jit_secret_exists(&instance_id).await?);
 
     let past_grace = at + ORPHAN_GRACE + minutes(1);
     for run in 2..=4 {
