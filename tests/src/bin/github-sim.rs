@@ -1,6 +1,7 @@
 //! `github-sim`: the GitHub simulator as a process, for `make demo`.
 //!
-//! Prints `github-sim listening on URL` once it serves, then runs until SIGINT/SIGTERM.
+//! Prints `github-sim listening on URL` once it serves (on `--port`, or a free port),
+//! then runs until SIGINT/SIGTERM.
 
 use anyhow::Context;
 use clap::Parser;
@@ -12,6 +13,9 @@ use std::time::Duration;
 #[derive(Parser)]
 #[command(about = "A stateful GitHub simulator that also plays the runner agent")]
 struct Args {
+    /// The port to serve on, on 127.0.0.1; 0 picks a free one (printed at start).
+    #[arg(long, default_value_t = 0)]
+    port: u16,
     /// Where `workflow_job` webhooks are sent.
     #[arg(long)]
     webhook_url: Option<String>,
@@ -46,6 +50,9 @@ struct Args {
     /// Seeds the faults, so a run can be reproduced.
     #[arg(long, default_value_t = 0)]
     fault_seed: u64,
+    /// Share of runner hosts that stay up when their runner exits (hung hosts), 0.0 to 1.0.
+    #[arg(long, default_value_t = 0.0)]
+    hung_hosts: f64,
 }
 
 #[tokio::main]
@@ -58,6 +65,7 @@ async fn main() -> anyhow::Result<()> {
     let pem = std::fs::read_to_string(&args.app_public_key)
         .with_context(|| format!("reading {}", args.app_public_key.display()))?;
     let mut config = SimConfig::new(args.app_id, pem, args.webhook_secret, args.deployment);
+    config.port = args.port;
     config.webhook_url = args.webhook_url;
     config.aws_endpoint = args.aws_endpoint;
     config.installation_id = args.installation_id;
@@ -70,6 +78,7 @@ async fn main() -> anyhow::Result<()> {
         seed: args.fault_seed,
         server_error_rate: args.server_error_rate.clamp(0.0, 1.0),
         latency: Duration::from_millis(args.latency_ms),
+        hung_hosts: args.hung_hosts.clamp(0.0, 1.0),
         ..SimFaults::default()
     };
     let handle = sim::start(config).await?;

@@ -1,12 +1,14 @@
 //! The runner agent, played for every instance of the deployment.
 //!
 //! Each tick (bounded work) it does what a real runner instance and GitHub would do:
-//! ends the jobs whose time is up (the ephemeral runner deregisters), notices instances
-//! that died under an online runner (a busy one counts as a killed job), lets new
-//! instances pick up their JIT config from SSM (deleting it, as the bootstrap script
-//! does), and hands queued jobs to idle runners. Timers run on tokio time.
+//! ends the jobs whose time is up (the ephemeral runner deregisters and its host powers
+//! off, see [`super::power`]), notices instances that died under an online runner (a
+//! busy one counts as a killed job), lets new instances pick up their JIT config from
+//! SSM (deleting it, as the bootstrap script does), and hands queued jobs to idle
+//! runners whose labels include all of the job's. Timers run on tokio time.
 
 use super::body::decode_jit_config;
+use super::power::Power;
 use super::state::SimJob;
 use super::{webhook, Shared};
 use ephemera_aws::Ec2Fleet;
@@ -23,6 +25,7 @@ pub struct Agent {
     shared: Arc<Shared>,
     fleet: Ec2Fleet,
     ssm: aws_sdk_ssm::Client,
+    power: Power,
     /// Instances whose JIT config was already read (or found unusable).
     taken: HashSet<String>,
 }
@@ -37,6 +40,7 @@ impl Agent {
                 shared.config.deployment.clone(),
             ),
             ssm: aws_sdk_ssm::Client::new(&sdk),
+            power: Power::new(aws_sdk_ec2::Client::new(&sdk)),
             taken: HashSet::new(),
             shared,
         }
@@ -65,6 +69,7 @@ impl Agent {
         let delay = self.shared.config.pickup_delay;
         let started = self.shared.lock().assign_jobs(Instant::now(), delay);
         self.send("in_progress", &started).await;
+        self.power.power_off_exited(&self.shared).await;
     }
 
     async fn send(&self, action: &str, jobs: &[SimJob]) {
@@ -121,22 +126,23 @@ impl Agent {
         }
     }
 
+    /// Brings the runner of a JIT config online; a runner that cannot start exits, and
+    /// its host powers off.
     fn start_runner(&self, instance_id: &str, encoded: &str) {
+        let mut state = self.shared.lock();
         let Some((runner_id, runner_name)) = decode_jit_config(encoded) else {
             tracing::warn!(
                 instance_id,
                 "JIT config cannot be decoded; runner does not start"
             );
+            state.hosts_to_power_off.push(instance_id.to_owned());
             return;
         };
-        let online =
-            self.shared
-                .lock()
-                .bring_online(runner_id, &runner_name, instance_id, Instant::now());
-        if online {
+        if state.bring_online(runner_id, &runner_name, instance_id, Instant::now()) {
             tracing::info!(instance_id, runner = %runner_name, runner_id, "runner online");
         } else {
             tracing::warn!(instance_id, runner = %runner_name, "runner unknown to GitHub; it does not start");
+            state.hosts_to_power_off.push(instance_id.to_owned());
         }
     }
 

@@ -14,11 +14,13 @@ use time::OffsetDateTime;
 
 const DOCS: &str = "https://docs.github.com/rest";
 
-/// GitHub's error answer: a status and `{"message", "documentation_url"}`.
+/// GitHub's error answer: a status and `{"message", "documentation_url"}`, with the
+/// `errors` of a validation failure.
 #[derive(Debug)]
 pub struct ApiError {
     pub status: StatusCode,
     pub message: String,
+    pub errors: Option<serde_json::Value>,
 }
 
 impl ApiError {
@@ -26,6 +28,16 @@ impl ApiError {
         ApiError {
             status,
             message: message.into(),
+            errors: None,
+        }
+    }
+
+    /// 422 `Validation Failed` with GitHub's `errors` list (strings for the
+    /// `validation-error-simple` routes, objects for `validation-error`).
+    pub fn validation_failed(errors: serde_json::Value) -> ApiError {
+        ApiError {
+            errors: Some(errors),
+            ..ApiError::unprocessable("Validation Failed")
         }
     }
 
@@ -44,7 +56,10 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = json!({ "message": self.message, "documentation_url": DOCS });
+        let mut body = json!({ "message": self.message, "documentation_url": DOCS });
+        if let Some(errors) = self.errors {
+            body["errors"] = errors;
+        }
         (self.status, Json(body)).into_response()
     }
 }

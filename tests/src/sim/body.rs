@@ -1,12 +1,11 @@
-//! The JSON bodies GitHub answers with for runners and jobs, and the JIT config format.
+//! The JSON bodies GitHub answers with for runners and jobs.
 //!
 //! Shapes follow GitHub's REST description (`runner`, `job` schemas); the encoded JIT
-//! config is, as on GitHub, base64 of a JSON map of runner files, here carrying enough
-//! for the simulated agent to know which runner it is.
+//! config is in [`super::jit`].
+
+pub use super::jit::{decode_jit_config, encode_jit_config};
 
 use super::state::{SimJob, SimRunner};
-use base64::engine::general_purpose::STANDARD;
-use base64::Engine;
 use serde_json::{json, Value};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
@@ -144,54 +143,4 @@ fn account(login: &str) -> Value {
 
 pub fn permissions() -> Value {
     json!({ "actions": "read", "administration": "write", "organization_self_hosted_runners": "write", "metadata": "read" })
-}
-
-/// The encoded JIT config of a runner.
-pub fn encode_jit_config(runner: &SimRunner, work_folder: &str) -> String {
-    let dot_runner = json!({
-        "agentId": runner.id,
-        "agentName": runner.name,
-        "poolId": runner.runner_group_id,
-        "poolName": "Default",
-        "serverUrl": "https://pipelines.actions.githubusercontent.com/sim",
-        "gitHubUrl": "https://github.com/sim",
-        "workFolder": work_folder,
-        "ephemeral": true,
-    });
-    let files = json!({
-        ".runner": STANDARD.encode(dot_runner.to_string()),
-        ".credentials": STANDARD.encode(json!({"scheme": "OAuth", "data": {"clientId": runner.id.to_string()}}).to_string()),
-    });
-    STANDARD.encode(files.to_string())
-}
-
-/// The runner id and name inside an encoded JIT config.
-pub fn decode_jit_config(encoded: &str) -> Option<(u64, String)> {
-    let files: Value = serde_json::from_slice(&STANDARD.decode(encoded.trim()).ok()?).ok()?;
-    let dot_runner = STANDARD.decode(files.get(".runner")?.as_str()?).ok()?;
-    let dot_runner: Value = serde_json::from_slice(&dot_runner).ok()?;
-    let id = dot_runner.get("agentId")?.as_u64()?;
-    let name = dot_runner.get("agentName")?.as_str()?.to_owned();
-    Some((id, name))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::sim::state::{RunnerScope, SimState};
-
-    #[test]
-    fn jit_config_decodes_back_to_its_runner() {
-        let mut state = SimState::default();
-        let scope = RunnerScope {
-            owner: "acme".into(),
-            repo: None,
-        };
-        let r = state
-            .register_runner(scope, "eph-linux-1", vec!["linux".into()], 1)
-            .unwrap();
-        let encoded = encode_jit_config(&r, "_work");
-        assert_eq!(decode_jit_config(&encoded), Some((r.id, r.name.clone())));
-        assert_eq!(decode_jit_config("not base64"), None);
-    }
 }

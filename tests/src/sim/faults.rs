@@ -1,5 +1,6 @@
 //! GitHub misbehaving, on purpose and reproducibly: server errors, a rate-limit window,
-//! latency on the REST API, and duplicated, lost and reordered webhook deliveries.
+//! latency on the REST API, duplicated, lost and reordered webhook deliveries — and one
+//! fault of the runner hosts: a hung host that never powers off.
 //!
 //! A test sets a [`SimFaults`] in its [`SimConfig`](super::SimConfig) or switches it
 //! with [`SimHandle::set_faults`](super::SimHandle::set_faults). Every decision is a
@@ -33,6 +34,9 @@ pub struct SimFaults {
     /// Share of webhook deliveries held back for `reorder_delay`, so later ones overtake.
     pub reordered_webhooks: f64,
     pub reorder_delay: Duration,
+    /// Share of runner hosts that stay up when their runner exits (a hung host: the
+    /// power-off never happens, the instance keeps running).
+    pub hung_hosts: f64,
 }
 
 impl Default for SimFaults {
@@ -48,6 +52,7 @@ impl Default for SimFaults {
             lost_webhooks: 0.0,
             reordered_webhooks: 0.0,
             reorder_delay: Duration::from_millis(1500),
+            hung_hosts: 0.0,
         }
     }
 }
@@ -149,6 +154,11 @@ impl FaultState {
             return (RestFate::ServerError(status), latency);
         }
         (RestFate::Serve, latency)
+    }
+
+    /// Whether the next host whose runner exits hangs instead of powering off.
+    pub fn host_hangs(&mut self) -> bool {
+        self.draw("host power-off") < self.faults.hung_hosts
     }
 
     /// Decides one delivery of `action`.

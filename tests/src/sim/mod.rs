@@ -11,8 +11,11 @@
 mod agent;
 mod auth;
 pub mod body;
+pub mod deliveries;
 pub mod faults;
 mod intercept;
+mod jit;
+mod power;
 mod routes;
 mod runners;
 pub mod state;
@@ -31,6 +34,8 @@ use tokio::task::JoinHandle;
 /// How the simulator behaves.
 #[derive(Debug, Clone)]
 pub struct SimConfig {
+    /// The loopback port to serve on; 0 (the default) picks a free one.
+    pub port: u16,
     /// Where `workflow_job` deliveries go; without one they count as failed.
     pub webhook_url: Option<String>,
     pub webhook_secret: String,
@@ -42,6 +47,9 @@ pub struct SimConfig {
     pub aws_endpoint: Option<String>,
     /// The `ephemera:deployment` tag and JIT parameter prefix the agent looks for.
     pub deployment: String,
+    /// The deployment's launch template, whose shutdown behaviour the agent applies
+    /// when a host powers off (`DEPLOYMENT-runner` by default).
+    pub launch_template: Option<String>,
     /// How long a job runs when it is created without a duration.
     pub job_duration: Duration,
     /// How long an online runner waits before taking a job.
@@ -68,14 +76,17 @@ impl SimConfig {
         webhook_secret: impl Into<String>,
         deployment: impl Into<String>,
     ) -> SimConfig {
+        let deployment = deployment.into();
         SimConfig {
+            port: 0,
+            launch_template: Some(format!("{deployment}-runner")),
             webhook_url: None,
             webhook_secret: webhook_secret.into(),
             app_id,
             app_public_key_pem: app_public_key_pem.into(),
             installation_id: 1,
             aws_endpoint: None,
-            deployment: deployment.into(),
+            deployment,
             job_duration: Duration::from_secs(2),
             pickup_delay: Duration::from_secs(1),
             agent_poll: Duration::from_millis(200),
@@ -135,13 +146,14 @@ pub struct SimHandle {
     tasks: Vec<JoinHandle<()>>,
 }
 
-/// Binds 127.0.0.1 on a free port, serves the routes, and starts the agent when the
-/// configuration names an AWS endpoint.
+/// Binds 127.0.0.1 on the configured port (a free one by default), serves the routes,
+/// and starts the agent when the configuration names an AWS endpoint.
 pub async fn start(config: SimConfig) -> anyhow::Result<SimHandle> {
     let verifier = auth::AppVerifier::new(config.app_id, &config.app_public_key_pem)?;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+    let address = format!("127.0.0.1:{}", config.port);
+    let listener = tokio::net::TcpListener::bind(&address)
         .await
-        .context("binding 127.0.0.1:0")?;
+        .with_context(|| format!("binding {address}"))?;
     let address = listener.local_addr()?;
     let url = format!("http://{address}");
     let recorder = match &config.record_dir {

@@ -4,7 +4,7 @@
 
 use super::auth::{require_token, ApiError};
 use super::runners;
-use super::{body, IssuedToken, Shared};
+use super::{body, deliveries, IssuedToken, Shared};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
@@ -27,6 +27,12 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route(
             "/app/installations/{installation_id}/access_tokens",
             post(access_token),
+        )
+        .route("/app/hook/deliveries", get(deliveries::list))
+        .route("/app/hook/deliveries/{delivery_id}", get(deliveries::get))
+        .route(
+            "/app/hook/deliveries/{delivery_id}/attempts",
+            post(deliveries::redeliver),
         )
         .route("/orgs/{org}/installation", get(org_installation))
         .route("/repos/{owner}/{repo}/installation", get(repo_installation))

@@ -15,6 +15,10 @@ use serde_json::{json, Value};
 /// The id of the one runner group, `Default`.
 pub const DEFAULT_GROUP: u64 = 1;
 
+/// GitHub's longest runner name (actions/runner#1710: "Runner names can only be 64
+/// characters in length").
+pub const MAX_RUNNER_NAME: usize = 64;
+
 fn org(org: String) -> RunnerScope {
     RunnerScope {
         owner: org,
@@ -69,6 +73,12 @@ fn parse_jit_request(raw: &str) -> Result<JitRequest, ApiError> {
         Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
         Some(_) => return Err(invalid("Invalid property /name: not a non-empty string.")),
     };
+    let length = name.chars().count();
+    if length > MAX_RUNNER_NAME {
+        return Err(ApiError::validation_failed(json!([format!(
+            "Name is too long (maximum is {MAX_RUNNER_NAME} characters, got {length})"
+        )])));
+    }
     let runner_group_id = match value.get("runner_group_id") {
         None => return Err(invalid("\"runner_group_id\" wasn't supplied.")),
         Some(v) => v

@@ -4,6 +4,7 @@
 //! hand a queued job to an idle runner) is one method here, called with the lock held,
 //! so the HTTP routes and the runner agent never see each other half-way.
 
+use super::deliveries::Delivery;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use time::OffsetDateTime;
@@ -114,6 +115,10 @@ pub struct Counters {
     pub runners_deleted: u64,
     /// Ephemeral runners that removed themselves after their job.
     pub runners_deregistered: u64,
+    /// Instances the agent powered off when their runner exited.
+    pub hosts_powered_off: u64,
+    /// Instances left running when their runner exited (a hung host, injected).
+    pub hosts_hung: u64,
 }
 
 /// A copy of the whole world.
@@ -122,7 +127,13 @@ pub struct SimState {
     pub runners: BTreeMap<u64, SimRunner>,
     pub jobs: BTreeMap<u64, SimJob>,
     pub tokens: BTreeMap<String, IssuedToken>,
+    /// The App's webhook delivery log, by delivery id.
+    pub deliveries: BTreeMap<u64, Delivery>,
     pub counters: Counters,
+    /// Instances whose runner process exited (job done, or removed from GitHub) and
+    /// that the agent has yet to power off.
+    #[serde(skip)]
+    pub hosts_to_power_off: Vec<String>,
     #[serde(skip)]
     next_id: u64,
 }
@@ -139,6 +150,11 @@ impl SimState {
     fn next_id(&mut self) -> u64 {
         self.next_id += 1;
         self.next_id
+    }
+
+    /// Delivery ids are large and grow with time, as GitHub's do.
+    pub(crate) fn next_delivery_id(&mut self) -> u64 {
+        self.next_id() + 90_000_000_000
     }
 
     /// Counts one API call.
@@ -194,13 +210,15 @@ impl SimState {
     }
 
     /// Removes a runner unless it is running a job (the check and the removal are one
-    /// step, as on GitHub).
+    /// step, as on GitHub). An online runner's process learns it is gone and exits.
     pub fn delete_runner(&mut self, scope: &RunnerScope, id: u64) -> Result<(), RunnerError> {
         let runner = self.runner_in(scope, id).ok_or(RunnerError::NotFound)?;
         if runner.busy {
             return Err(RunnerError::Busy(runner.name.clone()));
         }
-        self.runners.remove(&id);
+        if let Some(removed) = self.runners.remove(&id) {
+            self.hosts_to_power_off.extend(removed.instance_id);
+        }
         self.counters.runners_deleted += 1;
         Ok(())
     }
@@ -296,7 +314,7 @@ impl SimState {
         started
     }
 
-    /// Completes the jobs whose time is up; their ephemeral runners deregister.
+    /// Completes the jobs whose time is up; their ephemeral runners deregister and exit.
     pub fn finish_jobs(&mut self, now: tokio::time::Instant) -> Vec<SimJob> {
         let done: Vec<u64> = self
             .jobs
@@ -308,8 +326,9 @@ impl SimState {
             .map(|job_id| {
                 let job = self.complete_job(job_id, "success");
                 if let Some(runner_id) = job.runner_id {
-                    if self.runners.remove(&runner_id).is_some() {
+                    if let Some(runner) = self.runners.remove(&runner_id) {
                         self.counters.runners_deregistered += 1;
+                        self.hosts_to_power_off.extend(runner.instance_id);
                     }
                 }
                 job
@@ -354,13 +373,12 @@ impl SimState {
     }
 }
 
-/// Whether every label of a job is among the runner's (case-insensitively; every
-/// self-hosted runner carries `self-hosted`).
+/// Whether every label of a job is among the runner's, case-insensitively. A JIT runner
+/// carries exactly the labels it was registered with: nothing (not `self-hosted`, the OS
+/// or the architecture) is implied.
 pub fn labels_fit(job: &[String], runner: &[String]) -> bool {
-    job.iter().all(|wanted| {
-        wanted.eq_ignore_ascii_case("self-hosted")
-            || runner.iter().any(|have| have.eq_ignore_ascii_case(wanted))
-    })
+    job.iter()
+        .all(|wanted| runner.iter().any(|have| have.eq_ignore_ascii_case(wanted)))
 }
 
 #[cfg(test)]
@@ -372,13 +390,13 @@ mod tests {
     }
 
     #[test]
-    fn labels_fit_case_insensitively_with_self_hosted_implied() {
+    fn labels_fit_case_insensitively_and_nothing_is_implied() {
         let runner = strings(&["Linux", "x64"]);
-        assert!(labels_fit(
-            &strings(&["self-hosted", "linux", "X64"]),
-            &runner
-        ));
+        assert!(labels_fit(&strings(&["linux", "X64"]), &runner));
+        assert!(!labels_fit(&strings(&["self-hosted", "linux"]), &runner));
         assert!(!labels_fit(&strings(&["gpu"]), &runner));
+        let registered = strings(&["self-hosted", "linux", "x64"]);
+        assert!(labels_fit(&strings(&["SELF-HOSTED", "linux"]), &registered));
     }
 
     #[test]
