@@ -3,6 +3,8 @@
 
 mod agent;
 mod client;
+mod deliveries;
+mod registration;
 mod webhook_faults;
 
 use anyhow::{bail, Context};
@@ -17,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::{sleep, Instant};
 
-const APP_ID: u64 = 4242;
+pub(super) const APP_ID: u64 = 4242;
 const SECRET: &str = "sim-webhook-secret";
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures");
 
@@ -27,7 +29,7 @@ pub(super) fn config(deployment: &str) -> SimConfig {
     SimConfig::new(APP_ID, pem, SECRET, deployment)
 }
 
-fn app_jwt(iss: u64) -> String {
+pub(super) fn app_jwt(iss: u64) -> String {
     let pem = std::fs::read(format!("{FIXTURES}/github-app-test-key.pem")).expect("key fixture");
     let key = EncodingKey::from_rsa_pem(&pem).expect("RSA key");
     let now = time::OffsetDateTime::now_utc().unix_timestamp();
@@ -50,7 +52,7 @@ pub(super) async fn installation_token(sim: &SimHandle) -> anyhow::Result<String
 }
 
 /// Calls the simulator with an installation token; returns status and JSON body.
-async fn call(
+pub(super) async fn call(
     sim: &SimHandle,
     token: &str,
     method: reqwest::Method,
@@ -70,7 +72,18 @@ async fn call(
 }
 
 pub(super) async fn register(sim: &SimHandle, token: &str, name: &str) -> anyhow::Result<Value> {
-    let body = json!({ "name": name, "runner_group_id": 1, "labels": ["linux", "x64"], "work_folder": "_work" });
+    register_with(sim, token, name, &["linux", "x64"]).await
+}
+
+/// Registers a JIT runner with these labels; returns GitHub's answer.
+pub(super) async fn register_with(
+    sim: &SimHandle,
+    token: &str,
+    name: &str,
+    labels: &[&str],
+) -> anyhow::Result<Value> {
+    let body =
+        json!({ "name": name, "runner_group_id": 1, "labels": labels, "work_folder": "_work" });
     let path = "/orgs/acme/actions/runners/generate-jitconfig";
     let (status, answer) = call(sim, token, reqwest::Method::POST, path, Some(body)).await?;
     if status != StatusCode::CREATED {

@@ -1,12 +1,16 @@
-//! The simulator's runner agent against moto: a job runs on its instance and the runner
-//! deregisters; a terminated busy instance counts as a killed job.
+//! The simulator's runner agent against moto: a job runs on its instance, the runner
+//! deregisters and the host powers off (terminated, or stopped, as its shutdown
+//! behaviour says; left running when it hangs); jobs go only to runners with all of
+//! their labels; a terminated busy instance counts as a killed job.
 
-use super::{config, installation_token, register, Receiver};
+use super::{config, installation_token, register_with, Receiver};
 use anyhow::Context;
-use aws_sdk_ec2::types::{ResourceType, Tag, TagSpecification};
+use aws_sdk_ec2::types::{
+    InstanceStateName, ResourceType, ShutdownBehavior, Tag, TagSpecification,
+};
 use ephemera_core::webhook::JobAction;
 use ephemera_tests::moto::Moto;
-use ephemera_tests::sim::{self, SimHandle};
+use ephemera_tests::sim::{self, SimFaults, SimHandle};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -45,7 +49,25 @@ async fn agent_world(deployment: &str, job_duration: Duration) -> anyhow::Result
 /// Registers a runner, launches its tagged instance and leaves its JIT config in SSM,
 /// as the scaler does. Returns the instance id.
 async fn launch_runner(world: &AgentWorld, deployment: &str, name: &str) -> anyhow::Result<String> {
-    let answer = register(&world.sim, &world.token, name).await?;
+    let labels = ["linux", "x64"];
+    launch_runner_with(
+        world,
+        deployment,
+        name,
+        &labels,
+        ShutdownBehavior::Terminate,
+    )
+    .await
+}
+
+async fn launch_runner_with(
+    world: &AgentWorld,
+    deployment: &str,
+    name: &str,
+    labels: &[&str],
+    shutdown: ShutdownBehavior,
+) -> anyhow::Result<String> {
+    let answer = register_with(&world.sim, &world.token, name, labels).await?;
     let tags = TagSpecification::builder()
         .resource_type(ResourceType::Instance)
         .tags(
@@ -60,6 +82,7 @@ async fn launch_runner(world: &AgentWorld, deployment: &str, name: &str) -> anyh
         .ec2
         .run_instances()
         .image_id("ami-12c6146b")
+        .instance_initiated_shutdown_behavior(shutdown)
         .instance_type(aws_sdk_ec2::types::InstanceType::T3Micro);
     let output = run
         .min_count(1)
@@ -82,13 +105,46 @@ async fn launch_runner(world: &AgentWorld, deployment: &str, name: &str) -> anyh
     Ok(instance_id)
 }
 
+/// Waits (bounded) until the instance is in `wanted`.
+async fn wait_for_state(
+    world: &AgentWorld,
+    instance_id: &str,
+    wanted: InstanceStateName,
+) -> anyhow::Result<()> {
+    for _ in 0..200 {
+        if instance_state(world, instance_id).await? == wanted {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    anyhow::bail!("{instance_id} never reached {wanted:?}")
+}
+
+async fn instance_state(
+    world: &AgentWorld,
+    instance_id: &str,
+) -> anyhow::Result<InstanceStateName> {
+    let described = world
+        .ec2
+        .describe_instances()
+        .instance_ids(instance_id)
+        .send()
+        .await?;
+    let instance = described.reservations()[0].instances()[0].clone();
+    Ok(instance
+        .state()
+        .and_then(|s| s.name())
+        .cloned()
+        .context("state")?)
+}
+
 #[tokio::test]
 async fn agent_runs_the_job_on_its_instance_and_deregisters() -> anyhow::Result<()> {
     let world = agent_world("eph-run", Duration::from_millis(500)).await?;
     let instance_id = launch_runner(&world, "eph-run", "eph-run-linux-1").await?;
     let job_id = world
         .sim
-        .create_job("acme", "app", &["self-hosted", "linux"], None)
+        .create_job("acme", "app", &["linux", "X64"], None)
         .await?;
     world.receiver.wait_for(3, Duration::from_secs(20)).await?;
     let events = world.receiver.events();
@@ -117,6 +173,90 @@ async fn agent_runs_the_job_on_its_instance_and_deregisters() -> anyhow::Result<
     let parameter = ephemera_core::names::jit_parameter_name("eph-run", &instance_id);
     let read = world.ssm.get_parameter().name(parameter).send().await;
     assert!(read.is_err(), "the agent deleted its JIT config");
+    // bootstrap.sh powers off; InstanceInitiatedShutdownBehavior=terminate ends it.
+    wait_for_state(&world, &instance_id, InstanceStateName::Terminated).await?;
+    assert_eq!(world.sim.snapshot().counters.hosts_powered_off, 1);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_job_goes_only_to_a_runner_with_all_of_its_labels() -> anyhow::Result<()> {
+    let world = agent_world("eph-labels", Duration::from_millis(300)).await?;
+    let job_id = world
+        .sim
+        .create_job("acme", "app", &["self-hosted", "linux"], None)
+        .await?;
+    let without = launch_runner(&world, "eph-labels", "eph-labels-plain").await?;
+    // Online and idle for many pickup delays, the runner without `self-hosted` never
+    // gets the job.
+    for _ in 0..100 {
+        let state = world.sim.snapshot();
+        if state.runners.values().any(|r| r.status == "online") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let state = world.sim.snapshot();
+    assert_eq!(state.jobs[&job_id].status, "queued");
+    assert!(state
+        .runners
+        .values()
+        .all(|r| r.status == "online" && !r.busy));
+
+    let labels = ["SELF-HOSTED", "Linux", "x64"];
+    let terminate = ShutdownBehavior::Terminate;
+    launch_runner_with(&world, "eph-labels", "eph-labels-full", &labels, terminate).await?;
+    world.receiver.wait_for(3, Duration::from_secs(20)).await?;
+    let state = world.sim.snapshot();
+    assert_eq!(state.jobs[&job_id].status, "completed");
+    assert_eq!(
+        state.jobs[&job_id].runner_name.as_deref(),
+        Some("eph-labels-full")
+    );
+    assert_eq!(
+        instance_state(&world, &without).await?,
+        InstanceStateName::Running
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_stop_host_stops_and_a_hung_host_keeps_running() -> anyhow::Result<()> {
+    let world = agent_world("eph-power", Duration::from_millis(200)).await?;
+    let labels = ["linux"];
+    let stop = ShutdownBehavior::Stop;
+    let stopping = launch_runner_with(&world, "eph-power", "eph-power-1", &labels, stop).await?;
+    world.sim.create_job("acme", "app", &labels, None).await?;
+    wait_for_state(&world, &stopping, InstanceStateName::Stopped).await?;
+
+    world.sim.set_faults(SimFaults {
+        hung_hosts: 1.0,
+        ..SimFaults::default()
+    });
+    let terminate = ShutdownBehavior::Terminate;
+    let hung = launch_runner_with(&world, "eph-power", "eph-power-2", &labels, terminate).await?;
+    let job_id = world.sim.create_job("acme", "app", &labels, None).await?;
+    for _ in 0..200 {
+        if world.sim.snapshot().counters.hosts_hung == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let state = world.sim.snapshot();
+    assert_eq!(state.jobs[&job_id].status, "completed");
+    assert_eq!(
+        (state.counters.hosts_powered_off, state.counters.hosts_hung),
+        (1, 1)
+    );
+    assert!(
+        state.runners.is_empty(),
+        "the runner deregistered all the same"
+    );
+    assert_eq!(
+        instance_state(&world, &hung).await?,
+        InstanceStateName::Running
+    );
     Ok(())
 }
 
