@@ -322,13 +322,25 @@ fn by_hand() -> PipelineOptions {
     }
 }
 
+/// By hand, with runner hosts that hang instead of powering off when their runner
+/// exits: only the reaper's terminate can end such an instance.
+fn by_hand_on_hung_hosts() -> PipelineOptions {
+    PipelineOptions {
+        github_faults: ephemera_tests::sim::SimFaults {
+            hung_hosts: 1.0,
+            ..Default::default()
+        },
+        ..by_hand()
+    }
+}
+
 /// Graceful, four runs: EC2's terminate fails in runs 1-3, each sending the record back
 /// to `pending_delete` with one more attempt and a doubled delay (1 s, 2 s, 4 s); run 4,
 /// when the last delay is over, terminates the instance and deletes the record.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn graceful_delete_backs_off_through_three_ec2_failures_and_completes_in_run_four(
 ) -> anyhow::Result<()> {
-    let p = Pipeline::start(by_hand()).await?;
+    let p = Pipeline::start(by_hand_on_hung_hosts()).await?;
     let (runner, instance_id) = finished_runner(&p).await?;
     p.fleet.fail_terminate(3);
     let mut at = now();
@@ -373,7 +385,7 @@ async fn graceful_delete_backs_off_through_three_ec2_failures_and_completes_in_r
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn force_delete_finishes_in_one_run_despite_ec2_failures_and_the_orphan_sweep_ends_the_instance(
 ) -> anyhow::Result<()> {
-    let p = Pipeline::start(by_hand()).await?;
+    let p = Pipeline::start(by_hand_on_hung_hosts()).await?;
     let (runner, instance_id) = finished_runner(&p).await?;
     // What `ephemera runners delete --force` writes once GitHub has let the runner go.
     let at = now();
