@@ -46,6 +46,7 @@ def strict_run(host, port, app, **options):
 
 
 if __name__ == "__main__":
+    dynamodb.install()
     sqs.install()
     ec2.install()
     server.run_simple = strict_run

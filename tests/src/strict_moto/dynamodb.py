@@ -167,3 +167,28 @@ def handle(app, environ, start_response, action, strict):
                 done = STATE.clock.now()
                 STATE.transactions.append({"keys": set(keys), "arrival": arrival, "done": done})
         return answer
+
+
+def install():
+    """moto refuses items over its own 405,000-byte estimate, under DynamoDB's 400 KB
+    (409,600 bytes). Strict, the layer's exact count decides for PutItem and transaction
+    Puts, and moto's rougher count is kept, with a 1 KB margin, only as the guard for
+    items grown by UpdateItem."""
+    from moto.dynamodb.exceptions import ItemSizeTooLarge
+    from moto.dynamodb.models.dynamo_type import DynamoType, LimitedSizeDict
+
+    original = LimitedSizeDict.__setitem__
+
+    def setitem(self, key, value):
+        if not STATE.setting("enabled"):
+            return original(self, key, value)
+
+        def size(part):
+            return part.size() if type(part) is DynamoType else len(str(part).encode())
+
+        total = sum(size(part) for part in [*self.keys(), *self.values()])
+        if total + size(key) + size(value) > STATE.setting("dynamodb_item_max_bytes") + 1024:
+            raise ItemSizeTooLarge
+        dict.__setitem__(self, key, value)
+
+    LimitedSizeDict.__setitem__ = setitem

@@ -29,12 +29,29 @@ def zone_of(backend, subnet_id):
         return backend.region_name + "a"
 
 
+def resolved(backend, spec):
+    """The template as EC2 names it in an answer: its id, name and version number."""
+    try:
+        if "LaunchTemplateId" in spec:
+            template = backend.get_launch_template(spec["LaunchTemplateId"])
+        else:
+            template = backend.get_launch_template_by_name(spec["LaunchTemplateName"])
+    except Exception:  # moto has answered (or will answer) the unknown template itself
+        return spec
+    version = spec.get("Version") or "$Default"
+    if version == "$Latest":
+        version = template.latest_version_number
+    elif version == "$Default":
+        version = template.default_version_number
+    return {"LaunchTemplateId": template.id, "LaunchTemplateName": template.name, "Version": str(version)}
+
+
 def failed_overrides(backend, configs, fault, lifecycle, launched):
     """One error per override that did not launch (the first usable one launched)."""
     errors = []
     credited = launched == 0
     for config in configs:
-        spec = dict(config.get("LaunchTemplateSpecification") or {})
+        spec = resolved(backend, dict(config.get("LaunchTemplateSpecification") or {}))
         for override in config.get("Overrides") or [{}]:
             subnet = override.get("SubnetId")
             unsupported = subnet is not None and subnet == fault.get("unsupported_subnet")

@@ -107,6 +107,7 @@ def stop_loop(backend, queue_name, delivered, lineage, cutoff):
         queue.pending_messages.discard(original)
     target = queue.dead_letter_queue
     if target is not None and original is not None:
+        original.visible_at = 0.0  # it was never delivered: visible in the DLQ at once
         target.add_message(original)
     where = f"moved to dead-letter queue {target.name}" if target else "dropped (no dead-letter queue)"
     STATE.count("lambda_recursive_invocations_dropped")
