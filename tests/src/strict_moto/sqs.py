@@ -108,6 +108,7 @@ def stop_loop(backend, queue_name, delivered, lineage, cutoff):
     target = queue.dead_letter_queue
     if target is not None and original is not None:
         original.visible_at = 0.0  # it was never delivered: visible in the DLQ at once
+        original.recursion_stopped = True  # what lands in the DLQ is for people to read
         target.add_message(original)
     where = f"moved to dead-letter queue {target.name}" if target else "dropped (no dead-letter queue)"
     STATE.count("lambda_recursive_invocations_dropped")
@@ -132,7 +133,8 @@ def install():
         delivered = []
         for message in messages:
             lineage = hops_of(message)
-            if lineage and lineage[1] >= cutoff:
+            stopped = getattr(message, "recursion_stopped", False)
+            if lineage and lineage[1] >= cutoff and not stopped:
                 stop_loop(self, queue_name, message, lineage, cutoff)
             else:
                 delivered.append(message)
