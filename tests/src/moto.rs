@@ -1,23 +1,46 @@
-//! Starting and resetting the moto AWS emulator (server mode) on a free loopback port.
+//! Starting, resetting and steering the moto AWS emulator (server mode) on a free
+//! loopback port, behind the strict layer (`strict_moto/`).
 //!
 //! moto is installed into `.venv` by the Makefile; `MOTO_SERVER` overrides the path of
-//! its `moto_server` executable. It is started through `serial_moto.py`, which takes
-//! DynamoDB requests one at a time as DynamoDB itself isolates transactions (moto alone
-//! lets concurrent transactions race), and leaves every other service parallel.
+//! its `moto_server` executable. moto runs in-process under `strict_moto`, a WSGI layer
+//! that refuses what AWS refuses (SSM sizes and rates, DynamoDB transaction conflicts
+//! and limits, SQS sizes and delays, Lambda's recursion cut-off, CreateFleet partial
+//! fulfilment as a fault) and takes DynamoDB requests one at a time, as DynamoDB
+//! isolates transactions. Strict is on by default; its settings come from
+//! `EPHEMERA_STRICT_SETTINGS` (JSON) or `EPHEMERA_STRICT_SETTINGS_FILE` at start, and
+//! from [`Moto::set_strict`] at run time.
 
 use anyhow::{bail, Context};
+use serde::Deserialize;
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 use tokio::process::{Child, Command};
 
-/// The launcher of moto's server with DynamoDB serialized.
-const SERIAL_MOTO: &str = include_str!("serial_moto.py");
+/// The directory holding the `strict_moto` Python package.
+const STRICT_LAYER_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src");
 
 /// A running moto server, stopped when dropped.
 pub struct Moto {
     pub endpoint: String,
     child: Child,
+}
+
+/// What the strict layer refused so far, and the lines it logged (Lambda's recursion
+/// stops).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct StrictStats {
+    /// Refusals by kind, e.g. `ssm_put_parameter_throttled`, `dynamodb_transaction_conflict`.
+    pub refusals: HashMap<String, u64>,
+    pub log: Vec<String>,
+}
+
+impl StrictStats {
+    /// How many refusals of `kind` there were.
+    pub fn count(&self, kind: &str) -> u64 {
+        self.refusals.get(kind).copied().unwrap_or(0)
+    }
 }
 
 /// Where the Makefile installs moto.
@@ -39,7 +62,7 @@ pub fn free_port() -> anyhow::Result<u16> {
 }
 
 impl Moto {
-    /// Starts moto and waits (at most 60 s) until it answers.
+    /// Starts moto behind the strict layer and waits (at most 60 s) until it answers.
     pub async fn start() -> anyhow::Result<Moto> {
         let path = moto_server_path();
         if !path.exists() {
@@ -52,13 +75,14 @@ impl Moto {
         let python = path.with_file_name("python");
         let child = Command::new(&python)
             .args([
-                "-c",
-                SERIAL_MOTO,
+                "-m",
+                "strict_moto",
                 "-H",
                 "127.0.0.1",
                 "-p",
                 &port.to_string(),
             ])
+            .env("PYTHONPATH", STRICT_LAYER_DIR)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .kill_on_drop(true)
@@ -75,24 +99,76 @@ impl Moto {
     async fn wait_ready(&self, limit: Duration) -> anyhow::Result<()> {
         let started = Instant::now();
         let client = reqwest::Client::new();
-        let url = format!("{}/moto-api/", self.endpoint);
+        let url = format!("{}/strict-api/settings", self.endpoint);
         while started.elapsed() < limit {
-            if client.get(&url).send().await.is_ok() {
-                return Ok(());
+            if let Ok(response) = client.get(&url).send().await {
+                if response.status().is_success() {
+                    return Ok(());
+                }
+                bail!(
+                    "{} answered {} for the strict layer's settings: is it moto without the layer?",
+                    self.endpoint,
+                    response.status()
+                );
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         bail!("moto did not answer on {} within {limit:?}", self.endpoint)
     }
 
-    /// Forgets every resource, so the next test starts from nothing.
+    /// Forgets every resource, so the next test starts from nothing; the strict layer
+    /// goes back to its start-up settings, full buckets and no counts.
     pub async fn reset(&self) -> anyhow::Result<()> {
-        let url = format!("{}/moto-api/reset", self.endpoint);
-        let response = reqwest::Client::new().post(&url).send().await?;
-        if !response.status().is_success() {
-            bail!("moto reset answered {}", response.status());
-        }
+        self.post("/moto-api/reset", serde_json::json!({})).await?;
         Ok(())
+    }
+
+    /// The strict layer's settings in force.
+    pub async fn strict_settings(&self) -> anyhow::Result<serde_json::Value> {
+        let url = format!("{}/strict-api/settings", self.endpoint);
+        let response = reqwest::Client::new().get(&url).send().await?;
+        Ok(response.error_for_status()?.json().await?)
+    }
+
+    /// Changes some strict settings, e.g. `json!({"ssm_put_parameter_tps": 10})`;
+    /// answers the settings now in force.
+    pub async fn set_strict(
+        &self,
+        changes: serde_json::Value,
+    ) -> anyhow::Result<serde_json::Value> {
+        self.post("/strict-api/settings", changes).await
+    }
+
+    /// What the strict layer refused so far.
+    pub async fn strict_stats(&self) -> anyhow::Result<StrictStats> {
+        let url = format!("{}/strict-api/stats", self.endpoint);
+        let response = reqwest::Client::new().get(&url).send().await?;
+        Ok(response.error_for_status()?.json().await?)
+    }
+
+    /// Stops the strict layer's clock (request rates, transaction windows), so tests
+    /// decide when time passes, with [`Moto::advance_strict_clock`].
+    pub async fn pause_strict_clock(&self) -> anyhow::Result<()> {
+        self.post("/strict-api/clock", serde_json::json!({"pause": true}))
+            .await
+            .map(drop)
+    }
+
+    /// Moves the strict layer's clock on by `by`.
+    pub async fn advance_strict_clock(&self, by: Duration) -> anyhow::Result<()> {
+        let body = serde_json::json!({"advance_ms": by.as_secs_f64() * 1000.0});
+        self.post("/strict-api/clock", body).await.map(drop)
+    }
+
+    async fn post(&self, path: &str, body: serde_json::Value) -> anyhow::Result<serde_json::Value> {
+        let url = format!("{}{path}", self.endpoint);
+        let response = reqwest::Client::new().post(&url).json(&body).send().await?;
+        let status = response.status();
+        let text = response.text().await?;
+        if !status.is_success() {
+            bail!("{path} answered {status}: {text}");
+        }
+        serde_json::from_str(&text).with_context(|| format!("{path} answered {text}"))
     }
 
     /// Stops the server now (dropping does the same).

@@ -366,6 +366,7 @@ async fn burst_then_reaper(args: &Args) -> anyhow::Result<(Value, Value)> {
         "GitHub".to_owned(),
         github.into_iter().map(|(e, n)| (e, per_job(n))).collect(),
     );
+    let strict_refusals = p.moto.strict_stats().await?.refusals;
     let burst = json!({
         "jobs": jobs,
         "launched": launched,
@@ -374,6 +375,7 @@ async fn burst_then_reaper(args: &Args) -> anyhow::Result<(Value, Value)> {
         "queued_to_launched_ms_p99": percentile_f64(&to_launch, 0.99),
         "fleet_requests": p.fleet.launch_calls(),
         "calls_per_job": by_service,
+        "strict_refusals": strict_refusals,
     });
     eprintln!("burst: done in {all_launched:?}");
     // The reaper part wants the burst's runners live: registered and running their jobs.

@@ -71,7 +71,13 @@ async fn run(args: &Args) -> anyhow::Result<()> {
     println!("ephemera demo: one job through the whole pipeline on emulated AWS\n");
 
     let moto = Moto::start().await?;
-    println!("  AWS emulator (moto)   {}", moto.endpoint);
+    let strict = moto.strict_settings().await?["enabled"] == serde_json::json!(true);
+    let strictness = if strict {
+        "AWS's limits enforced"
+    } else {
+        "strict layer off"
+    };
+    println!("  AWS emulator (moto)   {}  ({strictness})", moto.endpoint);
     let public_key =
         std::fs::read_to_string(PUBLIC_KEY).with_context(|| format!("reading {PUBLIC_KEY}"))?;
     let mut sim_config = SimConfig::new(
@@ -141,6 +147,10 @@ async fn run(args: &Args) -> anyhow::Result<()> {
             bail!("instance {instance_id} is {state:?}, not terminated");
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let refusals = moto.strict_stats().await?.refusals;
+    if !refusals.is_empty() {
+        println!("\n  refused as AWS would: {refusals:?}");
     }
     let snapshot = sim.snapshot();
     if snapshot.counters.jobs_killed != 0 {

@@ -1,0 +1,53 @@
+"""moto's server behind a strict layer: what AWS refuses is refused, with AWS's error
+codes, statuses, bodies and messages, before moto sees it; DynamoDB requests are taken
+one at a time. Arguments are moto_server's (-H HOST -p PORT). Settings: core.DEFAULTS,
+overridden at start by EPHEMERA_STRICT_SETTINGS_FILE and EPHEMERA_STRICT_SETTINGS, and
+at run time through the control API (control.py)."""
+
+import sys
+
+import moto.server as server
+
+from . import control, dynamodb, ec2, sqs, ssm
+from .core import STATE
+
+run = server.run_simple
+
+
+def strict_app(app):
+    """The WSGI middleware around moto's app."""
+
+    def strict(environ, start_response):
+        path = environ.get("PATH_INFO", "")
+        if path.startswith("/strict-api/"):
+            return control.handle(environ, start_response)
+        if path == "/moto-api/reset" and environ["REQUEST_METHOD"] == "POST":
+            STATE.reset()
+        target = environ.get("HTTP_X_AMZ_TARGET", "")
+        service, _, action = target.partition(".")
+        strict_on = STATE.setting("enabled")
+        if service.startswith("DynamoDB_"):
+            return dynamodb.handle(app, environ, start_response, action, strict_on)
+        if strict_on and service == "AmazonSSM":
+            refusal = ssm.check(action, environ, start_response)
+            if refusal:
+                return refusal
+        if strict_on and service == "AmazonSQS":
+            refusal = sqs.check(action, environ, start_response)
+            if refusal:
+                return refusal
+        return app(environ, start_response)
+
+    return strict
+
+
+def strict_run(host, port, app, **options):
+    run(host, port, strict_app(app), **options)
+
+
+if __name__ == "__main__":
+    dynamodb.install()
+    sqs.install()
+    ec2.install()
+    server.run_simple = strict_run
+    server.main(sys.argv[1:])
