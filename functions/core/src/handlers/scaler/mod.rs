@@ -27,6 +27,7 @@ use crate::message::{MessageError, MessageKind, QueueMessage};
 use crate::metrics::{Dimension, Metric, Metrics};
 use crate::model::{HistoryEntry, JobRecord, JobStatus, RunnerRecord};
 use crate::names;
+use crate::pace::RegistrationPace;
 use crate::ports::*;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -45,6 +46,13 @@ const CLAIM_TRIES: u64 = 5;
 
 /// How long a job waits before trying a full pool again, by default.
 pub const CAPACITY_RETRY: Duration = Duration::from_secs(15);
+
+/// How long a queued job may wait in an invocation for its registration's turn (see
+/// [`RegistrationPace`]); a job whose turn is further off goes back to the queue.
+pub const PACE_WAIT: Duration = Duration::from_secs(10);
+
+/// The longest delay SQS allows on a message.
+const MAX_QUEUE_DELAY: Duration = Duration::from_secs(15 * 60);
 
 /// Why a message could not be handled; the message is then retried by the queue.
 #[derive(Debug, thiserror::Error)]
@@ -109,6 +117,7 @@ pub struct Scaler {
     secrets: Arc<dyn JitSecrets>,
     queue: Arc<dyn JobQueue>,
     capacity_retry: Duration,
+    pace: Option<Arc<RegistrationPace>>,
     metrics: Metrics,
 }
 
@@ -129,6 +138,7 @@ impl Scaler {
             secrets,
             queue,
             capacity_retry: CAPACITY_RETRY,
+            pace: None,
             metrics: Metrics::disabled(),
         }
     }
@@ -143,6 +153,15 @@ impl Scaler {
     /// How long a job over capacity waits before it is tried again.
     pub fn with_capacity_retry(mut self, delay: Duration) -> Scaler {
         self.capacity_retry = delay;
+        self
+    }
+
+    /// Paces GitHub registrations: a queued job is launched for only once its
+    /// registration is due (see [`RegistrationPace`]), and a throttled registration gives
+    /// its slot back and pauses the pace (its instance is reaped), so that the job waits
+    /// in the queue, not on a launched instance, and is never dead-lettered for waiting.
+    pub fn with_registration_pace(mut self, pace: Arc<RegistrationPace>) -> Scaler {
+        self.pace = Some(pace);
         self
     }
 
@@ -297,6 +316,11 @@ impl Scaler {
             && !self.still_queued(message, clock).await?
         {
             return Ok(Step::Done(Handled::NothingToDo));
+        }
+        if job.runner_name.is_none() {
+            if let Some(step) = self.wait_for_registration(message).await? {
+                return Ok(step);
+            }
         }
         let runner_name = match job.runner_name {
             Some(name) => name,
@@ -521,6 +545,38 @@ impl Scaler {
             return Ok(Step::Done(Handled::NothingToDo));
         }
         self.defer(message).await
+    }
+
+    /// With a registration pace: waits for this job's turn when it is near, or sends the
+    /// job back to the queue, to come back when its turn is due (`Some` step then).
+    async fn wait_for_registration(
+        &self,
+        message: &QueueMessage,
+    ) -> Result<Option<Step>, ScalerError> {
+        let Some(pace) = &self.pace else {
+            return Ok(None);
+        };
+        match pace.take(PACE_WAIT) {
+            Ok(wait) => {
+                if !wait.is_zero() {
+                    tokio::time::sleep(wait).await;
+                }
+                Ok(None)
+            }
+            Err(wait) => {
+                // Up to half as long again, at random, like a capacity deferral: jobs
+                // sent back together come back spread out.
+                let delay = wait
+                    .mul_f64(1.0 + rand::random::<f64>() / 2.0)
+                    .min(MAX_QUEUE_DELAY);
+                self.queue
+                    .send_after(message, delay)
+                    .await
+                    .map_err(ScalerError::Requeue)?;
+                info!(job_id = message.job_id, retry_in = ?delay, "registrations paced; job waits for its turn");
+                Ok(Some(Step::Done(Handled::Deferred)))
+            }
+        }
     }
 
     /// The pool is full: the job goes back in line as a fresh, delayed message.
@@ -761,3 +817,6 @@ fn job_record(message: &QueueMessage, status: JobStatus, now: OffsetDateTime) ->
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod pace_tests;
