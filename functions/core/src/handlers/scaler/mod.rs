@@ -42,7 +42,7 @@ pub const CREATE_LEASE: Duration = Duration::from_secs(60);
 
 /// How often a claim that lost a race on the pool item is tried before the message
 /// fails.
-const CLAIM_TRIES: u64 = 5;
+const CLAIM_TRIES: u64 = 8;
 
 /// How long a job waits before trying a full pool again, by default.
 pub const CAPACITY_RETRY: Duration = Duration::from_secs(15);
@@ -118,6 +118,9 @@ pub struct Scaler {
     queue: Arc<dyn JobQueue>,
     capacity_retry: Duration,
     pace: Option<Arc<RegistrationPace>>,
+    /// Held while claiming: the claims of one batch take the pool item one after
+    /// another, instead of all at once to conflict with each other.
+    claim_turn: tokio::sync::Mutex<()>,
     metrics: Metrics,
 }
 
@@ -139,6 +142,7 @@ impl Scaler {
             queue,
             capacity_retry: CAPACITY_RETRY,
             pace: None,
+            claim_turn: tokio::sync::Mutex::new(()),
             metrics: Metrics::disabled(),
         }
     }
@@ -479,6 +483,7 @@ impl Scaler {
             runner.reason.clone(),
         )];
         let mut tries = 0;
+        let turn = self.claim_turn.lock().await;
         let claim = loop {
             tries += 1;
             match self
@@ -486,14 +491,18 @@ impl Scaler {
                 .claim_job(message.job_id, &runner, pool.max_runners)
                 .await
             {
-                // Lost a race on the pool item to another claim or a release: again, at
-                // once (it is not the message's fault, so it must not count as a failure).
+                // Lost a race on the pool item to another invocation's claim or a
+                // release: again soon, at a random moment so that the two do not meet
+                // again (it is not the message's fault, so it must not count as a
+                // failure).
                 Err(StoreError::Conflict(_)) if tries < CLAIM_TRIES => {
-                    tokio::time::sleep(Duration::from_millis(20 * tries)).await;
+                    let ceiling = Duration::from_millis(20 * tries);
+                    tokio::time::sleep(ceiling.mul_f64(0.5 + rand::random::<f64>())).await;
                 }
                 other => break other?,
             }
         };
+        drop(turn);
         Ok(match claim {
             Claim::Claimed => {
                 info!(job_id = message.job_id, runner = %runner.name, pool = %pool.name, "runner reserved");
@@ -820,3 +829,6 @@ mod tests;
 
 #[cfg(test)]
 mod pace_tests;
+
+#[cfg(test)]
+mod claim_tests;

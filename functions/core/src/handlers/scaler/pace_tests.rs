@@ -40,7 +40,11 @@ async fn jobs_beyond_their_registration_turn_go_back_to_the_queue_unlaunched() {
     assert_eq!(world.forge.calls().generate_jit_config, 2);
     assert_eq!(world.store.slots_used(POOL), 2);
     let back = world.queue.sent();
-    assert_eq!(back.len(), 2, "the two jobs beyond their turn wait in the queue");
+    assert_eq!(
+        back.len(),
+        2,
+        "the two jobs beyond their turn wait in the queue"
+    );
     for delay in world.queue.delays() {
         assert!(delay >= Duration::from_secs(60), "{delay:?}");
         assert!(delay <= MAX_QUEUE_DELAY, "{delay:?}");
@@ -57,7 +61,11 @@ async fn a_job_whose_turn_is_near_waits_in_the_invocation() {
     let scaler = paced(&world, 1.0, 1.0);
     let failed = scaler.handle_batch(batch(1..=3), now()).await;
     assert!(failed.is_empty(), "{failed:?}");
-    assert_eq!(world.fleet.launched(), 3, "waits of 1 s and 2 s are within PACE_WAIT");
+    assert_eq!(
+        world.fleet.launched(),
+        3,
+        "waits of 1 s and 2 s are within PACE_WAIT"
+    );
     assert!(world.queue.sent().is_empty());
 }
 
