@@ -308,6 +308,11 @@ impl Scaler {
         if full.contains(&pool.name) {
             return self.defer_unless_over(message, clock).await;
         }
+        // Before the job is recorded: a job waiting for its turn costs the table nothing
+        // and the reaper's lost-job rule never asks GitHub about it meanwhile.
+        if let Some(step) = self.wait_for_registration(message).await? {
+            return Ok(step);
+        }
         let job = self
             .store
             .record_job(&job_record(message, JobStatus::Queued, clock.now()))
@@ -320,11 +325,6 @@ impl Scaler {
             && !self.still_queued(message, clock).await?
         {
             return Ok(Step::Done(Handled::NothingToDo));
-        }
-        if job.runner_name.is_none() {
-            if let Some(step) = self.wait_for_registration(message).await? {
-                return Ok(step);
-            }
         }
         let runner_name = match job.runner_name {
             Some(name) => name,
