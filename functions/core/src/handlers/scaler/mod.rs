@@ -42,7 +42,10 @@ pub const CREATE_LEASE: Duration = Duration::from_secs(60);
 
 /// How often a claim that lost a race on the pool item is tried before the message
 /// fails.
-const CLAIM_TRIES: u64 = 8;
+const CLAIM_TRIES: u32 = 10;
+
+/// The longest wait between two tries of a claim.
+const CLAIM_BACKOFF_CEILING: Duration = Duration::from_millis(500);
 
 /// How long a job waits before trying a full pool again, by default.
 pub const CAPACITY_RETRY: Duration = Duration::from_secs(15);
@@ -493,10 +496,12 @@ impl Scaler {
             {
                 // Lost a race on the pool item to another invocation's claim or a
                 // release: again soon, at a random moment so that the two do not meet
-                // again (it is not the message's fault, so it must not count as a
-                // failure).
+                // again, for up to about 2.5 s in all (it is not the message's fault, so
+                // it must not count as a failure: a failed message waits out the queue's
+                // visibility timeout).
                 Err(StoreError::Conflict(_)) if tries < CLAIM_TRIES => {
-                    let ceiling = Duration::from_millis(20 * tries);
+                    let ceiling =
+                        (Duration::from_millis(20) * (1 << (tries - 1))).min(CLAIM_BACKOFF_CEILING);
                     tokio::time::sleep(ceiling.mul_f64(0.5 + rand::random::<f64>())).await;
                 }
                 other => break other?,
