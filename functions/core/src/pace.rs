@@ -17,6 +17,10 @@ use std::sync::Mutex;
 use std::time::Duration;
 use tokio::time::Instant;
 
+/// Registrations a minute GitHub allows an App on one endpoint: 900 points a minute, at
+/// 5 points a POST (GitHub's documented secondary rate limit).
+pub const GITHUB_REGISTRATIONS_PER_MINUTE: f64 = 180.0;
+
 /// The registrations one scaler process may start: `per_second` on average, `burst` at
 /// once after a quiet spell.
 #[derive(Debug)]
@@ -42,6 +46,39 @@ impl RegistrationPace {
     pub fn shared(per_minute: f64, processes: u32) -> RegistrationPace {
         let share = per_minute / f64::from(processes.max(1));
         RegistrationPace::new(share / 60.0, share)
+    }
+
+    /// The pace of a scaler invocation from its environment's texts: the App's rate
+    /// (`EPHEMERA_REGISTRATIONS_PER_MINUTE`, GitHub's limit when unset) shared by the
+    /// invocations that may run at once (`EPHEMERA_SCALER_CONCURRENCY`, the event
+    /// source's maximum concurrency; 1 when unset). An error names the variable.
+    pub fn from_environment(
+        per_minute: Option<&str>,
+        concurrency: Option<&str>,
+    ) -> Result<RegistrationPace, String> {
+        let per_minute = match per_minute {
+            None => GITHUB_REGISTRATIONS_PER_MINUTE,
+            Some(text) => match text.trim().parse::<f64>() {
+                Ok(value) if value >= 1.0 && value.is_finite() => value,
+                _ => {
+                    return Err(format!(
+                        "EPHEMERA_REGISTRATIONS_PER_MINUTE must be a number of at least 1, not {text:?}"
+                    ))
+                }
+            },
+        };
+        let processes = match concurrency {
+            None => 1,
+            Some(text) => match text.trim().parse::<u32>() {
+                Ok(value) if value >= 1 => value,
+                _ => {
+                    return Err(format!(
+                        "EPHEMERA_SCALER_CONCURRENCY must be a whole number of at least 1, not {text:?}"
+                    ))
+                }
+            },
+        };
+        Ok(RegistrationPace::shared(per_minute, processes))
     }
 
     /// `per_second` on average, `burst` at once; the bucket starts full.
@@ -129,6 +166,25 @@ mod tests {
         }
         let wait = pace.take(LONG).expect("within the bound");
         assert!((wait.as_secs_f64() - 60.0 / 36.0).abs() < 1e-6, "{wait:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_environment_sets_the_share_and_a_bad_value_is_named() {
+        let pace = RegistrationPace::from_environment(None, Some("5")).expect("valid");
+        for _ in 0..36 {
+            assert_eq!(pace.take(Duration::ZERO), Ok(Duration::ZERO));
+        }
+        assert!(
+            pace.take(Duration::ZERO).is_err(),
+            "GitHub's 180 a minute over 5"
+        );
+        let error = RegistrationPace::from_environment(None, Some("five")).expect_err("bad");
+        assert!(error.contains("EPHEMERA_SCALER_CONCURRENCY"), "{error}");
+        let error = RegistrationPace::from_environment(Some("0"), None).expect_err("bad");
+        assert!(
+            error.contains("EPHEMERA_REGISTRATIONS_PER_MINUTE"),
+            "{error}"
+        );
     }
 
     #[tokio::test(start_paused = true)]
