@@ -7,7 +7,7 @@ VENV := .venv
 VENV_STAMP := $(VENV)/.installed-$(shell cat requirements-dev.txt constraints-dev.txt | sha256sum | cut -c1-12)
 CARGO ?= cargo
 
-.PHONY: all venv demo test test-rust bench lint fmt clean-venv
+.PHONY: all venv demo test test-rust bench bench-model lint fmt clean-venv
 
 all: test
 
@@ -58,6 +58,14 @@ conformance: venv
 	@if node tests/conformance/check.mjs tests/conformance/fixtures/bad-exchanges.jsonl >/dev/null 2>&1; then \
 		echo "conformance: the check accepted known-bad exchanges" >&2; exit 1; \
 	else echo "conformance: known-bad exchanges rejected, as they must be"; fi
+
+## bench-model: bursts of 100, 1,000 and 10,000 jobs on a model of AWS's and GitHub's
+## quotas (the real handlers on the in-memory ports, simulated time; a few minutes on
+## 2 cores) into bench/model.json; see README "At scale"
+bench-model:
+	@mkdir -p bench
+	$(CARGO) build --release -p ephemera-model --bin bench-model
+	target/release/bench-model --out bench/model.json $(BENCH_MODEL_ARGS)
 
 lint:
 	$(CARGO) fmt --all --check

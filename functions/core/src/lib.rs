@@ -16,6 +16,7 @@
 //!   `Forge`, `JitSecrets`), with their typed errors.
 //! - [`memory`]: in-memory implementations of the ports, for unit tests.
 //! - [`handlers`]: the webhook, scaler and reaper handlers, generic over the ports.
+//! - [`pace`]: GitHub registrations spread evenly over the App's rate limit.
 //! - [`backoff`], [`names`], [`clock`]: small pieces used by the handlers.
 
 pub mod backoff;
@@ -28,6 +29,7 @@ pub mod message;
 pub mod metrics;
 pub mod model;
 pub mod names;
+pub mod pace;
 pub mod ports;
 pub mod routing;
 pub mod webhook;

@@ -4,6 +4,7 @@
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use ephemera_aws::lambda::{init_tracing, LambdaEnv};
 use ephemera_core::handlers::scaler::{BatchItem, Scaler};
+use ephemera_core::pace::RegistrationPace;
 use ephemera_github::{GitHubApp, GitHubAppConfig};
 use lambda_runtime::{service_fn, Error, LambdaEvent};
 use std::sync::Arc;
@@ -21,6 +22,14 @@ async fn main() -> Result<(), Error> {
     })?
     .with_metrics(metrics.clone());
     let fleet = Arc::new(env.fleet());
+    // This invocation's share of the App's registration rate (template.yaml sets the
+    // concurrency from ScalerMaxConcurrency).
+    let pace = RegistrationPace::from_environment(
+        std::env::var("EPHEMERA_REGISTRATIONS_PER_MINUTE")
+            .ok()
+            .as_deref(),
+        std::env::var("EPHEMERA_SCALER_CONCURRENCY").ok().as_deref(),
+    )?;
     let scaler = Arc::new(
         Scaler::new(
             env.config.clone(),
@@ -30,7 +39,8 @@ async fn main() -> Result<(), Error> {
             Arc::new(env.jit_secrets()?),
             Arc::new(env.queue()?),
         )
-        .with_metrics(metrics),
+        .with_metrics(metrics)
+        .with_registration_pace(Arc::new(pace)),
     );
     lambda_runtime::run(service_fn(|event: LambdaEvent<SqsEvent>| {
         handle(&scaler, event)

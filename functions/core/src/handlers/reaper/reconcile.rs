@@ -17,6 +17,9 @@ use time::OffsetDateTime;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
+/// GitHub lookups of bootstrapping runners per run, the longest-waiting first.
+pub const WATCH_LOOKUPS_PER_RUN: usize = 30;
+
 impl Reaper {
     /// Marks bootstrapping runners that GitHub shows online as idle (or active).
     pub(super) async fn watch_bootstrapping(
@@ -26,9 +29,18 @@ impl Reaper {
         deadline: Instant,
     ) -> Result<usize, StoreError> {
         let mut came_online = 0;
-        let waiting = snapshot.runners.iter().filter(|r| {
-            r.status == InstanceStatus::Running && r.runner_status == RunnerStatus::Pending
-        });
+        let mut waiting: Vec<&RunnerRecord> = snapshot
+            .runners
+            .iter()
+            .filter(|r| {
+                r.status == InstanceStatus::Running && r.runner_status == RunnerStatus::Pending
+            })
+            .collect();
+        // Most runners are seen busy through their job's `in_progress` first; the rest
+        // cost a GitHub call each, taken from the installation's hourly budget, so a
+        // burst's thousand new runners must not cost a thousand calls a minute.
+        waiting.sort_by_key(|r| r.updated_at);
+        waiting.truncate(WATCH_LOOKUPS_PER_RUN);
         for record in waiting {
             if Instant::now() >= deadline {
                 break;

@@ -355,3 +355,25 @@ async fn deletions_and_deferrals_and_runners_by_status_are_recorded() {
         0.0
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_burst_of_bootstrapping_runners_costs_a_bounded_number_of_lookups_a_run() {
+    let world = World::new(50);
+    let extra = super::reconcile::WATCH_LOOKUPS_PER_RUN as u64 + 5;
+    for job in 1..=extra {
+        let runner = running_runner(&world, job).await;
+        world
+            .forge
+            .set_online(runner.github_runner_id.expect("registered"), true);
+    }
+    let reaper = world.reaper();
+    let before = world.forge.calls().get_runner;
+    let first = reaper.run(now(), far()).await.expect("run");
+    assert_eq!(first.came_online, super::reconcile::WATCH_LOOKUPS_PER_RUN);
+    assert_eq!(
+        world.forge.calls().get_runner - before,
+        super::reconcile::WATCH_LOOKUPS_PER_RUN
+    );
+    let second = reaper.run(now() + minutes(1), far()).await.expect("run");
+    assert_eq!(second.came_online, 5, "the rest in the next run");
+}

@@ -10,11 +10,21 @@ use crate::lifecycle::InstanceStatus;
 use crate::metrics::{Dimension, Metric};
 use crate::model::RunnerRecord;
 use crate::ports::*;
+use std::time::Duration;
 use tracing::{error, info, warn};
+
+/// How long the registration pace pauses after a throttled registration when GitHub
+/// gave no `retry-after` (its documentation says to wait at least a minute).
+const THROTTLE_PAUSE: Duration = Duration::from_secs(60);
 
 /// A creation step failed: worth retrying as it is, or not.
 pub(super) enum CreateError {
     Retry(Cause),
+    /// GitHub's rate limit; `retry_after` as GitHub said.
+    Throttled {
+        retry_after: Option<Duration>,
+        cause: Cause,
+    },
     Failed(Cause),
 }
 
@@ -25,9 +35,11 @@ impl CreateError {
 
     fn from_forge(err: ForgeError) -> CreateError {
         match err {
-            ForgeError::Throttled { .. } | ForgeError::Transient(_) | ForgeError::Unauthorized => {
-                CreateError::retry(err)
-            }
+            ForgeError::Throttled { retry_after } => CreateError::Throttled {
+                retry_after,
+                cause: Box::new(err),
+            },
+            ForgeError::Transient(_) | ForgeError::Unauthorized => CreateError::retry(err),
             ForgeError::AlreadyExists(_) | ForgeError::Rejected { .. } => {
                 CreateError::Failed(Box::new(err))
             }
@@ -227,6 +239,17 @@ impl Scaler {
                 runner: runner.name,
                 cause,
             }),
+            Err(CreateError::Throttled { retry_after, cause }) => match &self.pace {
+                // Paced: the job waits in the queue for the pace, not on this instance.
+                Some(pace) => {
+                    pace.pause(retry_after.unwrap_or(THROTTLE_PAUSE));
+                    self.fail(&runner, cause, clock).await
+                }
+                None => Err(ScalerError::Creation {
+                    runner: runner.name,
+                    cause,
+                }),
+            },
             Err(CreateError::Failed(cause)) => {
                 self.metrics.record(
                     Metric::LaunchFailures,

@@ -27,6 +27,7 @@ use crate::message::{MessageError, MessageKind, QueueMessage};
 use crate::metrics::{Dimension, Metric, Metrics};
 use crate::model::{HistoryEntry, JobRecord, JobStatus, RunnerRecord};
 use crate::names;
+use crate::pace::RegistrationPace;
 use crate::ports::*;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -41,10 +42,20 @@ pub const CREATE_LEASE: Duration = Duration::from_secs(60);
 
 /// How often a claim that lost a race on the pool item is tried before the message
 /// fails.
-const CLAIM_TRIES: u64 = 5;
+const CLAIM_TRIES: u32 = 10;
+
+/// The longest wait between two tries of a claim.
+const CLAIM_BACKOFF_CEILING: Duration = Duration::from_millis(500);
 
 /// How long a job waits before trying a full pool again, by default.
 pub const CAPACITY_RETRY: Duration = Duration::from_secs(15);
+
+/// How long a queued job may wait in an invocation for its registration's turn (see
+/// [`RegistrationPace`]); a job whose turn is further off goes back to the queue.
+pub const PACE_WAIT: Duration = Duration::from_secs(10);
+
+/// The longest delay SQS allows on a message.
+const MAX_QUEUE_DELAY: Duration = Duration::from_secs(15 * 60);
 
 /// Why a message could not be handled; the message is then retried by the queue.
 #[derive(Debug, thiserror::Error)]
@@ -109,6 +120,10 @@ pub struct Scaler {
     secrets: Arc<dyn JitSecrets>,
     queue: Arc<dyn JobQueue>,
     capacity_retry: Duration,
+    pace: Option<Arc<RegistrationPace>>,
+    /// Held while claiming: the claims of one batch take the pool item one after
+    /// another, instead of all at once to conflict with each other.
+    claim_turn: tokio::sync::Mutex<()>,
     metrics: Metrics,
 }
 
@@ -129,6 +144,8 @@ impl Scaler {
             secrets,
             queue,
             capacity_retry: CAPACITY_RETRY,
+            pace: None,
+            claim_turn: tokio::sync::Mutex::new(()),
             metrics: Metrics::disabled(),
         }
     }
@@ -143,6 +160,15 @@ impl Scaler {
     /// How long a job over capacity waits before it is tried again.
     pub fn with_capacity_retry(mut self, delay: Duration) -> Scaler {
         self.capacity_retry = delay;
+        self
+    }
+
+    /// Paces GitHub registrations: a queued job is launched for only once its
+    /// registration is due (see [`RegistrationPace`]), and a throttled registration gives
+    /// its slot back and pauses the pace (its instance is reaped), so that the job waits
+    /// in the queue, not on a launched instance, and is never dead-lettered for waiting.
+    pub fn with_registration_pace(mut self, pace: Arc<RegistrationPace>) -> Scaler {
+        self.pace = Some(pace);
         self
     }
 
@@ -284,6 +310,11 @@ impl Scaler {
         let pool = self.pool(&message.pool)?;
         if full.contains(&pool.name) {
             return self.defer_unless_over(message, clock).await;
+        }
+        // Before the job is recorded: a job waiting for its turn costs the table nothing
+        // and the reaper's lost-job rule never asks GitHub about it meanwhile.
+        if let Some(step) = self.wait_for_registration(message).await? {
+            return Ok(step);
         }
         let job = self
             .store
@@ -455,6 +486,7 @@ impl Scaler {
             runner.reason.clone(),
         )];
         let mut tries = 0;
+        let turn = self.claim_turn.lock().await;
         let claim = loop {
             tries += 1;
             match self
@@ -462,14 +494,20 @@ impl Scaler {
                 .claim_job(message.job_id, &runner, pool.max_runners)
                 .await
             {
-                // Lost a race on the pool item to another claim or a release: again, at
-                // once (it is not the message's fault, so it must not count as a failure).
+                // Lost a race on the pool item to another invocation's claim or a
+                // release: again soon, at a random moment so that the two do not meet
+                // again, for up to about 2.5 s in all (it is not the message's fault, so
+                // it must not count as a failure: a failed message waits out the queue's
+                // visibility timeout).
                 Err(StoreError::Conflict(_)) if tries < CLAIM_TRIES => {
-                    tokio::time::sleep(Duration::from_millis(20 * tries)).await;
+                    let ceiling =
+                        (Duration::from_millis(20) * (1 << (tries - 1))).min(CLAIM_BACKOFF_CEILING);
+                    tokio::time::sleep(ceiling.mul_f64(0.5 + rand::random::<f64>())).await;
                 }
                 other => break other?,
             }
         };
+        drop(turn);
         Ok(match claim {
             Claim::Claimed => {
                 info!(job_id = message.job_id, runner = %runner.name, pool = %pool.name, "runner reserved");
@@ -521,6 +559,38 @@ impl Scaler {
             return Ok(Step::Done(Handled::NothingToDo));
         }
         self.defer(message).await
+    }
+
+    /// With a registration pace: waits for this job's turn when it is near, or sends the
+    /// job back to the queue, to come back when its turn is due (`Some` step then).
+    async fn wait_for_registration(
+        &self,
+        message: &QueueMessage,
+    ) -> Result<Option<Step>, ScalerError> {
+        let Some(pace) = &self.pace else {
+            return Ok(None);
+        };
+        match pace.take(PACE_WAIT) {
+            Ok(wait) => {
+                if !wait.is_zero() {
+                    tokio::time::sleep(wait).await;
+                }
+                Ok(None)
+            }
+            Err(wait) => {
+                // Up to half as long again, at random, like a capacity deferral: jobs
+                // sent back together come back spread out.
+                let delay = wait
+                    .mul_f64(1.0 + rand::random::<f64>() / 2.0)
+                    .min(MAX_QUEUE_DELAY);
+                self.queue
+                    .send_after(message, delay)
+                    .await
+                    .map_err(ScalerError::Requeue)?;
+                info!(job_id = message.job_id, retry_in = ?delay, "registrations paced; job waits for its turn");
+                Ok(Some(Step::Done(Handled::Deferred)))
+            }
+        }
     }
 
     /// The pool is full: the job goes back in line as a fresh, delayed message.
@@ -761,3 +831,9 @@ fn job_record(message: &QueueMessage, status: JobStatus, now: OffsetDateTime) ->
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod pace_tests;
+
+#[cfg(test)]
+mod claim_tests;

@@ -1,0 +1,90 @@
+//! The scaler with a registration pace: jobs beyond their turn wait in the queue, not on
+//! launched instances, and a throttled registration pauses the pace.
+
+use super::*;
+use crate::handlers::test_support::{message, now, World, POOL};
+use crate::memory::ForgeFailure;
+
+fn paced(world: &World, per_second: f64, burst: f64) -> Arc<Scaler> {
+    let pace = Arc::new(RegistrationPace::new(per_second, burst));
+    Arc::new(
+        Scaler::new(
+            world.config.clone(),
+            world.store.clone(),
+            world.fleet.clone(),
+            world.forge.clone(),
+            world.secrets.clone(),
+            world.queue.clone(),
+        )
+        .with_registration_pace(pace),
+    )
+}
+
+fn batch(jobs: impl IntoIterator<Item = u64>) -> Vec<BatchItem> {
+    jobs.into_iter()
+        .map(|job| BatchItem {
+            message_id: format!("m{job}"),
+            body: message(MessageKind::Queued, job, None).encode(),
+        })
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn jobs_beyond_their_registration_turn_go_back_to_the_queue_unlaunched() {
+    let world = World::new(10);
+    // Two at once, then one a minute: the other two are a minute or more away.
+    let scaler = paced(&world, 1.0 / 60.0, 2.0);
+    let failed = scaler.handle_batch(batch(1..=4), now()).await;
+    assert!(failed.is_empty(), "deferring is no failure: {failed:?}");
+    assert_eq!(world.fleet.launched(), 2);
+    assert_eq!(world.forge.calls().generate_jit_config, 2);
+    assert_eq!(world.store.slots_used(POOL), 2);
+    let back = world.queue.sent();
+    assert_eq!(
+        back.len(),
+        2,
+        "the two jobs beyond their turn wait in the queue"
+    );
+    for delay in world.queue.delays() {
+        assert!(delay >= Duration::from_secs(60), "{delay:?}");
+        assert!(delay <= MAX_QUEUE_DELAY, "{delay:?}");
+    }
+    for job in back {
+        assert!(
+            world.store.job(job.job_id).is_none(),
+            "a job waiting for its turn is not recorded (the reaper does not ask about it)"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_job_whose_turn_is_near_waits_in_the_invocation() {
+    let world = World::new(10);
+    let scaler = paced(&world, 1.0, 1.0);
+    let failed = scaler.handle_batch(batch(1..=3), now()).await;
+    assert!(failed.is_empty(), "{failed:?}");
+    assert_eq!(
+        world.fleet.launched(),
+        3,
+        "waits of 1 s and 2 s are within PACE_WAIT"
+    );
+    assert!(world.queue.sent().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_throttled_registration_gives_its_slot_back_and_pauses_the_pace() {
+    let world = World::new(10);
+    let scaler = paced(&world, 100.0, 100.0);
+    world.forge.fail_next_with(1, ForgeFailure::Throttled);
+    let failed = scaler.handle_batch(batch([1]), now()).await;
+    assert_eq!(failed, ["m1"], "retried, once, by the queue");
+    assert_eq!(world.store.slots_used(POOL), 0, "slot given back at once");
+    assert_eq!(world.store.job(1).and_then(|j| j.runner_name), None);
+    // The retry finds the pace paused for GitHub's minute: the job waits in the queue.
+    let failed = scaler.handle_batch(batch([1]), now()).await;
+    assert!(failed.is_empty(), "{failed:?}");
+    assert_eq!(world.fleet.launched(), 1, "no second instance while paused");
+    let delays = world.queue.delays();
+    assert_eq!(delays.len(), 1);
+    assert!(delays[0] >= Duration::from_secs(50), "{delays:?}");
+}

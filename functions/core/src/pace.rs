@@ -1,0 +1,201 @@
+//! Pacing of GitHub runner registrations, so a burst spends the App's quota evenly
+//! instead of running into it.
+//!
+//! GitHub limits a REST endpoint to a number of points per minute for the whole App
+//! (a `generate-jitconfig` POST costs 5 of its 900), and it answers a burst above that
+//! with a secondary rate limit and a `retry-after` of about a minute, longer than a scaler
+//! invocation may wait. Each scaler process holds one [`RegistrationPace`]: a token
+//! bucket holding its share of the App's allowance (the allowance divided by the number
+//! of scaler invocations that may run at once, so together they stay under it). A queued
+//! job takes a registration before its instance is launched: at once, after a short wait,
+//! or, when the wait would be long, never in this invocation — the job goes back to the
+//! queue to come back when its turn is due, and no instance waits on GitHub meanwhile.
+//! A throttled registration (the App's hourly budget spent, or other callers sharing the
+//! limit) pauses the pace until GitHub's `retry-after`.
+
+use std::sync::Mutex;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// Registrations a minute GitHub allows an App on one endpoint: 900 points a minute, at
+/// 5 points a POST (GitHub's documented secondary rate limit).
+pub const GITHUB_REGISTRATIONS_PER_MINUTE: f64 = 180.0;
+
+/// The registrations one scaler process may start: `per_second` on average, `burst` at
+/// once after a quiet spell.
+#[derive(Debug)]
+pub struct RegistrationPace {
+    per_second: f64,
+    burst: f64,
+    state: Mutex<PaceState>,
+}
+
+#[derive(Debug)]
+struct PaceState {
+    /// Registrations available at `at`; below zero when some are reserved ahead.
+    tokens: f64,
+    at: Instant,
+    /// No registration before this (GitHub said to wait).
+    paused_until: Option<Instant>,
+}
+
+impl RegistrationPace {
+    /// `per_minute` registrations a minute for the whole App, shared by `processes`
+    /// scaler invocations running at once; the burst is that share of one minute's
+    /// allowance (GitHub counts points per minute).
+    pub fn shared(per_minute: f64, processes: u32) -> RegistrationPace {
+        let share = per_minute / f64::from(processes.max(1));
+        RegistrationPace::new(share / 60.0, share)
+    }
+
+    /// The pace of a scaler invocation from its environment's texts: the App's rate
+    /// (`EPHEMERA_REGISTRATIONS_PER_MINUTE`, GitHub's limit when unset) shared by the
+    /// invocations that may run at once (`EPHEMERA_SCALER_CONCURRENCY`, the event
+    /// source's maximum concurrency; 1 when unset). An error names the variable.
+    pub fn from_environment(
+        per_minute: Option<&str>,
+        concurrency: Option<&str>,
+    ) -> Result<RegistrationPace, String> {
+        let per_minute = match per_minute {
+            None => GITHUB_REGISTRATIONS_PER_MINUTE,
+            Some(text) => match text.trim().parse::<f64>() {
+                Ok(value) if value >= 1.0 && value.is_finite() => value,
+                _ => {
+                    return Err(format!(
+                        "EPHEMERA_REGISTRATIONS_PER_MINUTE must be a number of at least 1, not {text:?}"
+                    ))
+                }
+            },
+        };
+        let processes = match concurrency {
+            None => 1,
+            Some(text) => match text.trim().parse::<u32>() {
+                Ok(value) if value >= 1 => value,
+                _ => {
+                    return Err(format!(
+                        "EPHEMERA_SCALER_CONCURRENCY must be a whole number of at least 1, not {text:?}"
+                    ))
+                }
+            },
+        };
+        Ok(RegistrationPace::shared(per_minute, processes))
+    }
+
+    /// `per_second` on average, `burst` at once; the bucket starts full.
+    pub fn new(per_second: f64, burst: f64) -> RegistrationPace {
+        let burst = burst.max(1.0);
+        RegistrationPace {
+            per_second: per_second.max(f64::MIN_POSITIVE),
+            burst,
+            state: Mutex::new(PaceState {
+                tokens: burst,
+                at: Instant::now(),
+                paused_until: None,
+            }),
+        }
+    }
+
+    /// Takes one registration if it is due within `max_wait`, and returns how long to
+    /// wait before starting it; `Err` with the wait it would need otherwise (nothing is
+    /// taken then).
+    pub fn take(&self, max_wait: Duration) -> Result<Duration, Duration> {
+        let mut state = self.lock();
+        let now = Instant::now();
+        let elapsed = now.saturating_duration_since(state.at).as_secs_f64();
+        state.tokens = (state.tokens + elapsed * self.per_second).min(self.burst);
+        state.at = now;
+        let paused = state
+            .paused_until
+            .map_or(Duration::ZERO, |until| until.saturating_duration_since(now));
+        let owed = (1.0 - state.tokens).max(0.0);
+        let wait = paused.max(Duration::from_secs_f64(owed / self.per_second));
+        if wait > max_wait {
+            return Err(wait);
+        }
+        state.tokens -= 1.0;
+        Ok(wait)
+    }
+
+    /// GitHub refused a registration: none starts before `for_at_least` has passed.
+    pub fn pause(&self, for_at_least: Duration) {
+        let until = Instant::now() + for_at_least;
+        let mut state = self.lock();
+        if state.paused_until.is_none_or(|current| current < until) {
+            state.paused_until = Some(until);
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, PaceState> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LONG: Duration = Duration::from_secs(3600);
+
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_goes_at_once_then_the_rest_at_the_rate() {
+        let pace = RegistrationPace::new(2.0, 3.0);
+        for _ in 0..3 {
+            assert_eq!(pace.take(LONG), Ok(Duration::ZERO));
+        }
+        assert_eq!(pace.take(LONG), Ok(Duration::from_millis(500)));
+        assert_eq!(pace.take(LONG), Ok(Duration::from_millis(1000)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_beyond_the_bound_takes_nothing() {
+        let pace = RegistrationPace::new(1.0, 1.0);
+        assert_eq!(pace.take(LONG), Ok(Duration::ZERO));
+        assert_eq!(pace.take(Duration::ZERO), Err(Duration::from_secs(1)));
+        // Refused takes reserve nothing: the next is still one second away.
+        assert_eq!(pace.take(LONG), Ok(Duration::from_secs(1)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn processes_share_the_app_allowance() {
+        // 180 a minute for the App, 5 processes: 36 at once each, then one per 1.67 s.
+        let pace = RegistrationPace::shared(180.0, 5);
+        for _ in 0..36 {
+            assert_eq!(pace.take(Duration::ZERO), Ok(Duration::ZERO));
+        }
+        let wait = pace.take(LONG).expect("within the bound");
+        assert!((wait.as_secs_f64() - 60.0 / 36.0).abs() < 1e-6, "{wait:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_environment_sets_the_share_and_a_bad_value_is_named() {
+        let pace = RegistrationPace::from_environment(None, Some("5")).expect("valid");
+        for _ in 0..36 {
+            assert_eq!(pace.take(Duration::ZERO), Ok(Duration::ZERO));
+        }
+        assert!(
+            pace.take(Duration::ZERO).is_err(),
+            "GitHub's 180 a minute over 5"
+        );
+        let error = RegistrationPace::from_environment(None, Some("five")).expect_err("bad");
+        assert!(error.contains("EPHEMERA_SCALER_CONCURRENCY"), "{error}");
+        let error = RegistrationPace::from_environment(Some("0"), None).expect_err("bad");
+        assert!(
+            error.contains("EPHEMERA_REGISTRATIONS_PER_MINUTE"),
+            "{error}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_pause_holds_every_registration_back() {
+        let pace = RegistrationPace::new(10.0, 10.0);
+        pace.pause(Duration::from_secs(40));
+        assert_eq!(
+            pace.take(Duration::from_secs(10)),
+            Err(Duration::from_secs(40))
+        );
+        tokio::time::advance(Duration::from_secs(40)).await;
+        assert_eq!(pace.take(Duration::ZERO), Ok(Duration::ZERO));
+    }
+}

@@ -1,0 +1,158 @@
+//! The account and the App as the model sees them: one place that holds every bucket,
+//! draws every latency and tallies every call, throttle and transaction conflict.
+
+use crate::bucket::{BucketSpec, HourlyWindow, TokenBucket};
+use crate::quotas::{Latencies, Latency, Quotas};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// Who made a call: the tallies are kept apart so that a job's cost is not mixed with
+/// the reaper's or the runner instance's own reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Caller {
+    Webhook,
+    Scaler,
+    Reaper,
+    Instance,
+}
+
+/// Calls by (caller, service, operation).
+pub type Tally = BTreeMap<(Caller, &'static str, &'static str), u64>;
+
+#[derive(Default)]
+struct State {
+    buckets: HashMap<String, TokenBucket>,
+    hourly: Option<HourlyWindow>,
+    github_in_flight: u32,
+    calls: Tally,
+    throttled: BTreeMap<&'static str, u64>,
+    conflicts: u64,
+    /// Until when a transaction holds an item.
+    held: HashMap<String, Instant>,
+}
+
+/// Construct with [`Cloud::new`]; shared by every metered port of a run.
+pub struct Cloud {
+    pub quotas: Quotas,
+    pub latencies: Latencies,
+    state: Mutex<State>,
+    rng: Mutex<StdRng>,
+}
+
+impl Cloud {
+    pub fn new(quotas: Quotas, latencies: Latencies, seed: u64) -> Cloud {
+        Cloud {
+            quotas,
+            latencies,
+            state: Mutex::new(State::default()),
+            rng: Mutex::new(StdRng::seed_from_u64(seed)),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Counts one call.
+    pub fn count(&self, caller: Caller, service: &'static str, operation: &'static str) {
+        *self
+            .state()
+            .calls
+            .entry((caller, service, operation))
+            .or_default() += 1;
+    }
+
+    /// Counts one throttled call of `service`.
+    pub fn throttled(&self, service: &'static str) {
+        *self.state().throttled.entry(service).or_default() += 1;
+    }
+
+    /// Takes `cost` from the bucket named `name` (made from `spec` on first use).
+    pub fn take(&self, name: &str, spec: BucketSpec, cost: f64) -> Result<(), Duration> {
+        let mut state = self.state();
+        let bucket = state
+            .buckets
+            .entry(name.to_owned())
+            .or_insert_with(|| TokenBucket::new(spec));
+        bucket.take(cost)
+    }
+
+    /// Holds `item` for `hold` in a transaction; false (a conflict, counted) when another
+    /// transaction holds it now.
+    pub fn hold(&self, item: &str, hold: Duration) -> bool {
+        let now = Instant::now();
+        let mut state = self.state();
+        if state.held.get(item).is_some_and(|until| *until > now) {
+            state.conflicts += 1;
+            return false;
+        }
+        state.held.insert(item.to_owned(), now + hold);
+        true
+    }
+
+    /// Starts a GitHub request: one of the concurrent ones, one of the installation's
+    /// hourly calls; or how long GitHub says to wait.
+    pub fn github_start(&self) -> Result<(), Duration> {
+        let mut state = self.state();
+        if state.github_in_flight >= self.quotas.github_concurrent {
+            return Err(self.quotas.github_retry_after);
+        }
+        let limit = self.quotas.github_hourly;
+        state
+            .hourly
+            .get_or_insert_with(|| HourlyWindow::new(limit))
+            .spend()?;
+        state.github_in_flight += 1;
+        Ok(())
+    }
+
+    /// Ends a GitHub request started with [`Cloud::github_start`].
+    pub fn github_end(&self) {
+        let mut state = self.state();
+        state.github_in_flight = state.github_in_flight.saturating_sub(1);
+    }
+
+    /// A latency drawn from `latency` (log-normal through its median and p99).
+    pub fn draw(&self, latency: Latency) -> Duration {
+        let median = latency.median.as_secs_f64();
+        if median <= 0.0 {
+            return Duration::ZERO;
+        }
+        let sigma = (latency.p99.as_secs_f64() / median).max(1.0).ln() / 2.326;
+        let mut rng = self.rng.lock().unwrap_or_else(PoisonError::into_inner);
+        // Box-Muller: one standard normal draw.
+        let u1: f64 = rng.random_range(f64::EPSILON..1.0);
+        let u2: f64 = rng.random();
+        let z = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
+        Duration::from_secs_f64(median * (sigma * z).exp())
+    }
+
+    /// Sleeps a latency drawn from `latency`.
+    pub async fn wait(&self, latency: Latency) {
+        tokio::time::sleep(self.draw(latency)).await;
+    }
+
+    /// A uniform draw in `0..1`.
+    pub fn uniform(&self) -> f64 {
+        self.rng
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .random()
+    }
+
+    pub fn calls(&self) -> Tally {
+        self.state().calls.clone()
+    }
+
+    pub fn throttles(&self) -> BTreeMap<&'static str, u64> {
+        self.state().throttled.clone()
+    }
+
+    pub fn conflicts(&self) -> u64 {
+        self.state().conflicts
+    }
+}

@@ -1,0 +1,136 @@
+//! GitHub behind its limits: points per minute per endpoint, concurrent requests and the
+//! installation's hourly budget, each call answered after a drawn latency; and, in front
+//! of it, ephemera's retry policy (`ephemera-github`: 4 attempts, 200 ms doubling, a
+//! 10 s budget, `retry-after` honoured only when it fits in the budget).
+
+use crate::cloud::{Caller, Cloud};
+use async_trait::async_trait;
+use ephemera_core::memory::FakeForge;
+use ephemera_core::ports::*;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+const ATTEMPTS: u32 = 4;
+const BASE_DELAY: Duration = Duration::from_millis(200);
+const BUDGET: Duration = Duration::from_secs(10);
+
+/// A GitHub REST endpoint and its points.
+#[derive(Debug, Clone, Copy)]
+pub struct Endpoint {
+    pub name: &'static str,
+    pub points: f64,
+}
+
+pub const GENERATE_JITCONFIG: Endpoint = Endpoint {
+    name: "generate_jitconfig",
+    points: 5.0,
+};
+pub const DELETE_RUNNER: Endpoint = Endpoint {
+    name: "delete_runner",
+    points: 5.0,
+};
+pub const GET_RUNNER: Endpoint = Endpoint {
+    name: "get_runner",
+    points: 1.0,
+};
+pub const LIST_RUNNERS: Endpoint = Endpoint {
+    name: "list_runners",
+    points: 1.0,
+};
+pub const GET_JOB: Endpoint = Endpoint {
+    name: "get_job",
+    points: 1.0,
+};
+
+/// One request to GitHub as ephemera's client makes it: retried inside its budget,
+/// `Throttled` with GitHub's wait once that does not fit.
+pub async fn request(cloud: &Cloud, caller: Caller, endpoint: Endpoint) -> Result<(), ForgeError> {
+    let started = Instant::now();
+    let mut failures = 0;
+    loop {
+        cloud.count(caller, "GitHub", endpoint.name);
+        let refusal = match cloud.github_start() {
+            Ok(()) => {
+                let points = cloud.take(endpoint.name, cloud.quotas.github_points, endpoint.points);
+                cloud.wait(cloud.latencies.github).await;
+                cloud.github_end();
+                match points {
+                    Ok(()) => return Ok(()),
+                    Err(_) => cloud.quotas.github_retry_after,
+                }
+            }
+            Err(wait) => {
+                cloud.wait(cloud.latencies.github).await;
+                wait
+            }
+        };
+        cloud.throttled("GitHub");
+        failures += 1;
+        if failures >= ATTEMPTS || started.elapsed() + refusal > BUDGET {
+            return Err(ForgeError::Throttled {
+                retry_after: Some(refusal),
+            });
+        }
+        tokio::time::sleep(refusal.max(BASE_DELAY * (1 << (failures - 1)))).await;
+    }
+}
+
+/// The [`Forge`] port on GitHub's limits, over the in-memory GitHub.
+pub struct MeteredForge {
+    pub inner: Arc<FakeForge>,
+    pub cloud: Arc<Cloud>,
+    pub caller: Caller,
+}
+
+#[async_trait]
+impl Forge for MeteredForge {
+    async fn generate_jit_config(
+        &self,
+        scope: &RunnerScope,
+        request_: &JitRequest,
+    ) -> Result<JitConfig, ForgeError> {
+        request(&self.cloud, self.caller, GENERATE_JITCONFIG).await?;
+        self.inner.generate_jit_config(scope, request_).await
+    }
+
+    async fn remove_runner(
+        &self,
+        scope: &RunnerScope,
+        runner_id: u64,
+    ) -> Result<RunnerRemoval, ForgeError> {
+        request(&self.cloud, self.caller, DELETE_RUNNER).await?;
+        self.inner.remove_runner(scope, runner_id).await
+    }
+
+    async fn get_runner(
+        &self,
+        scope: &RunnerScope,
+        runner_id: u64,
+    ) -> Result<Option<ForgeRunner>, ForgeError> {
+        request(&self.cloud, self.caller, GET_RUNNER).await?;
+        self.inner.get_runner(scope, runner_id).await
+    }
+
+    async fn list_runners(&self, scope: &RunnerScope) -> Result<Vec<ForgeRunner>, ForgeError> {
+        let listed = self.inner.list_runners(scope).await?;
+        // One request per page of 100.
+        for _ in 0..listed.len().div_ceil(100).max(1) {
+            request(&self.cloud, self.caller, LIST_RUNNERS).await?;
+        }
+        Ok(listed)
+    }
+
+    async fn job_state(
+        &self,
+        installation_id: Option<u64>,
+        owner: &str,
+        repo: &str,
+        job_id: u64,
+    ) -> Result<Option<ForgeJobState>, ForgeError> {
+        request(&self.cloud, self.caller, GET_JOB).await?;
+        self.inner
+            .job_state(installation_id, owner, repo, job_id)
+            .await
+    }
+}

@@ -1,0 +1,133 @@
+//! `make bench-model`: bursts of 100, 1,000 and 10,000 jobs on the model, for ephemera's
+//! default settings, without the registration pace (what stood in the way), for the best
+//! settings found, and for terraform-aws-github-runner's call pattern; written to
+//! `bench/model.json` and printed as a table.
+//!
+//! Usage: `bench-model [--out FILE] [--jobs 100,1000,10000]`
+
+use ephemera_model::burst::{run, BurstSpec};
+use ephemera_model::quotas::{Latencies, Quotas, Settings};
+use ephemera_model::report::Pattern;
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+fn spec(jobs: u32, settings: Settings, pattern: Pattern) -> BurstSpec {
+    BurstSpec {
+        jobs,
+        settings,
+        quotas: Quotas::default(),
+        latencies: Latencies::default(),
+        pattern,
+        webhooks_per_second: 500.0,
+        seed: u64::from(jobs),
+    }
+}
+
+fn unpaced() -> Settings {
+    Settings {
+        name: "unpaced".to_owned(),
+        registrations_per_minute: None,
+        ..Settings::default_settings()
+    }
+}
+
+fn with_concurrency(concurrency: u32) -> Settings {
+    Settings {
+        name: format!("concurrency {concurrency}"),
+        scaler_max_concurrency: concurrency,
+        ..Settings::default_settings()
+    }
+}
+
+fn peer_settings() -> Settings {
+    Settings {
+        name: "terraform-aws-github-runner defaults".to_owned(),
+        scaler_max_concurrency: 1,
+        batch_size: 10,
+        visibility: Duration::from_secs(60),
+        max_receives: 5,
+        scaler_timeout: Duration::from_secs(60),
+        registrations_per_minute: None,
+    }
+}
+
+fn burst(spec: &BurstSpec) -> Value {
+    let started = Instant::now();
+    let outcome = run(spec);
+    let row = outcome.row;
+    eprintln!(
+        "{:>6} jobs  {:<38} launch requested {:>7}s  registered {:>7}s  bound {:>7}s ({})  p50 {}s p99 {}s  dead {}  throttled {}  conflicts {}  [{:.1?}]",
+        spec.jobs,
+        row["settings"].as_str().unwrap_or_default(),
+        row["all_launch_requested_s"],
+        row["all_registered_s"],
+        row["limit_bound_s"],
+        row["binding_limit"].as_str().unwrap_or_default(),
+        row["queued_to_launch_p50_s"],
+        row["queued_to_launch_p99_s"],
+        row["dead_lettered"],
+        row["throttled"],
+        row["transaction_conflicts"],
+        started.elapsed(),
+    );
+    row
+}
+
+fn registered_s(row: &Value) -> f64 {
+    row["all_registered_s"].as_f64().unwrap_or(f64::INFINITY)
+}
+
+fn main() {
+    let mut out = "bench/model.json".to_owned();
+    let mut sizes = vec![100, 1_000, 10_000];
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match (arg.as_str(), args.next()) {
+            ("--out", Some(path)) => out = path,
+            ("--jobs", Some(list)) => {
+                sizes = list
+                    .split(',')
+                    .map(|n| {
+                        n.trim()
+                            .parse()
+                            .unwrap_or_else(|_| panic!("--jobs: {n:?} is not a number"))
+                    })
+                    .collect();
+            }
+            _ => panic!("usage: bench-model [--out FILE] [--jobs 100,1000,10000]"),
+        }
+    }
+    // The best settings: the event source concurrency that registers 1,000 jobs soonest.
+    let candidates = [5, 10, 20, 50];
+    let best = candidates
+        .iter()
+        .map(|&c| {
+            (
+                c,
+                burst(&spec(1_000, with_concurrency(c), Pattern::Ephemera)),
+            )
+        })
+        .min_by(|a, b| registered_s(&a.1).total_cmp(&registered_s(&b.1)))
+        .map_or(5, |(c, _)| c);
+    let mut bursts = Vec::new();
+    let mut peer = Vec::new();
+    for &jobs in &sizes {
+        bursts.push(burst(&spec(
+            jobs,
+            Settings::default_settings(),
+            Pattern::Ephemera,
+        )));
+        bursts.push(burst(&spec(jobs, unpaced(), Pattern::Ephemera)));
+        let mut best_settings = with_concurrency(best);
+        best_settings.name = format!("best (ScalerMaxConcurrency {best})");
+        bursts.push(burst(&spec(jobs, best_settings, Pattern::Ephemera)));
+        peer.push(burst(&spec(jobs, peer_settings(), Pattern::Peer)));
+    }
+    let results = json!({
+        "bursts": bursts,
+        "peer": { "terraform-aws-github-runner": peer },
+    });
+    let text = serde_json::to_string_pretty(&results).expect("results are JSON");
+    std::fs::write(&out, text + "\n").unwrap_or_else(|err| panic!("cannot write {out}: {err}"));
+    eprintln!("wrote {out}");
+}

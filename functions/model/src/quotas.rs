@@ -1,0 +1,186 @@
+//! Every figure the model runs on, with where it comes from. A figure nobody publishes
+//! is marked "assumed"; the README's "At scale" table is this file.
+
+use crate::bucket::BucketSpec;
+use std::time::Duration;
+
+/// The account's and the App's limits.
+#[derive(Debug, Clone)]
+pub struct Quotas {
+    /// GitHub: points per minute per REST endpoint (a POST or DELETE costs 5, a GET 1).
+    pub github_points: BucketSpec,
+    /// GitHub: REST calls per hour per App installation.
+    pub github_hourly: u32,
+    /// GitHub: concurrent requests.
+    pub github_concurrent: u32,
+    /// GitHub: the wait a secondary rate limit answer asks for.
+    pub github_retry_after: Duration,
+    /// EC2 CreateFleet: a mutating action's request bucket.
+    pub ec2_create_fleet: BucketSpec,
+    /// EC2: instances launched (the RunInstances resource bucket, which an instant fleet
+    /// spends).
+    pub ec2_launch_resource: BucketSpec,
+    /// EC2 DescribeInstances with filters: a non-mutating action's bucket.
+    pub ec2_describe: BucketSpec,
+    /// EC2 TerminateInstances: request bucket, and resource bucket (instances).
+    pub ec2_terminate: BucketSpec,
+    pub ec2_terminate_resource: BucketSpec,
+    /// DynamoDB: write capacity units per second on one partition (the pool item's).
+    pub dynamodb_partition_wcu: f64,
+    /// SSM PutParameter per second (standard throughput), the peer's JIT channel.
+    pub ssm_put: BucketSpec,
+    /// Lambda: concurrent executions in the account.
+    pub lambda_account_concurrency: u32,
+    /// Lambda SQS event source: concurrent batches at first, and added per minute.
+    pub esm_initial: u32,
+    pub esm_added_per_minute: u32,
+}
+
+impl Default for Quotas {
+    fn default() -> Quotas {
+        Quotas {
+            github_points: BucketSpec {
+                capacity: 900.0,
+                per_second: 15.0,
+            },
+            github_hourly: 5_000,
+            github_concurrent: 100,
+            github_retry_after: Duration::from_secs(60),
+            ec2_create_fleet: BucketSpec {
+                capacity: 50.0,
+                per_second: 5.0,
+            },
+            ec2_launch_resource: BucketSpec {
+                capacity: 1_000.0,
+                per_second: 2.0,
+            },
+            ec2_describe: BucketSpec {
+                capacity: 100.0,
+                per_second: 20.0,
+            },
+            ec2_terminate: BucketSpec {
+                capacity: 100.0,
+                per_second: 5.0,
+            },
+            ec2_terminate_resource: BucketSpec {
+                capacity: 1_000.0,
+                per_second: 20.0,
+            },
+            dynamodb_partition_wcu: 1_000.0,
+            ssm_put: BucketSpec {
+                capacity: 3.0,
+                per_second: 3.0,
+            },
+            lambda_account_concurrency: 1_000,
+            esm_initial: 5,
+            esm_added_per_minute: 300,
+        }
+    }
+}
+
+/// A latency distribution: log-normal with this median and 99th percentile.
+#[derive(Debug, Clone, Copy)]
+pub struct Latency {
+    pub median: Duration,
+    pub p99: Duration,
+}
+
+const fn ms(median: u64, p99: u64) -> Latency {
+    Latency {
+        median: Duration::from_millis(median),
+        p99: Duration::from_millis(p99),
+    }
+}
+
+/// How long each kind of call takes (none of these is published: all assumed).
+#[derive(Debug, Clone, Copy)]
+pub struct Latencies {
+    pub dynamodb: Latency,
+    pub dynamodb_transaction: Latency,
+    pub sqs: Latency,
+    pub ec2_create_fleet: Latency,
+    pub ec2_other: Latency,
+    pub github: Latency,
+    pub ssm: Latency,
+    /// Lambda's own start of an invocation (warm).
+    pub lambda_invoke: Latency,
+    /// From an instance's launch to its bootstrap reading the JIT config.
+    pub instance_boot: Latency,
+}
+
+impl Default for Latencies {
+    fn default() -> Latencies {
+        Latencies {
+            dynamodb: ms(6, 25),
+            dynamodb_transaction: ms(15, 60),
+            sqs: ms(10, 40),
+            ec2_create_fleet: ms(1_500, 5_000),
+            ec2_other: ms(300, 1_200),
+            github: ms(250, 1_200),
+            ssm: ms(30, 120),
+            lambda_invoke: ms(5, 30),
+            instance_boot: ms(40_000, 90_000),
+        }
+    }
+}
+
+/// What an operator sets: the scaler's event source and its pace.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub name: String,
+    /// `ScalerMaxConcurrency` in template.yaml (SQS event source maximum concurrency).
+    pub scaler_max_concurrency: u32,
+    /// The event source's batch size (template.yaml: 10).
+    pub batch_size: usize,
+    /// The queue's visibility timeout (template.yaml: 180 s).
+    pub visibility: Duration,
+    /// The redrive policy's maxReceiveCount (template.yaml: 5).
+    pub max_receives: u32,
+    /// The scaler's timeout (template.yaml: 30 s).
+    pub scaler_timeout: Duration,
+    /// Registrations a minute for the App, shared by the scaler's invocations; `None`
+    /// runs the scaler unpaced.
+    pub registrations_per_minute: Option<f64>,
+}
+
+impl Settings {
+    /// ephemera's defaults: template.yaml's, and the pace at GitHub's documented 900
+    /// points a minute (180 registrations).
+    pub fn default_settings() -> Settings {
+        Settings {
+            name: "default".to_owned(),
+            scaler_max_concurrency: 5,
+            batch_size: 10,
+            visibility: Duration::from_secs(180),
+            max_receives: 5,
+            scaler_timeout: Duration::from_secs(30),
+            registrations_per_minute: Some(180.0),
+        }
+    }
+}
+
+/// The figures and their sources, for the README table: (figure, value, source).
+pub const SOURCES: &[(&str, &str, &str)] = &[
+    ("GitHub REST points per minute per endpoint", "900 (POST 5, GET 1)", "docs.github.com, Rate limits for the REST API: secondary rate limits"),
+    ("GitHub concurrent requests", "100", "same page"),
+    ("GitHub secondary limit wait", "60 s", "same page: wait at least one minute when no retry-after"),
+    ("GitHub installation budget", "5,000 calls/h", "same page: primary rate limit for GitHub App installations (more with many repos/users; 15,000 on Enterprise Cloud)"),
+    ("GitHub content-creation limit on generate-jitconfig", "not applied", "assumed: peers report 1,000 JIT runners in ~8 min, above 80/min"),
+    ("EC2 CreateFleet request bucket", "50, refill 5/s", "EC2 API reference, Request throttling: mutating actions"),
+    ("EC2 instances launched (resource bucket)", "1,000, refill 2/s", "same page: RunInstances resource bucket; that an instant fleet spends it is assumed"),
+    ("EC2 DescribeInstances (filtered)", "100, refill 20/s", "same page: non-mutating actions"),
+    ("EC2 TerminateInstances", "request 100, 5/s; resource 1,000, 20/s", "same page: uncategorized actions, resource buckets"),
+    ("DynamoDB partition writes", "1,000 WCU/s", "DynamoDB developer guide: partitions and data distribution"),
+    ("DynamoDB transactional write", "2 WCU per item", "DynamoDB developer guide: capacity management for transactions"),
+    ("DynamoDB item held by a transaction", "for the call's latency", "assumed (conflicts are documented, their window is not)"),
+    ("SSM PutParameter", "3/s", "AWS General Reference, Systems Manager quotas: standard throughput"),
+    ("SQS standard queue", "no throttling", "SQS developer guide: nearly unlimited transactions per second"),
+    ("Lambda account concurrency", "1,000 (new accounts: 10)", "Lambda developer guide: quotas"),
+    ("SQS event source scaling", "5 batches at first, +300 a minute, at most 1,000", "Lambda developer guide: scaling for SQS event sources"),
+    ("Event source maximum concurrency", "2-1,000; ephemera's default 5", "Lambda API ScalingConfig; template.yaml ScalerMaxConcurrency"),
+    ("Batch size, visibility, maxReceiveCount, scaler timeout", "10, 180 s, 5, 30 s", "template.yaml"),
+    ("Latencies (DynamoDB 6/25 ms, transactions 15/60, SQS 10/40, CreateFleet 1.5/5 s, other EC2 0.3/1.2 s, GitHub 250/1,200 ms, SSM 30/120 ms; median/p99)", "log-normal", "assumed"),
+    ("Instance boot to JIT config read", "40 s median, 90 s p99", "assumed"),
+    ("Webhook deliveries of a burst", "500 a second", "assumed"),
+    ("Peer: scale-up concurrency, batch, visibility", "1, 10, 60 s", "terraform-aws-github-runner #3824 (scale_up_reserved_concurrent_executions = 1); variables.tf (lambda_timeout_scale_up 60 s)"),
+];

@@ -1,0 +1,235 @@
+//! Everything one burst runs on: the cloud, the in-memory fakes, the queue, GitHub's
+//! queued jobs, the account's Lambda concurrency, and the runner agent of each instance.
+
+use crate::cloud::{Caller, Cloud};
+use crate::github::MeteredForge;
+use crate::metered::{MeteredFleet, MeteredQueue, MeteredSecrets, MeteredStore};
+use crate::report::Timeline;
+use crate::sqs::SimQueue;
+use ephemera_core::config::Config;
+use ephemera_core::handlers::webhook::{WebhookHandler, WebhookRequest};
+use ephemera_core::memory::{FakeFleet, FakeForge, MemorySecrets, MemoryStore};
+use ephemera_core::ports::ForgeJobState;
+use ephemera_core::webhook::{signature_header, WebhookSecrets};
+use secrecy::{ExposeSecret, SecretString};
+use serde_json::json;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::Semaphore;
+
+const FIXTURE: &str = include_str!("../../core/fixtures/workflow_job_queued.json");
+const WEBHOOK_SECRET: &str = "model-webhook-secret";
+/// How often a booted instance looks for its JIT config, and how many times.
+const BOOTSTRAP_POLL: Duration = Duration::from_secs(5);
+const BOOTSTRAP_TRIES: u32 = 60;
+
+/// The shared state of one burst.
+pub struct World {
+    pub config: Arc<Config>,
+    pub cloud: Arc<Cloud>,
+    pub store: Arc<MemoryStore>,
+    pub fleet: Arc<FakeFleet>,
+    pub forge: Arc<FakeForge>,
+    pub secrets: Arc<MemorySecrets>,
+    pub queue: Arc<SimQueue>,
+    pub timeline: Arc<Timeline>,
+    /// The account's concurrent Lambda executions.
+    pub account: Arc<Semaphore>,
+    /// JIT configs travel through SSM (the peer) rather than DynamoDB.
+    pub through_ssm: bool,
+    /// GitHub's queued jobs, oldest first.
+    queued: Mutex<VecDeque<u64>>,
+    pub taken: AtomicU32,
+    pub webhooks_refused: AtomicU32,
+    pub launched: UnboundedSender<String>,
+}
+
+impl World {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        config: Arc<Config>,
+        cloud: Arc<Cloud>,
+        queue: Arc<SimQueue>,
+        timeline: Arc<Timeline>,
+        through_ssm: bool,
+        launched: UnboundedSender<String>,
+    ) -> World {
+        let account = Arc::new(Semaphore::new(
+            cloud.quotas.lambda_account_concurrency as usize,
+        ));
+        World {
+            config,
+            cloud,
+            store: Arc::new(MemoryStore::new()),
+            fleet: Arc::new(FakeFleet::new()),
+            forge: Arc::new(FakeForge::new()),
+            secrets: Arc::new(MemorySecrets::new()),
+            queue,
+            timeline,
+            account,
+            through_ssm,
+            queued: Mutex::new(VecDeque::new()),
+            taken: AtomicU32::new(0),
+            webhooks_refused: AtomicU32::new(0),
+            launched,
+        }
+    }
+
+    pub fn store_for(&self, caller: Caller) -> Arc<MeteredStore> {
+        Arc::new(MeteredStore {
+            inner: self.store.clone(),
+            cloud: self.cloud.clone(),
+            caller,
+            timeline: self.timeline.clone(),
+        })
+    }
+
+    pub fn fleet_for(&self, caller: Caller) -> Arc<MeteredFleet> {
+        Arc::new(MeteredFleet {
+            inner: self.fleet.clone(),
+            cloud: self.cloud.clone(),
+            caller,
+            timeline: self.timeline.clone(),
+            launched: self.launched.clone(),
+        })
+    }
+
+    pub fn forge_for(&self, caller: Caller) -> Arc<MeteredForge> {
+        Arc::new(MeteredForge {
+            inner: self.forge.clone(),
+            cloud: self.cloud.clone(),
+            caller,
+        })
+    }
+
+    pub fn secrets_for(&self, caller: Caller) -> Arc<MeteredSecrets> {
+        Arc::new(MeteredSecrets {
+            inner: self.secrets.clone(),
+            cloud: self.cloud.clone(),
+            caller,
+            through_ssm: self.through_ssm,
+        })
+    }
+
+    pub fn queue_for(&self, caller: Caller) -> Arc<MeteredQueue> {
+        Arc::new(MeteredQueue {
+            inner: self.queue.clone(),
+            cloud: self.cloud.clone(),
+            caller,
+        })
+    }
+
+    /// GitHub queues job `job_id`.
+    pub fn queue_job(&self, job_id: u64) {
+        self.forge.set_job_state(job_id, ForgeJobState::Queued);
+        self.queued
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push_back(job_id);
+    }
+
+    /// GitHub hands a runner that came online a queued job: the one it was launched for
+    /// while that is still queued (GitHub may pick any; the scaler's hand-over of the
+    /// others is the chaos suite's to test), else the oldest.
+    fn take_job(&self, own: Option<u64>) -> Option<u64> {
+        let mut queued = self.queued.lock().unwrap_or_else(PoisonError::into_inner);
+        let at = own
+            .and_then(|own| queued.iter().position(|&job| job == own))
+            .unwrap_or(0);
+        let job = queued.remove(at)?;
+        drop(queued);
+        self.forge.set_job_state(job, ForgeJobState::InProgress);
+        self.taken.fetch_add(1, Ordering::Relaxed);
+        Some(job)
+    }
+
+    /// Delivers a `workflow_job` webhook to the webhook function, if the account has
+    /// a Lambda execution free (GitHub does not redeliver a refused delivery).
+    pub async fn deliver(
+        &self,
+        handler: &WebhookHandler,
+        job_id: u64,
+        runner: Option<(&str, u64)>,
+    ) {
+        let Ok(_permit) = self.account.try_acquire() else {
+            self.webhooks_refused.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        self.cloud.wait(self.cloud.latencies.lambda_invoke).await;
+        let mut body: serde_json::Value = serde_json::from_str(FIXTURE).expect("fixture is JSON");
+        let action = if runner.is_some() {
+            "in_progress"
+        } else {
+            "queued"
+        };
+        body["action"] = json!(action);
+        body["workflow_job"]["status"] = json!(action);
+        body["workflow_job"]["id"] = json!(job_id);
+        if let Some((name, id)) = runner {
+            body["workflow_job"]["runner_name"] = json!(name);
+            body["workflow_job"]["runner_id"] = json!(id);
+        }
+        let body = body.to_string().into_bytes();
+        let signature = signature_header(WEBHOOK_SECRET.as_bytes(), &body);
+        let delivery = format!("{action}-{job_id}");
+        let request = WebhookRequest {
+            event: Some("workflow_job"),
+            delivery_id: Some(&delivery),
+            signature: Some(&signature),
+            body: &body,
+        };
+        handler.handle(request, self.timeline.now()).await;
+    }
+
+    pub fn webhook_handler(&self) -> WebhookHandler {
+        let secrets = WebhookSecrets {
+            current: SecretString::from(WEBHOOK_SECRET),
+            previous: None,
+        };
+        WebhookHandler::new(
+            self.config.clone(),
+            secrets,
+            self.queue_for(Caller::Webhook),
+        )
+    }
+
+    /// The runner agent of one instance: boots, reads (and deletes) its JIT config as the
+    /// bootstrap script does, comes online and takes the oldest queued job; GitHub then
+    /// sends `in_progress` (which the peer's webhook drops).
+    pub async fn agent(self: Arc<Self>, instance_id: String, handler: Arc<WebhookHandler>) {
+        tokio::time::sleep(self.cloud.draw(self.cloud.latencies.instance_boot)).await;
+        let (service, read, delete) = if self.through_ssm {
+            ("SSM", "GetParameter", "DeleteParameter")
+        } else {
+            ("DynamoDB", "GetItem", "DeleteItem")
+        };
+        for _ in 0..BOOTSTRAP_TRIES {
+            self.cloud.count(Caller::Instance, service, read);
+            self.cloud.wait(self.cloud.latencies.dynamodb).await;
+            let Some((runner_name, config)) = self.secrets.take(&instance_id) else {
+                tokio::time::sleep(BOOTSTRAP_POLL).await;
+                continue;
+            };
+            self.cloud.count(Caller::Instance, service, delete);
+            let runner_id: u64 = config
+                .expose_secret()
+                .split(':')
+                .nth(1)
+                .and_then(|id| id.parse().ok())
+                .unwrap_or_default();
+            self.forge.set_online(runner_id, true);
+            let own = self.store.runner(&runner_name).and_then(|r| r.job_id);
+            if let Some(job) = self.take_job(own) {
+                self.forge.set_busy(runner_id, true);
+                if !self.through_ssm {
+                    self.deliver(&handler, job, Some((&runner_name, runner_id)))
+                        .await;
+                }
+            }
+            return;
+        }
+    }
+}

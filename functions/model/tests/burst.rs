@@ -1,0 +1,95 @@
+//! The model's short burst, run by `make test`: 100 jobs through the real handlers on
+//! the metered ports. It checks behaviour, not timings: nothing dead-lettered, every job
+//! running, and a job's calls counted by the model equal to what the in-memory handlers
+//! themselves did (and to the calls per job the emulator burst measures, see README
+//! "Benchmarks", with the JIT config in a DynamoDB item instead of SSM).
+
+use ephemera_model::burst::{run, BurstSpec};
+use ephemera_model::cloud::{Caller, Tally};
+use ephemera_model::quotas::{Latencies, Latency, Quotas, Settings};
+use ephemera_model::report::Pattern;
+use std::time::Duration;
+
+const JOBS: u32 = 100;
+
+fn spec(settings: Settings, latencies: Latencies) -> BurstSpec {
+    BurstSpec {
+        jobs: JOBS,
+        settings,
+        quotas: Quotas::default(),
+        latencies,
+        pattern: Pattern::Ephemera,
+        webhooks_per_second: 500.0,
+        seed: 7,
+    }
+}
+
+/// Calls of `service`/`operation` by the webhook and the scaler (a job's own calls).
+fn by_job(calls: &Tally, service: &str, operation: &str) -> u64 {
+    calls
+        .iter()
+        .filter(|((caller, s, o), _)| {
+            matches!(caller, Caller::Webhook | Caller::Scaler) && *s == service && *o == operation
+        })
+        .map(|(_, n)| n)
+        .sum()
+}
+
+#[test]
+fn a_burst_of_100_jobs_dead_letters_nothing_and_runs_every_job() {
+    let outcome = run(&spec(Settings::default_settings(), Latencies::default()));
+    assert_eq!(outcome.dead_lettered, 0, "{}", outcome.row);
+    assert_eq!(outcome.jobs_running, JOBS, "{}", outcome.row);
+    assert!(
+        outcome.row["all_registered_s"].is_number(),
+        "{}",
+        outcome.row
+    );
+}
+
+#[test]
+fn a_job_costs_the_calls_the_handlers_make() {
+    // No transaction ever overlaps another (no conflicts, no retried claims) and no job
+    // waits for its turn: every job then takes the one path the emulator burst counts.
+    let latencies = Latencies {
+        dynamodb_transaction: Latency {
+            median: Duration::ZERO,
+            p99: Duration::ZERO,
+        },
+        ..Latencies::default()
+    };
+    let unpaced = Settings {
+        registrations_per_minute: None,
+        ..Settings::default_settings()
+    };
+    let outcome = run(&spec(unpaced, latencies));
+    let calls = &outcome.calls;
+    let world = &outcome.world;
+    let jobs = u64::from(JOBS);
+    assert_eq!(outcome.jobs_running, JOBS);
+    // The model counts what the fakes underneath were asked, no more, no less.
+    let jit = world.forge.calls().generate_jit_config as u64;
+    assert_eq!(by_job(calls, "GitHub", "generate_jitconfig"), jit);
+    let fleet_requests = world.fleet.launch_calls() as u64;
+    assert_eq!(by_job(calls, "EC2", "CreateFleet"), fleet_requests);
+    let (jit_items, _) = world.secrets.calls();
+    // Per job: `queued` and `in_progress` sent by the webhook; the job item and the JIT
+    // item put; one claim transaction; four updates creating the runner and two binding
+    // it to its job; one runner read creating it and two binding it, plus one pool read
+    // per batch (one per fleet request); one JIT config; CreateFleet per batch.
+    assert_eq!(jit, jobs);
+    assert_eq!(jit_items as u64, jobs);
+    assert_eq!(by_job(calls, "SQS", "SendMessage"), 2 * jobs);
+    assert_eq!(by_job(calls, "DynamoDB", "PutItem"), 2 * jobs);
+    assert_eq!(by_job(calls, "DynamoDB", "TransactWriteItems"), jobs);
+    assert_eq!(by_job(calls, "DynamoDB", "UpdateItem"), 6 * jobs);
+    assert_eq!(
+        by_job(calls, "DynamoDB", "GetItem"),
+        3 * jobs + fleet_requests
+    );
+    assert!(
+        fleet_requests <= jobs.div_ceil(2),
+        "batches share fleet requests"
+    );
+    assert_eq!(by_job(calls, "SSM", "PutParameter"), 0, "no SSM on the way");
+}
