@@ -7,7 +7,7 @@
 //! Layout: [`items`] maps records onto DynamoDB items and [`dynamo`] is the store;
 //! [`ec2`] (with [`tags`]) launches, lists and terminates runner instances; [`ssm`] hands
 //! JIT configs to instances; [`sqs`] is the jobs queue; [`secrets`] reads Secrets
-//! Manager; [`bootstrap`] creates the resources for local runs and tests; [`stack`] reads
+//! Manager; [`reload`] follows the configuration and secrets; [`bootstrap`] creates the resources for local runs and tests; [`stack`] reads
 //! a deployed stack's outputs for the operator CLI.
 
 pub mod bootstrap;
@@ -17,6 +17,7 @@ pub mod ec2;
 pub mod items;
 pub mod lambda;
 pub mod launch;
+pub mod reload;
 pub mod secrets;
 pub mod sqs;
 pub mod ssm;

@@ -2,7 +2,10 @@
 //! reported per message. All logic is in `ephemera_core::handlers::scaler`.
 
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
-use ephemera_aws::lambda::{init_tracing, LambdaEnv};
+use ephemera_aws::lambda::{
+    cold_start, init_tracing, metrics, LambdaEnv, GITHUB_KEY_SECRET_ID, SCALER_VARS,
+};
+use ephemera_aws::reload::{Reloading, Sources};
 use ephemera_core::handlers::scaler::{BatchItem, Scaler};
 use ephemera_github::{GitHubApp, GitHubAppConfig};
 use lambda_runtime::{service_fn, Error, LambdaEvent};
@@ -11,37 +14,48 @@ use std::sync::Arc;
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     init_tracing();
-    let env = LambdaEnv::load().await?;
-    let metrics = env.metrics();
-    let forge = GitHubApp::new(GitHubAppConfig {
-        api_url: env.config.github.api_url.clone(),
-        app_id: env.config.github.app_id,
-        private_key: env.secret("EPHEMERA_GITHUB_KEY_SECRET_ID").await?,
-        retry: Default::default(),
-    })?
-    .with_metrics(metrics.clone());
-    let fleet = Arc::new(env.fleet());
-    let scaler = Arc::new(
-        Scaler::new(
-            env.config.clone(),
-            Arc::new(env.store()?),
-            fleet,
-            Arc::new(forge),
-            Arc::new(env.jit_secrets()?),
-            Arc::new(env.queue()?),
-        )
-        .with_metrics(metrics),
-    );
+    let scaler = cold_start(start()).await?;
     lambda_runtime::run(service_fn(|event: LambdaEvent<SqsEvent>| {
         handle(&scaler, event)
     }))
     .await
 }
 
+/// The cold start: the environment (all of it checked before any call), then the
+/// configuration and the App key, followed from then on.
+async fn start() -> anyhow::Result<Reloading<Scaler>> {
+    let env = LambdaEnv::load(SCALER_VARS).await?;
+    Reloading::start(env, &[GITHUB_KEY_SECRET_ID], build).await
+}
+
+/// The scaler for one version of the configuration and the App key.
+fn build(env: &LambdaEnv, sources: &Sources) -> anyhow::Result<Scaler> {
+    let config = sources.config.clone();
+    let metrics = metrics(&config);
+    let forge = GitHubApp::new(GitHubAppConfig {
+        api_url: config.github.api_url.clone(),
+        app_id: config.github.app_id,
+        private_key: env.app_key(sources)?,
+        retry: Default::default(),
+    })
+    .map_err(|err| env.unusable_app_key(err))?
+    .with_metrics(metrics.clone());
+    Ok(Scaler::new(
+        config.clone(),
+        Arc::new(env.store()?),
+        Arc::new(env.fleet(&config)),
+        Arc::new(forge),
+        Arc::new(env.jit_secrets(&config)?),
+        Arc::new(env.queue()?),
+    )
+    .with_metrics(metrics))
+}
+
 async fn handle(
-    scaler: &Arc<Scaler>,
+    scaler: &Reloading<Scaler>,
     event: LambdaEvent<SqsEvent>,
 ) -> Result<SqsBatchResponse, Error> {
+    let scaler = scaler.handler().await;
     let items = event
         .payload
         .records
