@@ -90,7 +90,10 @@ pub async fn run_until_exit(
     let mut child = tokio::process::Command::new(binary(name)?)
         .env_clear()
         .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .env("AWS_LAMBDA_RUNTIME_API", runtime_api.local_addr()?.to_string())
+        .env(
+            "AWS_LAMBDA_RUNTIME_API",
+            runtime_api.local_addr()?.to_string(),
+        )
         .env("AWS_LAMBDA_FUNCTION_NAME", format!("test-{name}"))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

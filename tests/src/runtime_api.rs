@@ -43,7 +43,10 @@ impl RuntimeApi {
         };
         let router = Router::new()
             .route("/2018-06-01/runtime/invocation/next", get(next))
-            .route("/2018-06-01/runtime/invocation/{id}/response", post(respond))
+            .route(
+                "/2018-06-01/runtime/invocation/{id}/response",
+                post(respond),
+            )
             .route("/2018-06-01/runtime/invocation/{id}/error", post(fail))
             .route("/2018-06-01/runtime/init/error", post(init_failed))
             .with_state(shared);
@@ -93,7 +96,10 @@ async fn next(State(shared): State<Shared>) -> (HeaderMap, String) {
         unreachable!()
     };
     let deadline = SystemTime::now() + INVOCATION_TIMEOUT;
-    let deadline_ms = deadline.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis();
+    let deadline_ms = deadline
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis();
     let mut headers = HeaderMap::new();
     let mut set = |name: &'static str, value: String| {
         if let Ok(value) = HeaderValue::from_str(&value) {
@@ -113,7 +119,11 @@ async fn next(State(shared): State<Shared>) -> (HeaderMap, String) {
     (headers, event.to_string())
 }
 
-async fn respond(State(shared): State<Shared>, Path(id): Path<String>, body: String) -> &'static str {
+async fn respond(
+    State(shared): State<Shared>,
+    Path(id): Path<String>,
+    body: String,
+) -> &'static str {
     let answer = serde_json::from_str(&body).map_err(|_| body);
     let _ = shared.answers.send((id, answer));
     "{}"

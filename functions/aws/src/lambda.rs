@@ -98,7 +98,9 @@ pub fn app_key_fix(secret_id: &str) -> String {
 /// Runs a function's cold start; a failure is logged with its whole cause chain before
 /// the process exits with it (Lambda keeps the output in the function's log and reports
 /// the start as failed).
-pub async fn cold_start<T>(start: impl std::future::Future<Output = anyhow::Result<T>>) -> anyhow::Result<T> {
+pub async fn cold_start<T>(
+    start: impl std::future::Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<T> {
     let started = start.await;
     if let Err(error) = &started {
         tracing::error!(error = %format!("{error:#}"), "cold start failed");
@@ -204,8 +206,8 @@ impl LambdaEnv {
     /// The secrets the webhook reads: the current one, and the explicit previous one
     /// when `EPHEMERA_WEBHOOK_PREVIOUS_SECRET_ID` is set.
     pub fn webhook_secret_vars(&self) -> Vec<&'static str> {
-        let explicit_previous = std::env::var(WEBHOOK_PREVIOUS_SECRET_ID)
-            .is_ok_and(|id| !id.trim().is_empty());
+        let explicit_previous =
+            std::env::var(WEBHOOK_PREVIOUS_SECRET_ID).is_ok_and(|id| !id.trim().is_empty());
         if explicit_previous {
             vec![WEBHOOK_SECRET_ID, WEBHOOK_PREVIOUS_SECRET_ID]
         } else {

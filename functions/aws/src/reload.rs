@@ -83,7 +83,12 @@ impl<H> Reloading<H> {
         let secret_vars: Vec<String> = secret_vars.iter().map(|v| (*v).to_owned()).collect();
         let sources = read_sources(&env, &secret_vars).await?;
         let handler = Arc::new(build(&env, &sources)?);
-        info!(config_version = sources.config_version, reload_every_s = every.as_secs(), "running configuration version {}", sources.config_version);
+        info!(
+            config_version = sources.config_version,
+            reload_every_s = every.as_secs(),
+            "running configuration version {}",
+            sources.config_version
+        );
         Ok(Reloading {
             env,
             secret_vars,
@@ -131,7 +136,11 @@ impl<H> Reloading<H> {
         }
         match (self.build)(&self.env, &sources) {
             Ok(handler) => {
-                info!(config_version = sources.config_version, "configuration or secrets changed; running configuration version {}", sources.config_version);
+                info!(
+                    config_version = sources.config_version,
+                    "configuration or secrets changed; running configuration version {}",
+                    sources.config_version
+                );
                 current.handler = Arc::new(handler);
                 current.fingerprint = fingerprint;
                 true

@@ -112,7 +112,9 @@ mod tests {
     fn the_stack_placeholder_is_not_a_key() {
         let placeholder = SecretString::from("not-set-put-the-github-app-private-key-pem-here");
         assert!(!looks_like_pem_key(&placeholder));
-        let pem = SecretString::from("-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----\n");
+        let pem = SecretString::from(
+            "-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----\n",
+        );
         assert!(looks_like_pem_key(&pem));
     }
 }

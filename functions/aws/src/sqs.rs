@@ -72,7 +72,9 @@ impl SqsJobQueue {
             .wait_time_seconds(wait_seconds)
             .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
             .customize()
-            .config_override(aws_sdk_sqs::Config::builder().timeout_config(long_poll_timeouts(wait_seconds)))
+            .config_override(
+                aws_sdk_sqs::Config::builder().timeout_config(long_poll_timeouts(wait_seconds)),
+            )
             .send()
             .await
             .map_err(queue_error)?;

@@ -25,7 +25,11 @@ async fn every_missing_variable_is_named_at_once_before_any_network_call() -> an
         "{}",
         exited.output
     );
-    assert_eq!(hung.connections(), 0, "no call before the variables are checked");
+    assert_eq!(
+        hung.connections(),
+        0,
+        "no call before the variables are checked"
+    );
     Ok(())
 }
 
@@ -53,7 +57,10 @@ async fn the_placeholder_app_key_is_named_with_the_command_that_fixes_it() -> an
                 ("EPHEMERA_TABLE", "eph-runners"),
                 ("EPHEMERA_QUEUE_URL", "http://127.0.0.1:9/queue/eph-jobs"),
                 ("EPHEMERA_GITHUB_KEY_SECRET_ID", &key_arn),
-                ("EPHEMERA_INSTANCE_ARN_PREFIX", "arn:aws:ec2:us-east-1:1:instance/"),
+                (
+                    "EPHEMERA_INSTANCE_ARN_PREFIX",
+                    "arn:aws:ec2:us-east-1:1:instance/",
+                ),
             ],
         );
         let exited = run_until_exit(function, &env, LIMIT).await?;
@@ -63,7 +70,10 @@ async fn the_placeholder_app_key_is_named_with_the_command_that_fixes_it() -> an
              put-secret-value --secret-id {key_arn} --secret-string file://app.pem"
         );
         assert!(exited.output.contains(&fix), "{}", exited.output);
-        assert!(!exited.output.contains(PLACEHOLDER), "the secret's value is never shown");
+        assert!(
+            !exited.output.contains(PLACEHOLDER),
+            "the secret's value is never shown"
+        );
     }
     moto.stop().await;
     Ok(())

@@ -47,9 +47,14 @@ async fn ping(webhook: &mut Function, secret: &str) -> anyhow::Result<u16> {
 }
 
 #[tokio::test]
-async fn a_rotated_webhook_secret_is_accepted_and_the_previous_one_still_is() -> anyhow::Result<()> {
+async fn a_rotated_webhook_secret_is_accepted_and_the_previous_one_still_is() -> anyhow::Result<()>
+{
     let moto = Moto::start().await?;
-    put_config(&moto.endpoint, &config_yaml(DEPLOYMENT, "http://127.0.0.1:9")).await?;
+    put_config(
+        &moto.endpoint,
+        &config_yaml(DEPLOYMENT, "http://127.0.0.1:9"),
+    )
+    .await?;
     let secret_id = put_secret(&moto, "ephemera/eph/webhook-secret", "old-secret").await?;
     // A long interval: only the check a failed signature asks for can see the rotation.
     let env = environment(
@@ -67,7 +72,11 @@ async fn a_rotated_webhook_secret_is_accepted_and_the_previous_one_still_is() ->
     // Forced checks are at most every 5 s.
     tokio::time::sleep(Duration::from_secs(6)).await;
     assert_eq!(ping(&mut webhook, "new-secret").await?, 200);
-    assert_eq!(ping(&mut webhook, "old-secret").await?, 200, "previous one, within the window");
+    assert_eq!(
+        ping(&mut webhook, "old-secret").await?,
+        200,
+        "previous one, within the window"
+    );
     assert_eq!(ping(&mut webhook, "not-the-secret").await?, 401);
     drop(webhook);
     moto.stop().await;
@@ -97,7 +106,10 @@ async fn a_pushed_configuration_with_a_new_pool_routes_and_launches_without_a_re
             ("EPHEMERA_QUEUE_URL", p.queue.queue_url()),
             ("EPHEMERA_WEBHOOK_SECRET_ID", &hook_id),
             ("EPHEMERA_GITHUB_KEY_SECRET_ID", &key_id),
-            ("EPHEMERA_INSTANCE_ARN_PREFIX", "arn:aws:ec2:us-east-1:123456789012:instance/"),
+            (
+                "EPHEMERA_INSTANCE_ARN_PREFIX",
+                "arn:aws:ec2:us-east-1:123456789012:instance/",
+            ),
             ("EPHEMERA_RELOAD_SECONDS", &reload),
         ],
     );
@@ -132,13 +144,22 @@ async fn a_pushed_configuration_with_a_new_pool_routes_and_launches_without_a_re
 
     tokio::time::sleep(Duration::from_secs(RELOAD_SECONDS) + Duration::from_millis(200)).await;
     let (status, body) = function_url_answer(&webhook.invoke(deliver(1002)).await?);
-    assert_eq!((status, body.as_str()), (200, "queued for pool linux-arm64"));
+    assert_eq!(
+        (status, body.as_str()),
+        (200, "queued for pool linux-arm64")
+    );
 
     let received = p.queue.receive(10, 2).await?;
     assert_eq!(received.len(), 1);
     let batch: Vec<_> = received
         .iter()
-        .map(|m| (m.message_id.clone(), m.receipt_handle.clone(), m.body.clone()))
+        .map(|m| {
+            (
+                m.message_id.clone(),
+                m.receipt_handle.clone(),
+                m.body.clone(),
+            )
+        })
         .collect();
     tokio::time::sleep(Duration::from_secs(RELOAD_SECONDS)).await;
     let answer = scaler.invoke(sqs_event(&batch)).await?;

@@ -43,7 +43,10 @@ async fn of_two_reapers_started_together_only_one_works() -> anyhow::Result<()> 
     );
     // The lease was given back: the next scheduled run works.
     let next = reaper()
-        .run(OffsetDateTime::now_utc(), Instant::now() + Duration::from_secs(60))
+        .run(
+            OffsetDateTime::now_utc(),
+            Instant::now() + Duration::from_secs(60),
+        )
         .await?;
     assert!(!next.another_run_held_the_lease);
     Ok(())

@@ -60,6 +60,8 @@ async fn a_cold_start_fails_naming_the_endpoint_and_operation_when_aws_never_ans
         "{}",
         exited.output
     );
-    assert!(exited.output.contains("reading configuration parameter /eph/config"));
+    assert!(exited
+        .output
+        .contains("reading configuration parameter /eph/config"));
     Ok(())
 }

@@ -32,7 +32,10 @@ impl Leases for DynamoRunnerStore {
         let mut item = items::key(lease_key(name));
         item.insert(HOLDER.to_owned(), AttributeValue::S(holder.to_owned()));
         let expires = until.unix_timestamp();
-        item.insert(EXPIRES_AT.to_owned(), AttributeValue::N(expires.to_string()));
+        item.insert(
+            EXPIRES_AT.to_owned(),
+            AttributeValue::N(expires.to_string()),
+        );
         let ttl = (expires + KEEP_AFTER_EXPIRY).to_string();
         item.insert(items::TTL.to_owned(), AttributeValue::N(ttl));
         let put = self
@@ -43,7 +46,10 @@ impl Leases for DynamoRunnerStore {
             .condition_expression("attribute_not_exists(#pk) OR #expires <= :now")
             .expression_attribute_names("#pk", items::PK)
             .expression_attribute_names("#expires", EXPIRES_AT)
-            .expression_attribute_values(":now", AttributeValue::N(now.unix_timestamp().to_string()))
+            .expression_attribute_values(
+                ":now",
+                AttributeValue::N(now.unix_timestamp().to_string()),
+            )
             .send()
             .await;
         match put {

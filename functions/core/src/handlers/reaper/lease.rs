@@ -72,7 +72,10 @@ mod tests {
         let now = OffsetDateTime::now_utc();
         let deadline = Instant::now() + Duration::from_secs(30);
         let until = now + Duration::from_secs(90);
-        assert!(leases.acquire(REAPER_LEASE, "first", until, now).await.unwrap());
+        assert!(leases
+            .acquire(REAPER_LEASE, "first", until, now)
+            .await
+            .unwrap());
         let second = reaper().with_lease(leases.clone());
         let report = second.run(now, deadline).await.unwrap();
         assert!(report.another_run_held_the_lease);

@@ -27,11 +27,11 @@ mod orphans;
 mod reconcile;
 mod warm;
 
-pub use lease::{LEASE_MARGIN, REAPER_LEASE};
 pub use decide::{
     Cleanup, COUNTER_SETTLE, INSTANCE_GRACE, JOB_CHECKS_PER_RUN, JOB_CHECK_INTERVAL, JOB_RECHECK,
     ORPHAN_GRACE, QUEUED_GRACE, WARM_STALL,
 };
+pub use lease::{LEASE_MARGIN, REAPER_LEASE};
 
 use crate::config::Config;
 use crate::lifecycle::InstanceStatus;
