@@ -146,7 +146,7 @@ async fn a_pushed_configuration_with_a_new_pool_routes_and_launches_without_a_re
     let (status, body) = function_url_answer(&webhook.invoke(deliver(1002)).await?);
     assert_eq!(
         (status, body.as_str()),
-        (200, "queued for pool linux-arm64")
+        (200, r#"{"message":"queued for pool linux-arm64"}"#)
     );
 
     let received = p.queue.receive(10, 2).await?;
