@@ -185,3 +185,30 @@ async fn current_value(ssm: &aws_sdk_ssm::Client, name: &str) -> anyhow::Result<
         Err(err) => Err(anyhow::Error::new(err).context(format!("reading parameter {name}"))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_above_the_standard_tier_is_refused_unless_advanced_is_asked_for() {
+        let file = Path::new("config.yaml");
+        let small = "x".repeat(STANDARD_TIER_LIMIT);
+        assert_eq!(
+            tier_for(file, &small, false).ok(),
+            Some(ParameterTier::Standard)
+        );
+        let big = "x".repeat(STANDARD_TIER_LIMIT + 1);
+        let refused = tier_for(file, &big, false).expect_err("above 4 KB");
+        assert_eq!(refused.code, INVALID_CONFIG);
+        let said = refused.error.to_string();
+        assert!(said.contains("config.yaml is 4097 bytes"), "{said}");
+        assert!(said.contains("--advanced-tier"), "{said}");
+        assert_eq!(
+            tier_for(file, &big, true).ok(),
+            Some(ParameterTier::Advanced)
+        );
+        let huge = "x".repeat(ADVANCED_TIER_LIMIT + 1);
+        assert!(tier_for(file, &huge, true).is_err());
+    }
+}
