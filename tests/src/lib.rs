@@ -4,9 +4,11 @@
 pub mod calls;
 pub mod crash;
 pub mod faults;
+pub mod functions;
 pub mod logs;
 pub mod moto;
 pub mod pipeline;
 pub mod plant;
+pub mod runtime_api;
 pub mod sim;
 pub mod stack;

@@ -7,6 +7,7 @@
 //! this module holds the shared plumbing (reads, expressions, error mapping).
 
 mod jobs;
+mod lease;
 mod listing;
 mod reconcile;
 mod runners;

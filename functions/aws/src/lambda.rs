@@ -1,19 +1,22 @@
-//! What the three Lambda functions share at cold start: JSON logs, the configuration from
-//! its SSM parameter, secrets from Secrets Manager, and the adapters named by the
-//! environment that template.yaml sets.
+//! What the three Lambda functions share at cold start: JSON logs, the environment that
+//! template.yaml sets (checked all at once), and the adapters it names. The
+//! configuration and the secrets, read at cold start and followed afterwards, are in
+//! [`crate::reload`].
 //!
 //! Environment: `EPHEMERA_CONFIG_PARAMETER` (SSM parameter holding the YAML),
 //! `EPHEMERA_TABLE`, `EPHEMERA_QUEUE_URL`, `EPHEMERA_WEBHOOK_SECRET_ID` (and optionally
 //! `EPHEMERA_WEBHOOK_PREVIOUS_SECRET_ID`), `EPHEMERA_GITHUB_KEY_SECRET_ID`,
-//! `EPHEMERA_INSTANCE_ARN_PREFIX` (`arn:<partition>:ec2:<region>:<account>:instance/`).
+//! `EPHEMERA_INSTANCE_ARN_PREFIX` (`arn:<partition>:ec2:<region>:<account>:instance/`),
+//! optionally `EPHEMERA_RELOAD_SECONDS` (see [`crate::reload`]).
 
+use crate::reload::Sources;
 use crate::{sdk_config, AwsSettings, DynamoRunnerStore, Ec2Fleet, SqsJobQueue, SsmJitSecrets};
 use anyhow::Context;
 use aws_config::SdkConfig;
 use ephemera_core::config::Config;
 use ephemera_core::webhook::WebhookSecrets;
 use secrecy::SecretString;
-use std::sync::Arc;
+use std::collections::HashMap;
 
 /// JSON logs on stdout, as CloudWatch reads them; `RUST_LOG` filters.
 pub fn init_tracing() {
@@ -28,90 +31,203 @@ pub fn init_tracing() {
         .init();
 }
 
+/// The SSM parameter holding the configuration YAML.
+pub const CONFIG_PARAMETER: &str = "EPHEMERA_CONFIG_PARAMETER";
+/// The DynamoDB table.
+pub const TABLE: &str = "EPHEMERA_TABLE";
+/// The jobs queue URL.
+pub const QUEUE_URL: &str = "EPHEMERA_QUEUE_URL";
+/// The Secrets Manager secret holding the webhook secret.
+pub const WEBHOOK_SECRET_ID: &str = "EPHEMERA_WEBHOOK_SECRET_ID";
+/// Optional: a second webhook secret accepted during a rotation.
+pub const WEBHOOK_PREVIOUS_SECRET_ID: &str = "EPHEMERA_WEBHOOK_PREVIOUS_SECRET_ID";
+/// The Secrets Manager secret holding the GitHub App's private key (PEM).
+pub const GITHUB_KEY_SECRET_ID: &str = "EPHEMERA_GITHUB_KEY_SECRET_ID";
+/// `arn:<partition>:ec2:<region>:<account>:instance/`.
+pub const INSTANCE_ARN_PREFIX: &str = "EPHEMERA_INSTANCE_ARN_PREFIX";
+
+/// What the webhook function needs.
+pub const WEBHOOK_VARS: &[&str] = &[CONFIG_PARAMETER, QUEUE_URL, WEBHOOK_SECRET_ID];
+/// What the scaler and the reaper need.
+pub const SCALER_VARS: &[&str] = &[
+    CONFIG_PARAMETER,
+    TABLE,
+    QUEUE_URL,
+    GITHUB_KEY_SECRET_ID,
+    INSTANCE_ARN_PREFIX,
+];
+/// What the reaper needs (the same as the scaler).
+pub const REAPER_VARS: &[&str] = SCALER_VARS;
+
 /// A required environment variable, with an error naming it.
 pub fn required_var(name: &str) -> anyhow::Result<String> {
-    match std::env::var(name) {
-        Ok(value) if !value.is_empty() => Ok(value),
-        _ => anyhow::bail!("environment variable {name} must be set"),
-    }
+    required_vars(&[name]).map(|mut values| values.remove(name).unwrap_or_default())
 }
 
-/// A function's view of its deployment, loaded once at cold start.
+/// Every one of `names`, or one error naming all that are missing or empty.
+pub fn required_vars(names: &[&str]) -> anyhow::Result<HashMap<String, String>> {
+    let mut values = HashMap::new();
+    let mut missing = Vec::new();
+    for name in names {
+        match std::env::var(name) {
+            Ok(value) if !value.trim().is_empty() => {
+                values.insert((*name).to_owned(), value);
+            }
+            _ => missing.push(*name),
+        }
+    }
+    if missing.is_empty() {
+        return Ok(values);
+    }
+    let plural = if missing.len() == 1 { "" } else { "s" };
+    anyhow::bail!(
+        "environment variable{plural} {} must be set (template.yaml sets them on each \
+         function; set them yourself when running it elsewhere)",
+        missing.join(", ")
+    )
+}
+
+/// The fix for an App key secret that holds no usable key.
+pub fn app_key_fix(secret_id: &str) -> String {
+    format!(
+        "put the GitHub App's private key into secret {secret_id}: aws secretsmanager \
+         put-secret-value --secret-id {secret_id} --secret-string file://app.pem"
+    )
+}
+
+/// Runs a function's cold start; a failure is logged with its whole cause chain before
+/// the process exits with it (Lambda keeps the output in the function's log and reports
+/// the start as failed).
+pub async fn cold_start<T>(
+    start: impl std::future::Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<T> {
+    let started = start.await;
+    if let Err(error) = &started {
+        tracing::error!(error = %format!("{error:#}"), "cold start failed");
+    }
+    started
+}
+
+/// A function's view of its deployment: its environment and the SDK configuration.
+/// What follows the configuration parameter and the secrets is in [`crate::reload`].
 pub struct LambdaEnv {
     pub sdk: SdkConfig,
-    pub config: Arc<Config>,
+    vars: HashMap<String, String>,
 }
 
 impl LambdaEnv {
-    /// Loads the SDK configuration and the deployment's configuration parameter.
-    pub async fn load() -> anyhow::Result<LambdaEnv> {
+    /// Checks that every variable in `required` is set (all missing ones reported at
+    /// once, before any network call), then loads the SDK configuration.
+    pub async fn load(required: &[&str]) -> anyhow::Result<LambdaEnv> {
+        let vars = required_vars(required)?;
         let sdk = sdk_config(&AwsSettings::default()).await;
-        let parameter = required_var("EPHEMERA_CONFIG_PARAMETER")?;
-        let config = load_config_parameter(&aws_sdk_ssm::Client::new(&sdk), &parameter).await?;
-        Ok(LambdaEnv {
-            sdk,
-            config: Arc::new(config),
-        })
+        Ok(LambdaEnv { sdk, vars })
+    }
+
+    /// A variable checked by [`LambdaEnv::load`]; `var` must be among those it required.
+    pub fn var(&self, var: &str) -> anyhow::Result<String> {
+        match self.vars.get(var) {
+            Some(value) => Ok(value.clone()),
+            None => required_var(var),
+        }
     }
 
     pub fn store(&self) -> anyhow::Result<DynamoRunnerStore> {
-        let table = required_var("EPHEMERA_TABLE")?;
         Ok(DynamoRunnerStore::new(
             aws_sdk_dynamodb::Client::new(&self.sdk),
-            table,
+            self.var(TABLE)?,
         ))
     }
 
     pub fn queue(&self) -> anyhow::Result<SqsJobQueue> {
-        let url = required_var("EPHEMERA_QUEUE_URL")?;
-        Ok(SqsJobQueue::new(aws_sdk_sqs::Client::new(&self.sdk), url))
+        Ok(SqsJobQueue::new(
+            aws_sdk_sqs::Client::new(&self.sdk),
+            self.var(QUEUE_URL)?,
+        ))
     }
 
-    /// Metrics as EMF lines on stdout, which CloudWatch Logs turns into metrics; one
-    /// handle per function, shared by its handler and its GitHub client.
-    pub fn metrics(&self) -> ephemera_core::metrics::Metrics {
-        ephemera_core::metrics::Metrics::stdout(&self.config.deployment)
-    }
-
-    pub fn fleet(&self) -> Ec2Fleet {
-        Ec2Fleet::new(aws_sdk_ec2::Client::new(&self.sdk), &self.config.deployment)
+    pub fn fleet(&self, config: &Config) -> Ec2Fleet {
+        Ec2Fleet::new(aws_sdk_ec2::Client::new(&self.sdk), &config.deployment)
     }
 
     /// JIT parameters tagged with ARNs under `EPHEMERA_INSTANCE_ARN_PREFIX`, which
     /// the runner role's policy compares with the caller's instance.
-    pub fn jit_secrets(&self) -> anyhow::Result<SsmJitSecrets> {
-        let prefix = required_var("EPHEMERA_INSTANCE_ARN_PREFIX")?;
+    pub fn jit_secrets(&self, config: &Config) -> anyhow::Result<SsmJitSecrets> {
+        let prefix = self.var(INSTANCE_ARN_PREFIX)?;
         Ok(
-            SsmJitSecrets::new(aws_sdk_ssm::Client::new(&self.sdk), &self.config.deployment)
+            SsmJitSecrets::new(aws_sdk_ssm::Client::new(&self.sdk), &config.deployment)
                 .with_instance_arn_prefix(prefix),
         )
     }
 
-    /// The secret whose id is in the environment variable `var`.
-    pub async fn secret(&self, var: &str) -> anyhow::Result<SecretString> {
-        let id = required_var(var)?;
-        let client = aws_sdk_secretsmanager::Client::new(&self.sdk);
-        crate::secrets::read_secret(&client, &id).await
+    /// The GitHub App's private key among `sources`, checked to be a PEM private key:
+    /// the stack creates the secret with a placeholder, and an error here names the
+    /// secret and the fix.
+    pub fn app_key(&self, sources: &Sources) -> anyhow::Result<SecretString> {
+        let id = self.var(GITHUB_KEY_SECRET_ID)?;
+        let key = &sources.secret(GITHUB_KEY_SECRET_ID)?.value;
+        if !crate::secrets::looks_like_pem_key(key) {
+            anyhow::bail!(
+                "secret {id} does not hold a PEM private key (a new stack holds a \
+                 placeholder); {}",
+                app_key_fix(&id)
+            );
+        }
+        Ok(key.clone())
     }
 
-    /// The current webhook secret and, during a rotation, the previous one.
-    pub async fn webhook_secrets(&self) -> anyhow::Result<WebhookSecrets> {
-        let current = self.secret("EPHEMERA_WEBHOOK_SECRET_ID").await?;
-        let previous = match std::env::var("EPHEMERA_WEBHOOK_PREVIOUS_SECRET_ID") {
-            Ok(id) if !id.is_empty() => {
-                Some(self.secret("EPHEMERA_WEBHOOK_PREVIOUS_SECRET_ID").await?)
-            }
-            _ => None,
+    /// For an App key that looked like PEM but did not parse.
+    pub fn unusable_app_key(
+        &self,
+        error: impl std::error::Error + Send + Sync + 'static,
+    ) -> anyhow::Error {
+        let id = self.var(GITHUB_KEY_SECRET_ID).unwrap_or_default();
+        anyhow::Error::new(error).context(format!(
+            "the GitHub App key in secret {id} is not a usable RSA private key; {}",
+            app_key_fix(&id)
+        ))
+    }
+
+    /// The webhook secrets among `sources`: the current one and, during a rotation, the
+    /// previous one (the secret named by `EPHEMERA_WEBHOOK_PREVIOUS_SECRET_ID` when set,
+    /// else the secret's own previous value within its rotation window).
+    pub fn webhook_secrets(&self, sources: &Sources) -> anyhow::Result<WebhookSecrets> {
+        let current = sources.secret(WEBHOOK_SECRET_ID)?;
+        let previous = match sources.secrets.get(WEBHOOK_PREVIOUS_SECRET_ID) {
+            Some(explicit) => Some(explicit.value.clone()),
+            None => current.previous.clone(),
         };
-        Ok(WebhookSecrets { current, previous })
+        Ok(WebhookSecrets {
+            current: current.value.clone(),
+            previous,
+        })
+    }
+
+    /// The secrets the webhook reads: the current one, and the explicit previous one
+    /// when `EPHEMERA_WEBHOOK_PREVIOUS_SECRET_ID` is set.
+    pub fn webhook_secret_vars(&self) -> Vec<&'static str> {
+        let explicit_previous =
+            std::env::var(WEBHOOK_PREVIOUS_SECRET_ID).is_ok_and(|id| !id.trim().is_empty());
+        if explicit_previous {
+            vec![WEBHOOK_SECRET_ID, WEBHOOK_PREVIOUS_SECRET_ID]
+        } else {
+            vec![WEBHOOK_SECRET_ID]
+        }
     }
 }
 
-/// Reads and validates the configuration kept in the SSM parameter `name`.
-pub async fn load_config_parameter(
+/// Metrics as EMF lines on stdout, which CloudWatch Logs turns into metrics; one handle
+/// per handler, shared with its GitHub client.
+pub fn metrics(config: &Config) -> ephemera_core::metrics::Metrics {
+    ephemera_core::metrics::Metrics::stdout(&config.deployment)
+}
+
+/// Reads and validates the configuration kept in the SSM parameter `name`, with the
+/// parameter's version.
+pub async fn load_config_version(
     client: &aws_sdk_ssm::Client,
     name: &str,
-) -> anyhow::Result<Config> {
+) -> anyhow::Result<(Config, i64)> {
     let output = client
         .get_parameter()
         .name(name)
@@ -119,9 +235,20 @@ pub async fn load_config_parameter(
         .send()
         .await
         .with_context(|| format!("reading configuration parameter {name}"))?;
-    let text = output
+    let parameter = output
         .parameter()
-        .and_then(|p| p.value())
         .with_context(|| format!("configuration parameter {name} has no value"))?;
-    Ok(Config::parse(&format!("ssm:{name}"), text)?)
+    let text = parameter
+        .value()
+        .with_context(|| format!("configuration parameter {name} has no value"))?;
+    let config = Config::parse(&format!("ssm:{name}"), text)?;
+    Ok((config, parameter.version()))
+}
+
+/// Reads and validates the configuration kept in the SSM parameter `name`.
+pub async fn load_config_parameter(
+    client: &aws_sdk_ssm::Client,
+    name: &str,
+) -> anyhow::Result<Config> {
+    Ok(load_config_version(client, name).await?.0)
 }

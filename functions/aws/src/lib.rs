@@ -4,11 +4,14 @@
 //! adapters run under Lambda, under `ephemera local` against any endpoint (the moto
 //! emulator on a laptop), and in the end-to-end tests.
 //!
-//! Layout: [`items`] maps records onto DynamoDB items and [`dynamo`] is the store;
-//! [`ec2`] (with [`tags`]) launches, lists and terminates runner instances; [`ssm`] hands
-//! JIT configs to instances; [`sqs`] is the jobs queue; [`secrets`] reads Secrets
-//! Manager; [`bootstrap`] creates the resources for local runs and tests; [`stack`] reads
-//! a deployed stack's outputs for the operator CLI.
+//! Layout: [`items`] maps records onto DynamoDB items and [`dynamo`] is the store (with
+//! the reaper's lease); [`ec2`] (with [`tags`]) launches, lists and terminates runner
+//! instances; [`ssm`] hands JIT configs to instances; [`sqs`] is the jobs queue;
+//! [`secrets`] reads Secrets Manager; [`client`] builds the SDK configuration with its
+//! timeouts; [`lambda`] and [`reload`] are what the functions share at cold start and
+//! how they follow their configuration and secrets; [`bootstrap`] creates the resources
+//! for local runs and tests; [`stack`] reads a deployed stack's outputs for the
+//! operator CLI.
 
 pub mod bootstrap;
 pub mod client;
@@ -17,6 +20,7 @@ pub mod ec2;
 pub mod items;
 pub mod lambda;
 pub mod launch;
+pub mod reload;
 pub mod secrets;
 pub mod sqs;
 pub mod ssm;

@@ -71,6 +71,10 @@ impl SqsJobQueue {
             .max_number_of_messages(max)
             .wait_time_seconds(wait_seconds)
             .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
+            .customize()
+            .config_override(
+                aws_sdk_sqs::Config::builder().timeout_config(long_poll_timeouts(wait_seconds)),
+            )
             .send()
             .await
             .map_err(queue_error)?;
@@ -98,8 +102,6 @@ impl SqsJobQueue {
         Ok(received)
     }
 
-    /// Deletes a handled message.
-    #[instrument(skip_all)]
     /// Makes a received message visible again after `delay` (at most 12 hours).
     pub async fn retry_after(
         &self,
@@ -118,6 +120,8 @@ impl SqsJobQueue {
         Ok(())
     }
 
+    /// Deletes a handled message.
+    #[instrument(skip_all)]
     pub async fn delete(&self, receipt_handle: &str) -> Result<(), QueueError> {
         self.client
             .delete_message()
@@ -147,6 +151,14 @@ impl SqsJobQueue {
                 QueueError::Transient(Box::new(MissingField("ApproximateNumberOfMessages")))
             })
     }
+}
+
+/// The default timeouts, stretched by a long poll of `wait_seconds`.
+fn long_poll_timeouts(wait_seconds: i32) -> aws_config::timeout::TimeoutConfig {
+    let wait = Duration::from_secs(wait_seconds.max(0) as u64);
+    crate::client::AwsTimeouts::DEFAULT
+        .with_long_poll(wait)
+        .to_sdk()
 }
 
 /// The URL of the queue named `name`.

@@ -2,8 +2,10 @@
 //!
 //! Validation is [`Config::check`]: every problem at once, each naming the file, the line
 //! and the field, and stricter than what the functions load (a pool that can never get
-//! a job is an error here). Push validates, then writes the deployment's SSM parameter,
-//! which the functions read again within a minute.
+//! a job is an error here). Push validates, checks the size against SSM's tiers, then
+//! writes the deployment's SSM parameter. The functions check its version at most every
+//! `EPHEMERA_RELOAD_SECONDS` (30 s by default) and use a new one from their next
+//! invocation after that check.
 
 use crate::exit::{Failure, Outcome, INVALID_CONFIG, REFUSED};
 use crate::target::Deployment;
@@ -13,8 +15,11 @@ use clap::Args;
 use ephemera_core::config::Config;
 use std::path::{Path, PathBuf};
 
-/// Parameters above this size need SSM's advanced tier.
+/// The most a Standard-tier SSM parameter holds (4 KB).
 const STANDARD_TIER_LIMIT: usize = 4096;
+/// The most an Advanced-tier SSM parameter holds (8 KB); Advanced parameters are charged
+/// for, per parameter and month.
+const ADVANCED_TIER_LIMIT: usize = 8192;
 
 #[derive(Args, Debug)]
 pub struct ValidateArgs {
@@ -30,6 +35,40 @@ pub struct PushArgs {
     /// runner name, tag and orphan sweep follows that name).
     #[arg(long)]
     allow_deployment_change: bool,
+    /// Store a file above 4 KB as an Advanced-tier SSM parameter (up to 8 KB; charged
+    /// per parameter and month, and a parameter never goes back to Standard).
+    #[arg(long)]
+    advanced_tier: bool,
+}
+
+/// The SSM tier `text` needs, or exit code 7 saying why it cannot be stored.
+fn tier_for(file: &Path, text: &str, advanced_allowed: bool) -> Result<ParameterTier, Failure> {
+    let size = text.len();
+    let name = file.display();
+    if size > ADVANCED_TIER_LIMIT {
+        return Err(Failure::msg(
+            INVALID_CONFIG,
+            format!(
+                "{name} is {size} bytes; an SSM parameter holds at most {ADVANCED_TIER_LIMIT} \
+                 (Advanced tier): shorten it (comments, fewer pools)"
+            ),
+        ));
+    }
+    if size > STANDARD_TIER_LIMIT && !advanced_allowed {
+        return Err(Failure::msg(
+            INVALID_CONFIG,
+            format!(
+                "{name} is {size} bytes; a Standard SSM parameter holds at most \
+                 {STANDARD_TIER_LIMIT}: shorten it, or pass --advanced-tier to store it as an \
+                 Advanced parameter (up to {ADVANCED_TIER_LIMIT}, charged per month)"
+            ),
+        ));
+    }
+    Ok(if size > STANDARD_TIER_LIMIT {
+        ParameterTier::Advanced
+    } else {
+        ParameterTier::Standard
+    })
 }
 
 /// Reads and checks `file`: the configuration and its text, or exit code 7 with every
@@ -72,6 +111,7 @@ pub fn validate(args: ValidateArgs) -> Outcome {
 
 pub async fn push(deployment: &mut Deployment, args: PushArgs) -> Outcome {
     let (config, text) = checked(&args.file)?;
+    let tier = tier_for(&args.file, &text, args.advanced_tier)?;
     deployment.progress.step(format!(
         "{}: valid ({})",
         args.file.display(),
@@ -110,22 +150,22 @@ pub async fn push(deployment: &mut Deployment, args: PushArgs) -> Outcome {
     deployment
         .progress
         .step(format!("writing parameter {name}"));
-    let mut put = ssm
+    let version = ssm
         .put_parameter()
         .name(&name)
         .value(&text)
         .r#type(ParameterType::String)
-        .overwrite(true);
-    if text.len() > STANDARD_TIER_LIMIT {
-        put = put.tier(ParameterTier::Advanced);
-    }
-    let version = put
+        // Standard is SSM's default; an Advanced parameter cannot go back to it.
+        .set_tier((tier == ParameterTier::Advanced).then_some(tier))
+        .overwrite(true)
         .send()
         .await
         .with_context(|| format!("writing parameter {name}"))?
         .version;
     println!(
-        "pushed {} to {name} (version {version}); the functions use it within a minute",
+        "pushed {} to {name} (version {version}); each function checks for a new version at \
+         most every EPHEMERA_RELOAD_SECONDS (30 s by default) and uses it from its next \
+         invocation after that check",
         args.file.display()
     );
     Ok(())
@@ -143,5 +183,32 @@ async fn current_value(ssm: &aws_sdk_ssm::Client, name: &str) -> anyhow::Result<
             Ok(None)
         }
         Err(err) => Err(anyhow::Error::new(err).context(format!("reading parameter {name}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_above_the_standard_tier_is_refused_unless_advanced_is_asked_for() {
+        let file = Path::new("config.yaml");
+        let small = "x".repeat(STANDARD_TIER_LIMIT);
+        assert_eq!(
+            tier_for(file, &small, false).ok(),
+            Some(ParameterTier::Standard)
+        );
+        let big = "x".repeat(STANDARD_TIER_LIMIT + 1);
+        let refused = tier_for(file, &big, false).expect_err("above 4 KB");
+        assert_eq!(refused.code, INVALID_CONFIG);
+        let said = refused.error.to_string();
+        assert!(said.contains("config.yaml is 4097 bytes"), "{said}");
+        assert!(said.contains("--advanced-tier"), "{said}");
+        assert_eq!(
+            tier_for(file, &big, true).ok(),
+            Some(ParameterTier::Advanced)
+        );
+        let huge = "x".repeat(ADVANCED_TIER_LIMIT + 1);
+        assert!(tier_for(file, &huge, true).is_err());
     }
 }

@@ -87,10 +87,12 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
     } else {
         args.only.clone()
     };
+    check_inputs(&args, &parts)?;
     let settings = AwsSettings {
         endpoint_url: args.endpoint_url.clone(),
         region: args.region.clone(),
         static_credentials: None,
+        ..AwsSettings::default()
     };
     let sdk = ephemera_aws::sdk_config(&settings).await;
     let names = ephemera_aws::bootstrap::ResourceNames::for_deployment(&config.deployment);
@@ -195,6 +197,24 @@ fn webhook_secrets_from_env() -> anyhow::Result<WebhookSecrets> {
         current: SecretString::from(current),
         previous: previous.map(SecretString::from),
     })
+}
+
+/// Every secret input the chosen parts need, all missing ones in one error, before any
+/// network call.
+fn check_inputs(args: &LocalArgs, parts: &[Part]) -> anyhow::Result<()> {
+    let mut missing = Vec::new();
+    let secret_set = std::env::var("EPHEMERA_WEBHOOK_SECRET").is_ok_and(|s| !s.is_empty());
+    if parts.contains(&Part::Webhook) && !secret_set {
+        missing.push("EPHEMERA_WEBHOOK_SECRET (the webhook secret)");
+    }
+    let needs_app = parts.contains(&Part::Scaler) || parts.contains(&Part::Reaper);
+    if needs_app && args.github_app_key.is_none() {
+        missing.push("--github-app-key or EPHEMERA_GITHUB_APP_KEY_FILE (the App's private key)");
+    }
+    if !missing.is_empty() {
+        bail!("missing: {}", missing.join("; "));
+    }
+    Ok(())
 }
 
 fn github_app(config: &Config, args: &LocalArgs) -> anyhow::Result<GitHubApp> {

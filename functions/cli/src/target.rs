@@ -86,6 +86,7 @@ impl Deployment {
             endpoint_url: target.endpoint_url.clone(),
             region: target.region.clone(),
             static_credentials: None,
+            ..AwsSettings::default()
         };
         Deployment {
             sdk: ephemera_aws::sdk_config(&settings).await,

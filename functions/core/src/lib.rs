@@ -14,6 +14,7 @@
 //! - [`model`]: the records kept in the table (runners, jobs, pools).
 //! - [`ports`]: the narrow traits the handlers use (`RunnerStore`, `JobQueue`, `Fleet`,
 //!   `Forge`, `JitSecrets`), with their typed errors.
+//! - [`lease`]: expiring leases, so that only one reaper runs at a time.
 //! - [`memory`]: in-memory implementations of the ports, for unit tests.
 //! - [`handlers`]: the webhook, scaler and reaper handlers, generic over the ports.
 //! - [`pace`]: GitHub registrations spread evenly over the App's rate limit.
@@ -23,6 +24,7 @@ pub mod backoff;
 pub mod clock;
 pub mod config;
 pub mod handlers;
+pub mod lease;
 pub mod lifecycle;
 pub mod memory;
 pub mod message;

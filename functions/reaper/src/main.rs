@@ -2,7 +2,10 @@
 //! be deleted, within the invocation's time. All logic is in
 //! `ephemera_core::handlers::reaper`.
 
-use ephemera_aws::lambda::{init_tracing, LambdaEnv};
+use ephemera_aws::lambda::{
+    cold_start, init_tracing, metrics, LambdaEnv, GITHUB_KEY_SECRET_ID, REAPER_VARS,
+};
+use ephemera_aws::reload::{Reloading, Sources};
 use ephemera_core::handlers::reaper::Reaper;
 use ephemera_github::{GitHubApp, GitHubAppConfig};
 use lambda_runtime::{service_fn, Error, LambdaEvent};
@@ -15,34 +18,51 @@ const MARGIN: Duration = Duration::from_secs(10);
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     init_tracing();
-    let env = LambdaEnv::load().await?;
-    let metrics = env.metrics();
-    let forge = GitHubApp::new(GitHubAppConfig {
-        api_url: env.config.github.api_url.clone(),
-        app_id: env.config.github.app_id,
-        private_key: env.secret("EPHEMERA_GITHUB_KEY_SECRET_ID").await?,
-        retry: Default::default(),
-    })?
-    .with_metrics(metrics.clone());
-    let reaper = Reaper::new(
-        env.config.clone(),
-        Arc::new(env.store()?),
-        Arc::new(env.fleet()),
-        Arc::new(forge),
-        Arc::new(env.jit_secrets()?),
-        Arc::new(env.queue()?),
-    )
-    .with_metrics(metrics);
+    let reaper = cold_start(start()).await?;
     lambda_runtime::run(service_fn(|event: LambdaEvent<serde_json::Value>| {
         handle(&reaper, event)
     }))
     .await
 }
 
+/// The cold start: the environment (all of it checked before any call), then the
+/// configuration and the App key, followed from then on.
+async fn start() -> anyhow::Result<Reloading<Reaper>> {
+    let env = LambdaEnv::load(REAPER_VARS).await?;
+    Reloading::start(env, &[GITHUB_KEY_SECRET_ID], build).await
+}
+
+/// The reaper for one version of the configuration and the App key; it runs only while
+/// it holds the reaper lease in the table (one reaper at a time).
+fn build(env: &LambdaEnv, sources: &Sources) -> anyhow::Result<Reaper> {
+    let config = sources.config.clone();
+    let metrics = metrics(&config);
+    let forge = GitHubApp::new(GitHubAppConfig {
+        api_url: config.github.api_url.clone(),
+        app_id: config.github.app_id,
+        private_key: env.app_key(sources)?,
+        retry: Default::default(),
+    })
+    .map_err(|err| env.unusable_app_key(err))?
+    .with_metrics(metrics.clone());
+    let store = Arc::new(env.store()?);
+    Ok(Reaper::new(
+        config.clone(),
+        store.clone(),
+        Arc::new(env.fleet(&config)),
+        Arc::new(forge),
+        Arc::new(env.jit_secrets(&config)?),
+        Arc::new(env.queue()?),
+    )
+    .with_metrics(metrics)
+    .with_lease(store))
+}
+
 async fn handle(
-    reaper: &Reaper,
+    reaper: &Reloading<Reaper>,
     event: LambdaEvent<serde_json::Value>,
 ) -> Result<serde_json::Value, Error> {
+    let reaper = reaper.handler().await;
     let left = event
         .context
         .deadline()
@@ -63,5 +83,6 @@ async fn handle(
         "counters_repaired": report.counters_repaired,
         "warm_requested": report.warm_requested,
         "left_for_next_run": report.left_for_next_run,
+        "another_run_held_the_lease": report.another_run_held_the_lease,
     }))
 }

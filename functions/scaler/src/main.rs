@@ -2,7 +2,10 @@
 //! reported per message. All logic is in `ephemera_core::handlers::scaler`.
 
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
-use ephemera_aws::lambda::{init_tracing, LambdaEnv};
+use ephemera_aws::lambda::{
+    cold_start, init_tracing, metrics, LambdaEnv, GITHUB_KEY_SECRET_ID, SCALER_VARS,
+};
+use ephemera_aws::reload::{Reloading, Sources};
 use ephemera_core::handlers::scaler::{BatchItem, Scaler};
 use ephemera_core::pace::RegistrationPace;
 use ephemera_github::{GitHubApp, GitHubAppConfig};
@@ -12,46 +15,68 @@ use std::sync::Arc;
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     init_tracing();
-    let env = LambdaEnv::load().await?;
-    let metrics = env.metrics();
-    let forge = GitHubApp::new(GitHubAppConfig {
-        api_url: env.config.github.api_url.clone(),
-        app_id: env.config.github.app_id,
-        private_key: env.secret("EPHEMERA_GITHUB_KEY_SECRET_ID").await?,
-        retry: Default::default(),
-    })?
-    .with_metrics(metrics.clone());
-    let fleet = Arc::new(env.fleet());
-    // This invocation's share of the App's registration rate (template.yaml sets the
-    // concurrency from ScalerMaxConcurrency).
-    let pace = RegistrationPace::from_environment(
-        std::env::var("EPHEMERA_REGISTRATIONS_PER_MINUTE")
-            .ok()
-            .as_deref(),
-        std::env::var("EPHEMERA_SCALER_CONCURRENCY").ok().as_deref(),
-    )?;
-    let scaler = Arc::new(
-        Scaler::new(
-            env.config.clone(),
-            Arc::new(env.store()?),
-            fleet,
-            Arc::new(forge),
-            Arc::new(env.jit_secrets()?),
-            Arc::new(env.queue()?),
-        )
-        .with_metrics(metrics)
-        .with_registration_pace(Arc::new(pace)),
-    );
+    let scaler = cold_start(start()).await?;
     lambda_runtime::run(service_fn(|event: LambdaEvent<SqsEvent>| {
         handle(&scaler, event)
     }))
     .await
 }
 
+/// The cold start: the environment (all of it checked before any call), then the
+/// configuration and the App key, followed from then on.
+async fn start() -> anyhow::Result<Reloading<Scaler>> {
+    let env = LambdaEnv::load(SCALER_VARS).await?;
+    // This invocation's share of the App's registration rate (template.yaml sets the
+    // concurrency from ScalerMaxConcurrency); one pace for the environment's lifetime,
+    // kept across configuration reloads.
+    let pace = Arc::new(
+        RegistrationPace::from_environment(
+            std::env::var("EPHEMERA_REGISTRATIONS_PER_MINUTE")
+                .ok()
+                .as_deref(),
+            std::env::var("EPHEMERA_SCALER_CONCURRENCY").ok().as_deref(),
+        )
+        .map_err(anyhow::Error::msg)?,
+    );
+    Reloading::start(env, &[GITHUB_KEY_SECRET_ID], move |env, sources| {
+        build(env, sources, pace.clone())
+    })
+    .await
+}
+
+/// The scaler for one version of the configuration and the App key.
+fn build(
+    env: &LambdaEnv,
+    sources: &Sources,
+    pace: Arc<RegistrationPace>,
+) -> anyhow::Result<Scaler> {
+    let config = sources.config.clone();
+    let metrics = metrics(&config);
+    let forge = GitHubApp::new(GitHubAppConfig {
+        api_url: config.github.api_url.clone(),
+        app_id: config.github.app_id,
+        private_key: env.app_key(sources)?,
+        retry: Default::default(),
+    })
+    .map_err(|err| env.unusable_app_key(err))?
+    .with_metrics(metrics.clone());
+    Ok(Scaler::new(
+        config.clone(),
+        Arc::new(env.store()?),
+        Arc::new(env.fleet(&config)),
+        Arc::new(forge),
+        Arc::new(env.jit_secrets(&config)?),
+        Arc::new(env.queue()?),
+    )
+    .with_metrics(metrics)
+    .with_registration_pace(pace))
+}
+
 async fn handle(
-    scaler: &Arc<Scaler>,
+    scaler: &Reloading<Scaler>,
     event: LambdaEvent<SqsEvent>,
 ) -> Result<SqsBatchResponse, Error> {
+    let scaler = scaler.handler().await;
     let items = event
         .payload
         .records

@@ -1,7 +1,8 @@
 //! The webhook Lambda function: GitHub's signed deliveries in (through a Function URL),
 //! versioned queue messages out. All logic is in `ephemera_core::handlers::webhook`.
 
-use ephemera_aws::lambda::{init_tracing, LambdaEnv};
+use ephemera_aws::lambda::{cold_start, init_tracing, metrics, LambdaEnv, WEBHOOK_VARS};
+use ephemera_aws::reload::{Reloading, Sources};
 use ephemera_core::handlers::webhook::{WebhookHandler, WebhookRequest};
 use lambda_http::{service_fn, Body, Error, Request, Response};
 use std::sync::Arc;
@@ -9,14 +10,31 @@ use std::sync::Arc;
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     init_tracing();
-    let env = LambdaEnv::load().await?;
-    let queue = Arc::new(env.queue()?);
-    let handler = WebhookHandler::new(env.config.clone(), env.webhook_secrets().await?, queue)
-        .with_metrics(env.metrics());
-    lambda_http::run(service_fn(|request: Request| handle(&handler, request))).await
+    let webhook = cold_start(start()).await?;
+    lambda_http::run(service_fn(|request: Request| handle(&webhook, request))).await
 }
 
-async fn handle(handler: &WebhookHandler, request: Request) -> Result<Response<Body>, Error> {
+/// The cold start: the environment (all of it checked before any call), then the
+/// configuration and the webhook secrets, followed from then on.
+async fn start() -> anyhow::Result<Reloading<WebhookHandler>> {
+    let env = LambdaEnv::load(WEBHOOK_VARS).await?;
+    let secrets = env.webhook_secret_vars();
+    Reloading::start(env, &secrets, build).await
+}
+
+/// The handler for one version of the configuration and the webhook secrets.
+fn build(env: &LambdaEnv, sources: &Sources) -> anyhow::Result<WebhookHandler> {
+    let queue = Arc::new(env.queue()?);
+    Ok(
+        WebhookHandler::new(sources.config.clone(), env.webhook_secrets(sources)?, queue)
+            .with_metrics(metrics(&sources.config)),
+    )
+}
+
+async fn handle(
+    webhook: &Reloading<WebhookHandler>,
+    request: Request,
+) -> Result<Response<Body>, Error> {
     let header = |name: &str| request.headers().get(name).and_then(|v| v.to_str().ok());
     let delivery = WebhookRequest {
         event: header("x-github-event"),
@@ -24,9 +42,12 @@ async fn handle(handler: &WebhookHandler, request: Request) -> Result<Response<B
         signature: header("x-hub-signature-256"),
         body: request.body().as_ref(),
     };
-    let response = handler
-        .handle(delivery, time::OffsetDateTime::now_utc())
-        .await;
+    let now = time::OffsetDateTime::now_utc();
+    let mut response = webhook.handler().await.handle(delivery, now).await;
+    // Refused with the secrets in hand: they may have rotated since they were read.
+    if response.status == 401 && webhook.check_now().await {
+        response = webhook.handler().await.handle(delivery, now).await;
+    }
     Ok(Response::builder()
         .status(response.status)
         .header("content-type", "application/json")

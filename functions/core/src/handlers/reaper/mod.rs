@@ -22,6 +22,7 @@ mod counters;
 mod decide;
 mod delete;
 mod jobs;
+mod lease;
 mod orphans;
 mod reconcile;
 mod warm;
@@ -30,6 +31,7 @@ pub use decide::{
     Cleanup, COUNTER_SETTLE, INSTANCE_GRACE, JOB_CHECKS_PER_RUN, JOB_CHECK_INTERVAL, JOB_RECHECK,
     ORPHAN_GRACE, QUEUED_GRACE, WARM_STALL,
 };
+pub use lease::{LEASE_MARGIN, REAPER_LEASE};
 
 use crate::config::Config;
 use crate::lifecycle::InstanceStatus;
@@ -85,6 +87,8 @@ pub struct ReaperReport {
     pub warm_requested: usize,
     /// Work left for the next run because the deadline came.
     pub left_for_next_run: bool,
+    /// Another run held the reaper lease, so this one did nothing.
+    pub another_run_held_the_lease: bool,
 }
 
 /// What the live part of the table looked like at the start of a run.
@@ -117,6 +121,7 @@ pub struct Reaper {
     queue: Arc<dyn JobQueue>,
     metrics: Metrics,
     memory: Arc<Mutex<Memory>>,
+    lease: Option<Arc<dyn crate::lease::Leases>>,
 }
 
 impl Reaper {
@@ -137,6 +142,7 @@ impl Reaper {
             queue,
             metrics: Metrics::disabled(),
             memory: Arc::default(),
+            lease: None,
         }
     }
 
@@ -147,8 +153,25 @@ impl Reaper {
         self
     }
 
+    /// Runs only while holding the reaper lease in `leases` (one reaper at a time).
+    pub fn with_lease(mut self, leases: Arc<dyn crate::lease::Leases>) -> Reaper {
+        self.lease = Some(leases);
+        self
+    }
+
     /// One run at `now`; starts no new work after `deadline`.
     pub async fn run(
+        &self,
+        now: OffsetDateTime,
+        deadline: Instant,
+    ) -> Result<ReaperReport, StoreError> {
+        match &self.lease {
+            Some(leases) => self.run_leased(leases.as_ref(), now, deadline).await,
+            None => self.run_unleased(now, deadline).await,
+        }
+    }
+
+    async fn run_unleased(
         &self,
         now: OffsetDateTime,
         deadline: Instant,

@@ -1,0 +1,185 @@
+//! Configuration and secrets that follow their source. A function builds its handler
+//! from the configuration parameter and its secrets at cold start, and builds it again
+//! when any of them changed: at most every `EPHEMERA_RELOAD_SECONDS` (default
+//! [`DEFAULT_RELOAD`]) it reads the parameter and the secrets (one GetParameter and one
+//! GetSecretValue per secret, only when that time has passed) and compares their
+//! versions; and a caller that saw a sign of rotation (a webhook signature that fails
+//! with the cached secrets) may ask for a check at once, at most every
+//! [`FORCED_CHECK_GAP`]. A check that fails keeps the handler it has. Every build logs
+//! the configuration version it runs.
+
+use crate::lambda::{LambdaEnv, CONFIG_PARAMETER};
+use anyhow::Context;
+use ephemera_core::config::Config;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Mutex;
+use tokio::time::Instant;
+use tracing::{info, warn};
+
+/// How often the sources are checked when `EPHEMERA_RELOAD_SECONDS` is not set.
+pub const DEFAULT_RELOAD: Duration = Duration::from_secs(30);
+/// The environment variable setting the check interval, in seconds.
+pub const RELOAD_SECONDS: &str = "EPHEMERA_RELOAD_SECONDS";
+/// The shortest gap between two checks asked for at once (forged signatures must not
+/// turn into a Secrets Manager call each).
+pub const FORCED_CHECK_GAP: Duration = Duration::from_secs(5);
+
+/// What a handler is built from, read together.
+pub struct Sources {
+    pub config: Arc<Config>,
+    /// The parameter's version, as SSM numbers them.
+    pub config_version: i64,
+    /// Each secret read, by the environment variable naming it.
+    pub secrets: HashMap<String, crate::secrets::VersionedSecret>,
+}
+
+impl Sources {
+    /// The secret named by `var` (one of those given to [`Reloading::start`]).
+    pub fn secret(&self, var: &str) -> anyhow::Result<&crate::secrets::VersionedSecret> {
+        self.secrets
+            .get(var)
+            .with_context(|| format!("secret {var} was not read"))
+    }
+
+    /// What changes when any source changes.
+    fn fingerprint(&self) -> String {
+        let mut versions: Vec<String> = self
+            .secrets
+            .iter()
+            .map(|(var, s)| format!("{var}={}", s.version))
+            .collect();
+        versions.sort();
+        format!("config={} {}", self.config_version, versions.join(" "))
+    }
+}
+
+type Build<H> = dyn Fn(&LambdaEnv, &Sources) -> anyhow::Result<H> + Send + Sync;
+
+struct Current<H> {
+    handler: Arc<H>,
+    fingerprint: String,
+    checked: Instant,
+}
+
+/// A handler kept in step with its sources.
+pub struct Reloading<H> {
+    env: LambdaEnv,
+    secret_vars: Vec<String>,
+    build: Box<Build<H>>,
+    every: Duration,
+    current: Mutex<Current<H>>,
+}
+
+impl<H> Reloading<H> {
+    /// Reads the sources and builds the first handler (the cold start).
+    pub async fn start(
+        env: LambdaEnv,
+        secret_vars: &[&str],
+        build: impl Fn(&LambdaEnv, &Sources) -> anyhow::Result<H> + Send + Sync + 'static,
+    ) -> anyhow::Result<Reloading<H>> {
+        let every = reload_interval()?;
+        let secret_vars: Vec<String> = secret_vars.iter().map(|v| (*v).to_owned()).collect();
+        let sources = read_sources(&env, &secret_vars).await?;
+        let handler = Arc::new(build(&env, &sources)?);
+        info!(
+            config_version = sources.config_version,
+            reload_every_s = every.as_secs(),
+            "running configuration version {}",
+            sources.config_version
+        );
+        Ok(Reloading {
+            env,
+            secret_vars,
+            build: Box::new(build),
+            every,
+            current: Mutex::new(Current {
+                handler,
+                fingerprint: sources.fingerprint(),
+                checked: Instant::now(),
+            }),
+        })
+    }
+
+    /// The handler to use now, built again first if a due check found a change.
+    pub async fn handler(&self) -> Arc<H> {
+        let mut current = self.current.lock().await;
+        if current.checked.elapsed() >= self.every {
+            self.check(&mut current).await;
+        }
+        current.handler.clone()
+    }
+
+    /// Checks the sources now (unless the last check is under [`FORCED_CHECK_GAP`] old);
+    /// whether the handler changed.
+    pub async fn check_now(&self) -> bool {
+        let mut current = self.current.lock().await;
+        if current.checked.elapsed() < FORCED_CHECK_GAP {
+            return false;
+        }
+        self.check(&mut current).await
+    }
+
+    async fn check(&self, current: &mut Current<H>) -> bool {
+        current.checked = Instant::now();
+        let sources = match read_sources(&self.env, &self.secret_vars).await {
+            Ok(sources) => sources,
+            Err(err) => {
+                warn!(error = %format!("{err:#}"), "cannot read the configuration or secrets; keeping the ones in use");
+                return false;
+            }
+        };
+        let fingerprint = sources.fingerprint();
+        if fingerprint == current.fingerprint {
+            return false;
+        }
+        match (self.build)(&self.env, &sources) {
+            Ok(handler) => {
+                info!(
+                    config_version = sources.config_version,
+                    "configuration or secrets changed; running configuration version {}",
+                    sources.config_version
+                );
+                current.handler = Arc::new(handler);
+                current.fingerprint = fingerprint;
+                true
+            }
+            Err(err) => {
+                warn!(config_version = sources.config_version, error = %format!("{err:#}"), "the changed configuration or secrets cannot be used; keeping the ones in use");
+                false
+            }
+        }
+    }
+}
+
+fn reload_interval() -> anyhow::Result<Duration> {
+    match std::env::var(RELOAD_SECONDS) {
+        Ok(text) if !text.trim().is_empty() => {
+            let seconds: u64 = text.trim().parse().with_context(|| {
+                format!("{RELOAD_SECONDS} must be a whole number of seconds, not {text:?}")
+            })?;
+            Ok(Duration::from_secs(seconds))
+        }
+        _ => Ok(DEFAULT_RELOAD),
+    }
+}
+
+async fn read_sources(env: &LambdaEnv, secret_vars: &[String]) -> anyhow::Result<Sources> {
+    let parameter = env.var(CONFIG_PARAMETER)?;
+    let ssm = aws_sdk_ssm::Client::new(&env.sdk);
+    let (config, config_version) = crate::lambda::load_config_version(&ssm, &parameter).await?;
+    let client = aws_sdk_secretsmanager::Client::new(&env.sdk);
+    let mut secrets = HashMap::new();
+    for var in secret_vars {
+        let id = env.var(var)?;
+        let with_previous = var == crate::lambda::WEBHOOK_SECRET_ID;
+        let secret = crate::secrets::read_versioned(&client, &id, with_previous).await?;
+        secrets.insert(var.clone(), secret);
+    }
+    Ok(Sources {
+        config: Arc::new(config),
+        config_version,
+        secrets,
+    })
+}

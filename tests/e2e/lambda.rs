@@ -1,0 +1,8 @@
+//! The Lambda functions as Lambda runs them: their cold starts (what they need, and what
+//! they say when it is missing or broken), AWS calls that never answer, one reaper at a
+//! time.
+
+mod cold_start;
+mod follow;
+mod lease;
+mod timeouts;
