@@ -108,7 +108,7 @@ pub fn format_duration(duration: Duration) -> String {
     let seconds = duration.as_secs();
     let (value, unit) = [(DAY, "d"), (HOUR, "h"), (MINUTE, "m")]
         .into_iter()
-        .find(|(size, _)| seconds > 0 && seconds % size == 0)
+        .find(|(size, _)| seconds > 0 && seconds.is_multiple_of(*size))
         .map_or((seconds, "s"), |(size, unit)| (seconds / size, unit));
     format!("{value}{unit}")
 }
