@@ -10,7 +10,7 @@ use axum::response::IntoResponse;
 use axum::routing::post;
 use clap::{Args, ValueEnum};
 use ephemera_aws::{AwsSettings, DynamoRunnerStore, Ec2Fleet, SqsJobQueue, SsmJitSecrets};
-use ephemera_core::config::{parse_duration, Config};
+use ephemera_core::config::{ranges, Config};
 use ephemera_core::handlers::reaper::Reaper;
 use ephemera_core::handlers::scaler::{BatchItem, Scaler};
 use ephemera_core::handlers::webhook::{WebhookHandler, WebhookRequest};
@@ -41,7 +41,7 @@ pub struct LocalArgs {
     #[arg(long, env = "EPHEMERA_GITHUB_APP_KEY_FILE", value_name = "FILE")]
     github_app_key: Option<PathBuf>,
     /// How often the reaper runs, e.g. 10s or 1m.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = reaper_interval)]
     reaper_interval: Duration,
     /// Create the table, the queue with its DLQ and the launch template when missing.
     #[arg(long)]
@@ -176,6 +176,11 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// `--reaper-interval`: 1s to 1d (a zero interval would spin, a huge one overflow).
+fn reaper_interval(text: &str) -> Result<Duration, String> {
+    ranges::parse_duration_in(text, ranges::REAPER_INTERVAL)
 }
 
 fn aws_sdk_sqs_client(sdk: &aws_config::SdkConfig) -> aws_sdk_sqs::Client {
