@@ -1,5 +1,5 @@
 //! `ephemera runners list | show | delete`: the runner records of a deployment, and the
-//! operator delete of DESIGN.md.
+//! operator delete of docs/design.md.
 //!
 //! Delete removes the runner from GitHub first — the DELETE is GitHub's own "is it
 //! busy?" check, so a runner that is running a job is never marked for deletion — and
