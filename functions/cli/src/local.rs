@@ -26,6 +26,20 @@ use time::OffsetDateTime;
 use tokio::task::JoinSet;
 use tracing::{error, info, warn};
 
+/// What `ephemera local --help` adds after the options: the environment it reads.
+pub const LOCAL_HELP: &str = "\
+Environment:
+  EPHEMERA_WEBHOOK_SECRET           the webhook secret (required with the webhook part)
+  EPHEMERA_WEBHOOK_SECRET_PREVIOUS  the previous secret, accepted while rotating
+  EPHEMERA_GITHUB_APP_KEY_FILE      the App's private key, as --github-app-key
+  AWS_ENDPOINT_URL, AWS_REGION      as --endpoint-url, --region
+  AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY  credentials (any value for an emulator)
+
+Examples:
+  EPHEMERA_WEBHOOK_SECRET=s3cret ephemera local --config infra/config.example.yaml \\
+      --github-app-key app.pem --bootstrap --endpoint-url http://127.0.0.1:5000
+  ephemera local --config config.yaml --github-app-key app.pem --only reaper --reaper-interval 1m";
+
 #[derive(Args)]
 pub struct LocalArgs {
     /// The configuration file (YAML).
@@ -87,6 +101,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
     } else {
         args.only.clone()
     };
+    missing_inputs(&args, &parts)?;
     let settings = AwsSettings {
         endpoint_url: args.endpoint_url.clone(),
         region: args.region.clone(),
@@ -185,6 +200,36 @@ fn reaper_interval(text: &str) -> Result<Duration, String> {
 
 fn aws_sdk_sqs_client(sdk: &aws_config::SdkConfig) -> aws_sdk_sqs::Client {
     aws_sdk_sqs::Client::new(sdk)
+}
+
+/// Every input the chosen parts need and do not have, reported at once before anything
+/// starts (a listener, a bootstrap): the webhook secret, the App key, and credentials
+/// for an emulator (which takes any, while the SDK would otherwise ask the instance
+/// metadata service and fail with a message about its session token).
+fn missing_inputs(args: &LocalArgs, parts: &[Part]) -> anyhow::Result<()> {
+    let set = |name: &str| std::env::var(name).is_ok_and(|v| !v.is_empty());
+    let mut missing = Vec::new();
+    if parts.contains(&Part::Webhook) && !set("EPHEMERA_WEBHOOK_SECRET") {
+        missing.push("EPHEMERA_WEBHOOK_SECRET must hold the webhook secret (the webhook part)");
+    }
+    let github = parts.contains(&Part::Scaler) || parts.contains(&Part::Reaper);
+    if github && args.github_app_key.is_none() {
+        missing.push(
+            "--github-app-key FILE (or EPHEMERA_GITHUB_APP_KEY_FILE): the App's private key \
+             (the scaler and reaper parts)",
+        );
+    }
+    let credentials = set("AWS_ACCESS_KEY_ID") || set("AWS_PROFILE");
+    if args.endpoint_url.is_some() && !credentials {
+        missing.push(
+            "AWS credentials: an emulator takes any, e.g. AWS_ACCESS_KEY_ID=testing \
+             AWS_SECRET_ACCESS_KEY=testing",
+        );
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    bail!("ephemera local cannot start:\n  {}", missing.join("\n  "))
 }
 
 fn webhook_secrets_from_env() -> anyhow::Result<WebhookSecrets> {
