@@ -106,7 +106,13 @@ async fn run(args: &Args) -> anyhow::Result<()> {
     wait_listening(port, Duration::from_secs(60)).await?;
     sim.set_webhook_url(&webhook_url);
     if args.up {
-        print_environment(&moto.endpoint, &sim.url, &config, &labels_of(pool));
+        print_environment(
+            &moto.endpoint,
+            &sim.url,
+            &config,
+            &args.config,
+            &labels_of(pool),
+        );
         return std::future::pending().await;
     }
 
@@ -163,7 +169,13 @@ fn labels_of(pool: &ephemera_core::config::PoolConfig) -> Vec<&str> {
 
 /// What `make up` prints: the environment that points every `ephemera` command at the
 /// stack, and a `curl` that has the simulator queue a job (and send its webhook).
-fn print_environment(aws: &str, github: &str, config: &Config, labels: &[&str]) {
+fn print_environment(
+    aws: &str,
+    github: &str,
+    config: &Config,
+    config_file: &std::path::Path,
+    labels: &[&str],
+) {
     let key = std::env::current_dir()
         .map(|dir| dir.join(KEY).display().to_string())
         .unwrap_or_else(|_| KEY.to_owned());
@@ -183,7 +195,8 @@ fn print_environment(aws: &str, github: &str, config: &Config, labels: &[&str]) 
         "curl -sS -X POST \"$GITHUB_SIM/_sim/jobs\" -H 'content-type: application/json' \\\n  \
          -d '{{\"owner\":\"octo-org\",\"repo\":\"demo\",\"labels\":[{labels}],\"duration_ms\":60000}}'"
     );
-    println!("ephemera pools");
+    // The stack's parameter holds its own pools; the limits shown are the file's.
+    println!("ephemera pools --config {}", config_file.display());
     println!("ephemera runners list");
     println!("ephemera jobs list\n");
 }
