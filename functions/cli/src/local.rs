@@ -94,6 +94,11 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
                 .unwrap_or_else(|_| "info,aws_config=warn,aws_smithy_runtime=warn".into()),
         )
         .with_writer(std::io::stderr)
+        // Colour only on a terminal: a log redirected to a file stays plain text.
+        .with_ansi(
+            std::io::IsTerminal::is_terminal(&std::io::stderr())
+                && std::env::var_os("NO_COLOR").is_none(),
+        )
         .init();
     let config = Arc::new(Config::load(&args.config)?);
     let parts = if args.only.is_empty() {
@@ -104,7 +109,10 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
     missing_inputs(&args, &parts)?;
     let settings = AwsSettings {
         endpoint_url: args.endpoint_url.clone(),
-        region: args.region.clone(),
+        // An emulator takes any region; without one the SDK would ask the instance
+        // metadata service, and warn about its session token.
+        region: (args.region.clone())
+            .or_else(|| args.endpoint_url.as_ref().map(|_| "us-east-1".to_owned())),
         static_credentials: None,
     };
     let sdk = ephemera_aws::sdk_config(&settings).await;

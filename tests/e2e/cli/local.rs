@@ -44,3 +44,31 @@ fn every_missing_input_is_reported_at_once_before_listening() -> anyhow::Result<
     assert!(!err.contains("IMDS"), "{err}");
     Ok(())
 }
+
+#[test]
+fn the_log_has_no_colour_codes_when_it_is_not_a_terminal() -> anyhow::Result<()> {
+    let out = ephemera()?
+        .args([
+            "local",
+            "--config",
+            "infra/config.example.yaml",
+            "--only",
+            "webhook",
+        ])
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--queue-url",
+            "http://127.0.0.1:9/q",
+        ])
+        .args(["--endpoint-url", "http://127.0.0.1:9"])
+        .env("EPHEMERA_WEBHOOK_SECRET", "s")
+        .env_remove("NO_COLOR")
+        .timeout(std::time::Duration::from_secs(10))
+        .output()?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("webhook listening"), "{err}");
+    assert!(!err.contains('\u{1b}'), "{err:?}");
+    assert!(!err.contains("IMDS"), "an emulator needs no region: {err}");
+    Ok(())
+}
