@@ -7,7 +7,7 @@ VENV := .venv
 VENV_STAMP := $(VENV)/.installed-$(shell cat requirements-dev.txt constraints-dev.txt | sha256sum | cut -c1-12)
 CARGO ?= cargo
 
-.PHONY: all venv demo test test-rust bench bench-model lint fmt clean-venv
+.PHONY: all venv demo up test test-rust bench bench-model lint fmt clean-venv
 
 all: test
 
@@ -21,10 +21,18 @@ $(VENV_STAMP): requirements-dev.txt constraints-dev.txt
 	@touch $@
 
 ## demo: one job through the whole pipeline on emulated AWS, printed as it happens
+## (the same `cargo build --workspace --bins` as make test, so neither rebuilds the other's)
 demo: venv
-	$(CARGO) build --quiet -p ephemera-cli -p ephemera-tests --bins
+	$(CARGO) build --quiet --workspace --bins
 	MOTO_SERVER=$(CURDIR)/$(VENV)/bin/moto_server EPHEMERA_BIN=$(CURDIR)/target/debug/ephemera \
 		target/debug/demo --config infra/config.example.yaml
+
+## up: moto, the GitHub simulator and `ephemera local` on loopback, up until Ctrl-C; prints
+## the environment to paste so `ephemera` commands and `curl` work against them
+up: venv
+	$(CARGO) build --quiet --workspace --bins
+	MOTO_SERVER=$(CURDIR)/$(VENV)/bin/moto_server EPHEMERA_BIN=$(CURDIR)/target/debug/ephemera \
+		target/debug/demo --up --config infra/config.example.yaml
 
 ## test: formatting, lints, unit, adapter and end-to-end tests
 test: venv lint lint-infra test-rust conformance
@@ -49,6 +57,9 @@ bench: venv
 ## exchanges (wrong path, method, body) shown to be rejected
 CONFORMANCE_RECORD := target/conformance/exchanges
 conformance: venv
+	@command -v node >/dev/null && command -v npm >/dev/null || { \
+		echo "make test needs Node.js 18+ with npm for the GitHub conformance check"; \
+		echo "(install it, e.g. apt-get install nodejs npm, and run make test again)"; exit 1; }
 	cd tests/conformance && npm ci --no-audit --no-fund --loglevel=error
 	rm -rf $(CONFORMANCE_RECORD) && mkdir -p $(CONFORMANCE_RECORD)
 	EPHEMERA_SIM_RECORD_DIR=$(CURDIR)/$(CONFORMANCE_RECORD) MOTO_SERVER=$(CURDIR)/$(VENV)/bin/moto_server \

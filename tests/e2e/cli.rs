@@ -4,6 +4,7 @@
 
 mod config;
 mod delete;
+mod local;
 mod views;
 
 use assert_cmd::Command;

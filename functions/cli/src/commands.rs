@@ -60,6 +60,7 @@ enum Command {
     },
     /// Run the webhook, scaler and reaper in one process (on a laptop against the moto
     /// emulator, or against real AWS).
+    #[command(after_help = crate::local::LOCAL_HELP)]
     Local(crate::local::LocalArgs),
 }
 

@@ -10,7 +10,7 @@ use axum::response::IntoResponse;
 use axum::routing::post;
 use clap::{Args, ValueEnum};
 use ephemera_aws::{AwsSettings, DynamoRunnerStore, Ec2Fleet, SqsJobQueue, SsmJitSecrets};
-use ephemera_core::config::{parse_duration, Config};
+use ephemera_core::config::{ranges, Config};
 use ephemera_core::handlers::reaper::Reaper;
 use ephemera_core::handlers::scaler::{BatchItem, Scaler};
 use ephemera_core::handlers::webhook::{WebhookHandler, WebhookRequest};
@@ -25,6 +25,20 @@ use std::time::Duration;
 use time::OffsetDateTime;
 use tokio::task::JoinSet;
 use tracing::{error, info, warn};
+
+/// What `ephemera local --help` adds after the options: the environment it reads.
+pub const LOCAL_HELP: &str = "\
+Environment:
+  EPHEMERA_WEBHOOK_SECRET           the webhook secret (required with the webhook part)
+  EPHEMERA_WEBHOOK_SECRET_PREVIOUS  the previous secret, accepted while rotating
+  EPHEMERA_GITHUB_APP_KEY_FILE      the App's private key, as --github-app-key
+  AWS_ENDPOINT_URL, AWS_REGION      as --endpoint-url, --region
+  AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY  credentials (any value for an emulator)
+
+Examples:
+  EPHEMERA_WEBHOOK_SECRET=s3cret ephemera local --config infra/config.example.yaml \\
+      --github-app-key app.pem --bootstrap --endpoint-url http://127.0.0.1:5000
+  ephemera local --config config.yaml --github-app-key app.pem --only reaper --reaper-interval 1m";
 
 #[derive(Args)]
 pub struct LocalArgs {
@@ -41,7 +55,7 @@ pub struct LocalArgs {
     #[arg(long, env = "EPHEMERA_GITHUB_APP_KEY_FILE", value_name = "FILE")]
     github_app_key: Option<PathBuf>,
     /// How often the reaper runs, e.g. 10s or 1m.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = reaper_interval)]
     reaper_interval: Duration,
     /// Create the table, the queue with its DLQ and the launch template when missing.
     #[arg(long)]
@@ -80,6 +94,11 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
                 .unwrap_or_else(|_| "info,aws_config=warn,aws_smithy_runtime=warn".into()),
         )
         .with_writer(std::io::stderr)
+        // Colour only on a terminal: a log redirected to a file stays plain text.
+        .with_ansi(
+            std::io::IsTerminal::is_terminal(&std::io::stderr())
+                && std::env::var_os("NO_COLOR").is_none(),
+        )
         .init();
     let config = Arc::new(Config::load(&args.config)?);
     let parts = if args.only.is_empty() {
@@ -87,10 +106,13 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
     } else {
         args.only.clone()
     };
-    check_inputs(&args, &parts)?;
+    missing_inputs(&args, &parts)?;
     let settings = AwsSettings {
         endpoint_url: args.endpoint_url.clone(),
-        region: args.region.clone(),
+        // An emulator takes any region; without one the SDK would ask the instance
+        // metadata service, and warn about its session token.
+        region: (args.region.clone())
+            .or_else(|| args.endpoint_url.as_ref().map(|_| "us-east-1".to_owned())),
         static_credentials: None,
         ..AwsSettings::default()
     };
@@ -180,8 +202,43 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
     }
 }
 
+/// `--reaper-interval`: 1s to 1d (a zero interval would spin, a huge one overflow).
+fn reaper_interval(text: &str) -> Result<Duration, String> {
+    ranges::parse_duration_in(text, ranges::REAPER_INTERVAL)
+}
+
 fn aws_sdk_sqs_client(sdk: &aws_config::SdkConfig) -> aws_sdk_sqs::Client {
     aws_sdk_sqs::Client::new(sdk)
+}
+
+/// Every input the chosen parts need and do not have, reported at once before anything
+/// starts (a listener, a bootstrap): the webhook secret, the App key, and credentials
+/// for an emulator (which takes any, while the SDK would otherwise ask the instance
+/// metadata service and fail with a message about its session token).
+fn missing_inputs(args: &LocalArgs, parts: &[Part]) -> anyhow::Result<()> {
+    let set = |name: &str| std::env::var(name).is_ok_and(|v| !v.is_empty());
+    let mut missing = Vec::new();
+    if parts.contains(&Part::Webhook) && !set("EPHEMERA_WEBHOOK_SECRET") {
+        missing.push("EPHEMERA_WEBHOOK_SECRET must hold the webhook secret (the webhook part)");
+    }
+    let github = parts.contains(&Part::Scaler) || parts.contains(&Part::Reaper);
+    if github && args.github_app_key.is_none() {
+        missing.push(
+            "--github-app-key FILE (or EPHEMERA_GITHUB_APP_KEY_FILE): the App's private key \
+             (the scaler and reaper parts)",
+        );
+    }
+    let credentials = set("AWS_ACCESS_KEY_ID") || set("AWS_PROFILE");
+    if args.endpoint_url.is_some() && !credentials {
+        missing.push(
+            "AWS credentials: an emulator takes any, e.g. AWS_ACCESS_KEY_ID=testing \
+             AWS_SECRET_ACCESS_KEY=testing",
+        );
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    bail!("ephemera local cannot start:\n  {}", missing.join("\n  "))
 }
 
 fn webhook_secrets_from_env() -> anyhow::Result<WebhookSecrets> {
@@ -197,24 +254,6 @@ fn webhook_secrets_from_env() -> anyhow::Result<WebhookSecrets> {
         current: SecretString::from(current),
         previous: previous.map(SecretString::from),
     })
-}
-
-/// Every secret input the chosen parts need, all missing ones in one error, before any
-/// network call.
-fn check_inputs(args: &LocalArgs, parts: &[Part]) -> anyhow::Result<()> {
-    let mut missing = Vec::new();
-    let secret_set = std::env::var("EPHEMERA_WEBHOOK_SECRET").is_ok_and(|s| !s.is_empty());
-    if parts.contains(&Part::Webhook) && !secret_set {
-        missing.push("EPHEMERA_WEBHOOK_SECRET (the webhook secret)");
-    }
-    let needs_app = parts.contains(&Part::Scaler) || parts.contains(&Part::Reaper);
-    if needs_app && args.github_app_key.is_none() {
-        missing.push("--github-app-key or EPHEMERA_GITHUB_APP_KEY_FILE (the App's private key)");
-    }
-    if !missing.is_empty() {
-        bail!("missing: {}", missing.join("; "));
-    }
-    Ok(())
 }
 
 fn github_app(config: &Config, args: &LocalArgs) -> anyhow::Result<GitHubApp> {

@@ -50,6 +50,8 @@ struct QueueDepth {
     visible: u64,
     in_flight: u64,
     delayed: u64,
+    /// Messages in the queue's dead-letter queue, when it has one.
+    dead_letter: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -147,6 +149,9 @@ pub async fn pools(deployment: &mut Deployment, args: PoolsArgs) -> Outcome {
             "\njobs queue: {} waiting, {} being handled, {} delayed",
             q.visible, q.in_flight, q.delayed
         );
+        if let Some(dead) = q.dead_letter {
+            println!("dead-letter queue: {dead} (jobs the scaler gave up on)");
+        }
     }
     Ok(())
 }
@@ -192,6 +197,7 @@ async fn queue_depth(
         .attribute_names(A::ApproximateNumberOfMessages)
         .attribute_names(A::ApproximateNumberOfMessagesNotVisible)
         .attribute_names(A::ApproximateNumberOfMessagesDelayed)
+        .attribute_names(A::RedrivePolicy)
         .send()
         .await
         .map_err(|err| anyhow::Error::new(err).context(format!("reading the depth of {url}")))?
@@ -203,11 +209,44 @@ async fn queue_depth(
             .and_then(|v| v.parse().ok())
             .unwrap_or(0)
     };
+    let dead_letter = match attributes.get(&A::RedrivePolicy) {
+        Some(policy) => Some(dead_letter_depth(deployment, policy).await?),
+        None => None,
+    };
     Ok(Some(QueueDepth {
         visible: get(A::ApproximateNumberOfMessages),
         in_flight: get(A::ApproximateNumberOfMessagesNotVisible),
         delayed: get(A::ApproximateNumberOfMessagesDelayed),
+        dead_letter,
     }))
+}
+
+/// The messages in the dead-letter queue a `RedrivePolicy` names
+/// (`{"deadLetterTargetArn": "arn:aws:sqs:REGION:ACCOUNT:NAME", ...}`).
+async fn dead_letter_depth(
+    deployment: &Deployment,
+    policy: &str,
+) -> Result<u64, crate::exit::Failure> {
+    use aws_sdk_sqs::types::QueueAttributeName as A;
+    let policy: serde_json::Value = serde_json::from_str(policy)
+        .map_err(|err| anyhow::anyhow!("the jobs queue's RedrivePolicy is not JSON: {err}"))?;
+    let arn = policy["deadLetterTargetArn"].as_str().unwrap_or_default();
+    let name = arn.rsplit(':').next().unwrap_or_default();
+    let sqs = aws_sdk_sqs::Client::new(&deployment.sdk);
+    let url = ephemera_aws::sqs::queue_url(&sqs, name).await?;
+    let attributes = sqs
+        .get_queue_attributes()
+        .queue_url(&url)
+        .attribute_names(A::ApproximateNumberOfMessages)
+        .send()
+        .await
+        .map_err(|err| anyhow::Error::new(err).context(format!("reading the depth of {url}")))?
+        .attributes
+        .unwrap_or_default();
+    Ok(attributes
+        .get(&A::ApproximateNumberOfMessages)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0))
 }
 
 pub async fn jobs(deployment: &mut Deployment, args: JobsListArgs) -> Outcome {

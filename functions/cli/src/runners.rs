@@ -1,5 +1,5 @@
 //! `ephemera runners list | show | delete`: the runner records of a deployment, and the
-//! operator delete of DESIGN.md.
+//! operator delete of docs/design.md.
 //!
 //! Delete removes the runner from GitHub first — the DELETE is GitHub's own "is it
 //! busy?" check, so a runner that is running a job is never marked for deletion — and
@@ -91,7 +91,7 @@ pub async fn list(deployment: &mut Deployment, args: ListArgs) -> Outcome {
             r.name.as_str().into(),
             r.pool.as_str().into(),
             Cell::status(r.status.as_str()),
-            Cell::status(r.runner_status.as_str()),
+            Cell::status(&crate::views::shown_runner_status(r)),
             or_dash(r.instance_id.as_deref()).into(),
             or_dash(r.job_id).into(),
             age(r.created_at, now).into(),
@@ -128,7 +128,10 @@ pub async fn show(deployment: &mut Deployment, args: ShowArgs) -> Outcome {
     field("name", r.name.as_str().into());
     field("pool", r.pool.as_str().into());
     field("status", Cell::status(r.status.as_str()));
-    field("runner status", Cell::status(r.runner_status.as_str()));
+    field(
+        "runner status",
+        Cell::status(&crate::views::shown_runner_status(r)),
+    );
     field("instance", or_dash(r.instance_id.as_deref()).into());
     field("github runner id", or_dash(r.github_runner_id).into());
     field("job", or_dash(r.job_id).into());

@@ -12,6 +12,15 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use time::OffsetDateTime;
 
+/// The runner status to show: a deleted runner is gone from GitHub whatever its record
+/// last heard (`active` until the job that ended it), so it shows `terminated`.
+pub fn shown_runner_status(record: &RunnerRecord) -> String {
+    if record.status == ephemera_core::lifecycle::InstanceStatus::Deleted {
+        return ephemera_core::lifecycle::RunnerStatus::Terminated.to_string();
+    }
+    record.runner_status.to_string()
+}
+
 /// One runner in a list.
 #[derive(Debug, Serialize)]
 pub struct RunnerRow {
@@ -33,7 +42,7 @@ impl RunnerRow {
             name: record.name.clone(),
             pool: record.pool.clone(),
             status: record.status.to_string(),
-            runner_status: record.runner_status.to_string(),
+            runner_status: shown_runner_status(record),
             instance_id: record.instance_id.clone(),
             job_id: record.job_id,
             created_at: record.created_at,

@@ -14,6 +14,9 @@ use std::path::Path;
 use std::time::Duration;
 
 mod locate;
+pub mod ranges;
+
+pub use ranges::parse_duration;
 
 /// The whole configuration of one deployment.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -191,8 +194,7 @@ impl Config {
     fn check_with(file: &str, text: &str, strict: bool) -> Result<Config, Vec<ConfigError>> {
         let deserializer = serde_yaml_ng::Deserializer::from_str(text);
         let config: Config = serde_path_to_error::deserialize(deserializer).map_err(|err| {
-            let field = err.path().to_string();
-            let field = if field == "." { String::new() } else { field };
+            let field = known_path(&err.path().to_string());
             let inner = err.into_inner();
             // The parser places a custom error (a bad duration) at the enclosing mapping;
             // the scanner finds the field's own line. Both are at or above the truth.
@@ -200,10 +202,14 @@ impl Config {
                 .location()
                 .map(|l| l.line())
                 .max(locate::line_of(text, &field));
+            let mut message = strip_location(&inner.to_string());
+            if line.is_some_and(|line| indented_with_tab(text, line)) {
+                message.push_str(": a tab in the indentation (YAML indents with spaces only)");
+            }
             vec![ConfigError {
                 file: file.to_owned(),
                 line,
-                message: strip_location(&inner.to_string()),
+                message,
                 field,
             }]
         })?;
@@ -238,6 +244,28 @@ impl Config {
         if !(api_url.starts_with("https://") || api_url.starts_with("http://")) {
             let message = format!("{api_url:?} is not an http(s) URL");
             problems.push(("github.api_url".into(), message));
+        }
+        if self.github.app_id == 0 {
+            problems.push((
+                "github.app_id".into(),
+                "must be the App's id, above 0".into(),
+            ));
+        }
+        for (field, duration, range) in [
+            (
+                "reaper.deleted_ttl",
+                self.reaper.deleted_ttl,
+                ranges::DELETED_TTL,
+            ),
+            (
+                "reaper.stuck_deleting",
+                self.reaper.stuck_deleting,
+                ranges::STUCK_DELETING,
+            ),
+        ] {
+            if let Some(problem) = ranges::check_duration(duration, range) {
+                problems.push((field.into(), problem));
+            }
         }
         if self.pools.is_empty() {
             problems.push(("pools".into(), "at least one pool is required".into()));
@@ -325,8 +353,8 @@ impl PoolConfig {
         if self.labels.is_empty() || self.labels.iter().any(|l| l.trim().is_empty()) {
             problems.push(("labels", "labels must be non-empty strings".into()));
         }
-        if self.max_runners == 0 {
-            problems.push(("max_runners", "must be at least 1".into()));
+        if let Some(problem) = ranges::check_number(self.max_runners.into(), ranges::MAX_RUNNERS) {
+            problems.push(("max_runners", problem));
         }
         if self.min_idle > self.max_runners {
             let message = format!(
@@ -345,12 +373,16 @@ impl PoolConfig {
             }
             _ => {}
         }
-        for (field, duration) in [
-            ("bootstrap_timeout", self.bootstrap_timeout),
-            ("idle_timeout", self.idle_timeout),
+        for (field, duration, range) in [
+            (
+                "bootstrap_timeout",
+                self.bootstrap_timeout,
+                ranges::BOOTSTRAP_TIMEOUT,
+            ),
+            ("idle_timeout", self.idle_timeout, ranges::IDLE_TIMEOUT),
         ] {
-            if duration.is_zero() {
-                problems.push((field, "must be longer than 0s".into()));
+            if let Some(problem) = ranges::check_duration(duration, range) {
+                problems.push((field, problem));
             }
         }
         problems
@@ -369,6 +401,22 @@ fn is_name(name: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
 }
 
+/// The part of an error's field path that the parser knew: a syntax error deep in a
+/// mapping ends in `?` (`pools[0].?`), and a whole-file error is `.`.
+fn known_path(path: &str) -> String {
+    let known = path.split('?').next().unwrap_or_default();
+    known.trim_end_matches('.').to_owned()
+}
+
+/// Whether 1-based `line` of `text` has a tab before its first other character.
+fn indented_with_tab(text: &str, line: usize) -> bool {
+    text.lines().nth(line.saturating_sub(1)).is_some_and(|l| {
+        l.chars()
+            .take_while(|c| c.is_whitespace())
+            .any(|c| c == '\t')
+    })
+}
+
 /// serde_yaml appends " at line L column C" and may put the path of the enclosing
 /// mapping first (`pools[0]: ...`); we report the line and the field ourselves.
 fn strip_location(message: &str) -> String {
@@ -380,30 +428,6 @@ fn strip_location(message: &str) -> String {
         Some((path, rest)) if !path.is_empty() && !path.contains(' ') => rest.to_owned(),
         _ => message.to_owned(),
     }
-}
-
-/// Parses `90s`, `20m`, `1h`, `7d` (a whole number and a unit).
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .ok_or_else(|| format!("{text:?} has no unit (use s, m, h or d)"))?;
-    let (number, unit) = text.split_at(split);
-    let number: u64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} does not start with a whole number"))?;
-    let seconds = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86400,
-        _ => {
-            return Err(format!(
-                "{text:?} has unknown unit {unit:?} (use s, m, h or d)"
-            ))
-        }
-    };
-    Ok(Duration::from_secs(number * seconds))
 }
 
 fn duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {

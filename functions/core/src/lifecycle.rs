@@ -37,7 +37,7 @@ impl InstanceStatus {
 
     /// The statuses a record may be in for a move to `self` to be allowed.
     ///
-    /// This is the transition table of DESIGN.md, read by destination: the store writes
+    /// This is the transition table of docs/design.md, read by destination: the store writes
     /// `SET status = :to IF status IN (allowed_predecessors(to))`.
     pub fn allowed_predecessors(self) -> &'static [InstanceStatus] {
         use InstanceStatus::*;

@@ -6,7 +6,7 @@ use ephemera_tests::moto::Moto;
 use ephemera_tests::pipeline::DEPLOYMENT;
 
 /// Each broken fixture, and the `FILE:LINE: FIELD: ` its error must start with.
-const BROKEN: [(&str, &str); 6] = [
+const BROKEN: [(&str, &str); 8] = [
     (
         "unknown-key.yaml",
         ":9: pools[0].max_runner: unknown field `max_runner`",
@@ -25,7 +25,16 @@ const BROKEN: [(&str, &str); 6] = [
     ),
     (
         "shadowed-pool.yaml",
-        ":13: pools[1].labels: pool \"gpu\" can never get a job",
+        ":14: pools[1].labels: pool \"general\" can never get a job: pools[0] (\"gpu\") \
+         comes first and has all of its labels",
+    ),
+    (
+        "out-of-range.yaml",
+        ":13: reaper.deleted_ttl: must be between 1s and 3650d, not 3000000d",
+    ),
+    (
+        "tab-indent.yaml",
+        ":8: pools[0]: found character that cannot start any token: a tab in the indentation",
     ),
     (
         "wrong-type.yaml",

@@ -35,6 +35,10 @@ struct Args {
     /// Give up after this many seconds.
     #[arg(long, default_value_t = 120)]
     timeout: u64,
+    /// `make up`: start everything, print the environment to paste, and stay up until
+    /// Ctrl-C instead of running one job.
+    #[arg(long)]
+    up: bool,
 }
 
 const WEBHOOK_SECRET: &str = "demo-webhook-secret";
@@ -107,13 +111,23 @@ async fn run(args: &Args) -> anyhow::Result<()> {
     println!("  ephemera local        {webhook_url}  (log: {log_path})\n");
     wait_listening(port, Duration::from_secs(60)).await?;
     sim.set_webhook_url(&webhook_url);
+    if args.up {
+        print_environment(
+            &moto.endpoint,
+            &sim.url,
+            &config,
+            &args.config,
+            &labels_of(pool),
+        );
+        return std::future::pending().await;
+    }
 
     let sdk = ephemera_aws::sdk_config(&AwsSettings::emulator(&moto.endpoint)).await;
     let names = ephemera_aws::bootstrap::ResourceNames::for_deployment(&config.deployment);
     let store = DynamoRunnerStore::new(aws_sdk_dynamodb::Client::new(&sdk), &names.table);
     let fleet = Ec2Fleet::new(aws_sdk_ec2::Client::new(&sdk), &config.deployment);
 
-    let labels: Vec<&str> = pool.labels.iter().map(String::as_str).collect();
+    let labels = labels_of(pool);
     let job_id = sim.create_job("octo-org", "demo", &labels, None).await?;
     line(
         OffsetDateTime::now_utc(),
@@ -157,6 +171,44 @@ async fn run(args: &Args) -> anyhow::Result<()> {
         bail!("{} job(s) were killed", snapshot.counters.jobs_killed);
     }
     Ok(())
+}
+
+fn labels_of(pool: &ephemera_core::config::PoolConfig) -> Vec<&str> {
+    pool.labels.iter().map(String::as_str).collect()
+}
+
+/// What `make up` prints: the environment that points every `ephemera` command at the
+/// stack, and a `curl` that has the simulator queue a job (and send its webhook).
+fn print_environment(
+    aws: &str,
+    github: &str,
+    config: &Config,
+    config_file: &std::path::Path,
+    labels: &[&str],
+) {
+    let key = std::env::current_dir()
+        .map(|dir| dir.join(KEY).display().to_string())
+        .unwrap_or_else(|_| KEY.to_owned());
+    let labels = labels
+        .iter()
+        .map(|l| format!("\"{l}\""))
+        .collect::<Vec<_>>()
+        .join(",");
+    println!("Up until Ctrl-C. In another shell, paste:\n");
+    println!("export AWS_ENDPOINT_URL={aws} AWS_REGION=us-east-1");
+    println!("export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing");
+    println!("export EPHEMERA_STACK={}", config.deployment);
+    println!("export EPHEMERA_GITHUB_APP_KEY_FILE={key}");
+    println!("export GITHUB_SIM={github}\n");
+    println!("then, for example:\n");
+    println!(
+        "curl -sS -X POST \"$GITHUB_SIM/_sim/jobs\" -H 'content-type: application/json' \\\n  \
+         -d '{{\"owner\":\"octo-org\",\"repo\":\"demo\",\"labels\":[{labels}],\"duration_ms\":60000}}'"
+    );
+    // The stack's parameter holds its own pools; the limits shown are the file's.
+    println!("ephemera pools --config {}", config_file.display());
+    println!("ephemera runners list");
+    println!("ephemera jobs list\n");
 }
 
 /// Prints each entry of the runner's history as it appears, until it is deleted.

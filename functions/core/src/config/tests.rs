@@ -151,7 +151,7 @@ fn a_pool_behind_an_earlier_superset_is_unreachable() {
 }
 
 #[test]
-fn a_specific_pool_before_a_general_one_is_fine() {
+fn a_general_pool_before_a_specific_one_is_fine() {
     let text = two_pools("linux, x64", "linux, x64, gpu");
     assert!(Config::check("good.yaml", &text).is_ok());
     let text = two_pools("linux, x64", "linux, arm64");
@@ -205,4 +205,44 @@ fn min_idle_without_warm_owner_is_loaded_but_fails_validation() {
             .and_then(|p| p.warm_scope(Scope::Repo)),
         Some(("acme".to_owned(), Some("app".to_owned())))
     );
+}
+
+#[test]
+fn durations_and_numbers_out_of_range_name_their_field() {
+    let text = GOOD.replace(
+        "bootstrap_timeout: 15m",
+        "bootstrap_timeout: 0s\n    idle_timeout: 31d",
+    ) + "reaper:\n  deleted_ttl: 3000000d\n  stuck_deleting: 2d\n";
+    let text = text
+        .replace("max_runners: 5", "max_runners: 4000000000")
+        .replace("app_id: 42", "app_id: 0");
+    let errors = Config::check("big.yaml", &text).expect_err("out of range");
+    let found: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        found,
+        [
+            "big.yaml:4: github.app_id: must be the App's id, above 0",
+            "big.yaml:14: reaper.deleted_ttl: must be between 1s and 3650d, not 3000000d",
+            "big.yaml:15: reaper.stuck_deleting: must be between 1s and 1d, not 2d",
+            "big.yaml:8: pools[0].max_runners: must be at most 100000, not 4000000000",
+            "big.yaml:11: pools[0].bootstrap_timeout: must be between 1s and 1d, not 0s",
+            "big.yaml:12: pools[0].idle_timeout: must be between 1s and 30d, not 31d",
+        ]
+    );
+}
+
+#[test]
+fn a_duration_too_long_for_any_clock_is_an_error_not_a_panic() {
+    let err = error_of(&GOOD.replace("15m", "300000000000000d"));
+    assert_eq!(err.field, "pools[0].bootstrap_timeout");
+    assert_eq!(err.line, Some(11), "{err}");
+    assert!(err.message.contains("far too long"), "{err}");
+}
+
+#[test]
+fn a_tab_in_the_indentation_names_its_line() {
+    let err = error_of(&GOOD.replace("    max_runners: 5", "\tmax_runners: 5"));
+    assert_eq!(err.line, Some(8), "{err}");
+    assert!(!err.field.contains('?'), "{err}");
+    assert!(err.message.contains("tab"), "{err}");
 }

@@ -10,10 +10,12 @@ use crate::metrics::{Dimension, Metric, Metrics};
 use crate::names;
 use crate::ports::JobQueue;
 use crate::routing::route;
-use crate::webhook::{parse_workflow_job, verify_signature, JobAction, WebhookSecrets};
+use crate::webhook::{
+    parse_workflow_job, verify_signature, JobAction, WebhookSecrets, WorkflowJobEvent,
+};
 use std::sync::Arc;
 use time::OffsetDateTime;
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
 /// The parts of an HTTP delivery the handler reads.
 #[derive(Debug, Clone, Copy)]
@@ -122,6 +124,34 @@ impl WebhookHandler {
         }
     }
 
+    /// A `queued` job that no pool takes (a `runs-on` typo, a pool not configured): one
+    /// log line with the job's labels and every pool's, and `JobsUnrouted` for its
+    /// repository. A job without labels is for GitHub's hosted runners and is not counted.
+    fn unrouted(&self, request: WebhookRequest<'_>, event: &WorkflowJobEvent) {
+        let pools: Vec<String> = self
+            .config
+            .pools
+            .iter()
+            .map(|pool| format!("{} [{}]", pool.name, pool.labels.join(",")))
+            .collect();
+        let repository = format!("{}/{}", event.owner, event.repo);
+        warn!(
+            delivery_id = request.delivery_id,
+            job_id = event.job_id,
+            repository = %repository,
+            job_labels = %format!("[{}]", event.labels.join(",")),
+            pools = %pools.join("; "),
+            "job unrouted: no pool has all of its labels (a pool takes a job when its labels \
+             contain all of the job's; self-hosted is implied)"
+        );
+        self.metrics.record(
+            Metric::JobsUnrouted,
+            &[(Dimension::Repository, repository.as_str())],
+            1.0,
+        );
+        self.metrics.flush();
+    }
+
     /// The queue message for a `workflow_job` delivery, or the answer that drops it.
     fn message_for(
         &self,
@@ -148,10 +178,16 @@ impl WebhookHandler {
                 ));
             }
         }
-        let pool = route(&self.config.pools, &event.labels).ok_or_else(|| {
+        let Some(pool) = route(&self.config.pools, &event.labels) else {
+            if kind == MessageKind::Queued && !event.labels.is_empty() {
+                self.unrouted(request, &event);
+            }
             let labels = event.labels.join(",");
-            WebhookResponse::new(202, format!("no pool for labels [{labels}]"))
-        })?;
+            return Err(WebhookResponse::new(
+                202,
+                format!("no pool for labels [{labels}]"),
+            ));
+        };
         Ok(QueueMessage {
             v: VERSION,
             kind,

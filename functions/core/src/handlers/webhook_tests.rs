@@ -138,3 +138,36 @@ async fn unreadable_body_is_400_and_queue_failure_is_503() {
     );
     assert!(queue.sent().is_empty());
 }
+
+#[tokio::test]
+async fn a_queued_job_no_pool_takes_is_counted_by_repository() {
+    let queue = Arc::new(MemoryQueue::new());
+    let (metrics, captured) = Metrics::capture("eph");
+    let handler = handler(queue.clone()).with_metrics(metrics);
+    let typo = String::from_utf8_lossy(BODY).replace("\"linux\"", "\"linx\"");
+    let signature = signature_header(b"current", typo.as_bytes());
+    let request = WebhookRequest {
+        event: Some("workflow_job"),
+        delivery_id: Some("d-typo"),
+        signature: Some(&signature),
+        body: typo.as_bytes(),
+    };
+    let response = handler.handle(request, now()).await;
+    assert_eq!(response.status, 202);
+    assert!(
+        response.message.contains("[self-hosted,linx,x64]"),
+        "{response:?}"
+    );
+    assert!(queue.sent().is_empty());
+    let documents = captured.documents().expect("valid EMF");
+    let unrouted: Vec<_> = documents
+        .iter()
+        .filter_map(|d| {
+            Some((
+                d.values(Metric::JobsUnrouted)?,
+                d.dimension(Dimension::Repository)?,
+            ))
+        })
+        .collect();
+    assert_eq!(unrouted, [(&[1.0][..], "octo-org/example-workflow")]);
+}

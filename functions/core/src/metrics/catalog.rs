@@ -59,6 +59,8 @@ pub enum Dimension {
     Outcome,
     /// A runner status, as the lifecycle spells it.
     Status,
+    /// A repository, `owner/name`.
+    Repository,
 }
 
 impl Dimension {
@@ -73,6 +75,7 @@ impl Dimension {
             Dimension::Endpoint => "Endpoint",
             Dimension::Outcome => "Outcome",
             Dimension::Status => "Status",
+            Dimension::Repository => "Repository",
         }
     }
 }
@@ -91,6 +94,8 @@ pub enum Aggregation {
 pub enum Metric {
     /// Jobs the webhook queued for a pool.
     JobsQueued,
+    /// `queued` jobs no pool takes (their labels are in no pool's), by repository.
+    JobsUnrouted,
     /// Runners the scaler launched.
     RunnersLaunched,
     /// Launches that failed, by reason.
@@ -119,7 +124,7 @@ pub enum Metric {
     RunnersByStatus,
 }
 
-use Dimension::{Deployment, Endpoint, Kind, Mode, Outcome, Pool, Reason, Status};
+use Dimension::{Deployment, Endpoint, Kind, Mode, Outcome, Pool, Reason, Repository, Status};
 
 const BY_POOL: &[Dimension] = &[Deployment, Pool];
 
@@ -151,8 +156,9 @@ const fn timing(name: &'static str) -> Spec {
 
 impl Metric {
     /// Every metric, for tests and documentation.
-    pub const ALL: [Metric; 14] = [
+    pub const ALL: [Metric; 15] = [
         Metric::JobsQueued,
+        Metric::JobsUnrouted,
         Metric::RunnersLaunched,
         Metric::LaunchFailures,
         Metric::SpotFallbacks,
@@ -171,6 +177,7 @@ impl Metric {
     fn spec(self) -> Spec {
         match self {
             Metric::JobsQueued => count("JobsQueued", BY_POOL),
+            Metric::JobsUnrouted => count("JobsUnrouted", &[Deployment, Repository]),
             Metric::RunnersLaunched => count("RunnersLaunched", BY_POOL),
             Metric::LaunchFailures => count("LaunchFailures", &[Deployment, Pool, Reason]),
             Metric::SpotFallbacks => count("SpotFallbacks", BY_POOL),
