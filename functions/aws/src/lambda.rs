@@ -5,9 +5,10 @@
 //! Environment: `EPHEMERA_CONFIG_PARAMETER` (SSM parameter holding the YAML),
 //! `EPHEMERA_TABLE`, `EPHEMERA_QUEUE_URL`, `EPHEMERA_WEBHOOK_SECRET_ID` (and optionally
 //! `EPHEMERA_WEBHOOK_PREVIOUS_SECRET_ID`), `EPHEMERA_GITHUB_KEY_SECRET_ID`,
+//! `EPHEMERA_JIT_TABLE` (where JIT configs wait for their instances),
 //! `EPHEMERA_INSTANCE_ARN_PREFIX` (`arn:<partition>:ec2:<region>:<account>:instance/`).
 
-use crate::{sdk_config, AwsSettings, DynamoRunnerStore, Ec2Fleet, SqsJobQueue, SsmJitSecrets};
+use crate::{sdk_config, AwsSettings, DynamoJitConfigs, DynamoRunnerStore, Ec2Fleet, SqsJobQueue};
 use anyhow::Context;
 use aws_config::SdkConfig;
 use ephemera_core::config::Config;
@@ -77,12 +78,14 @@ impl LambdaEnv {
         Ec2Fleet::new(aws_sdk_ec2::Client::new(&self.sdk), &self.config.deployment)
     }
 
-    /// JIT parameters tagged with ARNs under `EPHEMERA_INSTANCE_ARN_PREFIX`, which
-    /// the runner role's policy compares with the caller's instance.
-    pub fn jit_secrets(&self) -> anyhow::Result<SsmJitSecrets> {
+    /// JIT config items in `EPHEMERA_JIT_TABLE`, keyed by ARNs under
+    /// `EPHEMERA_INSTANCE_ARN_PREFIX`, which the runner role's policy compares with the
+    /// caller's instance.
+    pub fn jit_secrets(&self) -> anyhow::Result<DynamoJitConfigs> {
+        let table = required_var("EPHEMERA_JIT_TABLE")?;
         let prefix = required_var("EPHEMERA_INSTANCE_ARN_PREFIX")?;
         Ok(
-            SsmJitSecrets::new(aws_sdk_ssm::Client::new(&self.sdk), &self.config.deployment)
+            DynamoJitConfigs::new(aws_sdk_dynamodb::Client::new(&self.sdk), table)
                 .with_instance_arn_prefix(prefix),
         )
     }

@@ -5,7 +5,7 @@
 //! emulator on a laptop), and in the end-to-end tests.
 //!
 //! Layout: [`items`] maps records onto DynamoDB items and [`dynamo`] is the store;
-//! [`ec2`] (with [`tags`]) launches, lists and terminates runner instances; [`ssm`] hands
+//! [`ec2`] (with [`tags`]) launches, lists and terminates runner instances; [`jit`] hands
 //! JIT configs to instances; [`sqs`] is the jobs queue; [`secrets`] reads Secrets
 //! Manager; [`bootstrap`] creates the resources for local runs and tests; [`stack`] reads
 //! a deployed stack's outputs for the operator CLI.
@@ -15,11 +15,11 @@ pub mod client;
 pub mod dynamo;
 pub mod ec2;
 pub mod items;
+pub mod jit;
 pub mod lambda;
 pub mod launch;
 pub mod secrets;
 pub mod sqs;
-pub mod ssm;
 pub mod stack;
 pub mod tags;
 
@@ -28,6 +28,6 @@ pub use client::{sdk_config, AwsSettings};
 pub use dynamo::DynamoRunnerStore;
 pub use ec2::Ec2Fleet;
 pub use items::runner_to_item;
+pub use jit::DynamoJitConfigs;
 pub use secrets::read_secret;
 pub use sqs::{ReceivedMessage, SqsJobQueue};
-pub use ssm::SsmJitSecrets;
