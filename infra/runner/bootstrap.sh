@@ -3,21 +3,24 @@
 #
 # template.yaml embeds this file verbatim in the launch template, after a line that
 # exports the deployment's settings (a test checks that the two copies agree):
-#   EPHEMERA_DEPLOYMENT      deployment name; the JIT parameter is
-#                            /ephemera/$EPHEMERA_DEPLOYMENT/jit/<instance id>
+#   EPHEMERA_DEPLOYMENT      deployment name
+#   EPHEMERA_JIT_TABLE       the DynamoDB table holding JIT configs (default
+#                            $EPHEMERA_DEPLOYMENT-jit), one item per instance ARN
 #   EPHEMERA_RUNNER_USER     the non-root user the runner runs as (created if missing)
 #   EPHEMERA_RUNNER_DIR      where the Actions runner lives; used as is when run.sh is
 #                            there already (runner preinstalled in the AMI)
 #   EPHEMERA_RUNNER_VERSION  the runner release to download otherwise ("latest" or 2.x.y)
-#   EPHEMERA_JIT_WAIT        seconds to wait for the JIT parameter before giving up
+#   EPHEMERA_JIT_WAIT        seconds to wait for the JIT config before giving up
 #
-# The JIT config comes from SSM, never from user data or tags: the instance role may read
-# and delete only this instance's parameter, and it is deleted as soon as it is read.
+# The JIT config comes from the JIT table, never from user data or tags: the instance role
+# may get and delete only the item keyed by this instance's ARN, and it is deleted as soon
+# as it is read.
 # Whatever happens, the instance powers off at the end, and its shutdown behaviour
 # (terminate) ends it; the reaper cleans up records of runners that never came online.
 set -euo pipefail
 
 deployment="${EPHEMERA_DEPLOYMENT:?EPHEMERA_DEPLOYMENT must be set}"
+jit_table="${EPHEMERA_JIT_TABLE:-$deployment-jit}"
 runner_user="${EPHEMERA_RUNNER_USER:-runner}"
 runner_dir="${EPHEMERA_RUNNER_DIR:-/opt/actions-runner}"
 runner_version="${EPHEMERA_RUNNER_VERSION:-latest}"
@@ -46,16 +49,23 @@ metadata() {
 }
 instance_id="$(metadata instance-id)"
 region="$(metadata placement/region)"
-parameter="/ephemera/$deployment/jit/$instance_id"
-log "instance $instance_id in $region, waiting for $parameter"
+partition="$(metadata services/partition)"
+account="$(curl -sSf -H "X-aws-ec2-metadata-token: $token" "$imds/dynamic/instance-identity/document" |
+  sed -n 's/.*"accountId" *: *"\([0-9]*\)".*/\1/p')"
+# The key is what the role's credentials carry as ec2:SourceInstanceARN.
+instance_arn="arn:$partition:ec2:$region:$account:instance/$instance_id"
+key="{\"instance_arn\":{\"S\":\"$instance_arn\"}}"
+log "instance $instance_id in $region, waiting for its JIT config in $jit_table"
 
-# The scaler writes the parameter just after RunInstances returns: wait for it, bounded.
+# The scaler writes the item just after the launch returns: wait for it, bounded.
 jit_config=""
 deadline=$((SECONDS + jit_wait))
 while [ "$SECONDS" -lt "$deadline" ]; do
-  if jit_config="$(aws ssm get-parameter --region "$region" --name "$parameter" \
-    --with-decryption --query Parameter.Value --output text 2>/dev/null)" &&
-    [ -n "$jit_config" ]; then
+  # An absent item prints None.
+  if jit_config="$(aws dynamodb get-item --region "$region" --table-name "$jit_table" \
+    --key "$key" --consistent-read --projection-expression jit_config \
+    --query Item.jit_config.S --output text 2>/dev/null)" &&
+    [ -n "$jit_config" ] && [ "$jit_config" != None ]; then
     break
   fi
   jit_config=""
@@ -66,8 +76,8 @@ if [ -z "$jit_config" ]; then
   exit 1
 fi
 # One use only: nobody may read it again, not even this instance.
-aws ssm delete-parameter --region "$region" --name "$parameter" ||
-  log "could not delete $parameter (the reaper will)"
+aws dynamodb delete-item --region "$region" --table-name "$jit_table" --key "$key" ||
+  log "could not delete the JIT config of $instance_arn (the reaper will)"
 
 if ! id "$runner_user" >/dev/null 2>&1; then
   useradd --create-home --shell /bin/bash "$runner_user"

@@ -1,18 +1,11 @@
-//! The EC2 fleet and the SSM JIT secrets against moto: launches carry the deployment's
-//! tags, listing sees only this deployment, terminating is idempotent, and a JIT config
-//! can be put, overwritten and deleted any number of times.
+//! The EC2 fleet against moto: launches carry the deployment's tags, listing sees only
+//! this deployment, and terminating is idempotent.
 
 use aws_sdk_ec2::types::{Filter, InstanceStateName};
 use ephemera_aws::tags;
-use ephemera_aws::{
-    ensure_resources, sdk_config, AwsSettings, Ec2Fleet, ResourceNames, SsmJitSecrets,
-};
-use ephemera_core::names::jit_parameter_name;
-use ephemera_core::ports::{
-    Fleet, FleetError, FleetRequest, InstanceState, JitSecrets, Launcher, Market,
-};
+use ephemera_aws::{ensure_resources, sdk_config, AwsSettings, Ec2Fleet, ResourceNames};
+use ephemera_core::ports::{Fleet, FleetError, FleetRequest, InstanceState, Launcher, Market};
 use ephemera_tests::moto::Moto;
-use secrecy::SecretString;
 
 fn request(count: u32) -> FleetRequest {
     FleetRequest {
@@ -155,60 +148,5 @@ async fn fleet_describes_only_this_deployment_and_terminates_idempotently() -> a
         Some(InstanceStateName::Running),
         "another deployment's instance is untouched"
     );
-    Ok(())
-}
-
-#[tokio::test]
-async fn ssm_jit_secret_is_put_overwritten_and_deleted_idempotently() -> anyhow::Result<()> {
-    let moto = Moto::start().await?;
-    let config = sdk_config(&AwsSettings::emulator(&moto.endpoint)).await;
-    let ssm = aws_sdk_ssm::Client::new(&config);
-    let secrets = SsmJitSecrets::new(ssm.clone(), "eph")
-        .with_instance_arn_prefix("arn:aws:ec2:eu-west-1:111122223333:instance/");
-    let name = jit_parameter_name("eph", "i-0abc");
-    let read = |ssm: aws_sdk_ssm::Client, name: String| async move {
-        ssm.get_parameter()
-            .name(name)
-            .with_decryption(true)
-            .send()
-            .await
-    };
-
-    secrets
-        .put("i-0abc", "eph-linux-a", &SecretString::from("first"))
-        .await?;
-    let stored = read(ssm.clone(), name.clone()).await?;
-    assert_eq!(stored.parameter().and_then(|p| p.value()), Some("first"));
-    let tagged = ssm
-        .list_tags_for_resource()
-        .resource_type(aws_sdk_ssm::types::ResourceTypeForTagging::Parameter)
-        .resource_id(&name)
-        .send()
-        .await?;
-    let tag = |key: &str| {
-        tagged
-            .tag_list()
-            .iter()
-            .find(|t| t.key() == key)
-            .map(|t| t.value().to_owned())
-    };
-    assert_eq!(tag(tags::DEPLOYMENT).as_deref(), Some("eph"));
-    assert_eq!(tag(tags::RUNNER).as_deref(), Some("eph-linux-a"));
-    assert_eq!(tag(tags::INSTANCE_ID).as_deref(), Some("i-0abc"));
-    // What the runner role's policy compares with ${ec2:SourceInstanceARN}.
-    assert_eq!(
-        tag(tags::INSTANCE_ARN).as_deref(),
-        Some("arn:aws:ec2:eu-west-1:111122223333:instance/i-0abc")
-    );
-
-    secrets
-        .put("i-0abc", "eph-linux-a", &SecretString::from("second"))
-        .await?;
-    let stored = read(ssm.clone(), name.clone()).await?;
-    assert_eq!(stored.parameter().and_then(|p| p.value()), Some("second"));
-
-    secrets.delete("i-0abc").await?;
-    assert!(read(ssm.clone(), name.clone()).await.is_err());
-    secrets.delete("i-0abc").await?;
     Ok(())
 }

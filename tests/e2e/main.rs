@@ -3,6 +3,7 @@
 //! runner reaped) on moto + simulator.
 
 mod aws_fleet;
+mod aws_jit;
 mod aws_queue;
 mod aws_store;
 mod cli;

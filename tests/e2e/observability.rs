@@ -141,7 +141,7 @@ async fn no_secret_appears_in_any_log_line_or_metric() -> anyhow::Result<()> {
 
     // Every secret that went through the pipeline: the webhook secret (signatures), the
     // App's private key (JWTs), the installation tokens (every GitHub call) and the
-    // runners' JIT configs (GitHub → scaler → SSM → instance).
+    // runners' JIT configs (GitHub → scaler → JIT table → instance).
     let key = std::fs::read_to_string(ephemera_tests::pipeline::workspace_path(
         "tests/fixtures/github-app-test-key.pem",
     ))?;
@@ -162,6 +162,18 @@ async fn no_secret_appears_in_any_log_line_or_metric() -> anyhow::Result<()> {
         "the logs were not captured"
     );
     let metric_lines = captured.lines().join("\n");
+    let readable = tags_and_user_data(&p).await?;
+    assert!(
+        p.waiting_jit_configs().await?.is_empty(),
+        "a JIT config was left in the table"
+    );
+    for secret in &secrets {
+        let shown: String = secret.chars().take(6).collect();
+        assert!(
+            !readable.contains(secret.as_str()),
+            "a secret ({shown}…) is in an instance's tags or user data"
+        );
+    }
     for secret in &secrets {
         let shown: String = secret.chars().take(6).collect();
         assert!(
@@ -174,4 +186,40 @@ async fn no_secret_appears_in_any_log_line_or_metric() -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// Every tag value and the user data of the deployment's instances, which many principals
+/// can read (`ec2:DescribeInstances`, `ec2:DescribeInstanceAttribute`).
+async fn tags_and_user_data(p: &Pipeline) -> anyhow::Result<String> {
+    use base64::Engine;
+    use ephemera_core::ports::Fleet;
+    let ec2 = aws_sdk_ec2::Client::new(&p.sdk);
+    let mut readable = String::new();
+    let instances = p.fleet.inner().describe().await?;
+    assert!(!instances.is_empty(), "no instance was launched");
+    for instance in instances {
+        let described = ec2
+            .describe_instances()
+            .instance_ids(&instance.id)
+            .send()
+            .await?;
+        for found in described.reservations().iter().flat_map(|r| r.instances()) {
+            for tag in found.tags() {
+                readable.push_str(tag.value().unwrap_or_default());
+                readable.push('\n');
+            }
+        }
+        let user_data = ec2
+            .describe_instance_attribute()
+            .instance_id(&instance.id)
+            .attribute(aws_sdk_ec2::types::InstanceAttributeName::UserData)
+            .send()
+            .await?;
+        if let Some(encoded) = user_data.user_data().and_then(|u| u.value()) {
+            let decoded = base64::engine::general_purpose::STANDARD.decode(encoded)?;
+            readable.push_str(&String::from_utf8_lossy(&decoded));
+            readable.push_str(encoded);
+        }
+    }
+    Ok(readable)
 }

@@ -209,6 +209,7 @@ async fn burst_of_200_jobs_with_duplicates_never_exceeds_max_runners_and_runs_ea
     let runners = registered as f64;
     let writes = p.calls.sum("DynamoDB", is_dynamodb_write) as f64;
     let ssm = p.calls.sum("SSM", |_| true) as f64;
+    assert_eq!(ssm, 0.0, "JIT configs go through DynamoDB, not SSM");
     let launches = p.fleet.launch_calls();
     println!(
         "burst of 200 ({registered} runners, peak {peak} live): DynamoDB writes/runner {:.1}, SSM calls/runner {:.1}, EC2 launch requests {launches} ({:.1} instances each)",

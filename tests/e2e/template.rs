@@ -1,5 +1,8 @@
 //! template.yaml, tested rather than only linted: its IAM posture read from the
-//! translated template, and one job run end to end on the stack it creates in moto.
+//! translated template (the runner role's evaluated request by request), and one job run
+//! end to end on the stack it creates in moto.
 
 mod iam;
+mod instance_role;
+mod policy;
 mod stack_job;

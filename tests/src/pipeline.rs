@@ -10,7 +10,7 @@ use crate::sim::{self, SimConfig, SimFaults, SimHandle};
 use anyhow::{bail, Context};
 use aws_config::SdkConfig;
 use ephemera_aws::bootstrap::{ensure_resources, ResourceNames};
-use ephemera_aws::{AwsSettings, DynamoRunnerStore, Ec2Fleet, SqsJobQueue, SsmJitSecrets};
+use ephemera_aws::{AwsSettings, DynamoJitConfigs, DynamoRunnerStore, Ec2Fleet, SqsJobQueue};
 use ephemera_core::config::Config;
 use ephemera_core::handlers::reaper::{Reaper, ReaperReport};
 use ephemera_core::handlers::scaler::Scaler;
@@ -128,14 +128,6 @@ fn counted_sqs(sdk: &SdkConfig, calls: &CallCounter) -> aws_sdk_sqs::Client {
     )
 }
 
-fn counted_ssm(sdk: &SdkConfig, calls: &CallCounter) -> aws_sdk_ssm::Client {
-    aws_sdk_ssm::Client::from_conf(
-        aws_sdk_ssm::config::Builder::from(sdk)
-            .interceptor(calls.clone())
-            .build(),
-    )
-}
-
 fn counted_ec2(sdk: &SdkConfig, calls: &CallCounter) -> aws_sdk_ec2::Client {
     aws_sdk_ec2::Client::from_conf(
         aws_sdk_ec2::config::Builder::from(sdk)
@@ -210,7 +202,10 @@ impl Pipeline {
         ));
         let ec2 = Arc::new(Ec2Fleet::new(counted_ec2(&sdk, &calls), DEPLOYMENT));
         let fleet = Arc::new(FaultyFleet::new(ec2));
-        let secrets = Arc::new(SsmJitSecrets::new(counted_ssm(&sdk, &calls), DEPLOYMENT));
+        let secrets = Arc::new(DynamoJitConfigs::new(
+            counted_dynamodb(&sdk, &calls),
+            &resources.jit_table,
+        ));
         let private_key =
             std::fs::read_to_string(workspace_path("tests/fixtures/github-app-test-key.pem"))?;
         let github_app = || {
@@ -325,21 +320,44 @@ impl Pipeline {
         Ok(self.store.get_runner(&name).await?)
     }
 
-    /// Whether the JIT secret of `instance_id` is in SSM.
+    /// The JIT config table of the test deployment, through an uncounted client.
+    pub fn jit_configs(&self) -> DynamoJitConfigs {
+        let table = ResourceNames::for_deployment(DEPLOYMENT).jit_table;
+        DynamoJitConfigs::new(aws_sdk_dynamodb::Client::new(&self.sdk), table)
+    }
+
+    /// Whether the JIT config of `instance_id` waits in the JIT table.
     pub async fn jit_secret_exists(&self, instance_id: &str) -> anyhow::Result<bool> {
-        let name = ephemera_core::names::jit_parameter_name(DEPLOYMENT, instance_id);
-        let ssm = aws_sdk_ssm::Client::new(&self.sdk);
-        match ssm.get_parameter().name(name).send().await {
-            Ok(_) => Ok(true),
-            Err(err)
-                if err
-                    .as_service_error()
-                    .is_some_and(|e| e.is_parameter_not_found()) =>
-            {
-                Ok(false)
-            }
-            Err(err) => Err(err.into()),
-        }
+        let jit = self.jit_configs();
+        let item = aws_sdk_dynamodb::Client::new(&self.sdk)
+            .get_item()
+            .table_name(jit.table())
+            .set_key(Some(ephemera_aws::jit::item_key(
+                &jit.instance_arn(instance_id),
+            )))
+            .consistent_read(true)
+            .send()
+            .await?;
+        Ok(item.item.is_some())
+    }
+
+    /// The instance ARNs whose JIT config waits in the JIT table (a test-only scan).
+    pub async fn waiting_jit_configs(&self) -> anyhow::Result<Vec<String>> {
+        let jit = self.jit_configs();
+        let key = ephemera_aws::jit::INSTANCE_ARN;
+        let pages = aws_sdk_dynamodb::Client::new(&self.sdk)
+            .scan()
+            .table_name(jit.table())
+            .projection_expression(key)
+            .into_paginator()
+            .items()
+            .send()
+            .collect::<Result<Vec<_>, _>>()
+            .await?;
+        Ok(pages
+            .iter()
+            .filter_map(|item| item.get(key)?.as_s().ok().cloned())
+            .collect())
     }
 
     /// EC2's state of an instance of this deployment.

@@ -1,11 +1,11 @@
-//! Creating ephemera's resources where they are missing: the table, the queue and its
-//! DLQ, and the runner launch template.
+//! Creating ephemera's resources where they are missing: the table, the JIT config table,
+//! the queue and its DLQ, and the runner launch template.
 //!
 //! SAM creates these in a real deployment; `ephemera local --bootstrap` and the tests
 //! create them here, against moto or a scratch account. Every step accepts a resource
 //! that already exists, so running it twice is harmless.
 
-use crate::items;
+use crate::{items, jit};
 use anyhow::{bail, Context};
 use aws_config::SdkConfig;
 use aws_sdk_dynamodb::error::ProvideErrorMetadata;
@@ -27,6 +27,8 @@ use std::time::{Duration, Instant};
 pub struct ResourceNames {
     pub deployment: String,
     pub table: String,
+    /// Where JIT configs wait for their instances ([`crate::jit`]).
+    pub jit_table: String,
     pub queue: String,
     pub dlq: String,
     pub launch_template: String,
@@ -38,6 +40,7 @@ impl ResourceNames {
         ResourceNames {
             deployment: prefix.to_owned(),
             table: format!("{prefix}-runners"),
+            jit_table: format!("{prefix}-jit"),
             queue: format!("{prefix}-jobs"),
             dlq: format!("{prefix}-jobs-dlq"),
             launch_template: format!("{prefix}-runner"),
@@ -49,6 +52,7 @@ impl ResourceNames {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resources {
     pub table: String,
+    pub jit_table: String,
     pub queue_url: String,
     pub dlq_url: String,
     pub launch_template: String,
@@ -66,12 +70,14 @@ pub async fn ensure_resources(
 ) -> anyhow::Result<Resources> {
     let dynamodb = aws_sdk_dynamodb::Client::new(config);
     ensure_table(&dynamodb, &names.table).await?;
+    ensure_jit_table(&dynamodb, &names.jit_table).await?;
     let sqs = aws_sdk_sqs::Client::new(config);
     let (queue_url, dlq_url) = ensure_queues(&sqs, names).await?;
     let ec2 = aws_sdk_ec2::Client::new(config);
     ensure_launch_template(&ec2, &names.launch_template).await?;
     Ok(Resources {
         table: names.table.clone(),
+        jit_table: names.jit_table.clone(),
         queue_url,
         dlq_url,
         launch_template: names.launch_template.clone(),
@@ -120,6 +126,34 @@ async fn ensure_table(client: &aws_sdk_dynamodb::Client, table: &str) -> anyhow:
         Err(err) => return Err(err).with_context(|| format!("creating table {table}")),
     }
     wait_for_table(client, table).await?;
+    ensure_ttl(client, table, items::TTL).await
+}
+
+/// The JIT config table: keyed by instance ARN, with its own TTL attribute.
+async fn ensure_jit_table(client: &aws_sdk_dynamodb::Client, table: &str) -> anyhow::Result<()> {
+    let created = client
+        .create_table()
+        .table_name(table)
+        .billing_mode(BillingMode::PayPerRequest)
+        .attribute_definitions(attribute(jit::INSTANCE_ARN, ScalarAttributeType::S)?)
+        .key_schema(key(jit::INSTANCE_ARN, KeyType::Hash)?)
+        .send()
+        .await;
+    match created {
+        Ok(_) => {}
+        Err(err) if err.code() == Some("ResourceInUseException") => {}
+        Err(err) => return Err(err).with_context(|| format!("creating table {table}")),
+    }
+    wait_for_table(client, table).await?;
+    ensure_ttl(client, table, jit::TTL).await
+}
+
+/// Turns on TTL on `attribute` unless it is on already.
+async fn ensure_ttl(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    attribute: &str,
+) -> anyhow::Result<()> {
     let ttl = client
         .describe_time_to_live()
         .table_name(table)
@@ -136,7 +170,7 @@ async fn ensure_table(client: &aws_sdk_dynamodb::Client, table: &str) -> anyhow:
             .table_name(table)
             .time_to_live_specification(
                 TimeToLiveSpecification::builder()
-                    .attribute_name(items::TTL)
+                    .attribute_name(attribute)
                     .enabled(true)
                     .build()?,
             )
@@ -294,6 +328,7 @@ mod tests {
     fn names_follow_the_deployment_prefix() {
         let names = ResourceNames::for_deployment("eph");
         assert_eq!(names.table, "eph-runners");
+        assert_eq!(names.jit_table, "eph-jit");
         assert_eq!(names.queue, "eph-jobs");
         assert_eq!(names.dlq, "eph-jobs-dlq");
         assert_eq!(names.launch_template, "eph-runner");

@@ -6,11 +6,12 @@
 //! Environment: `EPHEMERA_CONFIG_PARAMETER` (SSM parameter holding the YAML),
 //! `EPHEMERA_TABLE`, `EPHEMERA_QUEUE_URL`, `EPHEMERA_WEBHOOK_SECRET_ID` (and optionally
 //! `EPHEMERA_WEBHOOK_PREVIOUS_SECRET_ID`), `EPHEMERA_GITHUB_KEY_SECRET_ID`,
+//! `EPHEMERA_JIT_TABLE` (where JIT configs wait for their instances),
 //! `EPHEMERA_INSTANCE_ARN_PREFIX` (`arn:<partition>:ec2:<region>:<account>:instance/`),
 //! optionally `EPHEMERA_RELOAD_SECONDS` (see [`crate::reload`]).
 
 use crate::reload::Sources;
-use crate::{sdk_config, AwsSettings, DynamoRunnerStore, Ec2Fleet, SqsJobQueue, SsmJitSecrets};
+use crate::{sdk_config, AwsSettings, DynamoJitConfigs, DynamoRunnerStore, Ec2Fleet, SqsJobQueue};
 use anyhow::Context;
 use aws_config::SdkConfig;
 use ephemera_core::config::Config;
@@ -45,6 +46,8 @@ pub const WEBHOOK_PREVIOUS_SECRET_ID: &str = "EPHEMERA_WEBHOOK_PREVIOUS_SECRET_I
 pub const GITHUB_KEY_SECRET_ID: &str = "EPHEMERA_GITHUB_KEY_SECRET_ID";
 /// `arn:<partition>:ec2:<region>:<account>:instance/`.
 pub const INSTANCE_ARN_PREFIX: &str = "EPHEMERA_INSTANCE_ARN_PREFIX";
+/// The DynamoDB table where JIT configs wait for their instances.
+pub const JIT_TABLE: &str = "EPHEMERA_JIT_TABLE";
 
 /// What the webhook function needs.
 pub const WEBHOOK_VARS: &[&str] = &[CONFIG_PARAMETER, QUEUE_URL, WEBHOOK_SECRET_ID];
@@ -55,6 +58,7 @@ pub const SCALER_VARS: &[&str] = &[
     QUEUE_URL,
     GITHUB_KEY_SECRET_ID,
     INSTANCE_ARN_PREFIX,
+    JIT_TABLE,
 ];
 /// What the reaper needs (the same as the scaler).
 pub const REAPER_VARS: &[&str] = SCALER_VARS;
@@ -150,12 +154,14 @@ impl LambdaEnv {
         Ec2Fleet::new(aws_sdk_ec2::Client::new(&self.sdk), &config.deployment)
     }
 
-    /// JIT parameters tagged with ARNs under `EPHEMERA_INSTANCE_ARN_PREFIX`, which
-    /// the runner role's policy compares with the caller's instance.
-    pub fn jit_secrets(&self, config: &Config) -> anyhow::Result<SsmJitSecrets> {
+    /// JIT config items in `EPHEMERA_JIT_TABLE`, keyed by ARNs under
+    /// `EPHEMERA_INSTANCE_ARN_PREFIX`, which the runner role's policy compares with the
+    /// caller's instance.
+    pub fn jit_secrets(&self) -> anyhow::Result<DynamoJitConfigs> {
+        let table = self.var(JIT_TABLE)?;
         let prefix = self.var(INSTANCE_ARN_PREFIX)?;
         Ok(
-            SsmJitSecrets::new(aws_sdk_ssm::Client::new(&self.sdk), &config.deployment)
+            DynamoJitConfigs::new(aws_sdk_dynamodb::Client::new(&self.sdk), table)
                 .with_instance_arn_prefix(prefix),
         )
     }

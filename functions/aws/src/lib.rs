@@ -6,7 +6,7 @@
 //!
 //! Layout: [`items`] maps records onto DynamoDB items and [`dynamo`] is the store (with
 //! the reaper's lease); [`ec2`] (with [`tags`]) launches, lists and terminates runner
-//! instances; [`ssm`] hands JIT configs to instances; [`sqs`] is the jobs queue;
+//! instances; [`jit`] hands JIT configs to instances; [`sqs`] is the jobs queue;
 //! [`secrets`] reads Secrets Manager; [`client`] builds the SDK configuration with its
 //! timeouts; [`lambda`] and [`reload`] are what the functions share at cold start and
 //! how they follow their configuration and secrets; [`bootstrap`] creates the resources
@@ -18,12 +18,12 @@ pub mod client;
 pub mod dynamo;
 pub mod ec2;
 pub mod items;
+pub mod jit;
 pub mod lambda;
 pub mod launch;
 pub mod reload;
 pub mod secrets;
 pub mod sqs;
-pub mod ssm;
 pub mod stack;
 pub mod tags;
 
@@ -32,6 +32,6 @@ pub use client::{sdk_config, AwsSettings};
 pub use dynamo::DynamoRunnerStore;
 pub use ec2::Ec2Fleet;
 pub use items::runner_to_item;
+pub use jit::DynamoJitConfigs;
 pub use secrets::read_secret;
 pub use sqs::{ReceivedMessage, SqsJobQueue};
-pub use ssm::SsmJitSecrets;

@@ -8,9 +8,6 @@ use aws_sdk_ec2::types::{Filter, ResourceType, Tag, TagSpecification};
 pub const DEPLOYMENT: &str = "ephemera:deployment";
 pub const POOL: &str = "ephemera:pool";
 pub const RUNNER: &str = "ephemera:runner";
-pub const INSTANCE_ID: &str = "ephemera:instance-id";
-/// On a JIT parameter: the ARN of the one instance whose role may read it.
-pub const INSTANCE_ARN: &str = "ephemera:instance-arn";
 /// The console's display name: the runner name, as GitHub shows it.
 pub const NAME: &str = "Name";
 
@@ -64,31 +61,6 @@ pub fn value<'a>(tags: &'a [Tag], key: &str) -> Option<&'a str> {
         .and_then(Tag::value)
 }
 
-/// The tags of a runner's JIT parameter in SSM.
-pub fn jit_parameter_tags(
-    deployment: &str,
-    runner: &str,
-    instance_id: &str,
-    instance_arn: &str,
-) -> Vec<aws_sdk_ssm::types::Tag> {
-    [
-        (DEPLOYMENT, deployment),
-        (RUNNER, runner),
-        (INSTANCE_ID, instance_id),
-        (INSTANCE_ARN, instance_arn),
-    ]
-    .into_iter()
-    .filter_map(|(key, value)| {
-        // Building fails only without a key or value, which every pair here has.
-        aws_sdk_ssm::types::Tag::builder()
-            .key(key)
-            .value(value)
-            .build()
-            .ok()
-    })
-    .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,9 +74,5 @@ mod tests {
         assert_eq!(value(&tags, "other"), None);
         let specs = pool_tag_specifications("eph", "linux");
         assert_eq!(specs.len(), 2);
-        assert_eq!(
-            jit_parameter_tags("eph", "r", "i-1", "arn:aws:ec2:r:1:instance/i-1").len(),
-            4
-        );
     }
 }

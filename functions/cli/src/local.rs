@@ -9,7 +9,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::post;
 use clap::{Args, ValueEnum};
-use ephemera_aws::{AwsSettings, DynamoRunnerStore, Ec2Fleet, SqsJobQueue, SsmJitSecrets};
+use ephemera_aws::{AwsSettings, DynamoJitConfigs, DynamoRunnerStore, Ec2Fleet, SqsJobQueue};
 use ephemera_core::config::{ranges, Config};
 use ephemera_core::handlers::reaper::Reaper;
 use ephemera_core::handlers::scaler::{BatchItem, Scaler};
@@ -57,7 +57,7 @@ pub struct LocalArgs {
     /// How often the reaper runs, e.g. 10s or 1m.
     #[arg(long, default_value = "10s", value_parser = reaper_interval)]
     reaper_interval: Duration,
-    /// Create the table, the queue with its DLQ and the launch template when missing.
+    /// Create the tables, the queue with its DLQ and the launch template when missing.
     #[arg(long)]
     bootstrap: bool,
     /// Run only these parts (repeatable); all three when absent.
@@ -161,10 +161,11 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
             aws_sdk_ec2::Client::new(&sdk),
             &config.deployment,
         ));
-        let secrets = Arc::new(SsmJitSecrets::new(
-            aws_sdk_ssm::Client::new(&sdk),
-            &config.deployment,
-        ));
+        let mut jit = DynamoJitConfigs::new(aws_sdk_dynamodb::Client::new(&sdk), &names.jit_table);
+        if let Ok(prefix) = std::env::var("EPHEMERA_INSTANCE_ARN_PREFIX") {
+            jit = jit.with_instance_arn_prefix(prefix);
+        }
+        let secrets = Arc::new(jit);
         if parts.contains(&Part::Scaler) {
             let scaler = Arc::new(
                 Scaler::new(

@@ -24,13 +24,6 @@ pub fn is_ours(prefix: &str, name: &str) -> bool {
         .is_some_and(|rest| rest.contains('-'))
 }
 
-/// The SSM parameter through which a runner instance receives its JIT config: only the
-/// instance itself may read and delete it, and its name carries the instance id so the
-/// instance role's policy can say so.
-pub fn jit_parameter_name(prefix: &str, instance_id: &str) -> String {
-    format!("/ephemera/{prefix}/jit/{instance_id}")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -397,17 +397,27 @@ pub enum SecretError {
     Throttled(#[source] Cause),
     #[error("secret store request failed")]
     Transient(#[source] Cause),
+    /// The store holds a config of a later registration for this instance: a try that
+    /// lost its lease came back late. Nothing was written.
+    #[error("a later JIT config (runner id {stored}) is already waiting for the instance")]
+    Superseded { stored: u64 },
+    /// The store refuses the request as it is (too large, no such table): retrying the
+    /// same request cannot succeed.
+    #[error("secret store refused the request")]
+    Rejected(#[source] Cause),
 }
 
 /// Where a runner's JIT config waits for its instance (never user data or tags).
 #[async_trait]
 pub trait JitSecrets: Send + Sync {
-    /// Stores the JIT config that only `instance_id` may read; overwrites (idempotent).
+    /// Stores the JIT config that only `instance_id` may read. Conditional: replaces a
+    /// config of the same or an earlier registration (a lower GitHub runner id), refuses
+    /// one of a later registration with [`SecretError::Superseded`]; idempotent.
     async fn put(
         &self,
         instance_id: &str,
         runner_name: &str,
-        jit_config: &SecretString,
+        jit: &JitConfig,
     ) -> Result<(), SecretError>;
 
     /// Deletes it; one already gone counts as deleted.

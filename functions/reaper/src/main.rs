@@ -51,7 +51,7 @@ fn build(env: &LambdaEnv, sources: &Sources) -> anyhow::Result<Reaper> {
         store.clone(),
         Arc::new(env.fleet(&config)),
         Arc::new(forge),
-        Arc::new(env.jit_secrets(&config)?),
+        Arc::new(env.jit_secrets()?),
         Arc::new(env.queue()?),
     )
     .with_metrics(metrics)

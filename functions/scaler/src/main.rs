@@ -65,7 +65,7 @@ fn build(
         Arc::new(env.store()?),
         Arc::new(env.fleet(&config)),
         Arc::new(forge),
-        Arc::new(env.jit_secrets(&config)?),
+        Arc::new(env.jit_secrets()?),
         Arc::new(env.queue()?),
     )
     .with_metrics(metrics)

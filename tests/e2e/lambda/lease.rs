@@ -1,7 +1,6 @@
 //! One reaper at a time, on moto: two runs started together race for the lease item;
 //! one does the work, the other does nothing, and the lease is free again afterwards.
 
-use ephemera_aws::SsmJitSecrets;
 use ephemera_core::handlers::reaper::Reaper;
 use ephemera_tests::pipeline::{Pipeline, PipelineOptions, DEPLOYMENT};
 use std::sync::Arc;
@@ -23,10 +22,7 @@ async fn of_two_reapers_started_together_only_one_works() -> anyhow::Result<()> 
             p.store.clone(),
             p.fleet.clone(),
             p.reaper_forge.clone(),
-            Arc::new(SsmJitSecrets::new(
-                aws_sdk_ssm::Client::new(&p.sdk),
-                DEPLOYMENT,
-            )),
+            Arc::new(p.jit_configs()),
             p.queue.clone(),
         )
         .with_lease(p.store.clone())

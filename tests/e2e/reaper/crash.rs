@@ -5,12 +5,11 @@
 //! the pool counter equals the slots the live records hold.
 
 use super::*;
-use ephemera_aws::SsmJitSecrets;
 use ephemera_core::handlers::scaler::Scaler;
 use ephemera_core::message::QueueMessage;
 use ephemera_core::ports::*;
 use ephemera_tests::crash::{CrashSwitch, Crashing};
-use ephemera_tests::pipeline::{PipelineOptions, DEPLOYMENT, LABELS};
+use ephemera_tests::pipeline::{PipelineOptions, LABELS};
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -19,10 +18,7 @@ fn crashing_scaler(p: &Pipeline, switch: &Arc<CrashSwitch>) -> Arc<Scaler> {
     let store: Arc<dyn RunnerStore> = p.store.clone();
     let launcher: Arc<dyn Launcher> = p.fleet.clone();
     let forge: Arc<dyn Forge> = p.scaler_forge.clone();
-    let secrets: Arc<dyn JitSecrets> = Arc::new(SsmJitSecrets::new(
-        aws_sdk_ssm::Client::new(&p.sdk),
-        DEPLOYMENT,
-    ));
+    let secrets: Arc<dyn JitSecrets> = Arc::new(p.jit_configs());
     let queue: Arc<dyn JobQueue> = p.queue.clone();
     Arc::new(Scaler::new(
         p.config.clone(),
@@ -72,19 +68,10 @@ async fn leaks(p: &Pipeline) -> anyhow::Result<Vec<String>> {
             leaks.push(format!("GitHub runner {}", runner.name));
         }
     }
-    let ssm = aws_sdk_ssm::Client::new(&p.sdk);
-    let path = format!("/ephemera/{DEPLOYMENT}/jit");
-    let parameters = ssm
-        .get_parameters_by_path()
-        .path(&path)
-        .recursive(true)
-        .send()
-        .await?;
-    for parameter in parameters.parameters() {
-        let name = parameter.name().unwrap_or_default();
-        let instance_id = name.rsplit('/').next().unwrap_or_default();
+    for instance_arn in p.waiting_jit_configs().await? {
+        let instance_id = instance_arn.rsplit('/').next().unwrap_or_default();
         if !instances.contains(instance_id) {
-            leaks.push(format!("JIT secret {name}"));
+            leaks.push(format!("JIT secret {instance_arn}"));
         }
     }
     let held = live.iter().filter(|r| r.slot_held).count() as u32;

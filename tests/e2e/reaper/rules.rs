@@ -12,7 +12,7 @@ use ephemera_core::message::QueueMessage;
 use ephemera_core::model::JobStatus;
 use ephemera_core::ports::{InstanceState, RunnerStore, Transition};
 use ephemera_tests::faults::FaultyForge;
-use ephemera_tests::pipeline::{PipelineOptions, DEPLOYMENT, LABELS, WEBHOOK_SECRET};
+use ephemera_tests::pipeline::{PipelineOptions, LABELS, WEBHOOK_SECRET};
 use ephemera_tests::sim::SimRunner;
 use std::sync::Arc;
 
@@ -122,10 +122,7 @@ async fn error_after_launch_and_registration_is_cleaned_in_one_run() -> anyhow::
     let p = Pipeline::start(options).await?;
     lose_webhooks(&p)?;
     let forge = Arc::new(FaultyForge::new(p.scaler_forge.clone()));
-    let secrets = Arc::new(ephemera_aws::SsmJitSecrets::new(
-        aws_sdk_ssm::Client::new(&p.sdk),
-        DEPLOYMENT,
-    ));
+    let secrets = Arc::new(p.jit_configs());
     let scaler = Arc::new(Scaler::new(
         p.config.clone(),
         p.store.clone(),

@@ -8,6 +8,8 @@ use anyhow::Context;
 use aws_sdk_ec2::types::{
     InstanceStateName, ResourceType, ShutdownBehavior, Tag, TagSpecification,
 };
+use ephemera_aws::{DynamoJitConfigs, ResourceNames};
+use ephemera_core::ports::{JitConfig, JitSecrets};
 use ephemera_core::webhook::JobAction;
 use ephemera_tests::moto::Moto;
 use ephemera_tests::sim::{self, SimFaults, SimHandle};
@@ -20,7 +22,8 @@ struct AgentWorld {
     sim: SimHandle,
     receiver: Receiver,
     ec2: aws_sdk_ec2::Client,
-    ssm: aws_sdk_ssm::Client,
+    dynamodb: aws_sdk_dynamodb::Client,
+    jit: DynamoJitConfigs,
     token: String,
 }
 
@@ -36,18 +39,21 @@ async fn agent_world(deployment: &str, job_duration: Duration) -> anyhow::Result
     let sim = sim::start(config).await?;
     let sdk = ephemera_aws::sdk_config(&ephemera_aws::AwsSettings::emulator(&moto.endpoint)).await;
     let token = installation_token(&sim).await?;
+    let names = ResourceNames::for_deployment(deployment);
+    ephemera_aws::ensure_resources(&sdk, &names).await?;
     Ok(AgentWorld {
         _moto: moto,
         sim,
         receiver,
         ec2: aws_sdk_ec2::Client::new(&sdk),
-        ssm: aws_sdk_ssm::Client::new(&sdk),
+        dynamodb: aws_sdk_dynamodb::Client::new(&sdk),
+        jit: DynamoJitConfigs::new(aws_sdk_dynamodb::Client::new(&sdk), names.jit_table),
         token,
     })
 }
 
-/// Registers a runner, launches its tagged instance and leaves its JIT config in SSM,
-/// as the scaler does. Returns the instance id.
+/// Registers a runner, launches its tagged instance and leaves its JIT config in the JIT
+/// table, as the scaler does. Returns the instance id.
 async fn launch_runner(world: &AgentWorld, deployment: &str, name: &str) -> anyhow::Result<String> {
     let labels = ["linux", "x64"];
     launch_runner_with(
@@ -94,14 +100,15 @@ async fn launch_runner_with(
         .instance_id()
         .context("instance id")?
         .to_owned();
-    let parameter = ephemera_core::names::jit_parameter_name(deployment, &instance_id);
-    let config = answer["encoded_jit_config"]
-        .as_str()
-        .context("jit config")?;
-    let put = world.ssm.put_parameter().name(&parameter).value(config);
-    put.r#type(aws_sdk_ssm::types::ParameterType::SecureString)
-        .send()
-        .await?;
+    let jit = JitConfig {
+        runner_id: answer["runner"]["id"].as_u64().context("runner id")?,
+        encoded: answer["encoded_jit_config"]
+            .as_str()
+            .context("jit config")?
+            .to_owned()
+            .into(),
+    };
+    world.jit.put(&instance_id, name, &jit).await?;
     Ok(instance_id)
 }
 
@@ -170,9 +177,10 @@ async fn agent_runs_the_job_on_its_instance_and_deregisters() -> anyhow::Result<
         state.jobs[&job_id].runner_name.as_deref(),
         Some("eph-run-linux-1")
     );
-    let parameter = ephemera_core::names::jit_parameter_name("eph-run", &instance_id);
-    let read = world.ssm.get_parameter().name(parameter).send().await;
-    assert!(read.is_err(), "the agent deleted its JIT config");
+    assert!(
+        !jit_item_exists(&world, &instance_id).await?,
+        "the agent deleted its JIT config"
+    );
     // bootstrap.sh powers off; InstanceInitiatedShutdownBehavior=terminate ends it.
     wait_for_state(&world, &instance_id, InstanceStateName::Terminated).await?;
     assert_eq!(world.sim.snapshot().counters.hosts_powered_off, 1);
@@ -285,4 +293,18 @@ async fn terminating_a_busy_instance_counts_a_killed_job() -> anyhow::Result<()>
         .values()
         .all(|r| r.status == "offline" && !r.busy));
     Ok(())
+}
+
+async fn jit_item_exists(world: &AgentWorld, instance_id: &str) -> anyhow::Result<bool> {
+    let output = world
+        .dynamodb
+        .get_item()
+        .table_name(world.jit.table())
+        .set_key(Some(ephemera_aws::jit::item_key(
+            &world.jit.instance_arn(instance_id),
+        )))
+        .consistent_read(true)
+        .send()
+        .await?;
+    Ok(output.item.is_some())
 }

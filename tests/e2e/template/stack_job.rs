@@ -8,7 +8,7 @@ use aws_sdk_dynamodb::types::TimeToLiveStatus;
 use aws_sdk_ec2::types::LaunchTemplateHttpTokensState;
 use aws_sdk_sqs::types::QueueAttributeName;
 use ephemera_aws::lambda::load_config_parameter;
-use ephemera_aws::{bootstrap::MAX_RECEIVE_COUNT, SsmJitSecrets};
+use ephemera_aws::{bootstrap::MAX_RECEIVE_COUNT, DynamoJitConfigs};
 use ephemera_aws::{read_secret, AwsSettings, DynamoRunnerStore, Ec2Fleet, SqsJobQueue};
 use ephemera_core::handlers::reaper::Reaper;
 use ephemera_core::handlers::scaler::Scaler;
@@ -30,9 +30,11 @@ const WEBHOOK_SECRET: &str = "stack-webhook-secret";
 /// The labels of the template's default pool (linux-arm64).
 const LABELS: [&str; 3] = ["self-hosted", "linux", "ARM64"];
 /// The variables functions/aws/src/lambda.rs reads.
-const LAMBDA_ENV: [&str; 5] = [
+const LAMBDA_ENV: [&str; 7] = [
     "EPHEMERA_CONFIG_PARAMETER",
     "EPHEMERA_TABLE",
+    "EPHEMERA_JIT_TABLE",
+    "EPHEMERA_INSTANCE_ARN_PREFIX",
     "EPHEMERA_QUEUE_URL",
     "EPHEMERA_WEBHOOK_SECRET_ID",
     "EPHEMERA_GITHUB_KEY_SECRET_ID",
@@ -52,6 +54,7 @@ fn check_function_environment(stack: &Stack) -> anyhow::Result<()> {
             );
         }
         ensure!(env(stack, function, "EPHEMERA_TABLE")? == stack.output("TableName")?);
+        ensure!(env(stack, function, "EPHEMERA_JIT_TABLE")? == stack.output("JitTableName")?);
         ensure!(env(stack, function, "EPHEMERA_QUEUE_URL")? == stack.output("QueueUrl")?);
         ensure!(
             env(stack, function, "EPHEMERA_CONFIG_PARAMETER")?
@@ -86,6 +89,7 @@ async fn check_resources(sdk: &aws_config::SdkConfig, stack: &Stack) -> anyhow::
         .context("no TTL description")?;
     ensure!(ttl.attribute_name() == Some(ephemera_aws::items::TTL));
     ensure!(ttl.time_to_live_status() == Some(&TimeToLiveStatus::Enabled));
+    check_jit_table(&dynamodb, stack.output("JitTableName")?).await?;
 
     let sqs = aws_sdk_sqs::Client::new(sdk);
     let attributes = sqs
@@ -131,6 +135,34 @@ async fn check_resources(sdk: &aws_config::SdkConfig, stack: &Stack) -> anyhow::
     Ok(())
 }
 
+/// The JIT table is keyed by the instance ARN, as the runner role's policy and
+/// bootstrap.sh expect, and its items expire.
+async fn check_jit_table(dynamodb: &aws_sdk_dynamodb::Client, table: &str) -> anyhow::Result<()> {
+    let described = dynamodb.describe_table().table_name(table).send().await?;
+    let keys: Vec<_> = described
+        .table()
+        .map(|t| t.key_schema())
+        .unwrap_or_default()
+        .iter()
+        .map(|k| k.attribute_name().to_owned())
+        .collect();
+    ensure!(
+        keys == [ephemera_aws::jit::INSTANCE_ARN],
+        "JIT table key {keys:?}"
+    );
+    let ttl = dynamodb
+        .describe_time_to_live()
+        .table_name(table)
+        .send()
+        .await?;
+    let ttl = ttl
+        .time_to_live_description()
+        .context("no TTL description")?;
+    ensure!(ttl.attribute_name() == Some(ephemera_aws::jit::TTL));
+    ensure!(ttl.time_to_live_status() == Some(&TimeToLiveStatus::Enabled));
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_runs_on_the_stack_template_yaml_creates() -> anyhow::Result<()> {
     let moto = Moto::start().await?;
@@ -159,6 +191,7 @@ async fn a_job_runs_on_the_stack_template_yaml_creates() -> anyhow::Result<()> {
     eprintln!("stack created in {:?}", started.elapsed());
     for (logical_id, kind) in [
         ("Table", "AWS::DynamoDB::Table"),
+        ("JitTable", "AWS::DynamoDB::Table"),
         ("JobsQueue", "AWS::SQS::Queue"),
         ("JobsDeadLetterQueue", "AWS::SQS::Queue"),
         ("ConfigParameter", "AWS::SSM::Parameter"),
@@ -195,7 +228,17 @@ async fn a_job_runs_on_the_stack_template_yaml_creates() -> anyhow::Result<()> {
         aws_sdk_ec2::Client::new(&sdk),
         &config.deployment,
     ));
-    let jit = Arc::new(SsmJitSecrets::new(ssm.clone(), &config.deployment));
+    let jit = Arc::new(
+        DynamoJitConfigs::new(
+            aws_sdk_dynamodb::Client::new(&sdk),
+            env(&stack, "ScalerFunction", "EPHEMERA_JIT_TABLE")?,
+        )
+        .with_instance_arn_prefix(env(
+            &stack,
+            "ScalerFunction",
+            "EPHEMERA_INSTANCE_ARN_PREFIX",
+        )?),
+    );
     let key_id = env(&stack, "ScalerFunction", "EPHEMERA_GITHUB_KEY_SECRET_ID")?;
     let forge = Arc::new(GitHubApp::new(GitHubAppConfig {
         api_url: config.github.api_url.clone(),

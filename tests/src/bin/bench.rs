@@ -205,6 +205,7 @@ async fn lambda_environment(moto: &Moto) -> anyhow::Result<Vec<(String, String)>
         ("AWS_LAMBDA_LOG_STREAM_NAME", "bench".to_owned()),
         ("EPHEMERA_CONFIG_PARAMETER", parameter),
         ("EPHEMERA_TABLE", resources.table),
+        ("EPHEMERA_JIT_TABLE", resources.jit_table),
         ("EPHEMERA_QUEUE_URL", resources.queue_url),
         ("EPHEMERA_WEBHOOK_SECRET_ID", hook_arn),
         ("EPHEMERA_GITHUB_KEY_SECRET_ID", key_arn),
@@ -362,6 +363,10 @@ async fn burst_then_reaper(args: &Args) -> anyhow::Result<(Value, Value)> {
             .or_default()
             .insert(operation, per_job(count as f64));
     }
+    // JIT configs travel through DynamoDB: no client of the pipeline calls SSM, shown as 0.
+    by_service
+        .entry("SSM".to_owned())
+        .or_insert_with(|| BTreeMap::from([("all".to_owned(), 0.0)]));
     by_service.insert(
         "GitHub".to_owned(),
         github.into_iter().map(|(e, n)| (e, per_job(n))).collect(),

@@ -4,27 +4,30 @@
 //! ends the jobs whose time is up (the ephemeral runner deregisters and its host powers
 //! off, see [`super::power`]), notices instances that died under an online runner (a
 //! busy one counts as a killed job), lets new instances pick up their JIT config from
-//! SSM (deleting it, as the bootstrap script does), and hands queued jobs to idle
-//! runners whose labels include all of the job's. Timers run on tokio time.
+//! the JIT table (GetItem by the instance's ARN, then DeleteItem, as the bootstrap
+//! script does), and hands queued jobs to idle runners whose labels include all of the
+//! job's. Timers run on tokio time.
 
 use super::body::decode_jit_config;
 use super::power::Power;
 use super::state::SimJob;
 use super::{webhook, Shared};
-use ephemera_aws::Ec2Fleet;
-use ephemera_core::names::jit_parameter_name;
+use ephemera_aws::jit::{item_key, JIT_CONFIG};
+use ephemera_aws::{DynamoJitConfigs, Ec2Fleet, ResourceNames};
 use ephemera_core::ports::{Fleet, Instance, InstanceState};
 use std::collections::HashSet;
 use std::sync::Arc;
 use tokio::time::{Instant, MissedTickBehavior};
 
-/// At most this many SSM reads per tick, so one tick stays short.
+/// At most this many JIT config reads per tick, so one tick stays short.
 const PICKUPS_PER_TICK: usize = 16;
 
 pub struct Agent {
     shared: Arc<Shared>,
     fleet: Ec2Fleet,
-    ssm: aws_sdk_ssm::Client,
+    dynamodb: aws_sdk_dynamodb::Client,
+    /// The JIT table, and the ARNs of the instances as their credentials carry them.
+    jit: DynamoJitConfigs,
     power: Power,
     /// Instances whose JIT config was already read (or found unusable).
     taken: HashSet<String>,
@@ -39,8 +42,12 @@ impl Agent {
                 aws_sdk_ec2::Client::new(&sdk),
                 shared.config.deployment.clone(),
             ),
-            ssm: aws_sdk_ssm::Client::new(&sdk),
             power: Power::new(aws_sdk_ec2::Client::new(&sdk)),
+            dynamodb: aws_sdk_dynamodb::Client::new(&sdk),
+            jit: DynamoJitConfigs::new(
+                aws_sdk_dynamodb::Client::new(&sdk),
+                ResourceNames::for_deployment(&shared.config.deployment).jit_table,
+            ),
             taken: HashSet::new(),
             shared,
         }
@@ -110,17 +117,17 @@ impl Agent {
             .take(PICKUPS_PER_TICK)
             .collect();
         for instance in fresh {
-            let name = jit_parameter_name(&self.shared.config.deployment, &instance.id);
-            match self.read_parameter(&name).await {
+            let instance_arn = self.jit.instance_arn(&instance.id);
+            match self.read_jit_config(&instance_arn).await {
                 Ok(Some(encoded)) => {
                     self.taken.insert(instance.id.clone());
-                    self.delete_parameter(&name).await;
+                    self.delete_jit_config(&instance_arn).await;
                     self.start_runner(&instance.id, &encoded);
                 }
                 // Not there yet: the bootstrap script waits for it.
                 Ok(None) => {}
                 Err(error) => {
-                    tracing::warn!(parameter = %name, error = %error, "agent cannot read JIT config")
+                    tracing::warn!(%instance_arn, error = %error, "agent cannot read JIT config")
                 }
             }
         }
@@ -146,30 +153,33 @@ impl Agent {
         }
     }
 
-    async fn read_parameter(&self, name: &str) -> anyhow::Result<Option<String>> {
-        let result = self
-            .ssm
-            .get_parameter()
-            .name(name)
-            .with_decryption(true)
+    /// `aws dynamodb get-item --consistent-read --projection-expression jit_config`, as
+    /// bootstrap.sh reads it.
+    async fn read_jit_config(&self, instance_arn: &str) -> anyhow::Result<Option<String>> {
+        let output = self
+            .dynamodb
+            .get_item()
+            .table_name(self.jit.table())
+            .set_key(Some(item_key(instance_arn)))
+            .consistent_read(true)
+            .projection_expression(JIT_CONFIG)
             .send()
-            .await;
-        match result {
-            Ok(output) => Ok(output.parameter.and_then(|p| p.value)),
-            Err(error)
-                if error
-                    .as_service_error()
-                    .is_some_and(|e| e.is_parameter_not_found()) =>
-            {
-                Ok(None)
-            }
-            Err(error) => Err(error.into()),
-        }
+            .await?;
+        let config = output.item.and_then(|mut item| item.remove(JIT_CONFIG));
+        Ok(config.and_then(|value| value.as_s().ok().cloned()))
     }
 
-    async fn delete_parameter(&self, name: &str) {
-        if let Err(error) = self.ssm.delete_parameter().name(name).send().await {
-            tracing::warn!(parameter = %name, error = %error, "agent cannot delete JIT config");
+    /// `aws dynamodb delete-item`, as bootstrap.sh deletes it.
+    async fn delete_jit_config(&self, instance_arn: &str) {
+        let deleted = self
+            .dynamodb
+            .delete_item()
+            .table_name(self.jit.table())
+            .set_key(Some(item_key(instance_arn)))
+            .send()
+            .await;
+        if let Err(error) = deleted {
+            tracing::warn!(%instance_arn, error = %error, "agent cannot delete JIT config");
         }
     }
 }

@@ -5,7 +5,7 @@
 //! `github-sim` binary. It serves on loopback, answers with GitHub's bodies and errors,
 //! and checks App JWTs and installation tokens like GitHub does. When given an AWS
 //! endpoint, its agent watches the deployment's EC2 instances, reads each one's JIT
-//! config from SSM, brings the runner online, runs one job and deregisters — and counts
+//! config from the JIT table, brings the runner online, runs one job and deregisters — and counts
 //! every job whose instance was terminated under it (`jobs_killed`, which must stay 0).
 
 mod agent;
@@ -45,7 +45,7 @@ pub struct SimConfig {
     pub installation_id: u64,
     /// The AWS endpoint (moto) the agent watches; `None` runs no agent.
     pub aws_endpoint: Option<String>,
-    /// The `ephemera:deployment` tag and JIT parameter prefix the agent looks for.
+    /// The `ephemera:deployment` tag and JIT table prefix the agent looks for.
     pub deployment: String,
     /// The deployment's launch template, whose shutdown behaviour the agent applies
     /// when a host powers off (`DEPLOYMENT-runner` by default).

@@ -1,10 +1,12 @@
 //! [`MemorySecrets`]: where JIT configs wait for their instances, as a map.
 //!
-//! Keyed by instance id, as the SSM parameter name is, so a test can check that the
-//! config went to the instance launched for the runner and that the reaper removed it.
+//! Keyed by instance id, as the DynamoDB item is keyed by the instance's ARN, so a test
+//! can check that the config went to the instance launched for the runner and that the
+//! reaper removed it. A put of an earlier registration than the one stored is refused, as
+//! the DynamoDB adapter's conditional put refuses it.
 
 use super::{lock, spend, InjectedFailure};
-use crate::ports::{JitSecrets, SecretError};
+use crate::ports::{JitConfig, JitSecrets, SecretError};
 use async_trait::async_trait;
 use secrecy::SecretString;
 use std::collections::BTreeMap;
@@ -18,8 +20,8 @@ pub struct MemorySecrets {
 
 #[derive(Debug, Default)]
 struct SecretsState {
-    /// instance id → (runner name, JIT config)
-    stored: BTreeMap<String, (String, SecretString)>,
+    /// instance id → (runner name, GitHub runner id, JIT config)
+    stored: BTreeMap<String, (String, u64, SecretString)>,
     failures: u32,
     puts: usize,
     deletes: usize,
@@ -32,7 +34,9 @@ impl MemorySecrets {
 
     /// The runner name and JIT config stored for `instance_id`.
     pub fn get(&self, instance_id: &str) -> Option<(String, SecretString)> {
-        lock(&self.state).stored.get(instance_id).cloned()
+        let state = lock(&self.state);
+        let (runner, _, config) = state.stored.get(instance_id)?;
+        Some((runner.clone(), config.clone()))
     }
 
     /// The instance ids that have a secret waiting, sorted.
@@ -43,7 +47,8 @@ impl MemorySecrets {
     /// Reads and removes the secret for `instance_id`, as the runner's bootstrap script
     /// does on its instance (no call counted, no injected failure spent).
     pub fn take(&self, instance_id: &str) -> Option<(String, SecretString)> {
-        lock(&self.state).stored.remove(instance_id)
+        let (runner, _, config) = lock(&self.state).stored.remove(instance_id)?;
+        Some((runner, config))
     }
 
     /// Makes the next `times` calls (`put` or `delete`) fail with
@@ -65,7 +70,7 @@ impl JitSecrets for MemorySecrets {
         &self,
         instance_id: &str,
         runner_name: &str,
-        jit_config: &SecretString,
+        jit: &JitConfig,
     ) -> Result<(), SecretError> {
         let mut state = lock(&self.state);
         state.puts += 1;
@@ -74,7 +79,12 @@ impl JitSecrets for MemorySecrets {
                 "put secret",
             ))));
         }
-        let value = (runner_name.to_owned(), jit_config.clone());
+        if let Some((_, stored, _)) = state.stored.get(instance_id) {
+            if *stored > jit.runner_id {
+                return Err(SecretError::Superseded { stored: *stored });
+            }
+        }
+        let value = (runner_name.to_owned(), jit.runner_id, jit.encoded.clone());
         state.stored.insert(instance_id.to_owned(), value);
         Ok(())
     }
@@ -97,17 +107,22 @@ mod tests {
     use super::*;
     use secrecy::ExposeSecret;
 
+    fn jit(runner_id: u64, encoded: &str) -> JitConfig {
+        JitConfig {
+            runner_id,
+            encoded: SecretString::from(encoded),
+        }
+    }
+
     #[tokio::test]
-    async fn put_overwrites_and_delete_of_an_absent_secret_succeeds() {
+    async fn a_later_registration_replaces_and_delete_of_an_absent_secret_succeeds() {
         let secrets = MemorySecrets::new();
+        secrets.put("i-1", "r", &jit(1, "one")).await.expect("put");
         secrets
-            .put("i-1", "r", &SecretString::from("one"))
+            .put("i-1", "r", &jit(1, "one"))
             .await
-            .expect("put");
-        secrets
-            .put("i-1", "r", &SecretString::from("two"))
-            .await
-            .expect("put");
+            .expect("again");
+        secrets.put("i-1", "r", &jit(2, "two")).await.expect("put");
         let (runner, config) = secrets.get("i-1").expect("stored");
         assert_eq!((runner.as_str(), config.expose_secret()), ("r", "two"));
         secrets.delete("i-1").await.expect("delete");
@@ -116,5 +131,18 @@ mod tests {
             .await
             .expect("already gone is deleted");
         assert!(secrets.instance_ids().is_empty());
+    }
+
+    #[tokio::test]
+    async fn an_earlier_registration_does_not_clobber_a_later_one() {
+        let secrets = MemorySecrets::new();
+        secrets
+            .put("i-1", "r", &jit(7, "seven"))
+            .await
+            .expect("put");
+        let late = secrets.put("i-1", "r", &jit(6, "six")).await;
+        assert!(matches!(late, Err(SecretError::Superseded { stored: 7 })));
+        let (_, config) = secrets.get("i-1").expect("stored");
+        assert_eq!(config.expose_secret(), "seven");
     }
 }

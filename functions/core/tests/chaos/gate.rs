@@ -11,7 +11,6 @@ use ephemera_core::lifecycle::InstanceStatus;
 use ephemera_core::message::QueueMessage;
 use ephemera_core::model::{JobRecord, JobStatus, PoolRecord, RunnerRecord};
 use ephemera_core::ports::*;
-use secrecy::SecretString;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -289,13 +288,10 @@ impl JitSecrets for Gate {
         &self,
         instance_id: &str,
         runner_name: &str,
-        jit_config: &SecretString,
+        jit: &JitConfig,
     ) -> Result<(), SecretError> {
         self.switch.pass().await;
-        self.world
-            .secrets
-            .put(instance_id, runner_name, jit_config)
-            .await
+        self.world.secrets.put(instance_id, runner_name, jit).await
     }
     async fn delete(&self, instance_id: &str) -> Result<(), SecretError> {
         self.switch.pass().await;

@@ -47,7 +47,10 @@ async fn orphan_instance_is_terminated_once_seen_in_two_runs_and_young_ones_are_
         .fleet
         .put_instance(instance("i-orphan", now() - minutes(30)));
     world.fleet.put_instance(instance("i-young", now()));
-    let secret = secrecy::SecretString::from("jit");
+    let secret = crate::ports::JitConfig {
+        runner_id: 9,
+        encoded: secrecy::SecretString::from("jit"),
+    };
     world
         .secrets
         .put("i-orphan", "lost", &secret)

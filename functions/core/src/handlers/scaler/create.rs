@@ -316,9 +316,12 @@ impl Scaler {
             .await
             .map_err(CreateError::retry)?;
         self.secrets
-            .put(instance_id, &runner.name, &jit.encoded)
+            .put(instance_id, &runner.name, &jit)
             .await
-            .map_err(CreateError::retry)?;
+            .map_err(|err| match err {
+                SecretError::Rejected(_) => CreateError::Failed(Box::new(err)),
+                other => CreateError::retry(other),
+            })?;
         Ok(Registration::Delivered)
     }
 

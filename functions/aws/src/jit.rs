@@ -1,0 +1,229 @@
+//! [`DynamoJitConfigs`]: the [`JitSecrets`] port on a small DynamoDB table of the stack.
+//!
+//! One item per runner instance, keyed by the instance's ARN
+//! (`arn:<partition>:ec2:<region>:<account>:instance/<id>`), written by the scaler after
+//! the launch. The runner role may only `GetItem` and `DeleteItem` the item whose key
+//! equals the `ec2:SourceInstanceARN` of its credentials (`dynamodb:LeadingKeys`), so an
+//! instance reads its own config and nothing else. The bootstrap script reads the item,
+//! deletes it and starts the runner; the reaper deletes what no runner picked up; a TTL
+//! is the last backstop.
+//!
+//! Why DynamoDB and not SSM: a JIT config is about 4–6 KB (SSM's Standard tier holds 4 KB),
+//! SSM writes are capped at a few per second per account and region, and an account holds
+//! 10,000 Standard parameters. A DynamoDB item holds up to 400 KB, an on-demand table takes
+//! thousands of writes a second, and a deleted item counts against nothing.
+//!
+//! Errors: `ConditionalCheckFailedException` on put means a later registration's config is
+//! waiting ([`SecretError::Superseded`]); throttling codes are [`SecretError::Throttled`];
+//! `ValidationException` (e.g. an item over 400 KB) and `ResourceNotFoundException` cannot
+//! succeed on a retry ([`SecretError::Rejected`]); anything else is transient. No request
+//! asks for the old item back, so no error ever carries a config.
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::Client;
+use ephemera_core::ports::{JitConfig, JitSecrets, SecretError};
+use secrecy::ExposeSecret;
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tracing::instrument;
+
+/// The partition key: the ARN of the instance the config is for.
+pub const INSTANCE_ARN: &str = "instance_arn";
+/// The encoded JIT config, as GitHub returned it.
+pub const JIT_CONFIG: &str = "jit_config";
+/// The runner the config registers, for an operator reading the table.
+pub const RUNNER: &str = "runner";
+/// GitHub's id of that runner: a later registration has a higher one.
+pub const RUNNER_ID: &str = "runner_id";
+/// When DynamoDB may delete the item by itself (epoch seconds).
+pub const TTL: &str = "ttl";
+
+/// How long an item lives without its instance or the reaper deleting it: well beyond a
+/// bootstrap's wait for it (`EPHEMERA_JIT_WAIT`, 10 minutes). DynamoDB deletes expired
+/// items within days, not at once: the reaper, not the TTL, is what removes them in time.
+pub const ITEM_LIFETIME: Duration = Duration::from_secs(3600);
+
+/// The account the emulator (moto) runs everything in.
+pub const EMULATOR_ACCOUNT_ID: &str = "123456789012";
+
+/// `arn:<partition>:ec2:<region>:<account>:instance/`, what an instance id is appended to.
+pub fn instance_arn_prefix(partition: &str, region: &str, account_id: &str) -> String {
+    format!("arn:{partition}:ec2:{region}:{account_id}:instance/")
+}
+
+/// The table of one deployment's waiting JIT configs.
+#[derive(Debug, Clone)]
+pub struct DynamoJitConfigs {
+    client: Client,
+    table: String,
+    instance_arn_prefix: String,
+}
+
+impl DynamoJitConfigs {
+    /// The instances' ARNs are taken to be in the emulator's account, in the client's
+    /// region; a deployment on AWS names its own with [`Self::with_instance_arn_prefix`].
+    pub fn new(client: Client, table: impl Into<String>) -> Self {
+        let region = client
+            .config()
+            .region()
+            .map_or("us-east-1".to_owned(), ToString::to_string);
+        DynamoJitConfigs {
+            client,
+            table: table.into(),
+            instance_arn_prefix: instance_arn_prefix("aws", &region, EMULATOR_ACCOUNT_ID),
+        }
+    }
+
+    /// Where the instances live: `arn:<partition>:ec2:<region>:<account>:instance/`.
+    pub fn with_instance_arn_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.instance_arn_prefix = prefix.into();
+        self
+    }
+
+    /// The ARN the instance's role credentials carry as `ec2:SourceInstanceARN`: the key
+    /// of its item.
+    pub fn instance_arn(&self, instance_id: &str) -> String {
+        format!("{}{instance_id}", self.instance_arn_prefix)
+    }
+
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+}
+
+/// The key of the item waiting for the instance `instance_arn`.
+pub fn item_key(instance_arn: &str) -> HashMap<String, AttributeValue> {
+    HashMap::from([(
+        INSTANCE_ARN.to_owned(),
+        AttributeValue::S(instance_arn.to_owned()),
+    )])
+}
+
+fn expires_at(now: SystemTime) -> u64 {
+    (now + ITEM_LIFETIME)
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+fn secret_error<E, R>(err: SdkError<E, R>) -> SecretError
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    match err.code() {
+        Some(
+            "ProvisionedThroughputExceededException"
+            | "ThrottlingException"
+            | "RequestLimitExceeded",
+        ) => SecretError::Throttled(Box::new(err)),
+        Some("ValidationException" | "ResourceNotFoundException") => {
+            SecretError::Rejected(Box::new(err))
+        }
+        _ => SecretError::Transient(Box::new(err)),
+    }
+}
+
+impl DynamoJitConfigs {
+    /// The runner id of the config waiting for `instance_arn`, after a refused put.
+    async fn stored_runner_id(&self, instance_arn: &str) -> Result<u64, SecretError> {
+        let output = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(item_key(instance_arn)))
+            .projection_expression("#id")
+            .expression_attribute_names("#id", RUNNER_ID)
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(secret_error)?;
+        let stored = output.item.as_ref().and_then(|item| item.get(RUNNER_ID));
+        Ok(match stored {
+            Some(AttributeValue::N(id)) => id.parse().unwrap_or_default(),
+            _ => 0,
+        })
+    }
+}
+
+#[async_trait]
+impl JitSecrets for DynamoJitConfigs {
+    #[instrument(skip_all, fields(instance_id, runner = %runner_name, runner_id = jit.runner_id))]
+    async fn put(
+        &self,
+        instance_id: &str,
+        runner_name: &str,
+        jit: &JitConfig,
+    ) -> Result<(), SecretError> {
+        let instance_arn = self.instance_arn(instance_id);
+        let item = HashMap::from([
+            (
+                INSTANCE_ARN.to_owned(),
+                AttributeValue::S(instance_arn.clone()),
+            ),
+            (
+                JIT_CONFIG.to_owned(),
+                AttributeValue::S(jit.encoded.expose_secret().to_owned()),
+            ),
+            (RUNNER.to_owned(), AttributeValue::S(runner_name.to_owned())),
+            (
+                RUNNER_ID.to_owned(),
+                AttributeValue::N(jit.runner_id.to_string()),
+            ),
+            (
+                TTL.to_owned(),
+                AttributeValue::N(expires_at(SystemTime::now()).to_string()),
+            ),
+        ]);
+        // A retry of the same registration replaces its own item; a try that lost its
+        // lease and comes back with an earlier registration leaves the later one alone.
+        let written = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(#arn) OR #id <= :id")
+            .expression_attribute_names("#arn", INSTANCE_ARN)
+            .expression_attribute_names("#id", RUNNER_ID)
+            .expression_attribute_values(":id", AttributeValue::N(jit.runner_id.to_string()))
+            .send()
+            .await;
+        match written {
+            Ok(_) => Ok(()),
+            Err(err) if err.code() == Some("ConditionalCheckFailedException") => {
+                let stored = self.stored_runner_id(&instance_arn).await?;
+                Err(SecretError::Superseded { stored })
+            }
+            Err(err) => Err(secret_error(err)),
+        }
+    }
+
+    #[instrument(skip_all, fields(instance_id))]
+    async fn delete(&self, instance_id: &str) -> Result<(), SecretError> {
+        // Deleting an item that is not there succeeds: no condition needed.
+        self.client
+            .delete_item()
+            .table_name(&self.table)
+            .set_key(Some(item_key(&self.instance_arn(instance_id))))
+            .send()
+            .await
+            .map_err(secret_error)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn items_expire_an_hour_after_the_put() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_000);
+        assert_eq!(expires_at(now), 4_600);
+        assert_eq!(
+            instance_arn_prefix("aws-cn", "cn-north-1", "1"),
+            "arn:aws-cn:ec2:cn-north-1:1:instance/"
+        );
+    }
+}

@@ -1,0 +1,174 @@
+//! What a runner instance's credentials may do, evaluated rather than pattern-matched:
+//! the runner role's policies from the translated template are asked about every action
+//! that touches the stack's resources. Exactly two requests are allowed — GetItem and
+//! DeleteItem of the JIT table item whose key is the calling instance's own ARN — and
+//! everything else is refused: another instance's item, several items at once, a Query
+//! or Scan, any write, the runners table, the queue, the secrets, the configuration.
+
+use super::policy::{allows, context, Stack, ACCOUNT, REGION};
+use anyhow::{ensure, Context};
+use ephemera_tests::stack::{template_path, translate_template};
+use serde_json::Value;
+
+/// Every action a role could use on what the stack holds.
+const ACTIONS: [&str; 31] = [
+    "dynamodb:GetItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:Query",
+    "dynamodb:Scan",
+    "dynamodb:BatchGetItem",
+    "dynamodb:BatchWriteItem",
+    "dynamodb:TransactGetItems",
+    "dynamodb:TransactWriteItems",
+    "dynamodb:ConditionCheckItem",
+    "dynamodb:PartiQLSelect",
+    "dynamodb:PartiQLDelete",
+    "dynamodb:DescribeTable",
+    "dynamodb:ExportTableToPointInTime",
+    "dynamodb:DeleteTable",
+    "dynamodb:UpdateTimeToLive",
+    "sqs:SendMessage",
+    "sqs:ReceiveMessage",
+    "sqs:DeleteMessage",
+    "ssm:GetParameter",
+    "ssm:PutParameter",
+    "ssm:DeleteParameter",
+    "secretsmanager:GetSecretValue",
+    "ec2:RunInstances",
+    "ec2:TerminateInstances",
+    "ec2:CreateTags",
+    "ec2:DescribeInstances",
+    "iam:PassRole",
+    "lambda:InvokeFunction",
+    "logs:PutLogEvents",
+];
+
+fn own_arn() -> String {
+    format!("arn:aws:ec2:{REGION}:{ACCOUNT}:instance/i-0own")
+}
+
+fn other_arn() -> String {
+    format!("arn:aws:ec2:{REGION}:{ACCOUNT}:instance/i-0other")
+}
+
+/// The statements of the role EC2 instances assume.
+fn runner_statements(template: &Value) -> anyhow::Result<Vec<&Value>> {
+    let resources = template["Resources"].as_object().context("no Resources")?;
+    let roles: Vec<&Value> = resources
+        .values()
+        .filter(|r| r["Type"] == "AWS::IAM::Role")
+        .filter(|r| {
+            r["Properties"]["AssumeRolePolicyDocument"]
+                .to_string()
+                .contains("ec2.amazonaws.com")
+        })
+        .collect();
+    ensure!(roles.len() == 1, "{} roles for EC2 instances", roles.len());
+    let props = &roles[0]["Properties"];
+    ensure!(props.get("ManagedPolicyArns").is_none(), "managed policies");
+    let policies = props["Policies"].as_array().context("no inline policies")?;
+    Ok(policies
+        .iter()
+        .flat_map(|p| match &p["PolicyDocument"]["Statement"] {
+            Value::Array(s) => s.iter().collect(),
+            other => vec![other],
+        })
+        .collect())
+}
+
+/// Every resource of the stack an instance could aim at, with the JIT table's ARN first.
+fn stack_resources(stack: &Stack) -> anyhow::Result<Vec<String>> {
+    let jit = stack.arn_of("JitTable")?;
+    let mut arns = vec![
+        jit.clone(),
+        format!("{jit}/index/by-status"),
+        "*".to_owned(),
+    ];
+    for (id, resource) in stack.template["Resources"]
+        .as_object()
+        .into_iter()
+        .flatten()
+    {
+        if let Ok(arn) = stack.arn_of(id) {
+            if resource["Type"] == "AWS::DynamoDB::Table" {
+                arns.push(format!("{arn}/index/by-status"));
+            }
+            arns.push(arn);
+        }
+    }
+    arns.extend([own_arn(), other_arn()]);
+    let unique: std::collections::BTreeSet<String> = arns.into_iter().collect();
+    Ok(unique.into_iter().collect())
+}
+
+#[tokio::test]
+async fn an_instance_may_get_and_delete_only_its_own_jit_item_and_nothing_else(
+) -> anyhow::Result<()> {
+    let template = translate_template(&template_path()).await?;
+    let stack = Stack {
+        template: &template,
+    };
+    let statements = runner_statements(&template)?;
+    let jit_table = stack.arn_of("JitTable")?;
+    let (own, other) = (own_arn(), other_arn());
+    let (own, other) = (own.as_str(), other.as_str());
+    let on_instance = |keys: Vec<&str>| {
+        context(vec![
+            ("ec2:SourceInstanceARN", vec![own]),
+            ("dynamodb:LeadingKeys", keys),
+        ])
+    };
+    let foreign = "arn:aws:ec2:us-east-1:999999999999:instance/i-1";
+
+    for action in ["dynamodb:GetItem", "dynamodb:DeleteItem"] {
+        ensure!(
+            allows(
+                &stack,
+                &statements,
+                action,
+                &jit_table,
+                &on_instance(vec![own])
+            )?,
+            "{action} of its own item is refused"
+        );
+        for (why, request) in [
+            ("another instance's item", on_instance(vec![other])),
+            ("its own and another's", on_instance(vec![own, other])),
+            (
+                "credentials that name no instance",
+                context(vec![("dynamodb:LeadingKeys", vec![own])]),
+            ),
+            (
+                "an instance of another account",
+                context(vec![
+                    ("ec2:SourceInstanceARN", vec![foreign]),
+                    ("dynamodb:LeadingKeys", vec![foreign]),
+                ]),
+            ),
+        ] {
+            ensure!(
+                !allows(&stack, &statements, action, &jit_table, &request)?,
+                "{action} allowed for {why}"
+            );
+        }
+    }
+
+    let best_chance = on_instance(vec![own]);
+    let mut allowed = Vec::new();
+    for action in ACTIONS {
+        for resource in stack_resources(&stack)? {
+            if allows(&stack, &statements, action, &resource, &best_chance)? {
+                allowed.push(format!("{action} on {resource}"));
+            }
+        }
+    }
+    allowed.sort();
+    let expected = [
+        format!("dynamodb:DeleteItem on {jit_table}"),
+        format!("dynamodb:GetItem on {jit_table}"),
+    ];
+    ensure!(allowed == expected, "the runner role allows {allowed:#?}");
+    Ok(())
+}
