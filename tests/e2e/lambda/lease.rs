@@ -2,7 +2,7 @@
 //! one does the work, the other does nothing, and the lease is free again afterwards.
 
 use ephemera_core::handlers::reaper::Reaper;
-use ephemera_tests::pipeline::{Pipeline, PipelineOptions, DEPLOYMENT};
+use ephemera_tests::pipeline::{Pipeline, PipelineOptions};
 use std::sync::Arc;
 use std::time::Duration;
 use time::OffsetDateTime;
