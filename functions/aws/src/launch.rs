@@ -6,7 +6,7 @@
 //! instances carry the deployment and pool tags; which runner owns which instance is
 //! written in the runner records, so no per-instance call follows the launch.
 
-use crate::ec2::{classify, fleet_error, ErrorClass};
+use crate::ec2::{fleet_error, fleet_shortfall, OverrideError};
 use crate::{tags, Ec2Fleet};
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{
@@ -87,27 +87,18 @@ impl Ec2Fleet {
             .iter()
             .flat_map(|made| made.instance_ids().iter().cloned())
             .collect();
-        let shortfall = output.errors().first().map(|err| {
-            let code = err.error_code().unwrap_or_default();
-            let message = err.error_message().unwrap_or_default();
-            warn!(pool = %request.pool, code, message, "CreateFleet fell short");
-            match classify(Some(code), true) {
-                ErrorClass::CapacityUnavailable => FleetError::CapacityUnavailable(code.to_owned()),
-                ErrorClass::Throttled | ErrorClass::Transient => {
-                    FleetError::Transient(format!("{code}: {message}").into())
-                }
-                ErrorClass::Rejected => FleetError::Rejected {
-                    code: code.to_owned(),
-                    message: message.to_owned(),
-                },
-            }
-        });
-        let shortfall = match shortfall {
-            None if instance_ids.len() < request.count as usize => Some(
-                FleetError::CapacityUnavailable("fewer instances than asked".to_owned()),
-            ),
-            other => other,
-        };
+        let errors: Vec<OverrideError> = output
+            .errors()
+            .iter()
+            .map(|err| OverrideError {
+                code: err.error_code().unwrap_or_default().to_owned(),
+                message: err.error_message().unwrap_or_default().to_owned(),
+            })
+            .collect();
+        for err in &errors {
+            warn!(pool = %request.pool, code = %err.code, message = %err.message, launched = instance_ids.len(), asked = request.count, "CreateFleet override failed");
+        }
+        let shortfall = fleet_shortfall(&errors, instance_ids.len(), request.count as usize);
         Ok(FleetLaunch {
             instance_ids,
             shortfall,
