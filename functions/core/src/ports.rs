@@ -65,7 +65,8 @@ pub struct RunnerUpdate {
     pub github_runner_id: Option<u64>,
     pub runner_status: Option<RunnerStatus>,
     pub job_id: Option<u64>,
-    /// Why the runner status changed; kept in the history entry of that change.
+    /// Why the runner status changed, kept in the history entry of that change; or, with
+    /// no runner-status change, a history entry of its own (a job handed over).
     pub note: Option<String>,
     /// `Some` makes the update conditional on the record's `updated_at` still being this
     /// (a lease on a record read earlier); [`StoreError::Conflict`] otherwise.
