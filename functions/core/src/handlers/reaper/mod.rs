@@ -24,11 +24,12 @@ mod delete;
 mod jobs;
 mod orphans;
 mod reconcile;
+mod settle;
 mod warm;
 
 pub use decide::{
-    Cleanup, COUNTER_SETTLE, INSTANCE_GRACE, JOB_CHECKS_PER_RUN, JOB_CHECK_INTERVAL, JOB_RECHECK,
-    ORPHAN_GRACE, QUEUED_GRACE, WARM_STALL,
+    Cleanup, COUNTER_SETTLE, FORGOTTEN_GRACE, INSTANCE_GRACE, JOB_CHECKS_PER_RUN,
+    JOB_CHECK_INTERVAL, JOB_RECHECK, ORPHAN_GRACE, QUEUED_GRACE, WARM_STALL,
 };
 
 use crate::config::Config;
@@ -79,6 +80,8 @@ pub struct ReaperReport {
     pub orphans_reaped: usize,
     /// Queued jobs with no runner that were put back in the queue.
     pub requeued: usize,
+    /// In-progress job items without a live runner that GitHub showed finished.
+    pub jobs_settled: usize,
     /// Pool counters set back to what the live records hold.
     pub counters_repaired: usize,
     /// Warm runners reserved and handed to the scaler to reach `min_idle`.
@@ -220,7 +223,9 @@ impl Reaper {
                     report.orphans_reaped += self.sweep_runners(&snapshot, deadline).await;
                 }
                 Step::LostJobs => {
-                    report.requeued += self.requeue_lost_jobs(&snapshot, now, deadline).await?
+                    report.requeued += self.requeue_lost_jobs(&snapshot, now, deadline).await?;
+                    report.jobs_settled +=
+                        self.settle_running_jobs(&snapshot, now, deadline).await?;
                 }
                 Step::Counters => {
                     report.counters_repaired += self.repair_counters(&snapshot, now).await?
@@ -306,6 +311,8 @@ enum Step {
 
 #[cfg(test)]
 mod reconcile_tests;
+#[cfg(test)]
+mod settle_tests;
 #[cfg(test)]
 mod sweep_tests;
 #[cfg(test)]
