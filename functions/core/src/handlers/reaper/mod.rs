@@ -24,6 +24,7 @@ mod delete;
 mod jobs;
 mod orphans;
 mod reconcile;
+mod redeliver;
 mod settle;
 mod warm;
 
@@ -82,6 +83,8 @@ pub struct ReaperReport {
     pub requeued: usize,
     /// In-progress job items without a live runner that GitHub showed finished.
     pub jobs_settled: usize,
+    /// Failed webhook deliveries GitHub was asked to redeliver.
+    pub redelivered: usize,
     /// Pool counters set back to what the live records hold.
     pub counters_repaired: usize,
     /// Warm runners reserved and handed to the scaler to reach `min_idle`.
@@ -107,6 +110,8 @@ struct Memory {
     drift: HashMap<String, (PoolCounter, u32)>,
     /// Where runners were seen registered, for the GitHub orphan sweep.
     scopes: HashSet<RunnerScope>,
+    /// Where the redelivery sweep stopped, and what it asked.
+    sweep: redeliver::SweepMark,
 }
 
 /// Deletes what was asked to be deleted, and reconciles the three views of the world.
@@ -118,6 +123,8 @@ pub struct Reaper {
     forge: Arc<dyn Forge>,
     secrets: Arc<dyn JitSecrets>,
     queue: Arc<dyn JobQueue>,
+    /// The App's webhook deliveries, for the redelivery sweep (none: no sweep).
+    deliveries: Option<Arc<dyn HookDeliveries>>,
     metrics: Metrics,
     memory: Arc<Mutex<Memory>>,
 }
@@ -138,9 +145,17 @@ impl Reaper {
             forge,
             secrets,
             queue,
+            deliveries: None,
             metrics: Metrics::disabled(),
             memory: Arc::default(),
         }
+    }
+
+    /// Sweeps the App's webhook deliveries every run and asks GitHub to redeliver the
+    /// failed `workflow_job` ones (see [`redeliver`]).
+    pub fn with_deliveries(mut self, deliveries: Arc<dyn HookDeliveries>) -> Reaper {
+        self.deliveries = Some(deliveries);
+        self
     }
 
     /// Where deletions, deferrals, orphans, re-queued jobs and the runners-by-status
@@ -199,6 +214,7 @@ impl Reaper {
             Step::OrphanInstances,
             Step::OrphanRunners,
             Step::LostJobs,
+            Step::Redeliver,
             Step::Counters,
         ];
         for step in steps_left {
@@ -226,6 +242,9 @@ impl Reaper {
                     report.requeued += self.requeue_lost_jobs(&snapshot, now, deadline).await?;
                     report.jobs_settled +=
                         self.settle_running_jobs(&snapshot, now, deadline).await?;
+                }
+                Step::Redeliver => {
+                    report.redelivered += self.redeliver_failed(now, deadline).await;
                 }
                 Step::Counters => {
                     report.counters_repaired += self.repair_counters(&snapshot, now).await?
@@ -306,11 +325,14 @@ enum Step {
     OrphanInstances,
     OrphanRunners,
     LostJobs,
+    Redeliver,
     Counters,
 }
 
 #[cfg(test)]
 mod reconcile_tests;
+#[cfg(test)]
+mod redeliver_tests;
 #[cfg(test)]
 mod settle_tests;
 #[cfg(test)]
