@@ -24,14 +24,16 @@ async fn main() -> Result<(), Error> {
         retry: Default::default(),
     })?
     .with_metrics(metrics.clone());
+    let forge = Arc::new(forge);
     let reaper = Reaper::new(
         env.config.clone(),
         Arc::new(env.store()?),
         Arc::new(env.fleet()),
-        Arc::new(forge),
+        forge.clone(),
         Arc::new(env.jit_secrets()?),
         Arc::new(env.queue()?),
     )
+    .with_deliveries(forge)
     .with_metrics(metrics);
     lambda_runtime::run(service_fn(|event: LambdaEvent<serde_json::Value>| {
         handle(&reaper, event)
