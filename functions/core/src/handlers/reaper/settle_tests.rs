@@ -145,7 +145,7 @@ async fn a_job_handed_to_a_stalled_creation_runs_within_two_runs_past_the_lease(
     );
     // The message that would resume it at once is lost too.
     world.queue.take();
-    let lease = u64::try_from(CREATE_LEASE.as_secs() / 60).unwrap_or(1);
+    let lease = CREATE_LEASE.as_secs() / 60;
     run_minutes(&world, lease, 2).await;
     let record = world.store.runner(&stalled.name).expect("record");
     assert_eq!(record.status, InstanceStatus::Running, "{record:?}");
