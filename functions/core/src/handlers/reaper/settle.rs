@@ -190,7 +190,9 @@ impl Reaper {
         now: OffsetDateTime,
         deadline: Instant,
     ) -> Result<usize, StoreError> {
-        let serving: HashSet<&str> = snapshot
+        // A job is being served while its runner is live, busy, and bound to it; an idle
+        // runner (static, or warm) that ran it no longer is.
+        let serving: HashSet<(&str, u64)> = snapshot
             .runners
             .iter()
             .filter(|r| {
@@ -199,9 +201,9 @@ impl Reaper {
                     InstanceStatus::PendingCreate
                         | InstanceStatus::Creating
                         | InstanceStatus::Running
-                )
+                ) && r.runner_status != crate::lifecycle::RunnerStatus::Idle
             })
-            .map(|r| r.name.as_str())
+            .filter_map(|r| Some((r.name.as_str(), r.job_id?)))
             .collect();
         let in_progress = self
             .store
@@ -212,7 +214,7 @@ impl Reaper {
                 && job
                     .runner_name
                     .as_deref()
-                    .is_none_or(|name| !serving.contains(name))
+                    .is_none_or(|name| !serving.contains(&(name, job.job_id)))
         });
         let mut settled = 0;
         for job in unserved.take(SETTLE_CHECKS_PER_RUN) {
