@@ -84,6 +84,59 @@ where
     }
 }
 
+/// One error of an instant CreateFleet answer: EC2 gives one per override (instance
+/// type and zone) it could not launch, next to the instances it did launch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct OverrideError {
+    pub code: String,
+    pub message: String,
+}
+
+/// Why an instant CreateFleet made fewer than `asked` instances, read from every error of
+/// its answer (not the first only): a capacity error anywhere makes the shortfall a
+/// capacity shortfall, so the spot → on-demand fallback happens even when another zone
+/// answered `Unsupported`; then a throttled or transient one (worth a retry); then a
+/// refusal. With every instance launched the errors are logged by the caller and the
+/// answer is no shortfall.
+pub(crate) fn fleet_shortfall(
+    errors: &[OverrideError],
+    launched: usize,
+    asked: usize,
+) -> Option<FleetError> {
+    if launched >= asked {
+        return None;
+    }
+    let of_class = |class: ErrorClass| {
+        errors
+            .iter()
+            .filter(move |err| classify(Some(&err.code), true) == class)
+    };
+    let capacity: Vec<&str> = of_class(ErrorClass::CapacityUnavailable)
+        .map(|err| err.code.as_str())
+        .collect();
+    if !capacity.is_empty() {
+        let mut codes = capacity;
+        codes.sort_unstable();
+        codes.dedup();
+        return Some(FleetError::CapacityUnavailable(codes.join(", ")));
+    }
+    let retryable = of_class(ErrorClass::Throttled)
+        .chain(of_class(ErrorClass::Transient))
+        .next();
+    if let Some(err) = retryable {
+        return Some(FleetError::Transient(
+            format!("{}: {}", err.code, err.message).into(),
+        ));
+    }
+    Some(match of_class(ErrorClass::Rejected).next() {
+        Some(err) => FleetError::Rejected {
+            code: err.code.clone(),
+            message: err.message.clone(),
+        },
+        None => FleetError::CapacityUnavailable("fewer instances than asked".to_owned()),
+    })
+}
+
 fn instance_state(name: Option<&InstanceStateName>) -> InstanceState {
     match name {
         Some(InstanceStateName::Pending) => InstanceState::Pending,
@@ -221,6 +274,59 @@ mod tests {
             ErrorClass::Transient
         );
         assert_eq!(classify(None, false), ErrorClass::Transient);
+    }
+
+    fn override_error(code: &str) -> OverrideError {
+        OverrideError {
+            code: code.to_owned(),
+            message: format!("{code} in one zone"),
+        }
+    }
+
+    #[test]
+    fn a_capacity_error_anywhere_makes_a_capacity_shortfall() {
+        let errors = [
+            override_error("Unsupported"),
+            override_error("InsufficientInstanceCapacity"),
+        ];
+        assert!(matches!(
+            fleet_shortfall(&errors, 0, 2),
+            Some(FleetError::CapacityUnavailable(codes)) if codes == "InsufficientInstanceCapacity"
+        ));
+        assert!(matches!(
+            fleet_shortfall(&errors, 1, 2),
+            Some(FleetError::CapacityUnavailable(_))
+        ));
+    }
+
+    #[test]
+    fn override_errors_next_to_a_full_launch_are_no_shortfall() {
+        let errors = [
+            override_error("Unsupported"),
+            override_error("InsufficientInstanceCapacity"),
+        ];
+        assert!(fleet_shortfall(&errors, 3, 3).is_none());
+        assert!(fleet_shortfall(&[], 3, 3).is_none());
+    }
+
+    #[test]
+    fn without_capacity_errors_a_retryable_error_comes_before_a_refusal() {
+        let errors = [
+            override_error("Unsupported"),
+            override_error("RequestLimitExceeded"),
+        ];
+        assert!(matches!(
+            fleet_shortfall(&errors, 0, 1),
+            Some(FleetError::Transient(_))
+        ));
+        assert!(matches!(
+            fleet_shortfall(&[override_error("Unsupported")], 0, 1),
+            Some(FleetError::Rejected { code, .. }) if code == "Unsupported"
+        ));
+        assert!(matches!(
+            fleet_shortfall(&[], 1, 2),
+            Some(FleetError::CapacityUnavailable(_))
+        ));
     }
 
     #[test]

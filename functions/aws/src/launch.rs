@@ -6,11 +6,11 @@
 //! instances carry the deployment and pool tags; which runner owns which instance is
 //! written in the runner records, so no per-instance call follows the launch.
 
-use crate::ec2::{classify, fleet_error, ErrorClass};
+use crate::ec2::{fleet_error, fleet_shortfall, OverrideError};
 use crate::{tags, Ec2Fleet};
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{
-    CreateFleetError, DefaultTargetCapacityType, FleetLaunchTemplateConfigRequest,
+    DefaultTargetCapacityType, FleetLaunchTemplateConfigRequest,
     FleetLaunchTemplateOverridesRequest, FleetLaunchTemplateSpecificationRequest, FleetType,
     InstanceInterruptionBehavior, InstanceMarketOptionsRequest, InstanceType, MarketType,
     ShutdownBehavior, SpotAllocationStrategy, SpotInstanceType, SpotMarketOptions,
@@ -87,31 +87,18 @@ impl Ec2Fleet {
             .iter()
             .flat_map(|made| made.instance_ids().iter().cloned())
             .collect();
-        for err in output.errors() {
-            let code = err.error_code().unwrap_or_default();
-            let message = err.error_message().unwrap_or_default();
-            warn!(pool = %request.pool, code, message, "CreateFleet fell short");
+        let errors: Vec<OverrideError> = output
+            .errors()
+            .iter()
+            .map(|err| OverrideError {
+                code: err.error_code().unwrap_or_default().to_owned(),
+                message: err.error_message().unwrap_or_default().to_owned(),
+            })
+            .collect();
+        for err in &errors {
+            warn!(pool = %request.pool, code = %err.code, message = %err.message, launched = instance_ids.len(), asked = request.count, "CreateFleet override failed");
         }
-        let shortfall = most_hopeful_error(output.errors()).map(|err| {
-            let code = err.error_code().unwrap_or_default();
-            let message = err.error_message().unwrap_or_default();
-            match classify(Some(code), true) {
-                ErrorClass::CapacityUnavailable => FleetError::CapacityUnavailable(code.to_owned()),
-                ErrorClass::Throttled | ErrorClass::Transient => {
-                    FleetError::Transient(format!("{code}: {message}").into())
-                }
-                ErrorClass::Rejected => FleetError::Rejected {
-                    code: code.to_owned(),
-                    message: message.to_owned(),
-                },
-            }
-        });
-        let shortfall = match shortfall {
-            None if instance_ids.len() < request.count as usize => Some(
-                FleetError::CapacityUnavailable("fewer instances than asked".to_owned()),
-            ),
-            other => other,
-        };
+        let shortfall = fleet_shortfall(&errors, instance_ids.len(), request.count as usize);
         Ok(FleetLaunch {
             instance_ids,
             shortfall,
@@ -169,20 +156,6 @@ impl Ec2Fleet {
 }
 
 /// Every instance type × subnet of the pool (types alone when it names no subnet).
-/// The error that says most about the shortfall. An instant fleet answers one error per
-/// override that did not launch, e.g. `Unsupported` in one subnet's zone next to
-/// `InsufficientInstanceCapacity` elsewhere: capacity is what fell short (worth another
-/// market or a later try) if any override says so; an override-level rejection only
-/// stands when every override was rejected.
-fn most_hopeful_error(errors: &[CreateFleetError]) -> Option<&CreateFleetError> {
-    let rank = |err: &&CreateFleetError| match classify(err.error_code(), true) {
-        ErrorClass::CapacityUnavailable => 0,
-        ErrorClass::Throttled | ErrorClass::Transient => 1,
-        ErrorClass::Rejected => 2,
-    };
-    errors.iter().min_by_key(rank)
-}
-
 fn overrides(request: &FleetRequest) -> Vec<FleetLaunchTemplateOverridesRequest> {
     let subnets: Vec<Option<&String>> = if request.subnets.is_empty() {
         vec![None]
@@ -206,22 +179,6 @@ fn overrides(request: &FleetRequest) -> Vec<FleetLaunchTemplateOverridesRequest>
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn capacity_shortfall_outweighs_an_override_unsupported_in_one_zone() {
-        let error = |code: &str| CreateFleetError::builder().error_code(code).build();
-        let answered = [
-            error("Unsupported"),
-            error("InsufficientInstanceCapacity"),
-            error("Unsupported"),
-        ];
-        let chosen = most_hopeful_error(&answered).and_then(|e| e.error_code());
-        assert_eq!(chosen, Some("InsufficientInstanceCapacity"));
-        let rejected = [error("Unsupported"), error("InvalidParameterValue")];
-        let chosen = most_hopeful_error(&rejected).and_then(|e| e.error_code());
-        assert_eq!(chosen, Some("Unsupported"));
-        assert!(most_hopeful_error(&[]).is_none());
-    }
 
     #[test]
     fn overrides_offer_every_type_in_every_subnet() {

@@ -183,8 +183,16 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
         }
         if parts.contains(&Part::Reaper) {
             let reaper = Arc::new(
-                Reaper::new(config.clone(), store, fleet, forge, secrets, queue.clone())
-                    .with_metrics(metrics.clone()),
+                Reaper::new(
+                    config.clone(),
+                    store,
+                    fleet,
+                    forge.clone(),
+                    secrets,
+                    queue.clone(),
+                )
+                .with_deliveries(forge)
+                .with_metrics(metrics.clone()),
             );
             let interval = args.reaper_interval;
             tasks.spawn(async move { reap_every(reaper, interval).await });

@@ -103,6 +103,27 @@ impl HistoryEntry {
     }
 }
 
+impl HistoryEntry {
+    /// The history entry of a change that is not a status change: a runner-status
+    /// change (with its note), or a note alone (a job handed over); `None` when the
+    /// change is neither.
+    pub fn of_update(
+        at: OffsetDateTime,
+        runner_status: Option<RunnerStatus>,
+        note: Option<&str>,
+    ) -> Option<HistoryEntry> {
+        if runner_status.is_none() && note.is_none() {
+            return None;
+        }
+        Some(HistoryEntry {
+            at,
+            status: None,
+            runner_status,
+            reason: note.map(str::to_owned),
+        })
+    }
+}
+
 impl RunnerRecord {
     /// A record for a runner about to be created.
     pub fn new(name: String, pool: String, at: OffsetDateTime) -> RunnerRecord {

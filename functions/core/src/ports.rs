@@ -65,7 +65,8 @@ pub struct RunnerUpdate {
     pub github_runner_id: Option<u64>,
     pub runner_status: Option<RunnerStatus>,
     pub job_id: Option<u64>,
-    /// Why the runner status changed; kept in the history entry of that change.
+    /// Why the runner status changed, kept in the history entry of that change; or, with
+    /// no runner-status change, a history entry of its own (a job handed over).
     pub note: Option<String>,
     /// `Some` makes the update conditional on the record's `updated_at` still being this
     /// (a lease on a record read earlier); [`StoreError::Conflict`] otherwise.
@@ -533,4 +534,48 @@ pub trait Forge: Send + Sync {
         repo: &str,
         job_id: u64,
     ) -> Result<Option<ForgeJobState>, ForgeError>;
+}
+
+// ----------------------------------------------------------------------------- deliveries
+
+/// One delivery of the App's webhook, as GitHub lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HookDelivery {
+    pub id: u64,
+    /// The same for every attempt at one event (`X-GitHub-Delivery`).
+    pub guid: String,
+    pub event: String,
+    pub action: Option<String>,
+    /// The HTTP status the webhook endpoint answered (0 when it could not be reached).
+    pub status_code: u16,
+    pub delivered_at: OffsetDateTime,
+    /// Whether this was itself a redelivery.
+    pub redelivery: bool,
+}
+
+impl HookDelivery {
+    /// Whether the endpoint took it (any 2xx answer).
+    pub fn delivered(&self) -> bool {
+        (200..300).contains(&self.status_code)
+    }
+}
+
+/// One page of deliveries, newest first, and where the next (older) page starts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeliveryPage {
+    pub deliveries: Vec<HookDelivery>,
+    pub next_cursor: Option<String>,
+}
+
+/// The App's webhook deliveries (the reaper's redelivery sweep): GitHub does not
+/// redeliver a failed delivery by itself, but lists them and redelivers one on request.
+#[async_trait]
+pub trait HookDeliveries: Send + Sync {
+    /// One page of the App's recent deliveries, newest first, from `cursor` (the newest
+    /// when `None`). Read-only.
+    async fn list_deliveries(&self, cursor: Option<&str>) -> Result<DeliveryPage, ForgeError>;
+
+    /// Asks GitHub to deliver delivery `id` again. Not idempotent: each call is one more
+    /// attempt (the webhook handles a repeated event idempotently).
+    async fn redeliver(&self, id: u64) -> Result<(), ForgeError>;
 }

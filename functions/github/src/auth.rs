@@ -134,7 +134,7 @@ struct Installation {
 }
 
 impl GitHubApp {
-    fn app_jwt(&self) -> Result<SecretString, ForgeError> {
+    pub(crate) fn app_jwt(&self) -> Result<SecretString, ForgeError> {
         // The key signed a JWT in `new`; failing now means the process is broken, and
         // GitHub could not have accepted the call anyway.
         self.key

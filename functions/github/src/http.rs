@@ -76,6 +76,8 @@ impl Call {
 #[derive(Debug)]
 pub(crate) struct Reply {
     pub status: u16,
+    /// The `Link` header, where a paged answer says where the next page is.
+    pub link: Option<String>,
     body: Vec<u8>,
 }
 
@@ -205,7 +207,14 @@ impl GitHubApp {
             "GitHub answered"
         );
         match outcome {
-            Outcome::Success | Outcome::Answer { .. } => Ok(Reply { status, body }),
+            Outcome::Success | Outcome::Answer { .. } => Ok(Reply {
+                status,
+                link: headers
+                    .get(reqwest::header::LINK)
+                    .and_then(|value| value.to_str().ok())
+                    .map(str::to_owned),
+                body,
+            }),
             Outcome::Unauthorized => Err(ForgeError::Unauthorized),
             Outcome::Throttled { retry_after } => Err(ForgeError::Throttled { retry_after }),
             Outcome::Transient { status, message } => {

@@ -14,6 +14,8 @@
 //! - `http`: one API call: headers, retries, the 401 refresh, counting and logging.
 //! - `forge`: the [`Forge`](ephemera_core::ports::Forge) methods and response shapes.
 //! - `list`: listing a scope's runners, paginated ([`GitHubApp::list_runners`]).
+//! - `deliveries`: the App's webhook deliveries, listed and redelivered (the
+//!   [`HookDeliveries`](ephemera_core::ports::HookDeliveries) port).
 //!
 //! Secrets (the private key, tokens, JIT configs) stay in `SecretString`s: they are
 //! never logged and never put into an error.
@@ -21,6 +23,7 @@
 mod client;
 
 mod auth;
+mod deliveries;
 mod forge;
 mod http;
 mod list;

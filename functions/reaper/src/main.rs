@@ -45,15 +45,17 @@ fn build(env: &LambdaEnv, sources: &Sources) -> anyhow::Result<Reaper> {
     })
     .map_err(|err| env.unusable_app_key(err))?
     .with_metrics(metrics.clone());
+    let forge = Arc::new(forge);
     let store = Arc::new(env.store()?);
     Ok(Reaper::new(
         config.clone(),
         store.clone(),
         Arc::new(env.fleet(&config)),
-        Arc::new(forge),
+        forge.clone(),
         Arc::new(env.jit_secrets()?),
         Arc::new(env.queue()?),
     )
+    .with_deliveries(forge)
     .with_metrics(metrics)
     .with_lease(store))
 }

@@ -112,8 +112,11 @@ impl DynamoRunnerStore {
         }
         if let Some(status) = update.runner_status {
             sets.push(expr.assign(items::RUNNER_STATUS, items::s(status.as_str())));
-            let mut entry = HistoryEntry::runner_status(at, status);
-            entry.reason = update.note.clone();
+        }
+        // A note alone (a job handed over) is kept in the history too.
+        if let Some(entry) =
+            HistoryEntry::of_update(at, update.runner_status, update.note.as_deref())
+        {
             sets.push(append_history(&mut expr, &entry));
         }
         if let Some(job_id) = update.job_id {

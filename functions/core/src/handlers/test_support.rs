@@ -95,3 +95,21 @@ pub fn message(kind: MessageKind, job_id: u64, runner_name: Option<&str>) -> Que
         received_at: now(),
     }
 }
+
+/// A job record as the scaler writes it for [`message`]'s `queued` (no runner yet).
+pub fn job(job_id: u64) -> crate::model::JobRecord {
+    let m = message(MessageKind::Queued, job_id, None);
+    crate::model::JobRecord {
+        job_id,
+        status: crate::model::JobStatus::Queued,
+        pool: m.pool,
+        owner: m.owner,
+        repo: m.repo,
+        run_id: m.run_id,
+        installation_id: m.installation_id,
+        labels: m.labels,
+        runner_name: None,
+        received_at: m.received_at,
+        updated_at: m.received_at,
+    }
+}

@@ -166,6 +166,11 @@ impl FakeForge {
         lock(&self.state).jobs.insert(job_id, state);
     }
 
+    /// What `job_state` would answer for `job_id` (no call counted).
+    pub fn job_state_of(&self, job_id: u64) -> Option<ForgeJobState> {
+        lock(&self.state).jobs.get(&job_id).copied()
+    }
+
     /// Makes the next `times` calls (of any method) fail with [`ForgeError::Transient`]
     /// and change nothing.
     pub fn fail_next(&self, times: u32) {

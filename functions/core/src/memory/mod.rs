@@ -11,12 +11,14 @@
 //! State sits behind a `std::sync::Mutex` that is never held across an `.await`, so
 //! every port call is atomic, as the transactions it stands for are.
 
+mod deliveries;
 mod fleet;
 mod forge;
 mod queue;
 mod secrets;
 mod store;
 
+pub use deliveries::MemoryDeliveries;
 pub use fleet::{FakeFleet, FleetFailure};
 pub use forge::{FakeForge, ForgeCalls, ForgeFailure};
 pub use queue::MemoryQueue;

@@ -80,12 +80,17 @@ struct Tables {
     job_rechecks: BTreeMap<u64, OffsetDateTime>,
     /// Injected failures still to come, per method.
     failures: HashMap<StoreOp, u32>,
+    /// Injected transaction conflicts still to come, per method.
+    conflicts: HashMap<StoreOp, u32>,
 }
 
 impl Tables {
-    /// Fails this call with [`StoreError::Transient`] if a failure is pending for `op`;
-    /// a failed call writes nothing.
+    /// Fails this call with [`StoreError::Conflict`] or [`StoreError::Transient`] if one
+    /// is pending for `op`; a failed call writes nothing.
     fn check(&mut self, op: StoreOp) -> Result<(), StoreError> {
+        if self.conflicts.get_mut(&op).is_some_and(spend) {
+            return Err(StoreError::Conflict(format!("{} (injected)", op.as_str())));
+        }
         let fails = self.failures.get_mut(&op).is_some_and(spend);
         if fails {
             return Err(StoreError::Transient(Box::new(InjectedFailure(
@@ -146,6 +151,12 @@ impl MemoryStore {
     /// write nothing; other methods are unaffected.
     pub fn fail(&self, op: StoreOp, times: u32) {
         lock(&self.tables).failures.insert(op, times);
+    }
+
+    /// Makes the next `times` calls of `op` lose a race to another transaction
+    /// ([`StoreError::Conflict`], DynamoDB's `TransactionConflict`) and write nothing.
+    pub fn conflict(&self, op: StoreOp, times: u32) {
+        lock(&self.tables).conflicts.insert(op, times);
     }
 }
 
@@ -329,8 +340,10 @@ impl RunnerStore for MemoryStore {
         }
         if let Some(runner_status) = update.runner_status {
             record.runner_status = runner_status;
-            let mut entry = HistoryEntry::runner_status(at, runner_status);
-            entry.reason = update.note.clone();
+        }
+        if let Some(entry) =
+            HistoryEntry::of_update(at, update.runner_status, update.note.as_deref())
+        {
             record.note(entry);
         }
         if let Some(job_id) = update.job_id {

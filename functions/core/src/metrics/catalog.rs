@@ -122,6 +122,8 @@ pub enum Metric {
     GitHubRateLimitRemaining,
     /// Runners per status, a gauge the reaper records once per pool and status each run.
     RunnersByStatus,
+    /// Failed `workflow_job` webhook deliveries the reaper asked GitHub to redeliver.
+    Redeliveries,
 }
 
 use Dimension::{Deployment, Endpoint, Kind, Mode, Outcome, Pool, Reason, Repository, Status};
@@ -156,7 +158,7 @@ const fn timing(name: &'static str) -> Spec {
 
 impl Metric {
     /// Every metric, for tests and documentation.
-    pub const ALL: [Metric; 15] = [
+    pub const ALL: [Metric; 16] = [
         Metric::JobsQueued,
         Metric::JobsUnrouted,
         Metric::RunnersLaunched,
@@ -172,6 +174,7 @@ impl Metric {
         Metric::GitHubCalls,
         Metric::GitHubRateLimitRemaining,
         Metric::RunnersByStatus,
+        Metric::Redeliveries,
     ];
 
     fn spec(self) -> Spec {
@@ -188,6 +191,7 @@ impl Metric {
             Metric::OrphansReaped => count("OrphansReaped", &[Deployment, Kind]),
             Metric::Reenqueued => count("Reenqueued", BY_POOL),
             Metric::CapacityDeferrals => count("CapacityDeferrals", BY_POOL),
+            Metric::Redeliveries => count("Redeliveries", &[Deployment]),
             Metric::GitHubCalls => count("GitHubCalls", &[Deployment, Endpoint, Outcome]),
             Metric::GitHubRateLimitRemaining => Spec {
                 aggregation: Aggregation::Samples,

@@ -74,5 +74,7 @@ pub fn unsettled(world: &World) -> Option<String> {
     if waiting > 0 {
         return Some(format!("{waiting} messages still in the queue"));
     }
-    crate::invariants::check_at_rest(world).err()
+    crate::invariants::check_at_rest(world)
+        .and_then(|()| crate::invariants::check_job_records_follow_github(world))
+        .err()
 }

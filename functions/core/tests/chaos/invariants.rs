@@ -148,7 +148,31 @@ fn check_pool(world: &World, pool: &str, max: u32, live: &[RunnerRecord]) -> Res
 /// warm runners, every job ran or was reported failed (its message dead-lettered).
 pub fn check_settled(world: &World) -> Result<(), String> {
     check_at_rest(world)?;
-    check_jobs_served(world)
+    check_jobs_served(world)?;
+    check_job_records_follow_github(world)
+}
+
+/// Every job item the table holds says what GitHub says of the job once it is over: none
+/// stays `queued` or `in_progress` after GitHub shows it finished.
+pub fn check_job_records_follow_github(world: &World) -> Result<(), String> {
+    use ephemera_core::model::JobStatus;
+    use ephemera_core::ports::ForgeJobState;
+    let stale: Vec<String> = world
+        .store
+        .jobs()
+        .into_iter()
+        .filter(|job| job.status != JobStatus::Completed)
+        .filter(|job| world.forge.job_state_of(job.job_id) == Some(ForgeJobState::Completed))
+        .map(|job| format!("{} ({})", job.job_id, job.status))
+        .collect();
+    if stale.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "job items not following GitHub's completed: {}",
+            stale.join(", ")
+        ))
+    }
 }
 
 /// Nothing left live but each pool's warm runners: exactly `min_idle` of them, each

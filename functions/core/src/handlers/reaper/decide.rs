@@ -22,6 +22,10 @@ pub const ORPHAN_GRACE: Duration = Duration::from_secs(10 * 60);
 pub const INSTANCE_GRACE: Duration = Duration::from_secs(2 * 60);
 /// How often an active runner's job is looked up on GitHub (a missed `completed`).
 pub const JOB_CHECK_INTERVAL: Duration = Duration::from_secs(3 * 60);
+/// How long a registered runner may be missing from GitHub before its record counts as
+/// stale: GitHub removes an ephemeral runner once its job is done, and that job's
+/// `completed` normally follows within seconds.
+pub const FORGOTTEN_GRACE: Duration = Duration::from_secs(60);
 /// At most this many of those lookups per run, the longest-waiting first: a fleet of
 /// 1,000 busy runners would otherwise spend 20,000 GitHub calls an hour on a fallback,
 /// above an installation's budget; capped it spends at most 1,800 (one run a minute),
@@ -81,6 +85,14 @@ pub enum Verdict {
     Clean(Cleanup),
     /// Rule 7: it is running a job and is due for a look at whether that job ended.
     CheckJob,
+    /// Rule 14: it is idle on GitHub and due for a look at whether GitHub still knows it
+    /// (a runner that took another job and was removed, its webhooks lost).
+    CheckRunner,
+    /// Rule 13: it is `pending_create` or `creating` for a job, past the creation lease
+    /// and not online: the delivery creating it died, and nothing may resume it (its job's
+    /// deliveries find the job taken, or a job was handed to it). Its job, read again, says
+    /// which: still queued and claimed by it, its creation is resumed; else it is released.
+    StalledCreation,
     /// Rule 12: it is `creating`, past the creation lease, and its runner has come
     /// online (it took a job, or became idle after one): the delivery creating it died
     /// after handing over the JIT config, before it wrote `running`. No delivery resumes
@@ -146,7 +158,8 @@ pub fn idle_runner_could_take(live: &[RunnerRecord], job: &JobRecord, now: Offse
 }
 
 /// The verdict on every live record that needs one (rules 1, 2, 3, 6, 7, 9 and 11, the
-/// stalled warm launch, and a runner online while its record says `creating`).
+/// stalled warm launch, a runner online while its record says `creating`, and a stalled
+/// creation for a job).
 /// `instances` is EC2's answer, `None` when it could not be read (rule 6 then waits);
 /// `queued_jobs` every job the table holds as queued.
 pub fn verdicts(
@@ -218,6 +231,13 @@ fn verdict(
             Some(Verdict::Created)
         }
         PendingCreate | Creating
+            if record.job_id.is_some()
+                && record.runner_status == RunnerStatus::Pending
+                && older_than(record.updated_at, now, CREATE_LEASE) =>
+        {
+            Some(Verdict::StalledCreation)
+        }
+        PendingCreate | Creating
             if record.job_id.is_none() && older_than(record.updated_at, now, WARM_STALL) =>
         {
             clean(Cleanup::WarmStalled)
@@ -246,6 +266,13 @@ fn verdict(
                 && record.next_attempt_at <= now =>
         {
             Some(Verdict::CheckJob)
+        }
+        Running
+            if record.runner_status == RunnerStatus::Idle
+                && record.github_runner_id.is_some()
+                && record.next_attempt_at <= now =>
+        {
+            Some(Verdict::CheckRunner)
         }
         _ => None,
     }

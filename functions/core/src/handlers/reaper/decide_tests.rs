@@ -44,16 +44,32 @@ fn idle_since_is_the_latest_idle_entry_or_the_last_change() {
 #[test]
 fn pending_runner_times_out_only_after_its_pool_bootstrap_timeout() {
     let config = config(5);
+    // A runner created for a job (a stalled creation is rule 13's, below).
     let mut for_a_job = record(
         "eph-linux-a",
-        InstanceStatus::Creating,
+        InstanceStatus::Running,
         RunnerStatus::Pending,
     );
     for_a_job.job_id = Some(1);
     let live = vec![for_a_job];
-    assert!(verdicts(&config, &live, None, &[], now() + minutes(19)).is_empty());
-    let at_timeout = verdicts(&config, &live, None, &[], now() + minutes(20));
-    assert_eq!(at_timeout[0].1, Verdict::Clean(Cleanup::BootstrapTimeout));
+    let alive = [alive("i-eph-linux-a")];
+    let at = |m| verdicts(&config, &live, Some(&alive), &[], now() + minutes(m));
+    assert!(at(19).is_empty());
+    assert_eq!(at(20)[0].1, Verdict::Clean(Cleanup::BootstrapTimeout));
+}
+
+#[test]
+fn a_creation_for_a_job_stalls_one_lease_after_its_last_step() {
+    let config = config(5);
+    for status in [InstanceStatus::PendingCreate, InstanceStatus::Creating] {
+        let mut for_a_job = record("eph-linux-a", status, RunnerStatus::Pending);
+        for_a_job.job_id = Some(1);
+        let live = vec![for_a_job];
+        let within = now() + CREATE_LEASE - Duration::from_secs(1);
+        assert!(verdicts(&config, &live, None, &[], within).is_empty());
+        let past = verdicts(&config, &live, None, &[], now() + CREATE_LEASE);
+        assert_eq!(past[0].1, Verdict::StalledCreation, "{status}");
+    }
 }
 
 #[test]

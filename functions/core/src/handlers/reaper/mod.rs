@@ -25,11 +25,13 @@ mod jobs;
 mod lease;
 mod orphans;
 mod reconcile;
+mod redeliver;
+mod settle;
 mod warm;
 
 pub use decide::{
-    Cleanup, COUNTER_SETTLE, INSTANCE_GRACE, JOB_CHECKS_PER_RUN, JOB_CHECK_INTERVAL, JOB_RECHECK,
-    ORPHAN_GRACE, QUEUED_GRACE, WARM_STALL,
+    Cleanup, COUNTER_SETTLE, FORGOTTEN_GRACE, INSTANCE_GRACE, JOB_CHECKS_PER_RUN,
+    JOB_CHECK_INTERVAL, JOB_RECHECK, ORPHAN_GRACE, QUEUED_GRACE, WARM_STALL,
 };
 pub use lease::{LEASE_MARGIN, REAPER_LEASE};
 
@@ -81,6 +83,10 @@ pub struct ReaperReport {
     pub orphans_reaped: usize,
     /// Queued jobs with no runner that were put back in the queue.
     pub requeued: usize,
+    /// In-progress job items without a live runner that GitHub showed finished.
+    pub jobs_settled: usize,
+    /// Failed webhook deliveries GitHub was asked to redeliver.
+    pub redelivered: usize,
     /// Pool counters set back to what the live records hold.
     pub counters_repaired: usize,
     /// Warm runners reserved and handed to the scaler to reach `min_idle`.
@@ -108,6 +114,8 @@ struct Memory {
     drift: HashMap<String, (PoolCounter, u32)>,
     /// Where runners were seen registered, for the GitHub orphan sweep.
     scopes: HashSet<RunnerScope>,
+    /// Where the redelivery sweep stopped, and what it asked.
+    sweep: redeliver::SweepMark,
 }
 
 /// Deletes what was asked to be deleted, and reconciles the three views of the world.
@@ -119,6 +127,8 @@ pub struct Reaper {
     forge: Arc<dyn Forge>,
     secrets: Arc<dyn JitSecrets>,
     queue: Arc<dyn JobQueue>,
+    /// The App's webhook deliveries, for the redelivery sweep (none: no sweep).
+    deliveries: Option<Arc<dyn HookDeliveries>>,
     metrics: Metrics,
     memory: Arc<Mutex<Memory>>,
     lease: Option<Arc<dyn crate::lease::Leases>>,
@@ -140,10 +150,18 @@ impl Reaper {
             forge,
             secrets,
             queue,
+            deliveries: None,
             metrics: Metrics::disabled(),
             memory: Arc::default(),
             lease: None,
         }
+    }
+
+    /// Sweeps the App's webhook deliveries every run and asks GitHub to redeliver the
+    /// failed `workflow_job` ones (see [`redeliver`]).
+    pub fn with_deliveries(mut self, deliveries: Arc<dyn HookDeliveries>) -> Reaper {
+        self.deliveries = Some(deliveries);
+        self
     }
 
     /// Where deletions, deferrals, orphans, re-queued jobs and the runners-by-status
@@ -219,6 +237,7 @@ impl Reaper {
             Step::OrphanInstances,
             Step::OrphanRunners,
             Step::LostJobs,
+            Step::Redeliver,
             Step::Counters,
         ];
         for step in steps_left {
@@ -243,7 +262,12 @@ impl Reaper {
                     report.orphans_reaped += self.sweep_runners(&snapshot, deadline).await;
                 }
                 Step::LostJobs => {
-                    report.requeued += self.requeue_lost_jobs(&snapshot, now, deadline).await?
+                    report.requeued += self.requeue_lost_jobs(&snapshot, now, deadline).await?;
+                    report.jobs_settled +=
+                        self.settle_running_jobs(&snapshot, now, deadline).await?;
+                }
+                Step::Redeliver => {
+                    report.redelivered += self.redeliver_failed(now, deadline).await;
                 }
                 Step::Counters => {
                     report.counters_repaired += self.repair_counters(&snapshot, now).await?
@@ -324,11 +348,16 @@ enum Step {
     OrphanInstances,
     OrphanRunners,
     LostJobs,
+    Redeliver,
     Counters,
 }
 
 #[cfg(test)]
 mod reconcile_tests;
+#[cfg(test)]
+mod redeliver_tests;
+#[cfg(test)]
+mod settle_tests;
 #[cfg(test)]
 mod sweep_tests;
 #[cfg(test)]

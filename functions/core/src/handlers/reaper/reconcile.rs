@@ -50,6 +50,11 @@ impl Reaper {
             };
             let seen = match self.forge.get_runner(&scope_of(record), runner_id).await {
                 Ok(Some(seen)) if seen.online => seen,
+                Ok(None) => {
+                    // Registered, never seen online here, and gone: it ran a job unseen.
+                    self.release_forgotten(record, now).await?;
+                    continue;
+                }
                 Ok(_) => continue,
                 Err(err) => {
                     warn!(runner = %record.name, error = %error_chain(&err), "cannot read runner from GitHub");
@@ -104,7 +109,7 @@ impl Reaper {
                 report.left_for_next_run = true;
                 break;
             }
-            if verdict == Verdict::CheckJob {
+            if matches!(verdict, Verdict::CheckJob | Verdict::CheckRunner) {
                 // Still due, the rest come first in a later run (read by `next_attempt_at`).
                 if job_checks == JOB_CHECKS_PER_RUN {
                     continue;
@@ -116,6 +121,8 @@ impl Reaper {
                     self.send_to_delete(&record, cleanup.reason(), now).await?
                 }
                 Verdict::CheckJob => self.check_job(&record, now).await?,
+                Verdict::CheckRunner => self.check_runner(&record, now).await?,
+                Verdict::StalledCreation => self.resume_or_release(&record, now).await?,
                 Verdict::Created => {
                     self.record_created(&record, now).await?;
                     None
@@ -134,7 +141,7 @@ impl Reaper {
     }
 
     /// Moves a live record to `pending_delete`, from exactly the status it was read in.
-    async fn send_to_delete(
+    pub(super) async fn send_to_delete(
         &self,
         record: &RunnerRecord,
         reason: &str,
@@ -192,8 +199,13 @@ impl Reaper {
                 .job_state(job.installation_id, &job.owner, &job.repo, job_id)
                 .await
             {
-                Ok(None | Some(ForgeJobState::Completed)) => true,
-                Ok(Some(_)) => false,
+                Ok(state) => {
+                    let settled = super::settle::settled_status(state);
+                    if let Some(status) = settled.filter(|&s| s != job.status) {
+                        self.settle_job(&job, status, now).await?;
+                    }
+                    settled == Some(JobStatus::Completed)
+                }
                 Err(err) => {
                     warn!(runner = %record.name, job_id, error = %error_chain(&err), "cannot read job from GitHub; looking again later");
                     false
@@ -202,6 +214,9 @@ impl Reaper {
             None => false,
         };
         if !ended {
+            if let Some(gone) = self.release_if_forgotten(record, now).await? {
+                return Ok(Some(gone));
+            }
             let next = now + JOB_CHECK_INTERVAL;
             self.store
                 .recheck_runner_at(&record.name, InstanceStatus::Running, next)

@@ -40,12 +40,18 @@ use tracing::{error, info, warn, Instrument};
 /// create twice; a delivery that died mid-way is resumed once the lease is over.
 pub const CREATE_LEASE: Duration = Duration::from_secs(60);
 
-/// How often a claim that lost a race on the pool item is tried before the message
-/// fails.
+/// How often a claim that lost a race on the pool item (DynamoDB's
+/// `TransactionConflict`: every claim of a pool writes its one pool item) is tried within
+/// one delivery. Waits are drawn at random below a bound doubling from
+/// [`CLAIM_FIRST_WAIT`] up to [`CLAIM_MAX_WAIT`] (full jitter), so the claims of a burst
+/// spread out instead of meeting again: at most about 4.6 s in all.
 const CLAIM_TRIES: u32 = 10;
-
-/// The longest wait between two tries of a claim.
-const CLAIM_BACKOFF_CEILING: Duration = Duration::from_millis(500);
+const CLAIM_FIRST_WAIT: Duration = Duration::from_millis(25);
+const CLAIM_MAX_WAIT: Duration = Duration::from_secs(1);
+/// A job whose claim kept losing races goes back in line this long (up to twice), as a
+/// fresh message: a conflict is never the message's fault, so it never counts as a
+/// failed receive.
+const CONTENDED_RETRY: Duration = Duration::from_secs(2);
 
 /// How long a job waits before trying a full pool again, by default.
 pub const CAPACITY_RETRY: Duration = Duration::from_secs(15);
@@ -335,13 +341,24 @@ impl Scaler {
                 Reservation::Runner(name) => name,
                 Reservation::NotQueued => return Ok(Step::Done(Handled::NothingToDo)),
                 Reservation::PoolFull => return self.defer(message).await,
+                Reservation::Contended => return self.retry_contended(message).await,
             },
         };
+        self.resume_claimed(&runner_name, message, clock).await
+    }
+
+    /// The next step of the runner that holds the job's claim.
+    async fn resume_claimed(
+        &self,
+        runner_name: &str,
+        message: &QueueMessage,
+        clock: &Clock,
+    ) -> Result<Step, ScalerError> {
         let runner = self
             .store
-            .get_runner(&runner_name)
+            .get_runner(runner_name)
             .await?
-            .ok_or_else(|| StoreError::NotFound(runner_name.clone()))?;
+            .ok_or_else(|| StoreError::NotFound(runner_name.to_owned()))?;
         let why = format!("launching for job {}", message.job_id);
         self.next_step(runner, message, clock, why).await
     }
@@ -494,15 +511,12 @@ impl Scaler {
                 .claim_job(message.job_id, &runner, pool.max_runners)
                 .await
             {
-                // Lost a race on the pool item to another invocation's claim or a
-                // release: again soon, at a random moment so that the two do not meet
-                // again, for up to about 2.5 s in all (it is not the message's fault, so
-                // it must not count as a failure: a failed message waits out the queue's
-                // visibility timeout).
                 Err(StoreError::Conflict(_)) if tries < CLAIM_TRIES => {
-                    let ceiling =
-                        (Duration::from_millis(20) * (1 << (tries - 1))).min(CLAIM_BACKOFF_CEILING);
-                    tokio::time::sleep(ceiling.mul_f64(0.5 + rand::random::<f64>())).await;
+                    tokio::time::sleep(claim_wait(tries)).await;
+                }
+                Err(StoreError::Conflict(what)) => {
+                    warn!(job_id = message.job_id, pool = %pool.name, tries, conflict = %what, "claim kept losing races on the pool; job goes back in line");
+                    return Ok(Reservation::Contended);
                 }
                 other => break other?,
             }
@@ -558,6 +572,10 @@ impl Scaler {
         if job.status != JobStatus::Queued {
             return Ok(Step::Done(Handled::NothingToDo));
         }
+        // Its runner already holds a slot (a creation to resume, a job handed over).
+        if let Some(runner_name) = &job.runner_name {
+            return self.resume_claimed(runner_name, message, clock).await;
+        }
         self.defer(message).await
     }
 
@@ -591,6 +609,17 @@ impl Scaler {
                 Ok(Some(Step::Done(Handled::Deferred)))
             }
         }
+    }
+
+    /// The claim kept losing races on the pool item: the job goes back in line as a
+    /// fresh message, soon, so a burst's conflicts never dead-letter it.
+    async fn retry_contended(&self, message: &QueueMessage) -> Result<Step, ScalerError> {
+        let delay = CONTENDED_RETRY.mul_f64(1.0 + rand::random::<f64>());
+        self.queue
+            .send_after(message, delay)
+            .await
+            .map_err(ScalerError::Requeue)?;
+        Ok(Step::Done(Handled::Deferred))
     }
 
     /// The pool is full: the job goes back in line as a fresh, delayed message.
@@ -688,27 +717,7 @@ impl Scaler {
             return Ok(());
         }
         if let Some(free) = taken_job_runner.filter(|&other| other != taker) {
-            let still_free = self.store.get_runner(free).await?.is_some_and(|r| {
-                r.job_id == Some(message.job_id)
-                    && r.runner_status != RunnerStatus::Active
-                    && matches!(
-                        r.status,
-                        InstanceStatus::PendingCreate
-                            | InstanceStatus::Creating
-                            | InstanceStatus::Running
-                    )
-            });
-            if still_free && self.store.pass_claim(orphaned, taker, free).await? {
-                let update = RunnerUpdate {
-                    job_id: Some(orphaned),
-                    note: Some(format!(
-                        "job {} was taken by {taker}; now for job {orphaned}",
-                        message.job_id
-                    )),
-                    ..RunnerUpdate::default()
-                };
-                self.store.update_runner(free, &update, clock.now()).await?;
-                info!(job_id = orphaned, runner = %free, taken_by = %taker, "queued job handed to the runner of the job its runner took");
+            if self.hand_over(&job, taker, free, message, clock).await? {
                 return Ok(());
             }
         }
@@ -719,6 +728,57 @@ impl Scaler {
             .map_err(ScalerError::Requeue)?;
         info!(job_id = orphaned, taken_by = %taker, "runner took another job; its own job queued again");
         Ok(())
+    }
+
+    /// Hands queued `job` (whose runner `taker` took another) to runner `free`, whose
+    /// own job `taker` took: only if `free` is still free, on its way (being created,
+    /// booting, or idle) and its labels cover all of the job's (GitHub gives a job only
+    /// to such a runner). A record still in creation is resumed at once through a fresh
+    /// `queued` message for the job (the delivery that was creating it may have died, and
+    /// its own job's deliveries now find that job taken). False when not handed.
+    async fn hand_over(
+        &self,
+        job: &JobRecord,
+        taker: &str,
+        free: &str,
+        message: &QueueMessage,
+        clock: &Clock,
+    ) -> Result<bool, ScalerError> {
+        let Some(runner) = self.store.get_runner(free).await? else {
+            return Ok(false);
+        };
+        let still_free = runner.job_id == Some(message.job_id)
+            && runner.runner_status != RunnerStatus::Active
+            && matches!(
+                runner.status,
+                InstanceStatus::PendingCreate | InstanceStatus::Creating | InstanceStatus::Running
+            );
+        if !still_free || !labels_cover(&runner.labels, &job.labels) {
+            return Ok(false);
+        }
+        if !self.store.pass_claim(job.job_id, taker, free).await? {
+            return Ok(false);
+        }
+        let update = RunnerUpdate {
+            job_id: Some(job.job_id),
+            note: Some(format!(
+                "job {} was taken by {taker}; now for job {}",
+                message.job_id, job.job_id
+            )),
+            ..RunnerUpdate::default()
+        };
+        self.store.update_runner(free, &update, clock.now()).await?;
+        info!(job_id = job.job_id, runner = %free, taken_by = %taker, "queued job handed to the runner of the job its runner took");
+        if matches!(
+            runner.status,
+            InstanceStatus::PendingCreate | InstanceStatus::Creating
+        ) {
+            self.queue
+                .send(&QueueMessage::queued_again(job, "handover"))
+                .await
+                .map_err(ScalerError::Requeue)?;
+        }
+        Ok(true)
     }
 
     async fn on_completed(&self, message: &QueueMessage, clock: &Clock) -> Outcome {
@@ -766,6 +826,17 @@ enum Reservation {
     Runner(String),
     NotQueued,
     PoolFull,
+    /// Every try lost a race to another transaction on the pool item.
+    Contended,
+}
+
+/// How long to wait after the `tries`-th claim lost a race: at random below a bound that
+/// doubles from [`CLAIM_FIRST_WAIT`] and stops at [`CLAIM_MAX_WAIT`].
+fn claim_wait(tries: u32) -> Duration {
+    let bound = CLAIM_FIRST_WAIT
+        .saturating_mul(1 << tries.saturating_sub(1).min(10))
+        .min(CLAIM_MAX_WAIT);
+    bound.mul_f64(rand::random::<f64>())
 }
 
 /// Runs `work` for each item in its own task, so a panic fails that item only; returns
@@ -804,6 +875,16 @@ where
     results
 }
 
+/// Whether a runner registered with `have` may take a job asking for `wanted`: every
+/// label wanted is had, ignoring case (`self-hosted`, implied for every pool, as in
+/// routing).
+pub fn labels_cover(have: &[String], wanted: &[String]) -> bool {
+    wanted.iter().all(|label| {
+        label.eq_ignore_ascii_case(crate::routing::SELF_HOSTED)
+            || have.iter().any(|h| h.eq_ignore_ascii_case(label))
+    })
+}
+
 /// Where the runner is registered on GitHub.
 pub fn scope_of(runner: &RunnerRecord) -> RunnerScope {
     RunnerScope {
@@ -830,10 +911,14 @@ fn job_record(message: &QueueMessage, status: JobStatus, now: OffsetDateTime) ->
 }
 
 #[cfg(test)]
+mod claim_tests;
+#[cfg(test)]
+mod handover_tests;
+#[cfg(test)]
 mod tests;
 
 #[cfg(test)]
 mod pace_tests;
 
 #[cfg(test)]
-mod claim_tests;
+mod claim_order_tests;

@@ -1,0 +1,110 @@
+//! Hand-over of a job whose runner took another: only to a runner whose labels cover the
+//! job, noted in that runner's history, and a runner still in creation is resumed at once.
+
+use super::*;
+use crate::handlers::test_support::{message, now, World};
+
+async fn up(world: &World, job: u64) -> String {
+    match world
+        .scaler()
+        .handle(&message(MessageKind::Queued, job, None), now())
+        .await
+    {
+        Ok(Handled::RunnerUp(name)) => name,
+        other => panic!("no runner for job {job}: {other:?}"),
+    }
+}
+
+/// Runner A (launched for job 1) takes job 2, whose runner is B.
+async fn a_takes_job_2(world: &World, runner_a: &str) {
+    world
+        .scaler()
+        .handle(&message(MessageKind::InProgress, 2, Some(runner_a)), now())
+        .await
+        .expect("handled");
+}
+
+#[test]
+fn labels_cover_when_every_wanted_label_is_had_ignoring_case() {
+    let have = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert!(labels_cover(
+        &have(&["Linux", "x64"]),
+        &have(&["self-hosted", "linux", "X64"])
+    ));
+    assert!(!labels_cover(
+        &have(&["linux", "x64"]),
+        &have(&["linux", "gpu"])
+    ));
+    assert!(labels_cover(&have(&["linux"]), &[]));
+}
+
+#[tokio::test]
+async fn the_hand_over_is_in_the_receiving_runners_history() {
+    let world = World::new(5);
+    let runner_a = up(&world, 1).await;
+    let runner_b = up(&world, 2).await;
+    a_takes_job_2(&world, &runner_a).await;
+    let b = world.store.runner(&runner_b).expect("record");
+    assert_eq!(b.job_id, Some(1));
+    let last = b.history.last().expect("history");
+    assert_eq!((last.status, last.runner_status), (None, None));
+    let note = last.reason.as_deref().unwrap_or_default();
+    assert!(note.contains("now for job 1"), "{note}");
+}
+
+#[tokio::test]
+async fn a_job_the_free_runners_labels_do_not_cover_goes_back_to_the_queue() {
+    let world = World::new(5);
+    let runner_a = up(&world, 1).await;
+    let runner_b = up(&world, 2).await;
+    // Job 1 asks for a GPU, which runner B does not have.
+    let mut job = world.store.job(1).expect("job 1");
+    job.labels.push("gpu".into());
+    world.store.put_job(job);
+    a_takes_job_2(&world, &runner_a).await;
+    assert_eq!(world.store.job(1).and_then(|j| j.runner_name), None);
+    assert_eq!(
+        world.store.runner(&runner_b).and_then(|r| r.job_id),
+        Some(2),
+        "runner B is not given a job it cannot take"
+    );
+    let sent = world.queue.take();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!((sent[0].kind, sent[0].job_id), (MessageKind::Queued, 1));
+}
+
+#[tokio::test]
+async fn a_job_handed_to_a_runner_in_creation_resumes_its_creation_at_once() {
+    // One slot, held by runner A: the pool is full when B's creation resumes.
+    let world = World::new(1);
+    let scaler = world.scaler();
+    let runner_a = up(&world, 1).await;
+    // Job 2's runner B was claimed and its record written; then the scaler died.
+    let mut runner_b = RunnerRecord::new("eph-linux-b".into(), "linux".into(), now());
+    runner_b.labels = world.config.pools[0].labels.clone();
+    runner_b.job_id = Some(2);
+    world.store.put_runner(runner_b.clone());
+    let mut job_2 = job_record(
+        &message(MessageKind::Queued, 2, None),
+        JobStatus::Queued,
+        now(),
+    );
+    job_2.runner_name = Some(runner_b.name.clone());
+    world.store.put_job(job_2);
+    a_takes_job_2(&world, &runner_a).await;
+    assert_eq!(
+        world.store.job(1).and_then(|j| j.runner_name),
+        Some(runner_b.name.clone())
+    );
+    let sent = world.queue.take();
+    assert_eq!(sent.len(), 1, "the creation of B is resumed: {sent:?}");
+    assert_eq!((sent[0].kind, sent[0].job_id), (MessageKind::Queued, 1));
+    // That message creates runner B, now for job 1, even with the pool full.
+    world.store.set_slots_used("linux", 1);
+    let handled = scaler.handle(&sent[0], now()).await.expect("handled");
+    assert_eq!(handled, Handled::RunnerUp(runner_b.name.clone()));
+    let b = world.store.runner(&runner_b.name).expect("record");
+    assert_eq!(b.status, InstanceStatus::Running);
+    assert_eq!(b.job_id, Some(1));
+    assert!(b.instance_id.is_some());
+}
