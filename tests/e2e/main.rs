@@ -7,6 +7,7 @@ mod aws_queue;
 mod aws_store;
 mod cli;
 mod github_faults;
+mod labels;
 mod observability;
 mod pipeline;
 mod reaper;

@@ -1,12 +1,22 @@
 //! Runner names: `<prefix>-<pool>-<random>`.
 //!
 //! The prefix identifies the deployment, so the orphan sweeps can tell our runners and
-//! instances from anyone else's by name alone.
+//! instances from anyone else's by name alone. GitHub refuses a runner name longer than
+//! [`GITHUB_NAME_LIMIT`] characters; `ephemera config validate` checks the deployment and
+//! pool names against it with [`runner_name_len`].
 
 use rand::Rng;
 
 const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
 const SUFFIX_LEN: usize = 10;
+
+/// The longest runner name GitHub registers.
+pub const GITHUB_NAME_LIMIT: usize = 64;
+
+/// How long every runner name of `pool` in the deployment `prefix` is.
+pub fn runner_name_len(prefix: &str, pool: &str) -> usize {
+    prefix.len() + 1 + pool.len() + 1 + SUFFIX_LEN
+}
 
 /// A fresh runner name for `pool` in the deployment `prefix`.
 pub fn runner_name(prefix: &str, pool: &str) -> String {
@@ -41,6 +51,7 @@ mod tests {
         let b = runner_name("eph", "linux");
         assert!(a.starts_with("eph-linux-"));
         assert_eq!(a.len(), "eph-linux-".len() + SUFFIX_LEN);
+        assert_eq!(a.len(), runner_name_len("eph", "linux"));
         assert_ne!(a, b);
         assert!(is_ours("eph", &a));
     }

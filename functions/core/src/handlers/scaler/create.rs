@@ -273,7 +273,7 @@ impl Scaler {
         }
         let request = JitRequest {
             name: runner.name.clone(),
-            labels: pool.labels.clone(),
+            labels: crate::routing::registered_labels(pool),
             runner_group: pool.runner_group.clone(),
             work_folder: "_work".to_owned(),
         };
