@@ -2,6 +2,7 @@
 //! simulator, and the whole pipeline (signed webhook in, runner launched, job run,
 //! runner reaped) on moto + simulator.
 
+mod ami_pool;
 mod aws_fleet;
 mod aws_queue;
 mod aws_store;

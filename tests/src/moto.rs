@@ -13,6 +13,8 @@ use tokio::process::{Child, Command};
 
 /// The launcher of moto's server with DynamoDB serialized.
 const SERIAL_MOTO: &str = include_str!("serial_moto.py");
+/// moto's CreateFleet made to launch from the launch template's data, as EC2 does.
+const FLEET_TEMPLATES: &str = include_str!("moto_fleet_templates.py");
 
 /// A running moto server, stopped when dropped.
 pub struct Moto {
@@ -50,15 +52,9 @@ impl Moto {
         }
         let port = free_port()?;
         let python = path.with_file_name("python");
+        let script = format!("{FLEET_TEMPLATES}\ninstall()\n{SERIAL_MOTO}");
         let child = Command::new(&python)
-            .args([
-                "-c",
-                SERIAL_MOTO,
-                "-H",
-                "127.0.0.1",
-                "-p",
-                &port.to_string(),
-            ])
+            .args(["-c", &script, "-H", "127.0.0.1", "-p", &port.to_string()])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .kill_on_drop(true)

@@ -40,7 +40,7 @@ impl ResourceNames {
             table: format!("{prefix}-runners"),
             queue: format!("{prefix}-jobs"),
             dlq: format!("{prefix}-jobs-dlq"),
-            launch_template: format!("{prefix}-runner"),
+            launch_template: ephemera_core::names::launch_template_name(prefix),
         }
     }
 }

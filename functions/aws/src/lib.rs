@@ -14,6 +14,7 @@ pub mod bootstrap;
 pub mod client;
 pub mod dynamo;
 pub mod ec2;
+mod image;
 pub mod items;
 pub mod lambda;
 pub mod launch;

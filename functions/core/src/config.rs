@@ -78,7 +78,8 @@ pub struct PoolConfig {
     /// Name of the EC2 launch template (preferred) ...
     #[serde(default)]
     pub launch_template: Option<String>,
-    /// ... or an AMI id, with the instance type and subnet from this pool.
+    /// ... or an AMI id, launched through the deployment's launch template
+    /// (`<deployment>-runner`) with this image instead of the template's.
     #[serde(default)]
     pub ami: Option<String>,
     #[serde(default)]

@@ -27,6 +27,12 @@ pub fn runner_name(prefix: &str, pool: &str) -> String {
     format!("{prefix}-{pool}-{suffix}")
 }
 
+/// The deployment's runner launch template (made by the stack, or by `ephemera local
+/// --bootstrap`), which pools that name only an image launch through.
+pub fn launch_template_name(deployment: &str) -> String {
+    format!("{deployment}-runner")
+}
+
 /// Whether `name` was made by [`runner_name`] for the deployment `prefix`.
 pub fn is_ours(prefix: &str, name: &str) -> bool {
     name.strip_prefix(prefix)
