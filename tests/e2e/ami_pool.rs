@@ -7,9 +7,9 @@
 use anyhow::Context;
 
 use aws_sdk_ec2::types::{
-    Filter, HttpTokensState, InstanceAttributeName, InstanceMetadataOptionsResponse,
-    LaunchTemplateBlockDeviceMappingRequest, LaunchTemplateEbsBlockDeviceRequest,
-    LaunchTemplateHttpTokensState, LaunchTemplateIamInstanceProfileSpecificationRequest,
+    Filter, HttpTokensState, InstanceAttributeName, LaunchTemplateBlockDeviceMappingRequest,
+    LaunchTemplateEbsBlockDeviceRequest, LaunchTemplateHttpTokensState,
+    LaunchTemplateIamInstanceProfileSpecificationRequest,
     LaunchTemplateInstanceMetadataOptionsRequest, RequestLaunchTemplateData, ShutdownBehavior,
     VolumeType,
 };
@@ -183,10 +183,7 @@ async fn an_ami_pool_launches_through_the_deployment_template_with_its_image() -
             [group_id.as_str()],
             "the template's security groups"
         );
-        let metadata = instance
-            .metadata_options()
-            .map(InstanceMetadataOptionsResponse::clone);
-        let metadata = metadata.context("metadata options")?;
+        let metadata = instance.metadata_options().context("metadata options")?;
         assert_eq!(
             metadata.http_tokens(),
             Some(&HttpTokensState::Required),
