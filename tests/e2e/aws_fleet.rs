@@ -11,7 +11,7 @@ fn request(count: u32) -> FleetRequest {
     FleetRequest {
         pool: "linux".to_owned(),
         count,
-        launch_template: None,
+        launch_template: "eph-runner".to_owned(),
         ami: None,
         instance_types: vec!["t3.micro".to_owned(), "t3.small".to_owned()],
         subnets: Vec::new(),
@@ -53,7 +53,7 @@ async fn fleet_launches_tagged_instances_from_a_template_and_from_an_ami() -> an
 
     // Three runners, one CreateFleet request.
     let mut from_template = request(3);
-    from_template.launch_template = Some(resources.launch_template.clone());
+    from_template.launch_template = resources.launch_template.clone();
     let launch = fleet.launch(&from_template).await?;
     assert_eq!(launch.instance_ids.len(), 3, "{launch:?}");
     assert!(launch.shortfall.is_none());
@@ -85,12 +85,18 @@ async fn fleet_launches_tagged_instances_from_a_template_and_from_an_ami() -> an
         .send()
         .await?;
     assert!(!volumes.volumes().is_empty(), "the root volume is attached");
-    for volume in volumes.volumes() {
-        assert_pool_tags(volume.tags());
-    }
+    // An `ami` launch goes through the template (CreateFleet, whose instant fleets tag
+    // instances only) with the image as an override.
+    let described = ec2.describe_instances().instance_ids(id).send().await?;
+    let image_of = described
+        .reservations()
+        .iter()
+        .flat_map(|r| r.instances())
+        .find_map(|i| i.image_id());
+    assert_eq!(image_of, Some(ami), "the pool's image, not the template's");
 
     let mut bad = request(1);
-    bad.launch_template = Some("no-such-template".to_owned());
+    bad.launch_template = "no-such-template".to_owned();
     match fleet.launch(&bad).await {
         Err(FleetError::Rejected { code, .. }) => {
             assert!(code.starts_with("InvalidLaunchTemplate"), "{code}")
@@ -109,7 +115,7 @@ async fn fleet_describes_only_this_deployment_and_terminates_idempotently() -> a
     let ours = Ec2Fleet::new(ec2.clone(), "eph");
     let theirs = Ec2Fleet::new(ec2.clone(), "other");
     let mut launch = request(2);
-    launch.launch_template = Some(resources.launch_template.clone());
+    launch.launch_template = resources.launch_template.clone();
     let mut made = ours.launch(&launch).await?.instance_ids;
     made.sort();
     let (a, b) = (made[0].clone(), made[1].clone());

@@ -2,12 +2,14 @@
 //! simulator, and the whole pipeline (signed webhook in, runner launched, job run,
 //! runner reaped) on moto + simulator.
 
+mod ami_pool;
 mod aws_fleet;
 mod aws_jit;
 mod aws_queue;
 mod aws_store;
 mod cli;
 mod github_faults;
+mod labels;
 mod lambda;
 mod observability;
 mod pipeline;

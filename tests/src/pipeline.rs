@@ -50,6 +50,8 @@ pub struct PipelineOptions {
     pub scaler_loops: usize,
     /// Extra lines for the test pool's configuration (e.g. `    spot: true\n`).
     pub pool_extra: String,
+    /// The test pool's `labels` (YAML flow list items).
+    pub pool_labels: String,
     /// What the GitHub simulator gets wrong (nothing by default).
     pub github_faults: SimFaults,
     /// Where the handlers and their GitHub clients write metrics (nowhere by default).
@@ -68,6 +70,7 @@ impl Default for PipelineOptions {
             drain_queue: true,
             scaler_loops: 1,
             pool_extra: String::new(),
+            pool_labels: LABELS.join(", "),
             github_faults: SimFaults::default(),
             metrics: Metrics::disabled(),
             capacity_retry: Duration::from_secs(1),
@@ -154,6 +157,16 @@ pub fn test_config_with(
     max_runners: u32,
     pool_extra: &str,
 ) -> anyhow::Result<Config> {
+    test_config_labelled(api_url, max_runners, &LABELS.join(", "), pool_extra)
+}
+
+/// The test configuration with the pool's `labels` and `pool_extra` lines.
+pub fn test_config_labelled(
+    api_url: &str,
+    max_runners: u32,
+    pool_labels: &str,
+    pool_extra: &str,
+) -> anyhow::Result<Config> {
     let yaml = format!(
         r#"
 deployment: {DEPLOYMENT}
@@ -162,7 +175,7 @@ github:
   api_url: {api_url}
 pools:
   - name: linux-x64
-    labels: [self-hosted, linux, x64]
+    labels: [{pool_labels}]
     max_runners: {max_runners}
     instance_types: [t3.micro]
     launch_template: {DEPLOYMENT}-runner
@@ -187,9 +200,10 @@ impl Pipeline {
         sim_config.faults = options.github_faults.clone();
         let sim = sim::start(sim_config).await?;
 
-        let config = Arc::new(test_config_with(
+        let config = Arc::new(test_config_labelled(
             &sim.url,
             options.max_runners,
+            &options.pool_labels,
             &options.pool_extra,
         )?);
         let store = Arc::new(DynamoRunnerStore::new(

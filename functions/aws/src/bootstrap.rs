@@ -43,7 +43,7 @@ impl ResourceNames {
             jit_table: format!("{prefix}-jit"),
             queue: format!("{prefix}-jobs"),
             dlq: format!("{prefix}-jobs-dlq"),
-            launch_template: format!("{prefix}-runner"),
+            launch_template: ephemera_core::names::launch_template_name(prefix),
         }
     }
 }

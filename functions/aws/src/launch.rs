@@ -1,20 +1,22 @@
 //! The [`Launcher`] port on EC2: one request per pool and batch.
 //!
-//! A pool with a launch template gets EC2 CreateFleet of type `instant`, offering every
-//! instance type × subnet of the pool as overrides (spot with the capacity-optimized
-//! strategy, or on-demand); a pool with a bare AMI gets RunInstances with a count. The
-//! instances carry the deployment and pool tags; which runner owns which instance is
-//! written in the runner records, so no per-instance call follows the launch.
+//! Every pool gets EC2 CreateFleet of type `instant` through a launch template, offering
+//! every instance type × subnet of the pool as overrides (spot with the
+//! capacity-optimized strategy, or on-demand). A pool that names an `ami` launches
+//! through the deployment's template with the image in every override ([`crate::image`]),
+//! so its instances carry the template's instance profile, security groups, metadata
+//! options and user data like every other runner. The instances carry the deployment
+//! and pool tags; which runner owns which instance is written in the runner records, so
+//! no per-instance call follows the launch.
 
 use crate::ec2::{fleet_error, fleet_shortfall, OverrideError};
+use crate::image::ImageOverride;
 use crate::{tags, Ec2Fleet};
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{
     DefaultTargetCapacityType, FleetLaunchTemplateConfigRequest,
     FleetLaunchTemplateOverridesRequest, FleetLaunchTemplateSpecificationRequest, FleetType,
-    InstanceInterruptionBehavior, InstanceMarketOptionsRequest, InstanceType, MarketType,
-    ShutdownBehavior, SpotAllocationStrategy, SpotInstanceType, SpotMarketOptions,
-    SpotOptionsRequest, TargetCapacitySpecificationRequest,
+    InstanceType, SpotAllocationStrategy, SpotOptionsRequest, TargetCapacitySpecificationRequest,
 };
 use ephemera_core::ports::{FleetError, FleetLaunch, FleetRequest, Launcher, Market};
 use tracing::{instrument, warn};
@@ -28,10 +30,11 @@ struct NothingLaunched;
 impl Launcher for Ec2Fleet {
     #[instrument(skip_all, fields(pool = %request.pool, count = request.count, market = ?request.market))]
     async fn launch(&self, request: &FleetRequest) -> Result<FleetLaunch, FleetError> {
-        let launch = match &request.launch_template {
-            Some(template) => self.create_fleet(template, request).await?,
-            None => self.run_instances(request).await?,
+        let image = match &request.ami {
+            Some(ami) => Some(self.image_override(&request.launch_template, ami).await?),
+            None => None,
         };
+        let launch = self.create_fleet(request, image.as_ref()).await?;
         if launch.instance_ids.is_empty() {
             return Err(launch
                 .shortfall
@@ -44,8 +47,8 @@ impl Launcher for Ec2Fleet {
 impl Ec2Fleet {
     async fn create_fleet(
         &self,
-        template: &str,
         request: &FleetRequest,
+        image: Option<&ImageOverride>,
     ) -> Result<FleetLaunch, FleetError> {
         let capacity_type = match request.market {
             Market::Spot => DefaultTargetCapacityType::Spot,
@@ -58,11 +61,11 @@ impl Ec2Fleet {
         let config = FleetLaunchTemplateConfigRequest::builder()
             .launch_template_specification(
                 FleetLaunchTemplateSpecificationRequest::builder()
-                    .launch_template_name(template)
+                    .launch_template_name(&request.launch_template)
                     .version("$Default")
                     .build(),
             )
-            .set_overrides(Some(overrides(request)))
+            .set_overrides(Some(overrides(request, image)))
             .build();
         let output = self
             .client
@@ -104,59 +107,14 @@ impl Ec2Fleet {
             shortfall,
         })
     }
-
-    async fn run_instances(&self, request: &FleetRequest) -> Result<FleetLaunch, FleetError> {
-        let count = i32::try_from(request.count).unwrap_or(i32::MAX);
-        let mut call = self
-            .client
-            .run_instances()
-            .min_count(count)
-            .max_count(count)
-            .set_image_id(request.ami.clone())
-            .set_instance_type(
-                request
-                    .instance_types
-                    .first()
-                    .map(|t| InstanceType::from(t.as_str())),
-            )
-            .set_subnet_id(request.subnets.first().cloned())
-            // The runner's final `shutdown` must end the instance, not stop it.
-            .instance_initiated_shutdown_behavior(ShutdownBehavior::Terminate)
-            .set_tag_specifications(Some(tags::pool_tag_specifications(
-                &self.deployment,
-                &request.pool,
-            )));
-        if request.market == Market::Spot {
-            call = call.instance_market_options(
-                InstanceMarketOptionsRequest::builder()
-                    .market_type(MarketType::Spot)
-                    .spot_options(
-                        SpotMarketOptions::builder()
-                            .spot_instance_type(SpotInstanceType::OneTime)
-                            .instance_interruption_behavior(InstanceInterruptionBehavior::Terminate)
-                            .build(),
-                    )
-                    .build(),
-            );
-        }
-        let output = call.send().await.map_err(fleet_error)?;
-        let instance_ids: Vec<String> = output
-            .instances()
-            .iter()
-            .filter_map(|i| i.instance_id())
-            .map(str::to_owned)
-            .collect();
-        let shortfall = (instance_ids.len() < request.count as usize)
-            .then(|| FleetError::CapacityUnavailable("fewer instances than asked".to_owned()));
-        Ok(FleetLaunch {
-            instance_ids,
-            shortfall,
-        })
-    }
 }
 
-/// Every instance type × subnet of the pool (types alone when it names no subnet).
-fn overrides(request: &FleetRequest) -> Vec<FleetLaunchTemplateOverridesRequest> {
+/// Every instance type × subnet of the pool (types alone when it names no subnet), each
+/// with the image that replaces the template's, if any.
+fn overrides(
+    request: &FleetRequest,
+    image: Option<&ImageOverride>,
+) -> Vec<FleetLaunchTemplateOverridesRequest> {
     let subnets: Vec<Option<&String>> = if request.subnets.is_empty() {
         vec![None]
     } else {
@@ -170,6 +128,12 @@ fn overrides(request: &FleetRequest) -> Vec<FleetLaunchTemplateOverridesRequest>
                 FleetLaunchTemplateOverridesRequest::builder()
                     .instance_type(InstanceType::from(instance_type.as_str()))
                     .set_subnet_id(subnet.cloned())
+                    .set_image_id(image.map(|i| i.image_id.clone()))
+                    .set_block_device_mappings(
+                        image
+                            .filter(|i| !i.block_devices.is_empty())
+                            .map(|i| i.block_devices.clone()),
+                    )
                     .build()
             })
         })
@@ -179,19 +143,20 @@ fn overrides(request: &FleetRequest) -> Vec<FleetLaunchTemplateOverridesRequest>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use aws_sdk_ec2::types::FleetBlockDeviceMappingRequest;
 
     #[test]
     fn overrides_offer_every_type_in_every_subnet() {
         let request = FleetRequest {
             pool: "linux".into(),
             count: 2,
-            launch_template: Some("lt".into()),
+            launch_template: "lt".into(),
             ami: None,
             instance_types: vec!["m7i.large".into(), "m6i.large".into()],
             subnets: vec!["subnet-a".into(), "subnet-b".into(), "subnet-c".into()],
             market: Market::Spot,
         };
-        let offered: Vec<(String, String)> = overrides(&request)
+        let offered: Vec<(String, String)> = overrides(&request, None)
             .iter()
             .map(|o| {
                 let t = o
@@ -207,6 +172,35 @@ mod tests {
             subnets: Vec::new(),
             ..request
         };
-        assert_eq!(overrides(&no_subnets).len(), 2);
+        assert_eq!(overrides(&no_subnets, None).len(), 2);
+    }
+
+    #[test]
+    fn an_image_override_goes_into_every_override() {
+        let request = FleetRequest {
+            pool: "ubuntu".into(),
+            count: 1,
+            launch_template: "eph-runner".into(),
+            ami: Some("ami-1".into()),
+            instance_types: vec!["m7i.large".into(), "m6i.large".into()],
+            subnets: vec!["subnet-a".into(), "subnet-b".into()],
+            market: Market::OnDemand,
+        };
+        let root = FleetBlockDeviceMappingRequest::builder()
+            .device_name("/dev/sda1")
+            .build();
+        let image = ImageOverride {
+            image_id: "ami-1".into(),
+            block_devices: vec![root],
+        };
+        let offered = overrides(&request, Some(&image));
+        assert_eq!(offered.len(), 4, "every type in every subnet");
+        for each in &offered {
+            assert_eq!(each.image_id(), Some("ami-1"));
+            assert_eq!(
+                each.block_device_mappings()[0].device_name(),
+                Some("/dev/sda1")
+            );
+        }
     }
 }

@@ -17,6 +17,7 @@ pub mod bootstrap;
 pub mod client;
 pub mod dynamo;
 pub mod ec2;
+mod image;
 pub mod items;
 pub mod jit;
 pub mod lambda;

@@ -13,6 +13,7 @@ use anyhow::Context;
 use aws_sdk_ssm::types::{ParameterTier, ParameterType};
 use clap::Args;
 use ephemera_core::config::Config;
+use ephemera_core::routing::{registered_labels, SELF_HOSTED};
 use std::path::{Path, PathBuf};
 
 /// The most a Standard-tier SSM parameter holds (4 KB).
@@ -103,9 +104,35 @@ fn summary(config: &Config) -> String {
     )
 }
 
+/// One line per pool: the labels its runners register with, which are the only labels
+/// GitHub matches a job's `runs-on` against (a just-in-time runner has no implied label).
+fn registered_labels_lines(config: &Config) -> Vec<String> {
+    config
+        .pools
+        .iter()
+        .map(|pool| {
+            let labels = registered_labels(pool);
+            let added = !pool
+                .labels
+                .iter()
+                .any(|l| l.trim().eq_ignore_ascii_case(SELF_HOSTED));
+            let note = if added { " (self-hosted added)" } else { "" };
+            format!(
+                "  pool {}: runners register with labels [{}]{note}; it takes a job whose \
+                 runs-on labels are all among them",
+                pool.name,
+                labels.join(", ")
+            )
+        })
+        .collect()
+}
+
 pub fn validate(args: ValidateArgs) -> Outcome {
     let (config, _) = checked(&args.file)?;
     println!("{}: valid ({})", args.file.display(), summary(&config));
+    for line in registered_labels_lines(&config) {
+        println!("{line}");
+    }
     Ok(())
 }
 

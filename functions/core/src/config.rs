@@ -13,6 +13,7 @@ use std::fmt;
 use std::path::Path;
 use std::time::Duration;
 
+mod github_limits;
 mod locate;
 pub mod ranges;
 
@@ -56,8 +57,8 @@ pub enum Scope {
 #[serde(deny_unknown_fields)]
 pub struct PoolConfig {
     pub name: String,
-    /// A job goes to the first pool whose labels contain all of the job's labels
-    /// (case-insensitively; `self-hosted` is implied).
+    /// A job goes to the first pool whose runners can take it; they register with these
+    /// labels plus `self-hosted` ([`crate::routing::registered_labels`]).
     pub labels: Vec<String>,
     pub max_runners: u32,
     /// Idle runners kept ready: the reaper launches job-less (warm) runners while fewer
@@ -80,7 +81,8 @@ pub struct PoolConfig {
     /// Name of the EC2 launch template (preferred) ...
     #[serde(default)]
     pub launch_template: Option<String>,
-    /// ... or an AMI id, with the instance type and subnet from this pool.
+    /// ... or an AMI id, launched through the deployment's launch template
+    /// (`<deployment>-runner`) with this image instead of the template's.
     #[serde(default)]
     pub ami: Option<String>,
     #[serde(default)]
@@ -280,6 +282,8 @@ impl Config {
                 problems.push((at("name"), message));
             }
             problems.extend(pool.problems().into_iter().map(|(f, m)| (at(f), m)));
+            let limits = github_limits::pool_problems(self, i);
+            problems.extend(limits.into_iter().map(|(f, m)| (at(f), m)));
             if strict {
                 let warm = pool.warm_problems(self.github.scope);
                 problems.extend(warm.into_iter().map(|(f, m)| (at(f), m)));
@@ -297,14 +301,13 @@ impl Config {
         problems
     }
 
-    /// An earlier pool whose labels contain all of pool `i`'s labels (ignoring case,
-    /// `self-hosted` implied), which therefore takes every job pool `i` could take.
+    /// An earlier pool whose registered labels contain all of pool `i`'s (ignoring
+    /// case), which therefore takes every job pool `i` could take.
     fn shadowing(&self, i: usize) -> Option<(usize, &PoolConfig)> {
         let labels = |pool: &PoolConfig| -> HashSet<String> {
-            pool.labels
+            crate::routing::registered_labels(pool)
                 .iter()
-                .map(|l| l.trim().to_lowercase())
-                .chain([crate::routing::SELF_HOSTED.to_owned()])
+                .map(|l| l.to_lowercase())
                 .collect()
         };
         let own = labels(&self.pools[i]);

@@ -1,12 +1,22 @@
 //! Runner names: `<prefix>-<pool>-<random>`.
 //!
 //! The prefix identifies the deployment, so the orphan sweeps can tell our runners and
-//! instances from anyone else's by name alone.
+//! instances from anyone else's by name alone. GitHub refuses a runner name longer than
+//! [`GITHUB_NAME_LIMIT`] characters; `ephemera config validate` checks the deployment and
+//! pool names against it with [`runner_name_len`].
 
 use rand::Rng;
 
 const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
 const SUFFIX_LEN: usize = 10;
+
+/// The longest runner name GitHub registers.
+pub const GITHUB_NAME_LIMIT: usize = 64;
+
+/// How long every runner name of `pool` in the deployment `prefix` is.
+pub fn runner_name_len(prefix: &str, pool: &str) -> usize {
+    prefix.len() + 1 + pool.len() + 1 + SUFFIX_LEN
+}
 
 /// A fresh runner name for `pool` in the deployment `prefix`.
 pub fn runner_name(prefix: &str, pool: &str) -> String {
@@ -15,6 +25,12 @@ pub fn runner_name(prefix: &str, pool: &str) -> String {
         .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
         .collect();
     format!("{prefix}-{pool}-{suffix}")
+}
+
+/// The deployment's runner launch template (made by the stack, or by `ephemera local
+/// --bootstrap`), which pools that name only an image launch through.
+pub fn launch_template_name(deployment: &str) -> String {
+    format!("{deployment}-runner")
 }
 
 /// Whether `name` was made by [`runner_name`] for the deployment `prefix`.
@@ -34,6 +50,7 @@ mod tests {
         let b = runner_name("eph", "linux");
         assert!(a.starts_with("eph-linux-"));
         assert_eq!(a.len(), "eph-linux-".len() + SUFFIX_LEN);
+        assert_eq!(a.len(), runner_name_len("eph", "linux"));
         assert_ne!(a, b);
         assert!(is_ours("eph", &a));
     }

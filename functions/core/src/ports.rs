@@ -301,9 +301,10 @@ pub enum Market {
 pub struct FleetRequest {
     pub pool: String,
     pub count: u32,
-    /// The launch template (EC2 CreateFleet) ...
-    pub launch_template: Option<String>,
-    /// ... or an AMI (RunInstances), with the first instance type and subnet.
+    /// The launch template (EC2 CreateFleet): the pool's, or the deployment's for a
+    /// pool that names only an image.
+    pub launch_template: String,
+    /// An image that overrides the template's (its root volume follows the image).
     pub ami: Option<String>,
     /// Every combination of type and subnet is offered to EC2.
     pub instance_types: Vec<String>,

@@ -1,27 +1,57 @@
-//! Routing a job to a pool by its labels.
+//! Routing a job to a pool by its labels, and the labels a pool's runners register with.
+//!
+//! GitHub gives a job only to a runner whose labels include every label of the job, and
+//! a just-in-time runner carries exactly the labels it was registered with: nothing is
+//! implied, not even `self-hosted`. So routing and registration share one function,
+//! [`registered_labels`]: a job is routed to a pool only when the runner the pool would
+//! register could take it.
 
 use crate::config::PoolConfig;
 
 /// The label every self-hosted runner carries; a pool need not list it.
 pub const SELF_HOSTED: &str = "self-hosted";
 
-/// The first pool whose labels contain every one of `job_labels`, ignoring case.
-///
-/// `self-hosted` is implied for every pool. A job that asks for no label at all is not
-/// routed: it is meant for GitHub's hosted runners.
+/// The labels a runner of `pool` is registered with (generate-jitconfig): `self-hosted`,
+/// then the pool's labels, trimmed, each once ignoring case (the first spelling wins;
+/// a pool that lists `self-hosted` keeps its own place for it).
+pub fn registered_labels(pool: &PoolConfig) -> Vec<String> {
+    let listed = pool
+        .labels
+        .iter()
+        .any(|l| l.trim().eq_ignore_ascii_case(SELF_HOSTED));
+    let implied = (!listed).then_some(SELF_HOSTED);
+    let mut labels: Vec<String> = Vec::with_capacity(pool.labels.len() + 1);
+    for label in implied
+        .into_iter()
+        .chain(pool.labels.iter().map(|l| l.trim()))
+    {
+        if !labels.iter().any(|have| have.eq_ignore_ascii_case(label)) {
+            labels.push(label.to_owned());
+        }
+    }
+    labels
+}
+
+/// Whether a runner registered with `registered` can take a job asking for `job_labels`:
+/// every job label is among the runner's, ignoring case (GitHub's rule).
+pub fn runner_takes(registered: &[String], job_labels: &[String]) -> bool {
+    job_labels.iter().all(|wanted| {
+        registered
+            .iter()
+            .any(|have| have.eq_ignore_ascii_case(wanted.trim()))
+    })
+}
+
+/// The first pool whose registered runners ([`registered_labels`]) can take a job with
+/// `job_labels`. A job that asks for no label at all is not routed: it is meant for
+/// GitHub's hosted runners.
 pub fn route<'a>(pools: &'a [PoolConfig], job_labels: &[String]) -> Option<&'a PoolConfig> {
     if job_labels.is_empty() {
         return None;
     }
-    pools.iter().find(|pool| {
-        job_labels.iter().all(|wanted| {
-            wanted.eq_ignore_ascii_case(SELF_HOSTED)
-                || pool
-                    .labels
-                    .iter()
-                    .any(|have| have.eq_ignore_ascii_case(wanted))
-        })
-    })
+    pools
+        .iter()
+        .find(|pool| runner_takes(&registered_labels(pool), job_labels))
 }
 
 #[cfg(test)]
@@ -55,7 +85,7 @@ pools:
     }
 
     #[test]
-    fn labels_match_ignoring_case_and_self_hosted_is_implied() {
+    fn labels_match_ignoring_case_and_self_hosted_is_registered_by_every_pool() {
         let pools = &pools()[1..];
         let routed = route(pools, &labels(&["SELF-HOSTED", "LINUX", "x64"]));
         assert_eq!(routed.map(|p| p.name.as_str()), Some("linux"));
@@ -67,5 +97,73 @@ pools:
         assert!(route(&pools, &labels(&["self-hosted", "windows"])).is_none());
         assert!(route(&pools, &labels(&["ubuntu-latest"])).is_none());
         assert!(route(&pools, &[]).is_none());
+    }
+
+    fn pool(list: &[&str]) -> PoolConfig {
+        let mut pool = pools().remove(1);
+        pool.labels = labels(list);
+        pool
+    }
+
+    #[test]
+    fn registered_labels_add_self_hosted_first_when_the_pool_omits_it() {
+        let registered = registered_labels(&pool(&["linux", "x64"]));
+        assert_eq!(registered, labels(&["self-hosted", "linux", "x64"]));
+    }
+
+    #[test]
+    fn registered_labels_keep_the_pools_own_self_hosted_where_it_is() {
+        let registered = registered_labels(&pool(&["linux", "Self-Hosted", "x64"]));
+        assert_eq!(registered, labels(&["linux", "Self-Hosted", "x64"]));
+    }
+
+    #[test]
+    fn registered_labels_are_trimmed_and_once_each_ignoring_case() {
+        let registered = registered_labels(&pool(&["Linux", " linux ", "X64", "x64", "gpu "]));
+        assert_eq!(registered, labels(&["self-hosted", "Linux", "X64", "gpu"]));
+    }
+
+    #[test]
+    fn a_job_is_routed_only_where_the_registered_runner_can_take_it() {
+        let pools = pools();
+        let jobs: [&[&str]; 6] = [
+            &["self-hosted", "linux", "x64"],
+            &["self-hosted"],
+            &["SELF-HOSTED", "gpu"],
+            &["linux", "arm64"],
+            &["self-hosted", "windows"],
+            &["x64", "arm64"],
+        ];
+        for job in jobs {
+            let job = labels(job);
+            let routed = route(&pools, &job);
+            let takers: Vec<&str> = pools
+                .iter()
+                .filter(|p| runner_takes(&registered_labels(p), &job))
+                .map(|p| p.name.as_str())
+                .collect();
+            assert_eq!(
+                routed.map(|p| p.name.as_str()),
+                takers.first().copied(),
+                "{job:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_runner_takes_a_job_only_with_every_label_of_it() {
+        let registered = labels(&["self-hosted", "linux"]);
+        assert!(runner_takes(
+            &registered,
+            &labels(&["Self-Hosted", "LINUX"])
+        ));
+        assert!(!runner_takes(
+            &registered,
+            &labels(&["self-hosted", "linux", "x64"])
+        ));
+        assert!(!runner_takes(
+            &labels(&["linux"]),
+            &labels(&["self-hosted"])
+        ));
     }
 }

@@ -64,7 +64,9 @@ fn validate_names_file_line_and_field_of_every_broken_file() -> anyhow::Result<(
         .success();
     assert_eq!(
         stdout_of(out.get_output()),
-        "infra/config.example.yaml: valid (deployment ephemera, 1 pool: linux-x64)\n"
+        "infra/config.example.yaml: valid (deployment ephemera, 1 pool: linux-x64)\n  \
+         pool linux-x64: runners register with labels [self-hosted, linux, x64]; it takes a \
+         job whose runs-on labels are all among them\n"
     );
     ephemera()?
         .args(["config", "validate", "tests/fixtures/config/missing.yaml"])

@@ -21,7 +21,7 @@ fn one_instance() -> FleetRequest {
     FleetRequest {
         pool: POOL.to_owned(),
         count: 1,
-        launch_template: Some("eph-runner".to_owned()),
+        launch_template: "eph-runner".to_owned(),
         ami: None,
         instance_types: vec!["t3.micro".to_owned()],
         subnets: Vec::new(),

@@ -433,7 +433,7 @@ async fn reaper_on(p: &mut Pipeline, args: &Args) -> anyhow::Result<Value> {
         let request = FleetRequest {
             pool: POOL.to_owned(),
             count,
-            launch_template: Some(format!("{DEPLOYMENT}-runner")),
+            launch_template: format!("{DEPLOYMENT}-runner"),
             ami: None,
             instance_types: vec!["t3.micro".to_owned()],
             subnets: Vec::new(),

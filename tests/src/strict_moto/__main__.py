@@ -8,7 +8,7 @@ import sys
 
 import moto.server as server
 
-from . import control, dynamodb, ec2, sqs, ssm
+from . import control, dynamodb, ec2, fleet_templates, sqs, ssm
 from .core import STATE
 
 run = server.run_simple
@@ -49,5 +49,6 @@ if __name__ == "__main__":
     dynamodb.install()
     sqs.install()
     ec2.install()
+    fleet_templates.install()
     server.run_simple = strict_run
     server.main(sys.argv[1:])

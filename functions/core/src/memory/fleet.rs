@@ -266,7 +266,7 @@ mod tests {
         FleetRequest {
             pool: "linux".to_owned(),
             count,
-            launch_template: Some("lt-1".to_owned()),
+            launch_template: "lt-1".to_owned(),
             ami: None,
             instance_types: vec!["t3.small".to_owned()],
             subnets: Vec::new(),

@@ -70,6 +70,8 @@ struct ForgeState {
     failures: u32,
     failure: Option<ForgeFailure>,
     calls: ForgeCalls,
+    /// Every registration asked for, failed ones included, in order.
+    jit_requests: Vec<JitRequest>,
 }
 
 impl ForgeState {
@@ -187,6 +189,11 @@ impl FakeForge {
     pub fn calls(&self) -> ForgeCalls {
         lock(&self.state).calls
     }
+
+    /// Every generate-jitconfig request received, in order.
+    pub fn jit_requests(&self) -> Vec<JitRequest> {
+        lock(&self.state).jit_requests.clone()
+    }
 }
 
 #[async_trait]
@@ -198,6 +205,7 @@ impl Forge for FakeForge {
     ) -> Result<JitConfig, ForgeError> {
         let mut state = lock(&self.state);
         state.calls.generate_jit_config += 1;
+        state.jit_requests.push(request.clone());
         state.check()?;
         let runner_id = state.register(scope, &request.name)?;
         Ok(JitConfig {

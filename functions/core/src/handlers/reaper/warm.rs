@@ -172,7 +172,7 @@ fn warm_record(
         pool.name.clone(),
         now,
     );
-    runner.labels = pool.labels.clone();
+    runner.labels = crate::routing::registered_labels(pool);
     runner.ephemeral = pool.ephemeral;
     runner.owner = owner.clone();
     runner.repo = repo.clone();

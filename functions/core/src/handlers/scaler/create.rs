@@ -9,6 +9,7 @@ use crate::handlers::error_chain;
 use crate::lifecycle::InstanceStatus;
 use crate::metrics::{Dimension, Metric};
 use crate::model::RunnerRecord;
+use crate::names;
 use crate::ports::*;
 use std::time::Duration;
 use tracing::{error, info, warn};
@@ -67,13 +68,21 @@ fn failure_reason(err: &FleetError) -> &'static str {
     }
 }
 
-/// Instances for `count` runners of `pool`: the pool's market first, and on-demand for
-/// whatever spot had no capacity for.
-pub(super) fn fleet_request(pool: &PoolConfig, count: u32, market: Market) -> FleetRequest {
+/// Instances for `count` runners of `pool` in `deployment`: the pool's market first, and
+/// on-demand for whatever spot had no capacity for. A pool with an `ami` launches through
+/// the deployment's launch template (its instance profile, security groups, metadata
+/// options and user data) with the image overridden.
+pub(super) fn fleet_request(
+    deployment: &str,
+    pool: &PoolConfig,
+    count: u32,
+    market: Market,
+) -> FleetRequest {
+    let template = pool.launch_template.clone();
     FleetRequest {
         pool: pool.name.clone(),
         count,
-        launch_template: pool.launch_template.clone(),
+        launch_template: template.unwrap_or_else(|| names::launch_template_name(deployment)),
         ami: pool.ami.clone(),
         instance_types: pool.instance_types.clone(),
         subnets: pool.subnets.clone(),
@@ -175,7 +184,7 @@ impl Scaler {
         };
         let (mut ids, shortfall) = match self
             .launcher
-            .launch(&fleet_request(pool, count, market))
+            .launch(&fleet_request(&self.config.deployment, pool, count, market))
             .await
         {
             Ok(launch) => (launch.instance_ids, launch.shortfall),
@@ -194,7 +203,12 @@ impl Scaler {
                 );
                 match self
                     .launcher
-                    .launch(&fleet_request(pool, missing, Market::OnDemand))
+                    .launch(&fleet_request(
+                        &self.config.deployment,
+                        pool,
+                        missing,
+                        Market::OnDemand,
+                    ))
                     .await
                 {
                     Ok(launch) => {
@@ -296,7 +310,7 @@ impl Scaler {
         }
         let request = JitRequest {
             name: runner.name.clone(),
-            labels: pool.labels.clone(),
+            labels: crate::routing::registered_labels(pool),
             runner_group: pool.runner_group.clone(),
             work_folder: "_work".to_owned(),
         };

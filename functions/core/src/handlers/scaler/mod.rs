@@ -489,7 +489,7 @@ impl Scaler {
             pool.name.clone(),
             now,
         );
-        runner.labels = pool.labels.clone();
+        runner.labels = crate::routing::registered_labels(pool);
         runner.ephemeral = pool.ephemeral;
         runner.job_id = Some(message.job_id);
         runner.job_queued_at = Some(message.received_at);

@@ -51,6 +51,42 @@ async fn queued_job_gets_one_running_runner_with_its_jit_config_delivered() {
 }
 
 #[tokio::test]
+async fn a_pool_without_self_hosted_registers_its_runners_with_it() {
+    let mut world = World::new(5);
+    let text = world_config_text("[Linux, x64, linux]");
+    world.config = Arc::new(crate::config::Config::parse("t.yaml", &text).expect("valid"));
+    let name = up(&world, 1).await;
+    let requests = world.forge.jit_requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].name, name);
+    assert_eq!(requests[0].labels, ["self-hosted", "Linux", "x64"]);
+    let runner = world.store.runner(&name).expect("record");
+    assert_eq!(
+        runner.labels, requests[0].labels,
+        "the record says what GitHub was told"
+    );
+}
+
+#[tokio::test]
+async fn an_ami_pool_launches_through_the_deployments_template_with_its_image() {
+    let mut world = World::new(5);
+    let text = world_config_text("[linux]").replace("launch_template: eph-runner", "ami: ami-1");
+    world.config = Arc::new(crate::config::Config::parse("t.yaml", &text).expect("valid"));
+    up(&world, 1).await;
+    let requests = world.fleet.launch_requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].launch_template, "eph-runner");
+    assert_eq!(requests[0].ami.as_deref(), Some("ami-1"));
+}
+
+fn world_config_text(labels: &str) -> String {
+    format!(
+        "deployment: eph\ngithub: {{ app_id: 1 }}\npools:\n  - {{ name: {POOL}, labels: {labels}, \
+         max_runners: 5, instance_types: [m7i.large], launch_template: eph-runner }}\n"
+    )
+}
+
+#[tokio::test]
 async fn duplicate_deliveries_give_one_runner() {
     let world = World::new(5);
     let scaler = world.scaler();
