@@ -25,15 +25,22 @@ async fn a_takes_job_2(world: &World, runner_a: &str) {
 }
 
 #[test]
-fn labels_cover_when_every_wanted_label_is_had_ignoring_case() {
+fn a_runner_takes_a_job_when_it_has_every_wanted_label_ignoring_case() {
     let have = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let labels_cover = crate::routing::runner_takes;
+    // A runner's labels are exactly those it registered with: `self-hosted` is among
+    // them because registration adds it, not because it is implied here.
     assert!(labels_cover(
-        &have(&["Linux", "x64"]),
+        &have(&["self-hosted", "Linux", "x64"]),
         &have(&["self-hosted", "linux", "X64"])
     ));
     assert!(!labels_cover(
         &have(&["linux", "x64"]),
         &have(&["linux", "gpu"])
+    ));
+    assert!(!labels_cover(
+        &have(&["linux", "x64"]),
+        &have(&["self-hosted", "linux"])
     ));
     assert!(labels_cover(&have(&["linux"]), &[]));
 }

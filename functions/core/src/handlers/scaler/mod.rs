@@ -753,7 +753,7 @@ impl Scaler {
                 runner.status,
                 InstanceStatus::PendingCreate | InstanceStatus::Creating | InstanceStatus::Running
             );
-        if !still_free || !labels_cover(&runner.labels, &job.labels) {
+        if !still_free || !crate::routing::runner_takes(&runner.labels, &job.labels) {
             return Ok(false);
         }
         if !self.store.pass_claim(job.job_id, taker, free).await? {
@@ -873,16 +873,6 @@ where
         }
     }
     results
-}
-
-/// Whether a runner registered with `have` may take a job asking for `wanted`: every
-/// label wanted is had, ignoring case (`self-hosted`, implied for every pool, as in
-/// routing).
-pub fn labels_cover(have: &[String], wanted: &[String]) -> bool {
-    wanted.iter().all(|label| {
-        label.eq_ignore_ascii_case(crate::routing::SELF_HOSTED)
-            || have.iter().any(|h| h.eq_ignore_ascii_case(label))
-    })
 }
 
 /// Where the runner is registered on GitHub.
