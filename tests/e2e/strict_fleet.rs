@@ -104,7 +104,7 @@ async fn instant_fleet_launches_part_and_answers_one_error_per_failed_override(
     let request = FleetRequest {
         pool: "linux".to_owned(),
         count: 3,
-        launch_template: Some(resources.launch_template.clone()),
+        launch_template: resources.launch_template.clone(),
         ami: None,
         instance_types: vec!["t3.micro".to_owned(), "t3.small".to_owned()],
         subnets: vec![zone_b.clone(), zone_a.clone()],

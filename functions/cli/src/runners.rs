@@ -91,7 +91,7 @@ pub async fn list(deployment: &mut Deployment, args: ListArgs) -> Outcome {
             r.name.as_str().into(),
             r.pool.as_str().into(),
             Cell::status(r.status.as_str()),
-            Cell::status(&crate::views::shown_runner_status(r)),
+            Cell::status(crate::views::shown_runner_status(r)),
             or_dash(r.instance_id.as_deref()).into(),
             or_dash(r.job_id).into(),
             age(r.created_at, now).into(),
@@ -130,7 +130,7 @@ pub async fn show(deployment: &mut Deployment, args: ShowArgs) -> Outcome {
     field("status", Cell::status(r.status.as_str()));
     field(
         "runner status",
-        Cell::status(&crate::views::shown_runner_status(r)),
+        Cell::status(crate::views::shown_runner_status(r)),
     );
     field("instance", or_dash(r.instance_id.as_deref()).into());
     field("github runner id", or_dash(r.github_runner_id).into());

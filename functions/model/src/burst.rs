@@ -250,7 +250,9 @@ fn peer_scaler(world: &World) -> PeerScaler {
         request: FleetRequest {
             pool: pool.name.clone(),
             count: 0,
-            launch_template: pool.launch_template.clone(),
+            launch_template: pool.launch_template.clone().unwrap_or_else(|| {
+                ephemera_core::names::launch_template_name(&world.config.deployment)
+            }),
             ami: None,
             instance_types: pool.instance_types.clone(),
             subnets: pool.subnets.clone(),

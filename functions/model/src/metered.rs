@@ -12,7 +12,6 @@ use ephemera_core::memory::{FakeFleet, InjectedFailure, MemorySecrets, MemorySto
 use ephemera_core::message::QueueMessage;
 use ephemera_core::model::{JobRecord, JobStatus, PoolRecord, RunnerRecord};
 use ephemera_core::ports::*;
-use secrecy::SecretString;
 use std::sync::Arc;
 use std::time::Duration;
 use time::OffsetDateTime;
@@ -329,7 +328,7 @@ impl JitSecrets for MeteredSecrets {
         &self,
         instance_id: &str,
         runner: &str,
-        config: &SecretString,
+        config: &JitConfig,
     ) -> Result<(), SecretError> {
         let cloud = &self.cloud;
         if self.through_ssm {

@@ -93,10 +93,7 @@ impl PeerScaler {
         let Ok(config) = self.forge.generate_jit_config(&scope, &jit).await else {
             return false;
         };
-        let delivered = self
-            .secrets
-            .put(instance_id, &jit.name, &config.encoded)
-            .await;
+        let delivered = self.secrets.put(instance_id, &jit.name, &config).await;
         if delivered.is_ok() {
             self.timeline.registered();
         }
