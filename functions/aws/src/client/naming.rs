@@ -123,7 +123,11 @@ fn operation_of(request: &HttpRequest) -> String {
         .get("host")
         .or_else(|| request.uri().split("://").nth(1))
         .and_then(|host| host.split('.').next())
-        .filter(|first| first.chars().all(|c| c.is_ascii_alphabetic()));
+        // A service's host starts with its name (`ec2.us-east-1…`); an address does not.
+        .filter(|first| {
+            first.starts_with(|c: char| c.is_ascii_alphabetic())
+                && first.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        });
     match (service, action) {
         (Some(service), Some(action)) => format!("{service}:{action}"),
         (None, Some(action)) => action,
