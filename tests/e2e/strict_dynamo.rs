@@ -70,6 +70,8 @@ async fn overlapping_transactions_on_one_item_conflict_and_others_go_through() -
 {
     let moto = Moto::start().await?;
     let (client, table) = dynamo(&moto).await?;
+    moto.set_strict(json!({"dynamodb_transaction_conflicts": true}))
+        .await?;
     moto.pause_strict_clock().await?;
 
     transact(
@@ -125,6 +127,8 @@ async fn overlapping_transactions_on_one_item_conflict_and_others_go_through() -
 async fn two_concurrent_transactions_on_one_item_one_wins_one_is_cancelled() -> anyhow::Result<()> {
     let moto = Moto::start().await?;
     let (client, table) = dynamo(&moto).await?;
+    moto.set_strict(json!({"dynamodb_transaction_conflicts": true}))
+        .await?;
     moto.pause_strict_clock().await?;
     let (first, second) = tokio::join!(
         transact(&client, vec![put(&table, "pool#same", 1)]),

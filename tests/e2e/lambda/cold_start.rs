@@ -20,7 +20,8 @@ async fn every_missing_variable_is_named_at_once_before_any_network_call() -> an
     assert!(
         exited.output.contains(
             "environment variables EPHEMERA_CONFIG_PARAMETER, EPHEMERA_QUEUE_URL, \
-             EPHEMERA_GITHUB_KEY_SECRET_ID, EPHEMERA_INSTANCE_ARN_PREFIX must be set"
+             EPHEMERA_GITHUB_KEY_SECRET_ID, EPHEMERA_INSTANCE_ARN_PREFIX, EPHEMERA_JIT_TABLE \
+             must be set"
         ),
         "{}",
         exited.output
@@ -61,6 +62,7 @@ async fn the_placeholder_app_key_is_named_with_the_command_that_fixes_it() -> an
                     "EPHEMERA_INSTANCE_ARN_PREFIX",
                     "arn:aws:ec2:us-east-1:1:instance/",
                 ),
+                ("EPHEMERA_JIT_TABLE", "eph-jit"),
             ],
         );
         let exited = run_until_exit(function, &env, LIMIT).await?;

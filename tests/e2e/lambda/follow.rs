@@ -5,6 +5,7 @@
 //! during the rotation window.
 
 use crate::cli::{config_yaml, ephemera, stdout_of, Scratch};
+use ephemera_aws::ResourceNames;
 use ephemera_core::webhook::signature_header;
 use ephemera_tests::functions::{app_key, environment, put_secret, Function};
 use ephemera_tests::moto::Moto;
@@ -98,6 +99,7 @@ async fn a_pushed_configuration_with_a_new_pool_routes_and_launches_without_a_re
     let key_id = put_secret(&p.moto, "ephemera/eph/github-app-key", &app_key()?).await?;
     let table = ephemera_aws::ResourceNames::for_deployment(DEPLOYMENT).table;
     let reload = RELOAD_SECONDS.to_string();
+    let jit_table = ResourceNames::for_deployment(DEPLOYMENT).jit_table;
     let env = environment(
         &p.moto.endpoint,
         &[
@@ -110,6 +112,7 @@ async fn a_pushed_configuration_with_a_new_pool_routes_and_launches_without_a_re
                 "EPHEMERA_INSTANCE_ARN_PREFIX",
                 "arn:aws:ec2:us-east-1:123456789012:instance/",
             ),
+            ("EPHEMERA_JIT_TABLE", &jit_table),
             ("EPHEMERA_RELOAD_SECONDS", &reload),
         ],
     );

@@ -47,9 +47,6 @@ pub struct SimConfig {
     pub aws_endpoint: Option<String>,
     /// The `ephemera:deployment` tag and JIT table prefix the agent looks for.
     pub deployment: String,
-    /// The deployment's launch template, whose shutdown behaviour the agent applies
-    /// when a host powers off (`DEPLOYMENT-runner` by default).
-    pub launch_template: Option<String>,
     /// How long a job runs when it is created without a duration.
     pub job_duration: Duration,
     /// How long an online runner waits before taking a job.
@@ -79,7 +76,6 @@ impl SimConfig {
         let deployment = deployment.into();
         SimConfig {
             port: 0,
-            launch_template: Some(format!("{deployment}-runner")),
             webhook_url: None,
             webhook_secret: webhook_secret.into(),
             app_id,

@@ -4,10 +4,9 @@
 //! that through the EC2 API: `terminate` ends the instance (TerminateInstances), `stop`
 //! stops it (StopInstances). Unless the host hangs (a fault): then it stays up.
 //!
-//! The behaviour is the instance's `instanceInitiatedShutdownBehavior` attribute; moto
-//! leaves that at its default (`stop`) for instances CreateFleet launched from a launch
-//! template, so where it reads `stop` the deployment's launch template
-//! ([`SimConfig::launch_template`](super::SimConfig)) is asked as well.
+//! The behaviour is the instance's `instanceInitiatedShutdownBehavior` attribute, which
+//! instances launched through a launch template take from it (the strict layer makes
+//! moto's CreateFleet do so, see `strict_moto/fleet_templates.py`).
 
 use super::Shared;
 use aws_sdk_ec2::types::{InstanceAttributeName, ShutdownBehavior};
@@ -31,7 +30,7 @@ impl Power {
                 shared.lock().counters.hosts_hung += 1;
                 continue;
             }
-            match self.power_off(shared, &instance_id).await {
+            match self.power_off(&instance_id).await {
                 Ok(behaviour) => {
                     tracing::info!(instance_id = %instance_id, behaviour = %behaviour, "runner exited; host powered off");
                     shared.lock().counters.hosts_powered_off += 1;
@@ -43,10 +42,8 @@ impl Power {
         }
     }
 
-    async fn power_off(&self, shared: &Shared, instance_id: &str) -> anyhow::Result<String> {
-        let behaviour = self
-            .shutdown_behaviour(shared.config.launch_template.as_deref(), instance_id)
-            .await?;
+    async fn power_off(&self, instance_id: &str) -> anyhow::Result<String> {
+        let behaviour = self.shutdown_behaviour(instance_id).await?;
         if behaviour == ShutdownBehavior::Terminate {
             let call = self.ec2.terminate_instances().instance_ids(instance_id);
             call.send().await?;
@@ -57,11 +54,7 @@ impl Power {
         Ok(behaviour.as_str().to_owned())
     }
 
-    async fn shutdown_behaviour(
-        &self,
-        launch_template: Option<&str>,
-        instance_id: &str,
-    ) -> anyhow::Result<ShutdownBehavior> {
+    async fn shutdown_behaviour(&self, instance_id: &str) -> anyhow::Result<ShutdownBehavior> {
         let attribute = self
             .ec2
             .describe_instance_attribute()
@@ -69,32 +62,10 @@ impl Power {
             .attribute(InstanceAttributeName::InstanceInitiatedShutdownBehavior)
             .send()
             .await?;
-        let own = attribute
+        Ok(attribute
             .instance_initiated_shutdown_behavior()
             .and_then(|v| v.value())
             .map(ShutdownBehavior::from)
-            .unwrap_or(ShutdownBehavior::Stop);
-        if own == ShutdownBehavior::Terminate {
-            return Ok(own);
-        }
-        let Some(template) = launch_template else {
-            return Ok(own);
-        };
-        let versions = self
-            .ec2
-            .describe_launch_template_versions()
-            .launch_template_name(template)
-            .versions("$Default")
-            .send()
-            .await;
-        // No such template: the instance's own attribute decides.
-        let from_template = versions.ok().and_then(|v| {
-            v.launch_template_versions()
-                .first()?
-                .launch_template_data()?
-                .instance_initiated_shutdown_behavior()
-                .cloned()
-        });
-        Ok(from_template.unwrap_or(own))
+            .unwrap_or(ShutdownBehavior::Stop))
     }
 }
