@@ -12,9 +12,9 @@ use crate::sqs::{SimQueue, Stored};
 use crate::world::World;
 use ephemera_core::config::Config;
 use ephemera_core::handlers::reaper::Reaper;
-use ephemera_core::handlers::scaler::{BatchItem, Scaler};
+use ephemera_core::handlers::scaler::{fleet_request, BatchItem, Scaler};
 use ephemera_core::pace::RegistrationPace;
-use ephemera_core::ports::{FleetRequest, Market};
+use ephemera_core::ports::Market;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -247,17 +247,8 @@ fn peer_scaler(world: &World) -> PeerScaler {
         fleet: world.fleet_for(Caller::Scaler),
         secrets: world.secrets_for(Caller::Scaler),
         timeline: world.timeline.clone(),
-        request: FleetRequest {
-            pool: pool.name.clone(),
-            count: 0,
-            launch_template: pool.launch_template.clone().unwrap_or_else(|| {
-                ephemera_core::names::launch_template_name(&world.config.deployment)
-            }),
-            ami: None,
-            instance_types: pool.instance_types.clone(),
-            subnets: pool.subnets.clone(),
-            market: Market::OnDemand,
-        },
+        // The peer asks for its batch the way ephemera does (count set per batch).
+        request: fleet_request(&world.config.deployment, pool, 0, Market::OnDemand),
     }
 }
 

@@ -72,7 +72,7 @@ fn failure_reason(err: &FleetError) -> &'static str {
 /// on-demand for whatever spot had no capacity for. A pool with an `ami` launches through
 /// the deployment's launch template (its instance profile, security groups, metadata
 /// options and user data) with the image overridden.
-pub(super) fn fleet_request(
+pub fn fleet_request(
     deployment: &str,
     pool: &PoolConfig,
     count: u32,

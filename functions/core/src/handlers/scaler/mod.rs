@@ -18,6 +18,7 @@
 //! through the same launch and finish phases.
 
 mod create;
+pub use create::fleet_request;
 
 use crate::clock::Clock;
 use crate::config::{Config, PoolConfig, Scope};
