@@ -544,10 +544,7 @@ impl Scaler {
         left: Duration,
     ) -> Result<Step, ScalerError> {
         let delay = left + Duration::from_secs(1);
-        self.queue
-            .send_after(message, delay)
-            .await
-            .map_err(ScalerError::Requeue)?;
+        self.send_back(message, delay).await?;
         info!(job_id = message.job_id, retry_in = ?delay, "runner being created by another delivery; checking again later");
         Ok(Step::Done(Handled::Deferred))
     }
@@ -599,27 +596,27 @@ impl Scaler {
             Err(wait) => {
                 // Up to half as long again, at random, like a capacity deferral: jobs
                 // sent back together come back spread out.
-                let delay = wait
-                    .mul_f64(1.0 + rand::random::<f64>() / 2.0)
-                    .min(MAX_QUEUE_DELAY);
-                self.queue
-                    .send_after(message, delay)
-                    .await
-                    .map_err(ScalerError::Requeue)?;
+                let delay = spread(wait).min(MAX_QUEUE_DELAY);
+                self.send_back(message, delay).await?;
                 info!(job_id = message.job_id, retry_in = ?delay, "registrations paced; job waits for its turn");
                 Ok(Some(Step::Done(Handled::Deferred)))
             }
         }
     }
 
+    /// The job goes back to the queue as a fresh message, due after `delay`.
+    async fn send_back(&self, message: &QueueMessage, delay: Duration) -> Result<(), ScalerError> {
+        self.queue
+            .send_after(message, delay)
+            .await
+            .map_err(ScalerError::Requeue)
+    }
+
     /// The claim kept losing races on the pool item: the job goes back in line as a
     /// fresh message, soon, so a burst's conflicts never dead-letter it.
     async fn retry_contended(&self, message: &QueueMessage) -> Result<Step, ScalerError> {
         let delay = CONTENDED_RETRY.mul_f64(1.0 + rand::random::<f64>());
-        self.queue
-            .send_after(message, delay)
-            .await
-            .map_err(ScalerError::Requeue)?;
+        self.send_back(message, delay).await?;
         Ok(Step::Done(Handled::Deferred))
     }
 
@@ -627,13 +624,8 @@ impl Scaler {
     async fn defer(&self, message: &QueueMessage) -> Result<Step, ScalerError> {
         // Up to half as long again, at random: jobs deferred together (a burst) come back
         // spread out instead of all at once.
-        let delay = self
-            .capacity_retry
-            .mul_f64(1.0 + rand::random::<f64>() / 2.0);
-        self.queue
-            .send_after(message, delay)
-            .await
-            .map_err(ScalerError::Requeue)?;
+        let delay = spread(self.capacity_retry);
+        self.send_back(message, delay).await?;
         self.metrics.record(
             Metric::CapacityDeferrals,
             &[(Dimension::Pool, message.pool.as_str())],
@@ -874,6 +866,12 @@ where
         }
     }
     results
+}
+
+/// `base`, up to half as long again at random: jobs sent back together (a burst) come
+/// back spread out instead of all at once.
+fn spread(base: Duration) -> Duration {
+    base.mul_f64(1.0 + rand::random::<f64>() / 2.0)
 }
 
 /// Where the runner is registered on GitHub.
