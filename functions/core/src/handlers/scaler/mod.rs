@@ -594,8 +594,6 @@ impl Scaler {
                 Ok(None)
             }
             Err(wait) => {
-                // Up to half as long again, at random, like a capacity deferral: jobs
-                // sent back together come back spread out.
                 let delay = spread(wait).min(MAX_QUEUE_DELAY);
                 self.send_back(message, delay).await?;
                 info!(job_id = message.job_id, retry_in = ?delay, "registrations paced; job waits for its turn");
@@ -622,8 +620,6 @@ impl Scaler {
 
     /// The pool is full: the job goes back in line as a fresh, delayed message.
     async fn defer(&self, message: &QueueMessage) -> Result<Step, ScalerError> {
-        // Up to half as long again, at random: jobs deferred together (a burst) come back
-        // spread out instead of all at once.
         let delay = spread(self.capacity_retry);
         self.send_back(message, delay).await?;
         self.metrics.record(
