@@ -75,6 +75,7 @@ fn job(job_id: u64, at: OffsetDateTime) -> JobRecord {
         installation_id: Some(7),
         labels: vec!["self-hosted".to_owned(), "linux".to_owned()],
         runner_name: None,
+        launched_runner: None,
         received_at: at,
         updated_at: at,
     }

@@ -52,8 +52,10 @@ async fn create_jobs(p: &Pipeline, count: usize) -> anyhow::Result<Vec<u64>> {
     Ok(jobs)
 }
 
-/// Waits until every job has run and every runner record is `deleted`; returns the
-/// records, one per job, in the order of `jobs`.
+/// Waits until every job has run and every runner record is `deleted` (a creation whose
+/// job went to another runner while GitHub failed it is released by the reaper once its
+/// creation lease is over, rule 13); returns the records of the jobs' runners, one per
+/// job, in the order of `jobs`.
 async fn all_run_and_reaped(
     p: &Pipeline,
     jobs: &[u64],
@@ -71,9 +73,27 @@ async fn all_run_and_reaped(
                 _ => return Ok(None),
             }
         }
+        let far = time::OffsetDateTime::now_utc() + time::Duration::days(1);
+        for status in InstanceStatus::ALL {
+            if status != InstanceStatus::Deleted
+                && !p.store.runners_in_status(status, far, 1).await?.is_empty()
+            {
+                return Ok(None);
+            }
+        }
         Ok(Some(records))
     })
     .await
+}
+
+/// What a run may have made beyond one runner per job.
+#[derive(Clone, Copy, PartialEq)]
+enum Spares {
+    /// Nothing: one record and one instance per job.
+    None,
+    /// Instances GitHub never registered a runner for: a creation whose JIT call kept
+    /// failing while GitHub gave its job to another runner. Never a registration more.
+    NeverRegistered,
 }
 
 /// Each job ran once, successfully, on the runner ephemera made for it, and nothing is
@@ -82,6 +102,7 @@ async fn assert_one_runner_per_job_and_nothing_left(
     p: &Pipeline,
     jobs: &[u64],
     records: &[RunnerRecord],
+    spares: Spares,
 ) -> anyhow::Result<()> {
     let sim = p.sim.snapshot();
     let mut names = HashSet::new();
@@ -116,10 +137,20 @@ async fn assert_one_runner_per_job_and_nothing_left(
     );
 
     let far = time::OffsetDateTime::now_utc() + time::Duration::days(1);
+    let mut deleted = 0;
     for status in InstanceStatus::ALL {
         let found = p.store.runners_in_status(status, far, 1000).await?;
         if status == InstanceStatus::Deleted {
-            assert_eq!(found.len(), jobs.len(), "one record per job");
+            let extra: Vec<_> = found.iter().filter(|r| !names.contains(&r.name)).collect();
+            match spares {
+                Spares::None => assert!(extra.is_empty(), "records beyond one per job: {extra:?}"),
+                Spares::NeverRegistered => assert!(
+                    extra.iter().all(|r| r.github_runner_id.is_none()),
+                    "a spare record was registered on GitHub: {extra:?}"
+                ),
+            }
+            assert_eq!(found.len(), jobs.len() + extra.len());
+            deleted = found.len();
         } else {
             assert!(found.is_empty(), "records left in {status}: {found:?}");
         }
@@ -127,7 +158,7 @@ async fn assert_one_runner_per_job_and_nothing_left(
     assert_eq!(p.store.get_pool("linux-x64").await?.slots_used, 0);
 
     let instances = p.fleet.inner().describe().await?;
-    assert_eq!(instances.len(), jobs.len(), "one instance per job");
+    assert_eq!(instances.len(), deleted, "one instance per record");
     for instance in &instances {
         assert_eq!(instance.state, InstanceState::Terminated, "{}", instance.id);
     }
@@ -157,7 +188,8 @@ async fn every_job_gets_exactly_one_runner_while_github_fails_and_rate_limits() 
 
     let records = all_run_and_reaped(&p, &jobs, Duration::from_secs(120)).await?;
     p.check_alive()?;
-    assert_one_runner_per_job_and_nothing_left(&p, &jobs, &records).await?;
+    assert_one_runner_per_job_and_nothing_left(&p, &jobs, &records, Spares::NeverRegistered)
+        .await?;
 
     // The faults did happen, and were survived by retrying.
     let (scaler, reaper) = (&p.scaler_forge, &p.reaper_forge);
@@ -187,7 +219,7 @@ async fn a_burst_of_fifty_jobs_costs_one_token_and_one_call_per_job() -> anyhow:
 
     let records = all_run_and_reaped(&p, &jobs, Duration::from_secs(180)).await?;
     p.check_alive()?;
-    assert_one_runner_per_job_and_nothing_left(&p, &jobs, &records).await?;
+    assert_one_runner_per_job_and_nothing_left(&p, &jobs, &records, Spares::None).await?;
 
     // The scaler, a function of its own in Lambda, has its own client.
     let scaler = &p.scaler_forge;

@@ -44,6 +44,7 @@ pub const LAST_ERROR: &str = "last_error";
 pub const TTL: &str = "ttl";
 pub const RUN_ID: &str = "run_id";
 pub const RUNNER_NAME: &str = "runner_name";
+pub const LAUNCHED_RUNNER: &str = "launched_runner";
 pub const RECEIVED_AT: &str = "received_at";
 pub const SLOTS_USED: &str = "slots_used";
 pub const HISTORY: &str = "history";
@@ -183,6 +184,11 @@ pub fn job_to_item(job: &JobRecord) -> Item {
     ]);
     put_opt(&mut item, INSTALLATION_ID, job.installation_id.map(n));
     put_opt(&mut item, RUNNER_NAME, job.runner_name.as_deref().map(s));
+    put_opt(
+        &mut item,
+        LAUNCHED_RUNNER,
+        job.launched_runner.as_deref().map(s),
+    );
     item
 }
 
@@ -398,6 +404,7 @@ pub fn job_from_item(item: &Item) -> Result<JobRecord, StoreError> {
         installation_id: r.opt_n(INSTALLATION_ID)?,
         labels: r.labels(LABELS)?,
         runner_name: r.opt_s(RUNNER_NAME)?.map(str::to_owned),
+        launched_runner: r.opt_s(LAUNCHED_RUNNER)?.map(str::to_owned),
         received_at: r.timestamp(RECEIVED_AT)?,
         updated_at: r.timestamp(UPDATED_AT)?,
     })

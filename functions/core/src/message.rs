@@ -95,6 +95,16 @@ impl QueueMessage {
 }
 
 impl QueueMessage {
+    /// Whether this is a `queued` message ephemera sent again itself, for reason `why`.
+    pub fn queued_again_by(&self, why: &str) -> bool {
+        self.kind == MessageKind::Queued
+            && self
+                .delivery_id
+                .strip_prefix("ephemera-")
+                .and_then(|rest| rest.strip_prefix(why))
+                .is_some_and(|rest| rest.starts_with('-'))
+    }
+
     /// A `warm` message for a runner record the reaper has just reserved.
     pub fn warm(runner: &crate::model::RunnerRecord) -> QueueMessage {
         QueueMessage {

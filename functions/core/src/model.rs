@@ -224,8 +224,13 @@ pub struct JobRecord {
     pub run_id: u64,
     pub installation_id: Option<u64>,
     pub labels: Vec<String>,
-    /// The runner launched for this job (a claim: at most one per job).
+    /// The runner launched for this job (a claim: at most one per job); once the job
+    /// runs, the runner that runs it.
     pub runner_name: Option<String>,
+    /// The runner launched (or handed over) for this job, kept when another runner
+    /// takes the job: where a hand-over looks for the runner that is now free.
+    #[serde(default)]
+    pub launched_runner: Option<String>,
     #[serde(with = "time::serde::rfc3339")]
     pub received_at: OffsetDateTime,
     #[serde(with = "time::serde::rfc3339")]

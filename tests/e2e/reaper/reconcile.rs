@@ -30,6 +30,7 @@ async fn claim_left_by_a_crash_is_cleaned_after_the_bootstrap_timeout_in_one_run
         installation_id: None,
         labels: LABELS.iter().map(|l| l.to_string()).collect(),
         runner_name: None,
+        launched_runner: None,
         received_at: at,
         updated_at: at,
     };
@@ -169,6 +170,7 @@ async fn lost_launch_is_queued_again_after_one_run_and_the_job_runs() -> anyhow:
         installation_id: None,
         labels: LABELS.iter().map(|l| l.to_string()).collect(),
         runner_name: None,
+        launched_runner: None,
         received_at: at,
         updated_at: at,
     };

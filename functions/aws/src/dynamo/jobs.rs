@@ -211,6 +211,7 @@ impl DynamoRunnerStore {
         let mut expr = Expr::default();
         let sets = [
             expr.assign(items::RUNNER_NAME, items::s(runner.name.as_str())),
+            expr.assign(items::LAUNCHED_RUNNER, items::s(runner.name.as_str())),
             expr.assign(items::UPDATED_AT, items::timestamp(runner.updated_at)),
         ];
         let condition = format!(
@@ -288,6 +289,7 @@ impl DynamoRunnerStore {
     ) -> Result<(), StoreError> {
         let mut expr = Expr::default();
         let runner = expr.name(items::RUNNER_NAME);
+        let launched = expr.name(items::LAUNCHED_RUNNER);
         // Only a queued job's claim: a job in progress or completed keeps its runner.
         let queued = expr.status_in([JobStatus::Queued.as_str()]);
         let condition = format!(
@@ -299,7 +301,7 @@ impl DynamoRunnerStore {
             .update_item()
             .table_name(&self.table)
             .set_key(Some(items::key(items::job_key(job_id))))
-            .update_expression(format!("REMOVE {runner}"))
+            .update_expression(format!("REMOVE {runner}, {launched}"))
             .condition_expression(condition)
             .set_expression_attribute_names(expr.names())
             .set_expression_attribute_values(expr.values())
@@ -334,7 +336,9 @@ impl DynamoRunnerStore {
             expr.value("queued", items::s(JobStatus::Queued.as_str())),
             expr.value("from", items::s(from)),
         );
-        let update = format!("SET {runner} = {}", expr.value("to", items::s(to)));
+        let launched = expr.name(items::LAUNCHED_RUNNER);
+        let to = expr.value("to", items::s(to));
+        let update = format!("SET {runner} = {to}, {launched} = {to}");
         let result = self
             .client
             .update_item()

@@ -52,6 +52,7 @@ fn job_records_round_trip() {
         installation_id: Some(11),
         labels: vec!["self-hosted".into()],
         runner_name: Some("eph-linux-x".into()),
+        launched_runner: Some("eph-linux-x".into()),
         received_at: datetime!(2025-03-01 12:00:00 UTC),
         updated_at: datetime!(2025-03-01 12:01:00 UTC),
     };
@@ -79,6 +80,7 @@ fn bad_items_are_corrupt_and_named() {
         installation_id: None,
         labels: vec![],
         runner_name: None,
+        launched_runner: None,
         received_at: datetime!(2025-03-01 0:00 UTC),
         updated_at: datetime!(2025-03-01 0:00 UTC),
     }))

@@ -109,6 +109,7 @@ pub fn job(job_id: u64) -> crate::model::JobRecord {
         installation_id: m.installation_id,
         labels: m.labels,
         runner_name: None,
+        launched_runner: None,
         received_at: m.received_at,
         updated_at: m.received_at,
     }

@@ -251,6 +251,7 @@ impl RunnerStore for MemoryStore {
             .pools_touched
             .insert(runner.pool.clone(), runner.updated_at);
         job.runner_name = Some(runner.name.clone());
+        job.launched_runner = Some(runner.name.clone());
         job.updated_at = runner.updated_at;
         tables.runners.insert(runner.name.clone(), runner.clone());
         Ok(Claim::Claimed)
@@ -286,6 +287,7 @@ impl RunnerStore for MemoryStore {
             // A claim is on a queued job only; past that the name is the runner that ran it.
             if job.status == JobStatus::Queued && job.runner_name.as_deref() == Some(runner_name) {
                 job.runner_name = None;
+                job.launched_runner = None;
             }
         }
         Ok(())
@@ -299,6 +301,7 @@ impl RunnerStore for MemoryStore {
                 if job.status == JobStatus::Queued && job.runner_name.as_deref() == Some(from) =>
             {
                 job.runner_name = Some(to.to_owned());
+                job.launched_runner = Some(to.to_owned());
                 Ok(true)
             }
             _ => Ok(false),

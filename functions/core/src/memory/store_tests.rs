@@ -26,6 +26,7 @@ fn job(job_id: u64) -> JobRecord {
         installation_id: Some(9),
         labels: vec!["linux".to_owned()],
         runner_name: None,
+        launched_runner: None,
         received_at: START,
         updated_at: START,
     }

@@ -263,6 +263,7 @@ fn queued(job_id: u64) -> JobRecord {
         installation_id: None,
         labels: Vec::new(),
         runner_name: None,
+        launched_runner: None,
         received_at: now(),
         updated_at: now(),
     }
@@ -355,6 +356,7 @@ fn queued_job(owner: &str, repo: &str) -> JobRecord {
         installation_id: Some(5),
         labels: vec!["self-hosted".into(), "linux".into()],
         runner_name: None,
+        launched_runner: None,
         received_at: now(),
         updated_at: now(),
     }

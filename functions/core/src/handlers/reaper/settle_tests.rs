@@ -126,6 +126,7 @@ async fn job_handed_to_a_stalled_record(world: &World) -> (RunnerRecord, RunnerR
     world.store.set_slots_used(POOL, 1);
     let mut job_1 = crate::model::JobRecord {
         runner_name: Some(stalled.name.clone()),
+        launched_runner: Some(stalled.name.clone()),
         ..crate::handlers::test_support::job(1)
     };
     job_1.status = JobStatus::Queued;
@@ -163,6 +164,7 @@ async fn a_stalled_creation_no_job_waits_for_is_released_one_run_past_the_lease(
     world.store.put_job(crate::model::JobRecord {
         status: JobStatus::InProgress,
         runner_name: Some("eph-linux-other".into()),
+        launched_runner: Some("eph-linux-other".into()),
         ..crate::handlers::test_support::job(1)
     });
     let reaper = world.reaper();
@@ -195,6 +197,7 @@ async fn an_in_progress_job_whose_runner_is_gone_follows_github() {
     world.store.put_job(crate::model::JobRecord {
         status: JobStatus::InProgress,
         runner_name: Some("eph-linux-reaped".into()),
+        launched_runner: Some("eph-linux-reaped".into()),
         ..crate::handlers::test_support::job(1)
     });
     world.forge.set_job_state(1, ForgeJobState::InProgress);

@@ -139,6 +139,7 @@ async fn queued_job_without_runner_is_queued_again_while_github_says_queued() {
         installation_id: Some(5),
         labels: vec!["self-hosted".into(), "linux".into()],
         runner_name: None,
+        launched_runner: None,
         received_at: now(),
         updated_at: now(),
     };
@@ -318,6 +319,7 @@ async fn full_pool_idle_runner_is_not_kept_for_a_job_cancelled_unseen() {
         installation_id: Some(5),
         labels: vec!["self-hosted".into(), "linux".into()],
         runner_name: None,
+        launched_runner: None,
         received_at: now(),
         updated_at: now(),
     });

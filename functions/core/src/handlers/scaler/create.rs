@@ -8,7 +8,7 @@ use crate::config::PoolConfig;
 use crate::handlers::error_chain;
 use crate::lifecycle::InstanceStatus;
 use crate::metrics::{Dimension, Metric};
-use crate::model::RunnerRecord;
+use crate::model::{JobStatus, RunnerRecord};
 use crate::names;
 use crate::ports::*;
 use std::time::Duration;
@@ -249,20 +249,14 @@ impl Scaler {
                 info!(runner = %runner.name, job_id = runner.job_id, pool = %pool.name, ?registration, "runner running");
                 Ok(Handled::RunnerUp(runner.name))
             }
-            Err(CreateError::Retry(cause)) => Err(ScalerError::Creation {
-                runner: runner.name,
-                cause,
-            }),
+            Err(CreateError::Retry(cause)) => self.retry_or_abandon(&runner, cause, clock).await,
             Err(CreateError::Throttled { retry_after, cause }) => match &self.pace {
                 // Paced: the job waits in the queue for the pace, not on this instance.
                 Some(pace) => {
                     pace.pause(retry_after.unwrap_or(THROTTLE_PAUSE));
                     self.fail(&runner, cause, clock).await
                 }
-                None => Err(ScalerError::Creation {
-                    runner: runner.name,
-                    cause,
-                }),
+                None => self.retry_or_abandon(&runner, cause, clock).await,
             },
             Err(CreateError::Failed(cause)) => {
                 self.metrics.record(
@@ -352,6 +346,60 @@ impl Scaler {
             .await
             .map_err(CreateError::retry)?;
         Ok(runner.is_some_and(|r| r.online || r.busy))
+    }
+
+    /// A creation step that is worth retrying failed: the message is retried while a job
+    /// still waits for this runner. If none does (GitHub gave its job to another runner
+    /// meanwhile and no job was handed to it), the half-made runner is sent to be
+    /// deleted now, instead of standing in `creating` until the reaper's lease passes.
+    async fn retry_or_abandon(
+        &self,
+        runner: &RunnerRecord,
+        cause: Cause,
+        clock: &Clock,
+    ) -> Result<Handled, ScalerError> {
+        // Fresh reads: a hand-over may have given the runner another job meanwhile.
+        let current = self.store.get_runner(&runner.name).await?;
+        let job_id = current.as_ref().and_then(|r| r.job_id);
+        let waiting = match job_id {
+            Some(job_id) => self.store.get_job(job_id).await?.is_some_and(|job| {
+                job.status == JobStatus::Queued
+                    && job.runner_name.as_deref() == Some(runner.name.as_str())
+            }),
+            // A warm runner, made for no job: it waits for whichever comes.
+            None => true,
+        };
+        let creating = current.is_some_and(|r| r.status == InstanceStatus::Creating);
+        if waiting || !creating {
+            return Err(ScalerError::Creation {
+                runner: runner.name.clone(),
+                cause,
+            });
+        }
+        let reason = format!(
+            "creation failed ({}) and job {} no longer waits for it",
+            error_chain(cause.as_ref()),
+            job_id.unwrap_or_default()
+        );
+        let to_delete = Transition::new(
+            InstanceStatus::Creating,
+            InstanceStatus::PendingDelete,
+            clock.now(),
+        )
+        .because(reason);
+        match self.store.transition(&runner.name, &to_delete).await {
+            // Moved on meanwhile (another delivery finished it): the retry sees where to.
+            Err(StoreError::TransitionRefused { .. } | StoreError::Conflict(_)) => {
+                return Err(ScalerError::Creation {
+                    runner: runner.name.clone(),
+                    cause,
+                })
+            }
+            Ok(_) => {}
+            Err(err) => return Err(err.into()),
+        }
+        info!(runner = %runner.name, job_id, "creation failed; no job waits for the runner any more, so it is reaped");
+        Ok(Handled::NothingToDo)
     }
 
     /// A creation that cannot succeed: the record goes to `error` and gives its slot back

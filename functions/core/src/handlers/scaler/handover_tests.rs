@@ -115,3 +115,91 @@ async fn a_job_handed_to_a_runner_in_creation_resumes_its_creation_at_once() {
     assert_eq!(b.job_id, Some(1));
     assert!(b.instance_id.is_some());
 }
+
+#[tokio::test]
+async fn a_hand_over_follows_the_chain_of_taken_jobs_to_the_free_runner() {
+    // Runners A, B and C were launched for jobs 1, 2 and 3. GitHub gave job 2 to A and
+    // job 3 to B; the webhooks come late and out of order: job 2's `completed` first.
+    let world = World::new(5);
+    let scaler = world.scaler();
+    let runner_a = up(&world, 1).await;
+    let _runner_b = up(&world, 2).await;
+    let runner_c = up(&world, 3).await;
+    let runner_b = world.store.job(2).and_then(|j| j.runner_name).expect("B");
+    let event = |kind, job, runner: &str| message(kind, job, Some(runner));
+    for step in [
+        event(MessageKind::Completed, 2, &runner_a),
+        event(MessageKind::InProgress, 3, &runner_b),
+        event(MessageKind::InProgress, 2, &runner_a),
+    ] {
+        scaler.handle(&step, now()).await.expect("handled");
+    }
+    // Job 1 lost runner A to job 2; B, launched for job 2, runs job 3; C, launched for
+    // job 3, is the one no job waits for: job 1 is handed to it, and no runner is added.
+    assert_eq!(
+        world.store.job(1).and_then(|j| j.runner_name),
+        Some(runner_c.clone())
+    );
+    assert_eq!(
+        world.store.runner(&runner_c).and_then(|r| r.job_id),
+        Some(1)
+    );
+    assert_eq!(world.queue.take(), vec![], "no job queued again");
+}
+
+#[tokio::test]
+async fn a_hand_over_follows_a_longer_chain() {
+    // As above, with one more link: C runs job 4, whose runner D is the free one.
+    let world = World::new(5);
+    let scaler = world.scaler();
+    let runner_a = up(&world, 1).await;
+    let runner_b = up(&world, 2).await;
+    let runner_c = up(&world, 3).await;
+    let _runner_d = up(&world, 4).await;
+    let event = |kind, job, runner: &str| message(kind, job, Some(runner));
+    for step in [
+        event(MessageKind::Completed, 2, &runner_a),
+        event(MessageKind::InProgress, 3, &runner_b),
+        event(MessageKind::InProgress, 4, &runner_c),
+        event(MessageKind::InProgress, 2, &runner_a),
+    ] {
+        scaler.handle(&step, now()).await.expect("handled");
+    }
+    // The chain A → B (runs 3) → C (runs 4) → D, launched for job 4, is free: job 1 is
+    // handed to D.
+    let d = world
+        .store
+        .job(4)
+        .and_then(|j| j.launched_runner)
+        .expect("D");
+    assert_eq!(
+        world.store.job(1).and_then(|j| j.runner_name),
+        Some(d.clone())
+    );
+    assert_eq!(world.queue.take(), vec![]);
+}
+
+#[tokio::test]
+async fn a_chain_that_ends_in_a_runner_on_its_way_out_queues_the_job_again() {
+    let world = World::new(5);
+    let scaler = world.scaler();
+    let runner_a = up(&world, 1).await;
+    let runner_b = up(&world, 2).await;
+    let runner_c = up(&world, 3).await;
+    // C, at the end of the chain, is being deleted: no job can be handed to it.
+    let mut c = world.store.runner(&runner_c).expect("C");
+    c.status = InstanceStatus::PendingDelete;
+    world.store.put_runner(c);
+    let event = |kind, job, runner: &str| message(kind, job, Some(runner));
+    for step in [
+        event(MessageKind::Completed, 2, &runner_a),
+        event(MessageKind::InProgress, 3, &runner_b),
+        event(MessageKind::InProgress, 2, &runner_a),
+    ] {
+        scaler.handle(&step, now()).await.expect("handled");
+    }
+    assert_eq!(world.store.job(1).and_then(|j| j.runner_name), None);
+    let sent = world.queue.take();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!((sent[0].kind, sent[0].job_id), (MessageKind::Queued, 1));
+}

@@ -64,6 +64,29 @@ pub const PACE_WAIT: Duration = Duration::from_secs(10);
 /// The longest delay SQS allows on a message.
 const MAX_QUEUE_DELAY: Duration = Duration::from_secs(15 * 60);
 
+/// How far a hand-over follows a chain of taken jobs (runner A took B's job, B took C's,
+/// ...) to the runner at its end that no job waits for.
+const HANDOVER_HOPS: usize = 16;
+
+/// How often binding a runner to the job it runs is tried again when its record changed
+/// between the read and the conditional write.
+const ACTIVATION_TRIES: usize = 5;
+
+/// Why a job whose runner took another job is queued again (see [`QueueMessage::queued_again`]).
+const REHOME: &str = "rehome";
+
+/// What became of one hand-over attempt.
+enum HandOver {
+    Done,
+    /// Not to this runner (gone, claimed again, labels that do not cover the job).
+    Refused,
+    /// This runner ran, runs or was handed job `.0`, not the one it was launched for: the
+    /// runner launched for job `.0` may be the free one.
+    TookAnother(u64),
+    /// The runner's record changed between the read and the write: read it again.
+    Changed,
+}
+
 /// Why a message could not be handled; the message is then retried by the queue.
 #[derive(Debug, thiserror::Error)]
 pub enum ScalerError {
@@ -330,8 +353,10 @@ impl Scaler {
         if job.status != JobStatus::Queued {
             return Ok(Step::Done(Handled::NothingToDo));
         }
+        // A job queued again because its runner took another may have been given a runner
+        // whose webhooks have not come yet: GitHub is asked before a runner is added.
         if job.runner_name.is_none()
-            && pool.check_queued
+            && (pool.check_queued || message.queued_again_by(REHOME))
             && !self.still_queued(message, clock).await?
         {
             return Ok(Step::Done(Handled::NothingToDo));
@@ -639,13 +664,13 @@ impl Scaler {
 
     async fn on_in_progress(&self, message: &QueueMessage, clock: &Clock) -> Outcome {
         let runner_name = message.runner_name.as_deref();
-        // The runner this job had claimed, before the binding below replaces it.
+        // The runner launched for this job (the binding below names the one running it).
         let claimed_by = match runner_name {
             Some(_) => self
                 .store
                 .get_job(message.job_id)
                 .await?
-                .and_then(|job| job.runner_name),
+                .and_then(|job| job.launched_runner.or(job.runner_name)),
             None => None,
         };
         let job = job_record(message, JobStatus::InProgress, clock.now());
@@ -655,10 +680,29 @@ impl Scaler {
         let Some(name) = runner_name else {
             return Ok(Handled::NothingToDo);
         };
-        if let Some(runner) = self.store.get_runner(name).await? {
+        // The update is conditional on the record read: a concurrent hand-over that gave
+        // this runner a queued job in between is seen on the next read, and that job is
+        // rehomed in turn instead of being overwritten.
+        for _ in 0..ACTIVATION_TRIES {
+            let Some(runner) = self.store.get_runner(name).await? else {
+                return Ok(Handled::NothingToDo);
+            };
             if let Some(launched_for) = runner.job_id.filter(|&id| id != message.job_id) {
                 self.rehome(launched_for, name, claimed_by.as_deref(), message, clock)
                     .await?;
+            }
+            let update = RunnerUpdate {
+                runner_status: Some(RunnerStatus::Active),
+                job_id: Some(message.job_id),
+                note: Some(format!("running job {}", message.job_id)),
+                unchanged_since: Some(runner.updated_at),
+                ..RunnerUpdate::default()
+            };
+            match self.store.update_runner(name, &update, clock.now()).await {
+                Ok(_) => {}
+                Err(StoreError::Conflict(_)) => continue,
+                Err(StoreError::NotFound(_)) => return Ok(Handled::NothingToDo),
+                Err(err) => return Err(err.into()),
             }
             // Online and busy before the reaper saw it idle: it came online by now.
             if let (RunnerStatus::Pending, Some(queued_at)) =
@@ -670,27 +714,21 @@ impl Scaler {
                     clock.now() - queued_at,
                 );
             }
+            info!(job_id = message.job_id, runner = %name, "runner active");
+            return Ok(Handled::Bound);
         }
-        let update = RunnerUpdate {
-            runner_status: Some(RunnerStatus::Active),
-            job_id: Some(message.job_id),
-            note: Some(format!("running job {}", message.job_id)),
-            ..RunnerUpdate::default()
-        };
-        match self.store.update_runner(name, &update, clock.now()).await {
-            Ok(_) => {
-                info!(job_id = message.job_id, runner = %name, "runner active");
-                Ok(Handled::Bound)
-            }
-            Err(StoreError::NotFound(_)) => Ok(Handled::NothingToDo),
-            Err(err) => Err(err.into()),
-        }
+        Err(ScalerError::Store(StoreError::Conflict(format!(
+            "runner {name} kept changing while it was bound to job {}",
+            message.job_id
+        ))))
     }
 
     /// GitHub gave runner `taker`, launched for job `orphaned`, another job (the one in
     /// `message`), as it may: any matching idle runner takes any queued job. If the
     /// orphaned job is still queued it needs a runner: the one the taken job had claimed,
-    /// if that one is still free, or else a new one, through a fresh `queued` message.
+    /// if that one is still free; if that one took a job in turn, the one that job had
+    /// claimed, and so on along the chain ([`HANDOVER_HOPS`] at most); or else a new one,
+    /// through a fresh `queued` message.
     async fn rehome(
         &self,
         orphaned: u64,
@@ -705,14 +743,32 @@ impl Scaler {
         if job.status != JobStatus::Queued || job.runner_name.as_deref() != Some(taker) {
             return Ok(());
         }
-        if let Some(free) = taken_job_runner.filter(|&other| other != taker) {
-            if self.hand_over(&job, taker, free, message, clock).await? {
-                return Ok(());
+        let mut candidate = taken_job_runner.map(str::to_owned);
+        let mut taken = message.job_id;
+        let mut seen = vec![taker.to_owned()];
+        for _ in 0..HANDOVER_HOPS {
+            let Some(free) = candidate.take().filter(|c| !seen.contains(c)) else {
+                break;
+            };
+            match self.hand_over(&job, taker, &free, taken, clock).await? {
+                HandOver::Done => return Ok(()),
+                HandOver::Refused => break,
+                HandOver::Changed => candidate = Some(free),
+                HandOver::TookAnother(next) => {
+                    // `free` runs job `next`: the runner launched for `next` may be free.
+                    candidate = self
+                        .store
+                        .get_job(next)
+                        .await?
+                        .and_then(|next_job| next_job.launched_runner);
+                    taken = next;
+                    seen.push(free);
+                }
             }
         }
         self.store.unclaim_job(orphaned, taker).await?;
         self.queue
-            .send(&QueueMessage::queued_again(&job, "rehome"))
+            .send(&QueueMessage::queued_again(&job, REHOME))
             .await
             .map_err(ScalerError::Requeue)?;
         info!(job_id = orphaned, taken_by = %taker, "runner took another job; its own job queued again");
@@ -720,43 +776,68 @@ impl Scaler {
     }
 
     /// Hands queued `job` (whose runner `taker` took another) to runner `free`, whose
-    /// own job `taker` took: only if `free` is still free, on its way (being created,
-    /// booting, or idle) and its labels cover all of the job's (GitHub gives a job only
-    /// to such a runner). A record still in creation is resumed at once through a fresh
-    /// `queued` message for the job (the delivery that was creating it may have died, and
-    /// its own job's deliveries now find that job taken). False when not handed.
+    /// own job `taken` was taken by another runner: only if `free` is still free, on its
+    /// way (being created, booting, or idle) and its labels cover all of the job's (GitHub
+    /// gives a job only to such a runner). A record still in creation is resumed at once
+    /// through a fresh `queued` message for the job (the delivery that was creating it
+    /// may have died, and its own job's deliveries now find that job taken).
     async fn hand_over(
         &self,
         job: &JobRecord,
         taker: &str,
         free: &str,
-        message: &QueueMessage,
+        taken: u64,
         clock: &Clock,
-    ) -> Result<bool, ScalerError> {
+    ) -> Result<HandOver, ScalerError> {
         let Some(runner) = self.store.get_runner(free).await? else {
-            return Ok(false);
+            return Ok(HandOver::Refused);
         };
-        let still_free = runner.job_id == Some(message.job_id)
+        let on_its_way = matches!(
+            runner.status,
+            InstanceStatus::PendingCreate | InstanceStatus::Creating | InstanceStatus::Running
+        );
+        // It ran, or runs, another job (or was handed one): the runner launched for that
+        // job is the next link.
+        if let Some(other) = runner.job_id.filter(|&id| id != taken) {
+            return Ok(HandOver::TookAnother(other));
+        }
+        let still_free = runner.job_id == Some(taken)
             && runner.runner_status != RunnerStatus::Active
-            && matches!(
-                runner.status,
-                InstanceStatus::PendingCreate | InstanceStatus::Creating | InstanceStatus::Running
-            );
+            && on_its_way;
         if !still_free || !crate::routing::runner_takes(&runner.labels, &job.labels) {
-            return Ok(false);
+            return Ok(HandOver::Refused);
         }
-        if !self.store.pass_claim(job.job_id, taker, free).await? {
-            return Ok(false);
-        }
+        // The runner first, conditional on the record read (a runner that became active
+        // on a job of its own meanwhile is not given this one), then the claim.
         let update = RunnerUpdate {
             job_id: Some(job.job_id),
             note: Some(format!(
-                "job {} was taken by {taker}; now for job {}",
-                message.job_id, job.job_id
+                "job {taken} was taken by another runner; now for job {}",
+                job.job_id
             )),
+            unchanged_since: Some(runner.updated_at),
             ..RunnerUpdate::default()
         };
-        self.store.update_runner(free, &update, clock.now()).await?;
+        let handed = match self.store.update_runner(free, &update, clock.now()).await {
+            Ok(record) => record,
+            Err(StoreError::Conflict(_)) => return Ok(HandOver::Changed),
+            Err(StoreError::NotFound(_)) => return Ok(HandOver::Refused),
+            Err(err) => return Err(err.into()),
+        };
+        if !self.store.pass_claim(job.job_id, taker, free).await? {
+            // The job was claimed or bound elsewhere meanwhile: the runner is free again.
+            let back = RunnerUpdate {
+                job_id: Some(taken),
+                note: Some(format!("job {} went elsewhere", job.job_id)),
+                unchanged_since: Some(handed.updated_at),
+                ..RunnerUpdate::default()
+            };
+            match self.store.update_runner(free, &back, clock.now()).await {
+                Ok(_) | Err(StoreError::Conflict(_) | StoreError::NotFound(_)) => {}
+                Err(err) => return Err(err.into()),
+            }
+            return Ok(HandOver::Refused);
+        }
         info!(job_id = job.job_id, runner = %free, taken_by = %taker, "queued job handed to the runner of the job its runner took");
         if matches!(
             runner.status,
@@ -767,7 +848,7 @@ impl Scaler {
                 .await
                 .map_err(ScalerError::Requeue)?;
         }
-        Ok(true)
+        Ok(HandOver::Done)
     }
 
     async fn on_completed(&self, message: &QueueMessage, clock: &Clock) -> Outcome {
@@ -794,6 +875,15 @@ impl Scaler {
         use InstanceStatus::*;
         if !matches!(runner.status, PendingCreate | Creating | Running | Error) {
             return Ok(Handled::NothingToDo);
+        }
+        if runner.job_id != Some(message.job_id) {
+            // Its `in_progress` is late or lost: bound to the job it ran first, so that the
+            // job it was launched for is rehomed and no hand-over takes it for free.
+            let in_progress = QueueMessage {
+                kind: MessageKind::InProgress,
+                ..message.clone()
+            };
+            self.on_in_progress(&in_progress, clock).await?;
         }
         let to_delete = Transition::new(runner.status, PendingDelete, clock.now())
             .because(format!("job {} completed", message.job_id));
@@ -890,6 +980,7 @@ fn job_record(message: &QueueMessage, status: JobStatus, now: OffsetDateTime) ->
         installation_id: message.installation_id,
         labels: message.labels.clone(),
         runner_name: None,
+        launched_runner: None,
         received_at: message.received_at,
         updated_at: now,
     }

@@ -365,13 +365,36 @@ async fn runner_taking_a_job_without_a_runner_sends_its_own_job_back_to_the_queu
     let sent = world.queue.take();
     assert_eq!(sent.len(), 1, "{sent:?}");
     assert_eq!((sent[0].kind, sent[0].job_id), (MessageKind::Queued, 1));
-    // The message gives job 1 a runner of its own.
+    // The message gives job 1 a runner of its own, once GitHub says it still waits.
+    world.forge.set_job_state(1, ForgeJobState::Queued);
     let name = match scaler.handle(&sent[0], now()).await {
         Ok(Handled::RunnerUp(name)) => name,
         other => panic!("{other:?}"),
     };
     assert_ne!(name, runner_a);
     assert_eq!(world.store.job(1).and_then(|j| j.runner_name), Some(name));
+}
+
+#[tokio::test]
+async fn a_job_queued_again_for_its_taken_runner_gets_none_if_github_gave_it_one() {
+    let world = World::new(5);
+    let scaler = world.scaler();
+    let runner_a = up(&world, 1).await;
+    scaler
+        .handle(&message(MessageKind::InProgress, 2, Some(&runner_a)), now())
+        .await
+        .expect("handled");
+    let sent = world.queue.take();
+    assert_eq!((sent[0].kind, sent[0].job_id), (MessageKind::Queued, 1));
+    // Another runner took job 1 meanwhile; its webhooks have not come yet.
+    world.forge.set_job_state(1, ForgeJobState::InProgress);
+    let handled = scaler.handle(&sent[0], now()).await.expect("handled");
+    assert_eq!(handled, Handled::NothingToDo);
+    assert_eq!(world.store.runners().len(), 1, "no runner added");
+    assert_eq!(
+        world.store.job(1).map(|j| j.status),
+        Some(JobStatus::InProgress)
+    );
 }
 
 #[tokio::test]
@@ -489,4 +512,62 @@ async fn deferred_job_of_a_full_pool_is_dropped_once_the_table_knows_it_is_over(
     assert_eq!(again, Handled::NothingToDo, "not deferred for ever");
     assert!(world.queue.sent().is_empty());
     assert_eq!(world.fleet.launched(), 1);
+}
+
+#[tokio::test]
+async fn a_creation_failing_after_its_job_went_to_another_runner_is_reaped_not_retried() {
+    let world = World::new(5);
+    let scaler = world.scaler();
+    world.forge.fail_next_with(1, ForgeFailure::Transient);
+    let first = scaler
+        .handle(&message(MessageKind::Queued, 3, None), now())
+        .await;
+    assert!(
+        matches!(first, Err(ScalerError::Creation { .. })),
+        "{first:?}"
+    );
+    let half_done = world.store.runners().pop().expect("record");
+    // While GitHub kept failing, it gave job 3 to another runner.
+    let mut job = world.store.job(3).expect("job 3");
+    job.status = JobStatus::InProgress;
+    job.runner_name = Some("eph-linux-other".into());
+    world.store.put_job(job);
+
+    world.forge.fail_next_with(1, ForgeFailure::Transient);
+    let clock = Clock::starting_at(now());
+    let handled = scaler
+        .finish(half_done.clone(), &clock)
+        .await
+        .expect("not retried");
+    assert_eq!(handled, Handled::NothingToDo);
+    let record = world.store.runner(&half_done.name).expect("record");
+    assert_eq!(record.status, InstanceStatus::PendingDelete);
+    assert!(
+        record
+            .reason
+            .as_deref()
+            .unwrap_or_default()
+            .contains("no longer waits"),
+        "{record:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_creation_failing_while_its_job_waits_is_retried() {
+    let world = World::new(5);
+    let scaler = world.scaler();
+    world.forge.fail_next_with(1, ForgeFailure::Transient);
+    let _ = scaler
+        .handle(&message(MessageKind::Queued, 3, None), now())
+        .await;
+    let half_done = world.store.runners().pop().expect("record");
+    world.forge.fail_next_with(1, ForgeFailure::Transient);
+    let clock = Clock::starting_at(now());
+    let again = scaler.finish(half_done.clone(), &clock).await;
+    assert!(
+        matches!(again, Err(ScalerError::Creation { .. })),
+        "{again:?}"
+    );
+    let record = world.store.runner(&half_done.name).expect("record");
+    assert_eq!(record.status, InstanceStatus::Creating);
 }
