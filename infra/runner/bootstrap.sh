@@ -189,7 +189,7 @@ else
   retry apt_get update || fail "apt-get update failed $tries times"
   # shellcheck disable=SC2086 # $icu is one package name or none
   retry apt_get install -y --no-install-recommends ca-certificates curl tar git \
-    docker.io sudo $icu || fail "apt-get install failed $tries times"
+    docker.io sudo libkrb5-3 zlib1g $icu || fail "apt-get install failed $tries times"
 fi
 if ! command -v aws >/dev/null 2>&1; then
   # Ubuntu images have no AWS CLI; its snap is AWS's documented install.
@@ -242,7 +242,10 @@ fi
 if [ "$family" = apt ] && [ -x "$runner_dir/bin/installdependencies.sh" ]; then
   # The runner's own list for Ubuntu (lttng-ust, OpenSSL, Kerberos, zlib, an ICU).
   step=runner-dependencies
-  retry "$runner_dir/bin/installdependencies.sh" || fail "installdependencies.sh failed"
+  if ! retry "$runner_dir/bin/installdependencies.sh"; then
+    [ -n "$icu" ] || fail "installdependencies.sh failed, and no ICU is known for $os_id $os_version"
+    log "installdependencies.sh failed; going on with $icu and the packages above"
+  fi
 fi
 chown -R "$runner_user:" "$runner_dir" || fail "could not give $runner_dir to $runner_user"
 

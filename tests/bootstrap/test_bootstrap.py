@@ -478,7 +478,7 @@ class BootstrapScript(unittest.TestCase):
         self.assertTrue(apt[0].endswith(" update"), apt)
         install = [c for c in apt if " install " in c]
         self.assertEqual(len(install), 1, apt)
-        for package in ["git", "docker.io", icu]:
+        for package in ["git", "docker.io", "libkrb5-3", "zlib1g", icu]:
             self.assertIn(f" {package} ", install[0] + " ")
         self.assertFalse([c for c in calls if c.startswith("dnf")])
         self.assertIn("installdependencies", calls, "the runner's own Ubuntu dependencies")
@@ -571,6 +571,13 @@ class BootstrapScript(unittest.TestCase):
         status, output = self.run_script("ubuntu2404", runner_exit=3)
         self.assert_failed(status, "runner", "the runner exited with status 3")
         self.assert_ran_once_and_deleted()
+
+    def test_any_other_failing_command_still_says_so_and_powers_off(self):
+        self.put_jit()
+        # mkdir cannot make the runner's directory: set -e ends the script there.
+        status, output = self.run_script("al2023", runner_dir="/proc/ephemera-test/actions-runner")
+        self.assert_failed(status, "runner-download", "exit status 1")
+        self.assertIsNone(self.runner())
 
     def test_an_unknown_os_fails_on_the_console(self):
         (self.tmp / "os-release").write_text("ID=plan9\n")
