@@ -7,7 +7,7 @@ VENV := .venv
 VENV_STAMP := $(VENV)/.installed-$(shell cat requirements-dev.txt constraints-dev.txt | sha256sum | cut -c1-12)
 CARGO ?= cargo
 
-.PHONY: all venv demo up test test-rust bench bench-model lint fmt clean-venv
+.PHONY: all venv demo up test test-rust test-bootstrap bench bench-model lint fmt clean-venv
 
 all: test
 
@@ -34,12 +34,19 @@ up: venv
 	MOTO_SERVER=$(CURDIR)/$(VENV)/bin/moto_server EPHEMERA_BIN=$(CURDIR)/target/debug/ephemera \
 		target/debug/demo --up --config infra/config.example.yaml
 
-## test: formatting, lints, unit, adapter and end-to-end tests
-test: venv lint lint-infra test-rust conformance
+## test: formatting, lints, unit, adapter and end-to-end tests, and the runner bootstrap
+test: venv lint lint-infra test-rust test-bootstrap conformance
 
 test-rust: venv
 	$(CARGO) build --workspace --bins   # the CLI tests drive the built `ephemera` binary
 	MOTO_SERVER=$(CURDIR)/$(VENV)/bin/moto_server $(CARGO) test --workspace --all-targets
+
+## test-bootstrap: infra/runner/bootstrap.sh, shellcheck-clean, run without a VM
+## (tests/bootstrap: a fake IMDS and GitHub on 127.0.0.1, the JIT table on the strict
+## emulator, stubs for dnf/apt-get/systemctl/sudo/power-off, a stub runner; under a minute)
+test-bootstrap: venv
+	$(VENV)/bin/shellcheck infra/runner/bootstrap.sh
+	MOTO_SERVER=$(CURDIR)/$(VENV)/bin/moto_server $(VENV)/bin/python -m unittest discover -s tests/bootstrap -v
 
 ## conformance: the GitHub simulator's recorded REST exchanges checked against GitHub's
 ## bench: the figures in the README (webhook handling, binary sizes and cold starts, a

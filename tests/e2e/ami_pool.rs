@@ -233,3 +233,92 @@ async fn an_ami_pool_launches_through_the_deployment_template_with_its_image() -
     }
     Ok(())
 }
+
+/// The volumes attached to an instance: (device, GiB).
+async fn volumes_of(ec2: &aws_sdk_ec2::Client, id: &str) -> anyhow::Result<Vec<(String, i32)>> {
+    let volumes = ec2
+        .describe_volumes()
+        .filters(
+            Filter::builder()
+                .name("attachment.instance-id")
+                .values(id)
+                .build(),
+        )
+        .send()
+        .await?;
+    Ok(volumes
+        .volumes()
+        .iter()
+        .map(|v| {
+            let device = v
+                .attachments()
+                .first()
+                .and_then(|a| a.device())
+                .unwrap_or_default();
+            (device.to_owned(), v.size().unwrap_or_default())
+        })
+        .collect())
+}
+
+#[tokio::test]
+async fn a_deployment_template_on_an_ubuntu_image_gets_its_root_volume_on_sda1(
+) -> anyhow::Result<()> {
+    let moto = Moto::start().await?;
+    let sdk = sdk_config(&AwsSettings::emulator(&moto.endpoint)).await;
+    let ec2 = aws_sdk_ec2::Client::new(&sdk);
+    // The stack's template names /dev/xvda, but its RunnerAmi is an Ubuntu image, whose
+    // root device is /dev/sda1; the pool names no `ami` of its own.
+    let (ubuntu, ubuntu_root) = image_named(&ec2, "ubuntu*").await?;
+    assert_eq!(ubuntu_root, "/dev/sda1");
+    let data = RequestLaunchTemplateData::builder()
+        .image_id(&ubuntu)
+        .instance_initiated_shutdown_behavior(ShutdownBehavior::Terminate)
+        .block_device_mappings(
+            LaunchTemplateBlockDeviceMappingRequest::builder()
+                .device_name("/dev/xvda")
+                .ebs(
+                    LaunchTemplateEbsBlockDeviceRequest::builder()
+                        .volume_size(30)
+                        .volume_type(VolumeType::Gp3)
+                        .encrypted(true)
+                        .delete_on_termination(true)
+                        .build(),
+                )
+                .build(),
+        )
+        .build();
+    ec2.create_launch_template()
+        .launch_template_name(launch_template_name("eph"))
+        .launch_template_data(data)
+        .send()
+        .await?;
+    let request = FleetRequest {
+        pool: "linux".to_owned(),
+        count: 1,
+        launch_template: launch_template_name("eph"),
+        ami: None,
+        instance_types: vec!["t3.micro".to_owned()],
+        subnets: Vec::new(),
+        market: Market::OnDemand,
+    };
+    let fleet = Ec2Fleet::new(ec2.clone(), "eph");
+    // Twice: the second launch reuses what the first read.
+    for _ in 0..2 {
+        let launch = fleet.launch(&request).await?;
+        assert_eq!(launch.instance_ids.len(), 1, "{launch:?}");
+        let id = &launch.instance_ids[0];
+        let described = ec2.describe_instances().instance_ids(id).send().await?;
+        let image = described
+            .reservations()
+            .iter()
+            .flat_map(|r| r.instances())
+            .find_map(|i| i.image_id());
+        assert_eq!(image, Some(ubuntu.as_str()), "the template's image");
+        assert_eq!(
+            volumes_of(&ec2, id).await?,
+            [(ubuntu_root.clone(), 30)],
+            "one 30 GiB root volume on the image's root device, no extra /dev/xvda disk"
+        );
+    }
+    Ok(())
+}

@@ -21,6 +21,8 @@ use tracing::{instrument, warn};
 pub struct Ec2Fleet {
     pub(crate) client: Client,
     pub(crate) deployment: String,
+    /// Root devices of the images launches run ([`crate::image`]).
+    pub(crate) roots: crate::image::RootCache,
 }
 
 impl Ec2Fleet {
@@ -28,6 +30,7 @@ impl Ec2Fleet {
         Ec2Fleet {
             client,
             deployment: deployment.into(),
+            roots: Default::default(),
         }
     }
 }

@@ -1,13 +1,18 @@
-//! The image override of a pool that names an `ami`: launched through the deployment's
-//! launch template (instance profile, security groups, metadata options, user data), with
-//! the template's root volume moved onto the image's own root device.
+//! The root volume of every launch on its image's own root device, and the image
+//! override of a pool that names an `ami` (launched through the deployment's launch
+//! template: instance profile, security groups, metadata options, user data).
 //!
 //! A template's block device mapping names a device (`/dev/xvda` on Amazon Linux); an
 //! image whose root device is another (`/dev/sda1` on Ubuntu) would get that volume as
-//! an extra disk and keep its small default root. So the root device name is read from
-//! the image (DescribeImages), never assumed, and the template's one mapping is offered
-//! on it. A template with several mappings is left as it is: which of them is the root
-//! cannot be told apart safely.
+//! an extra disk and keep its small default root. So before a launch the image it will
+//! run — the pool's `ami`, or else the template's own image (the stack's `RunnerAmi`,
+//! which may name an Ubuntu image as well) — is read (DescribeImages), and when its root
+//! device is not the one the template's single mapping names, that mapping is offered on
+//! the image's root device instead. A template with several mappings is left as it is:
+//! which of them is the root cannot be told apart safely.
+//!
+//! The answer is kept for [`ROOT_TTL`] per template and image, so a warm scaler reads
+//! the two descriptions once every few minutes, not once per launch.
 
 use crate::ec2::fleet_error;
 use crate::Ec2Fleet;
@@ -15,23 +20,104 @@ use aws_sdk_ec2::types::{
     FleetBlockDeviceMappingRequest, FleetEbsBlockDeviceRequest, LaunchTemplateBlockDeviceMapping,
 };
 use ephemera_core::ports::FleetError;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tracing::warn;
 
-/// What a CreateFleet override carries for an image that replaces the template's.
+/// How long a template's and image's root device answer is reused.
+pub(crate) const ROOT_TTL: Duration = Duration::from_secs(300);
+
+/// What a CreateFleet override carries for the image a launch runs.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ImageOverride {
-    pub image_id: String,
+    /// The pool's image, when it replaces the template's.
+    pub image_id: Option<String>,
     /// Empty when the template's mappings stay as they are.
     pub block_devices: Vec<FleetBlockDeviceMappingRequest>,
 }
 
+/// Answers of [`Ec2Fleet::image_override`] by template and pool image, with when they
+/// were read.
+pub(crate) type RootCache = Arc<Mutex<HashMap<(String, Option<String>), (Instant, ImageOverride)>>>;
+
 impl Ec2Fleet {
-    /// The override launching `image` through `template` (two reads: the image's root
-    /// device, the template's default version).
+    /// The override launching through `template` with the pool's `ami` (or the
+    /// template's own image): two reads, the template's default version and the image's
+    /// root device, reused for [`ROOT_TTL`].
     pub(crate) async fn image_override(
         &self,
         template: &str,
-        image: &str,
+        ami: Option<&str>,
     ) -> Result<ImageOverride, FleetError> {
+        let key = (template.to_owned(), ami.map(str::to_owned));
+        {
+            let cache = self.roots.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some((read, answer)) = cache.get(&key) {
+                if read.elapsed() < ROOT_TTL {
+                    return Ok(answer.clone());
+                }
+            }
+        }
+        let answer = self.read_image_override(template, ami).await?;
+        let mut cache = self.roots.lock().unwrap_or_else(|e| e.into_inner());
+        cache.insert(key, (Instant::now(), answer.clone()));
+        Ok(answer)
+    }
+
+    async fn read_image_override(
+        &self,
+        template: &str,
+        ami: Option<&str>,
+    ) -> Result<ImageOverride, FleetError> {
+        let versions = self
+            .client
+            .describe_launch_template_versions()
+            .launch_template_name(template)
+            .versions("$Default")
+            // An image named `resolve:ssm:...` comes back as the AMI id it resolves to.
+            .resolve_alias(true)
+            .send()
+            .await
+            .map_err(fleet_error)?;
+        let data = versions
+            .launch_template_versions()
+            .first()
+            .and_then(|version| version.launch_template_data());
+        let mappings = data
+            .map(|data| data.block_device_mappings())
+            .unwrap_or_default();
+        let image = match ami {
+            Some(ami) => Some(ami.to_owned()),
+            None => data.and_then(|d| d.image_id()).map(str::to_owned),
+        };
+        let unchanged = ImageOverride {
+            image_id: ami.map(str::to_owned),
+            block_devices: Vec::new(),
+        };
+        let Some(image) = image else {
+            return Ok(unchanged);
+        };
+        if mappings.is_empty() {
+            return Ok(unchanged);
+        }
+        let root = match self.root_device(&image).await {
+            Ok(root) => root,
+            // The template's own image: CreateFleet says what is wrong with it.
+            Err(FleetError::Rejected { code, message }) if ami.is_none() => {
+                warn!(%template, %image, %code, %message, "could not read the template image's root device; its mappings stay as they are");
+                return Ok(unchanged);
+            }
+            Err(err) => return Err(err),
+        };
+        Ok(ImageOverride {
+            block_devices: root_volume_on(&root, mappings).into_iter().collect(),
+            ..unchanged
+        })
+    }
+
+    /// The image's root device name (`/dev/xvda`, `/dev/sda1`).
+    async fn root_device(&self, image: &str) -> Result<String, FleetError> {
         let images = self
             .client
             .describe_images()
@@ -39,44 +125,29 @@ impl Ec2Fleet {
             .send()
             .await
             .map_err(fleet_error)?;
-        let root = images
+        images
             .images()
             .iter()
             .find(|found| found.image_id() == Some(image))
             .and_then(|found| found.root_device_name())
+            .map(str::to_owned)
             .ok_or_else(|| FleetError::Rejected {
                 code: "InvalidAMIID.NotFound".to_owned(),
                 message: format!("image {image} does not exist or has no root device"),
-            })?
-            .to_owned();
-        let versions = self
-            .client
-            .describe_launch_template_versions()
-            .launch_template_name(template)
-            .versions("$Default")
-            .send()
-            .await
-            .map_err(fleet_error)?;
-        let mappings = versions
-            .launch_template_versions()
-            .first()
-            .and_then(|version| version.launch_template_data())
-            .map(|data| data.block_device_mappings())
-            .unwrap_or_default();
-        Ok(ImageOverride {
-            image_id: image.to_owned(),
-            block_devices: root_volume_on(&root, mappings).into_iter().collect(),
-        })
+            })
     }
 }
 
-/// The template's single EBS mapping moved onto `root`; `None` when the template has no
-/// mapping, several, or one that is not an EBS volume.
+/// The template's single EBS mapping moved onto `root`; `None` when it names `root`
+/// already, or the template has no mapping, several, or one that is not an EBS volume.
 fn root_volume_on(
     root: &str,
     mappings: &[LaunchTemplateBlockDeviceMapping],
 ) -> Option<FleetBlockDeviceMappingRequest> {
     let [only] = mappings else { return None };
+    if only.device_name() == Some(root) {
+        return None;
+    }
     let ebs = only.ebs()?;
     let volume = FleetEbsBlockDeviceRequest::builder()
         .set_encrypted(ebs.encrypted())
@@ -130,5 +201,10 @@ mod tests {
         let two = [mapping("/dev/xvda", 30), mapping("/dev/xvdb", 100)];
         assert!(root_volume_on("/dev/sda1", &two).is_none());
         assert!(root_volume_on("/dev/sda1", &[]).is_none());
+    }
+
+    #[test]
+    fn a_mapping_already_on_the_images_root_device_stays() {
+        assert!(root_volume_on("/dev/xvda", &[mapping("/dev/xvda", 30)]).is_none());
     }
 }

@@ -3,11 +3,12 @@
 //! Every pool gets EC2 CreateFleet of type `instant` through a launch template, offering
 //! every instance type × subnet of the pool as overrides (spot with the
 //! capacity-optimized strategy, or on-demand). A pool that names an `ami` launches
-//! through the deployment's template with the image in every override ([`crate::image`]),
-//! so its instances carry the template's instance profile, security groups, metadata
-//! options and user data like every other runner. The instances carry the deployment
-//! and pool tags; which runner owns which instance is written in the runner records, so
-//! no per-instance call follows the launch.
+//! through the deployment's template with the image in every override, so its instances
+//! carry the template's instance profile, security groups, metadata options and user
+//! data like every other runner; and every launch has the template's root volume on the
+//! root device of the image it runs, read from the image ([`crate::image`]). The
+//! instances carry the deployment and pool tags; which runner owns which instance is
+//! written in the runner records, so no per-instance call follows the launch.
 
 use crate::ec2::{fleet_error, fleet_shortfall, OverrideError};
 use crate::image::ImageOverride;
@@ -30,11 +31,10 @@ struct NothingLaunched;
 impl Launcher for Ec2Fleet {
     #[instrument(skip_all, fields(pool = %request.pool, count = request.count, market = ?request.market))]
     async fn launch(&self, request: &FleetRequest) -> Result<FleetLaunch, FleetError> {
-        let image = match &request.ami {
-            Some(ami) => Some(self.image_override(&request.launch_template, ami).await?),
-            None => None,
-        };
-        let launch = self.create_fleet(request, image.as_ref()).await?;
+        let image = self
+            .image_override(&request.launch_template, request.ami.as_deref())
+            .await?;
+        let launch = self.create_fleet(request, Some(&image)).await?;
         if launch.instance_ids.is_empty() {
             return Err(launch
                 .shortfall
@@ -128,7 +128,7 @@ fn overrides(
                 FleetLaunchTemplateOverridesRequest::builder()
                     .instance_type(InstanceType::from(instance_type.as_str()))
                     .set_subnet_id(subnet.cloned())
-                    .set_image_id(image.map(|i| i.image_id.clone()))
+                    .set_image_id(image.and_then(|i| i.image_id.clone()))
                     .set_block_device_mappings(
                         image
                             .filter(|i| !i.block_devices.is_empty())
@@ -190,7 +190,7 @@ mod tests {
             .device_name("/dev/sda1")
             .build();
         let image = ImageOverride {
-            image_id: "ami-1".into(),
+            image_id: Some("ami-1".into()),
             block_devices: vec![root],
         };
         let offered = overrides(&request, Some(&image));

@@ -237,5 +237,12 @@ fn user_data_is_the_bootstrap_script(template: &Value) -> anyhow::Result<()> {
         "the user data in template.yaml differs from infra/runner/bootstrap.sh: copy the \
          script into the RunnerLaunchTemplate's UserData (indented) after editing it"
     );
+    // EC2 takes at most 16 KB of user data before base64: the script, and the line of
+    // settings before it (well under 512 bytes).
+    ensure!(
+        script.len() + 512 <= 16 * 1024,
+        "infra/runner/bootstrap.sh is {} bytes: the user data would pass EC2's 16 KB",
+        script.len()
+    );
     Ok(())
 }
