@@ -1,10 +1,13 @@
 //! The `ephemera` binary driven as an operator drives it (assert_cmd), against moto and
 //! the GitHub simulator: listing in both forms, the operator delete and its exit codes,
-//! and `config validate` / `config push`.
+//! `config validate` / `config push`, the dead-letter queue, unrouted jobs and errors.
 
 mod config;
 mod delete;
+mod dlq;
+mod errors;
 mod local;
+mod unrouted;
 mod views;
 
 use assert_cmd::Command;
@@ -103,7 +106,24 @@ impl Operator {
         Ok(command)
     }
 
-    /// Like [`Operator::run`], with the configuration file and GitHub (runners, pools).
+    /// `ephemera ARGS --endpoint-url … --region us-east-1` (for commands without a
+    /// `--table`, or to give another).
+    pub fn run_without_table(&self, args: &[&str]) -> anyhow::Result<Command> {
+        let mut command = ephemera()?;
+        command
+            .args(args)
+            .args(["--endpoint-url", &self.endpoint, "--region", "us-east-1"]);
+        Ok(command)
+    }
+
+    /// Like [`Operator::run`], with the configuration file (pools).
+    pub fn run_with_config(&self, args: &[&str]) -> anyhow::Result<Command> {
+        let mut command = self.run(args)?;
+        command.arg("--config").arg(&self.config);
+        Ok(command)
+    }
+
+    /// Like [`Operator::run`], with the configuration file and GitHub (runners delete).
     pub fn run_with_github(&self, args: &[&str]) -> anyhow::Result<Command> {
         let mut command = self.run(args)?;
         let key = workspace_path("tests/fixtures/github-app-test-key.pem");

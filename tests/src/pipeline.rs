@@ -240,7 +240,11 @@ impl Pipeline {
         };
         let handler = Arc::new(
             WebhookHandler::new(config.clone(), secrets_for_webhook, queue.clone())
-                .with_metrics(options.metrics.clone()),
+                .with_metrics(options.metrics.clone())
+                .with_unrouted(Arc::new(ephemera_aws::DynamoUnroutedJobs::new(
+                    counted_dynamodb(&sdk, &calls),
+                    &resources.table,
+                ))),
         );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let webhook_url = format!("http://{}/webhook", listener.local_addr()?);

@@ -29,6 +29,8 @@ pub fn init_tracing() {
         )
         .with_current_span(false)
         .without_time()
+        // CloudWatch stores the lines as they are: never colour codes.
+        .with_ansi(false)
         .init();
 }
 
@@ -140,6 +142,16 @@ impl LambdaEnv {
         Ok(DynamoRunnerStore::new(
             aws_sdk_dynamodb::Client::new(&self.sdk),
             self.var(TABLE)?,
+        ))
+    }
+
+    /// Where the webhook records jobs no pool takes: the table, when `EPHEMERA_TABLE`
+    /// is set (it is optional for the webhook, which otherwise never reads it).
+    pub fn unrouted_jobs(&self) -> Option<crate::DynamoUnroutedJobs> {
+        let table = self.var(TABLE).ok()?;
+        Some(crate::DynamoUnroutedJobs::new(
+            aws_sdk_dynamodb::Client::new(&self.sdk),
+            table,
         ))
     }
 

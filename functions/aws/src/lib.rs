@@ -7,11 +7,11 @@
 //! Layout: [`items`] maps records onto DynamoDB items and [`dynamo`] is the store (with
 //! the reaper's lease); [`ec2`] (with [`tags`]) launches, lists and terminates runner
 //! instances; [`jit`] hands JIT configs to instances; [`sqs`] is the jobs queue;
-//! [`secrets`] reads Secrets Manager; [`client`] builds the SDK configuration with its
-//! timeouts; [`lambda`] and [`reload`] are what the functions share at cold start and
-//! how they follow their configuration and secrets; [`bootstrap`] creates the resources
-//! for local runs and tests; [`stack`] reads a deployed stack's outputs for the
-//! operator CLI.
+//! [`unrouted`] keeps the jobs no pool takes; [`secrets`] reads Secrets Manager;
+//! [`client`] builds the SDK configuration with its timeouts; [`lambda`] and [`reload`]
+//! are what the functions share at cold start and how they follow their configuration
+//! and secrets; [`bootstrap`] creates the resources for local runs and tests; [`stack`]
+//! reads a deployed stack's outputs for the operator CLI.
 
 pub mod bootstrap;
 pub mod client;
@@ -27,6 +27,7 @@ pub mod secrets;
 pub mod sqs;
 pub mod stack;
 pub mod tags;
+pub mod unrouted;
 
 pub use bootstrap::{ensure_resources, ResourceNames, Resources};
 pub use client::{sdk_config, AwsSettings};
@@ -36,3 +37,4 @@ pub use items::runner_to_item;
 pub use jit::DynamoJitConfigs;
 pub use secrets::read_secret;
 pub use sqs::{ReceivedMessage, SqsJobQueue};
+pub use unrouted::DynamoUnroutedJobs;

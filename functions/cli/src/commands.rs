@@ -1,12 +1,15 @@
 //! The grammar of `ephemera` (clap derive) and the dispatch of each command.
 //!
-//! The deployment options (`--stack`, `--table`, `--queue-url`, `--config-parameter`,
-//! `--region`, `--endpoint-url`) are accepted anywhere after an operator command's name;
-//! `local` keeps its own flags.
+//! Each command takes the deployment options it uses and no others (`--stack`,
+//! `--region` and `--endpoint-url` always; `--table`, `--queue-url`,
+//! `--config-parameter`, `--config` and the GitHub App's options where they are read),
+//! after the command's full name; `local` keeps its own flags. Every command's `--help`
+//! ends with examples.
 
-use crate::exit::{Failure, EXIT_CODES_HELP};
-use crate::target::{Deployment, GitHubArgs, TargetArgs};
-use crate::{config_cmd, pools, runners};
+use crate::errors::describe;
+use crate::exit::Failure;
+use crate::target::{Deployment, GitHubArgs};
+use crate::{config_cmd, dlq, pools, runners};
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
@@ -15,48 +18,48 @@ use std::process::ExitCode;
     name = "ephemera",
     version,
     about = "Autoscaled, just-in-time GitHub Actions runners on AWS",
-    after_help = EXIT_CODES_HELP
+    after_help = TOP_HELP
 )]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
 }
 
+const TOP_HELP: &str = concat!(
+    "Examples:
+  ephemera pools --stack ephemera
+  ephemera runners list --stack ephemera --status running,error
+  ephemera jobs list --stack ephemera --status unrouted
+  ephemera jobs dlq list --stack ephemera
+  ephemera config validate infra/config.example.yaml
+
+",
+    crate::exit::exit_codes!()
+);
+
 #[derive(Subcommand)]
 enum Command {
     /// Runner records: list, show, delete.
-    #[command(after_help = EXIT_CODES_HELP)]
     Runners {
         #[command(subcommand)]
         command: RunnersCommand,
-        #[command(flatten)]
-        target: TargetArgs,
-        #[command(flatten)]
-        github: GitHubArgs,
     },
-    /// Per pool: limits, slots used, live runners by status, queued jobs.
-    Pools {
-        #[command(flatten)]
-        args: pools::PoolsArgs,
-        #[command(flatten)]
-        target: TargetArgs,
-        #[command(flatten)]
-        github: GitHubArgs,
-    },
-    /// Jobs seen by the webhook.
+    /// Per pool: limits, slots used, live runners by status, queued jobs; the jobs
+    /// queue and its dead-letter queue.
+    #[command(after_help = "Examples:
+  ephemera pools --stack ephemera
+  ephemera pools --table ephemera-runners --queue-url URL --config infra/config.example.yaml
+  ephemera pools --stack ephemera --json | jq '.queue.dead_letter'")]
+    Pools(pools::PoolsArgs),
+    /// Jobs seen by the webhook, jobs no pool takes, and the scaler's dead-letter queue.
     Jobs {
         #[command(subcommand)]
         command: JobsCommand,
-        #[command(flatten)]
-        target: TargetArgs,
     },
     /// Check a configuration file, or push it to the deployment.
-    #[command(after_help = EXIT_CODES_HELP)]
     Config {
         #[command(subcommand)]
         command: ConfigCommand,
-        #[command(flatten)]
-        target: TargetArgs,
     },
     /// Run the webhook, scaler and reaper in one process (on a laptop against the moto
     /// emulator, or against real AWS).
@@ -67,26 +70,75 @@ enum Command {
 #[derive(Subcommand)]
 enum RunnersCommand {
     /// Runners by status (every status but deleted unless --status says).
+    #[command(after_help = "Examples:
+  ephemera runners list --stack ephemera
+  ephemera runners list --stack ephemera --pool linux-x64 --status running,error
+  ephemera runners list --stack ephemera --status deleted --json")]
     List(runners::ListArgs),
     /// Every field of one runner and its history.
+    #[command(after_help = "Examples:
+  ephemera runners show eph-linux-x64-l9nj93ftms --stack ephemera
+  ephemera runners show eph-linux-x64-l9nj93ftms --stack ephemera --json | jq .history")]
     Show(runners::ShowArgs),
     /// Remove a runner from GitHub, then mark it for the reaper (exit code 3 when it is
     /// running a job).
-    #[command(after_help = EXIT_CODES_HELP)]
+    #[command(after_help = concat!(
+        "Examples:
+  ephemera runners delete eph-linux-x64-l9nj93ftms --stack ephemera --github-app-key app.pem
+  ephemera runners delete eph-linux-x64-l9nj93ftms --force --stack ephemera --github-app-key app.pem
+  ephemera runners delete eph-linux-x64-l9nj93ftms --force --no-github --stack ephemera
+
+",
+        crate::exit::exit_codes!()
+    ))]
     Delete(runners::DeleteArgs),
 }
 
 #[derive(Subcommand)]
 enum JobsCommand {
-    /// Jobs by status (queued and in_progress unless --status says).
+    /// Jobs by status (queued and in_progress unless --status says; `unrouted` lists
+    /// the jobs no pool takes).
+    #[command(after_help = "Examples:
+  ephemera jobs list --stack ephemera
+  ephemera jobs list --stack ephemera --status queued --pool linux-x64
+  ephemera jobs list --stack ephemera --status unrouted --json")]
     List(pools::JobsListArgs),
+    /// The scaler's dead-letter queue: the messages it gave up on.
+    Dlq {
+        #[command(subcommand)]
+        command: DlqCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum DlqCommand {
+    /// What is in the dead-letter queue: job, repository, labels, receives and why it
+    /// failed when known. Reads without consuming (each message is received, then made
+    /// visible again at once; that adds one to its receive count).
+    #[command(after_help = "Examples:
+  ephemera jobs dlq list --stack ephemera
+  ephemera jobs dlq list --queue-url URL --table ephemera-runners --json")]
+    List(dlq::ListArgs),
+    /// Put every message of the dead-letter queue back on the jobs queue, body
+    /// unchanged. Each is deleted from the dead-letter queue only after it was sent, so
+    /// a crash can leave a message in both queues but never lose one; the duplicate is
+    /// harmless, as the scaler handles a job idempotently. Asks first (--yes does not).
+    #[command(after_help = "Examples:
+  ephemera jobs dlq redrive --stack ephemera
+  ephemera jobs dlq redrive --stack ephemera --yes")]
+    Redrive(dlq::RedriveArgs),
 }
 
 #[derive(Subcommand)]
 enum ConfigCommand {
     /// Check a file: every problem with its file, line and field (exit code 7).
+    #[command(after_help = "Examples:
+  ephemera config validate infra/config.example.yaml")]
     Validate(config_cmd::ValidateArgs),
     /// Check a file, then write it to the deployment's configuration parameter.
+    #[command(after_help = "Examples:
+  ephemera config push infra/config.example.yaml --stack ephemera
+  ephemera config push big.yaml --config-parameter /ephemera/config --advanced-tier")]
     Push(config_cmd::PushArgs),
 }
 
@@ -94,49 +146,56 @@ enum ConfigCommand {
 pub async fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Command::Local(args) => crate::local::run(args).await.map_err(Failure::from),
-        Command::Runners {
-            command,
-            target,
-            github,
-        } => {
-            let mut deployment = Deployment::new(target, github).await;
-            match command {
-                RunnersCommand::List(args) => runners::list(&mut deployment, args).await,
-                RunnersCommand::Show(args) => runners::show(&mut deployment, args).await,
-                RunnersCommand::Delete(args) => runners::delete(&mut deployment, args).await,
+        Command::Runners { command } => match command {
+            RunnersCommand::List(args) => {
+                let mut deployment = Deployment::new(args.target(), GitHubArgs::default()).await;
+                runners::list(&mut deployment, args).await
             }
+            RunnersCommand::Show(args) => {
+                let mut deployment = Deployment::new(args.target(), GitHubArgs::default()).await;
+                runners::show(&mut deployment, args).await
+            }
+            RunnersCommand::Delete(args) => {
+                let mut deployment = Deployment::new(args.target(), args.github()).await;
+                runners::delete(&mut deployment, args).await
+            }
+        },
+        Command::Pools(args) => {
+            let mut deployment = Deployment::new(args.target(), args.github()).await;
+            pools::pools(&mut deployment, args).await
         }
-        Command::Pools {
-            args,
-            target,
-            github,
-        } => pools::pools(&mut Deployment::new(target, github).await, args).await,
-        Command::Jobs {
-            command: JobsCommand::List(args),
-            target,
-        } => {
-            pools::jobs(
-                &mut Deployment::new(target, GitHubArgs::default()).await,
-                args,
-            )
-            .await
-        }
+        Command::Jobs { command } => match command {
+            JobsCommand::List(args) => {
+                let mut deployment = Deployment::new(args.target(), GitHubArgs::default()).await;
+                pools::jobs(&mut deployment, args).await
+            }
+            JobsCommand::Dlq {
+                command: DlqCommand::List(args),
+            } => {
+                let mut deployment = Deployment::new(args.target(), GitHubArgs::default()).await;
+                dlq::list(&mut deployment, args).await
+            }
+            JobsCommand::Dlq {
+                command: DlqCommand::Redrive(args),
+            } => {
+                let mut deployment = Deployment::new(args.target(), GitHubArgs::default()).await;
+                dlq::redrive(&mut deployment, args).await
+            }
+        },
         Command::Config {
             command: ConfigCommand::Validate(args),
-            ..
         } => config_cmd::validate(args),
         Command::Config {
             command: ConfigCommand::Push(args),
-            target,
         } => {
-            let mut deployment = Deployment::new(target, GitHubArgs::default()).await;
+            let mut deployment = Deployment::new(args.target(), GitHubArgs::default()).await;
             config_cmd::push(&mut deployment, args).await
         }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
-            eprintln!("error: {:#}", failure.error);
+            eprintln!("error: {}", describe(&failure.error));
             failure.exit_code()
         }
     }
@@ -158,7 +217,101 @@ mod tests {
             "ephemera", "runners", "delete", "r1", "--force", "--table", "t", "--region", "x",
         ]);
         assert!(cli.is_ok());
-        let cli = Cli::try_parse_from(["ephemera", "runners", "--stack", "s", "list", "--json"]);
+        let cli = Cli::try_parse_from(["ephemera", "runners", "list", "--stack", "s", "--json"]);
         assert!(cli.is_ok());
+    }
+
+    /// The long help of the command at `path`.
+    fn help_of(path: &[&str]) -> String {
+        let mut command = Cli::command();
+        let mut current = &mut command;
+        for name in path {
+            current = current
+                .find_subcommand_mut(name)
+                .unwrap_or_else(|| panic!("no command {name}"));
+        }
+        current.render_long_help().to_string()
+    }
+
+    #[test]
+    fn every_command_has_examples_and_only_the_options_it_uses() {
+        let commands: [(&[&str], &[&str], &[&str]); 9] = [
+            (
+                &["runners", "list"],
+                &["--table", "--status"],
+                &["--queue-url", "--github-app-key", "--config "],
+            ),
+            (
+                &["runners", "show"],
+                &["--table"],
+                &["--queue-url", "--github-app-key", "--config-parameter"],
+            ),
+            (
+                &["runners", "delete"],
+                &["--github-app-key", "--no-github", "--config "],
+                &["--queue-url"],
+            ),
+            (
+                &["pools"],
+                &["--queue-url", "--config "],
+                &["--github-app-key", "--github-api-url"],
+            ),
+            (
+                &["jobs", "list"],
+                &["--table", "--status"],
+                &["--queue-url", "--github-app-key", "--config "],
+            ),
+            (
+                &["jobs", "dlq", "list"],
+                &["--queue-url", "--table"],
+                &["--github-app-key", "--config "],
+            ),
+            (
+                &["jobs", "dlq", "redrive"],
+                &["--queue-url", "--yes"],
+                &["--table", "--github-app-key"],
+            ),
+            (
+                &["config", "validate"],
+                &[],
+                &["--stack", "--table", "--region"],
+            ),
+            (
+                &["config", "push"],
+                &["--config-parameter", "--stack"],
+                &["--table", "--queue-url", "--github-app-key"],
+            ),
+        ];
+        for (path, present, absent) in commands {
+            let help = help_of(path);
+            assert!(help.contains("Examples:\n  ephemera "), "{path:?}: {help}");
+            for option in present {
+                assert!(help.contains(option), "{path:?} lacks {option}: {help}");
+            }
+            for option in absent {
+                assert!(!help.contains(option), "{path:?} lists {option}: {help}");
+            }
+        }
+        assert!(help_of(&[]).contains("Examples:"));
+        assert!(help_of(&["local"]).contains("Examples:"));
+    }
+
+    #[test]
+    fn status_options_list_their_values() {
+        let help = help_of(&["runners", "list"]);
+        for status in [
+            "pending_create",
+            "running",
+            "pending_force_delete",
+            "deleted",
+        ] {
+            assert!(help.contains(status), "{status}: {help}");
+        }
+        let help = help_of(&["jobs", "list"]);
+        for status in ["queued", "in_progress", "completed", "unrouted"] {
+            assert!(help.contains(status), "{status}: {help}");
+        }
+        let wrong = Cli::try_parse_from(["ephemera", "jobs", "list", "--status", "nope"]);
+        assert!(wrong.is_err());
     }
 }

@@ -8,7 +8,7 @@
 //! invocation after that check.
 
 use crate::exit::{Failure, Outcome, INVALID_CONFIG, REFUSED};
-use crate::target::Deployment;
+use crate::target::{ConfigParameterArg, Deployment, StackArgs, TargetArgs};
 use anyhow::Context;
 use aws_sdk_ssm::types::{ParameterTier, ParameterType};
 use clap::Args;
@@ -40,6 +40,16 @@ pub struct PushArgs {
     /// per parameter and month, and a parameter never goes back to Standard).
     #[arg(long)]
     advanced_tier: bool,
+    #[command(flatten)]
+    stack: StackArgs,
+    #[command(flatten)]
+    config_parameter: ConfigParameterArg,
+}
+
+impl PushArgs {
+    pub fn target(&self) -> TargetArgs {
+        TargetArgs::new(&self.stack).config_parameter(&self.config_parameter)
+    }
 }
 
 /// The SSM tier `text` needs, or exit code 7 saying why it cannot be stored.

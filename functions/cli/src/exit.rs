@@ -10,7 +10,8 @@ use std::process::ExitCode;
 pub const OK: u8 = 0;
 /// Something failed that is not one of the cases below (AWS, files, network).
 pub const FAILURE: u8 = 1;
-/// The command line is wrong or incomplete (also clap's own code for usage errors).
+/// The command line is wrong or incomplete (also clap's own code for usage errors), or
+/// `jobs dlq redrive` would need a confirmation it cannot ask for.
 pub const USAGE: u8 = 2;
 /// GitHub refused to remove the runner because it is running a job (HTTP 422).
 pub const BUSY: u8 = 3;
@@ -20,23 +21,30 @@ pub const NOT_FOUND: u8 = 4;
 pub const GITHUB: u8 = 5;
 /// The record is in a status that does not allow what was asked (already being
 /// deleted, already deleted, changed concurrently), or a push would change the
-/// deployment name.
+/// deployment name, or a redrive was not confirmed.
 pub const REFUSED: u8 = 6;
 /// The configuration file is invalid.
 pub const INVALID_CONFIG: u8 = 7;
 
-/// The exit codes, as `--help` shows them.
-pub const EXIT_CODES_HELP: &str = "\
-Exit codes:
+/// The exit codes, as `--help` shows them (a literal, for `concat!`).
+macro_rules! exit_codes {
+    () => {
+        "Exit codes:
   0  done
   1  failure (AWS, files, network)
-  2  usage: a missing or wrong option
+  2  usage: a missing or wrong option; jobs dlq redrive without --yes off a terminal
   3  runners delete: the runner is running a job; GitHub refused to remove it (422)
   4  runners show/delete: no such runner
-  5  GitHub error other than busy (credentials, rate limit, outage)
+  5  GitHub error other than busy (credentials, rate limit, outage, App not installed)
   6  refused: the runner is already being deleted or deleted, or changed meanwhile;
-     config push: the file names another deployment
-  7  config validate/push: the configuration is invalid";
+     config push: the file names another deployment; jobs dlq redrive: not confirmed
+  7  config validate/push: the configuration is invalid"
+    };
+}
+pub(crate) use exit_codes;
+
+/// The exit codes, as `--help` shows them.
+pub const EXIT_CODES_HELP: &str = exit_codes!();
 
 /// An error with the exit code it ends the process with.
 #[derive(Debug)]

@@ -9,7 +9,9 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::post;
 use clap::{Args, ValueEnum};
-use ephemera_aws::{AwsSettings, DynamoJitConfigs, DynamoRunnerStore, Ec2Fleet, SqsJobQueue};
+use ephemera_aws::{
+    AwsSettings, DynamoJitConfigs, DynamoRunnerStore, DynamoUnroutedJobs, Ec2Fleet, SqsJobQueue,
+};
 use ephemera_core::config::{ranges, Config};
 use ephemera_core::handlers::reaper::Reaper;
 use ephemera_core::handlers::scaler::{BatchItem, Scaler};
@@ -63,10 +65,13 @@ pub struct LocalArgs {
     /// Run only these parts (repeatable); all three when absent.
     #[arg(long, value_enum)]
     only: Vec<Part>,
-    /// The DynamoDB table; default `<deployment>-runners`.
+    /// The DynamoDB table; default `<deployment>-runners` (with --bootstrap: the table
+    /// created).
     #[arg(long)]
     table: Option<String>,
-    /// The jobs queue URL; default: the queue named `<deployment>-jobs`.
+    /// The jobs queue URL; default: the queue named `<deployment>-jobs` (with
+    /// --bootstrap: its last path segment names the queue created, and `<name>-dlq` its
+    /// dead-letter queue).
     #[arg(long)]
     queue_url: Option<String>,
     /// AWS endpoint (the emulator); `AWS_ENDPOINT_URL` does the same.
@@ -85,6 +90,23 @@ enum Part {
     Webhook,
     Scaler,
     Reaper,
+}
+
+/// The deployment's resource names, with `--table` and `--queue-url` instead of the
+/// conventional ones when given: `--bootstrap` then creates (or finds) those, and a
+/// queue named by URL gets its dead-letter queue as `<queue>-dlq`.
+fn resource_names(deployment: &str, args: &LocalArgs) -> ephemera_aws::ResourceNames {
+    let mut names = ephemera_aws::ResourceNames::for_deployment(deployment);
+    if let Some(table) = &args.table {
+        names.table = table.clone();
+    }
+    if let Some(url) = &args.queue_url {
+        if let Some(queue) = url.trim_end_matches('/').rsplit('/').next() {
+            names.queue = queue.to_owned();
+            names.dlq = format!("{queue}-dlq");
+        }
+    }
+    names
 }
 
 pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
@@ -117,13 +139,13 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
         ..AwsSettings::default()
     };
     let sdk = ephemera_aws::sdk_config(&settings).await;
-    let names = ephemera_aws::bootstrap::ResourceNames::for_deployment(&config.deployment);
+    let names = resource_names(&config.deployment, &args);
     let (table, queue_url) = if args.bootstrap {
         let made = ephemera_aws::bootstrap::ensure_resources(&sdk, &names).await?;
         info!(table = %made.table, queue_url = %made.queue_url, "resources ready");
         (made.table, made.queue_url)
     } else {
-        let table = args.table.clone().unwrap_or(names.table.clone());
+        let table = names.table.clone();
         let queue_url = match args.queue_url.clone() {
             Some(url) => url,
             None => ephemera_aws::sqs::queue_url(&aws_sdk_sqs_client(&sdk), &names.queue).await?,
@@ -142,7 +164,11 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
         let secrets = webhook_secrets_from_env()?;
         let handler = Arc::new(
             WebhookHandler::new(config.clone(), secrets, queue.clone())
-                .with_metrics(metrics.clone()),
+                .with_metrics(metrics.clone())
+                .with_unrouted(Arc::new(DynamoUnroutedJobs::new(
+                    aws_sdk_dynamodb::Client::new(&sdk),
+                    table.clone(),
+                ))),
         );
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
@@ -389,4 +415,39 @@ async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Local {
+        #[command(flatten)]
+        args: LocalArgs,
+    }
+
+    fn names(extra: &[&str]) -> ephemera_aws::ResourceNames {
+        let mut argv = vec!["local", "--config", "c.yaml"];
+        argv.extend_from_slice(extra);
+        let local = Local::try_parse_from(argv).expect("parsed");
+        resource_names("eph", &local.args)
+    }
+
+    #[test]
+    fn bootstrap_makes_the_table_and_queue_it_is_given() {
+        let conventional = ephemera_aws::ResourceNames::for_deployment("eph");
+        assert_eq!(names(&[]), conventional);
+        let given = names(&[
+            "--table",
+            "my-table",
+            "--queue-url",
+            "http://127.0.0.1:5000/123456789012/my-jobs",
+        ]);
+        assert_eq!(given.table, "my-table");
+        assert_eq!(given.queue, "my-jobs");
+        assert_eq!(given.dlq, "my-jobs-dlq");
+        assert_eq!(given.jit_table, conventional.jit_table);
+    }
 }

@@ -32,8 +32,8 @@ impl Cell {
         let colour = match text.as_str() {
             "running" | "idle" | "completed" => Some(GREEN),
             "active" | "in_progress" => Some(CYAN),
-            "error" | "offline" => Some(RED),
-            "deleted" | "terminated" => Some(DIM),
+            "error" | "offline" | "unrouted" => Some(RED),
+            "deleted" | "terminated" | "gone" => Some(DIM),
             "pending_create" | "creating" | "pending" | "queued" => Some(YELLOW),
             "pending_delete" | "pending_force_delete" | "deleting" => Some(MAGENTA),
             _ => None,

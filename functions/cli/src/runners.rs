@@ -8,13 +8,18 @@
 
 use crate::exit::{Failure, Outcome, BUSY, GITHUB, NOT_FOUND, REFUSED};
 use crate::render::{age, colour_stdout, or_dash, when, Cell, Table};
-use crate::target::Deployment;
+use crate::target::{
+    ConfigFileArg, ConfigParameterArg, Deployment, GitHubArgs, GitHubKeyArgs, StackArgs, TableArg,
+    TargetArgs,
+};
 use crate::views::{print_json, RunnerDetail, RunnerRow};
-use clap::Args;
+use clap::builder::PossibleValue;
+use clap::{Args, ValueEnum};
 use ephemera_core::lifecycle::{InstanceStatus, RunnerStatus};
 use ephemera_core::model::RunnerRecord;
 use ephemera_core::ports::{
-    Forge, RunnerRemoval, RunnerScope, RunnerStore, RunnerUpdate, StoreError, Transition,
+    Forge, ForgeError, RunnerRemoval, RunnerScope, RunnerStore, RunnerUpdate, StoreError,
+    Transition,
 };
 use serde::Serialize;
 use time::OffsetDateTime;
@@ -27,10 +32,44 @@ pub struct ListArgs {
     /// Only runners in these statuses (repeatable or comma-separated; default: every
     /// status but `deleted`).
     #[arg(long, value_name = "STATUS", value_delimiter = ',')]
-    status: Vec<InstanceStatus>,
+    status: Vec<StatusArg>,
     /// JSON on stdout: `{"runners": [...]}`.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    stack: StackArgs,
+    #[command(flatten)]
+    table: TableArg,
+}
+
+impl ListArgs {
+    pub fn target(&self) -> TargetArgs {
+        TargetArgs::new(&self.stack).table(&self.table)
+    }
+}
+
+/// A runner status on the command line, its values listed by `--help`.
+#[derive(Debug, Clone, Copy)]
+struct StatusArg(InstanceStatus);
+
+const STATUS_ARGS: [StatusArg; InstanceStatus::ALL.len()] = {
+    let mut all = [StatusArg(InstanceStatus::ALL[0]); InstanceStatus::ALL.len()];
+    let mut i = 0;
+    while i < all.len() {
+        all[i] = StatusArg(InstanceStatus::ALL[i]);
+        i += 1;
+    }
+    all
+};
+
+impl ValueEnum for StatusArg {
+    fn value_variants<'a>() -> &'a [Self] {
+        &STATUS_ARGS
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(PossibleValue::new(self.0.as_str()))
+    }
 }
 
 #[derive(Args, Debug)]
@@ -40,17 +79,54 @@ pub struct ShowArgs {
     /// JSON on stdout: every field and `history`.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    stack: StackArgs,
+    #[command(flatten)]
+    table: TableArg,
+}
+
+impl ShowArgs {
+    pub fn target(&self) -> TargetArgs {
+        TargetArgs::new(&self.stack).table(&self.table)
+    }
 }
 
 #[derive(Args, Debug)]
 pub struct DeleteArgs {
     /// The runner's name.
     name: String,
-    /// Mark it `pending_force_delete`: the reaper then ignores EC2 errors and deletes
-    /// the record in one pass. GitHub must still let the runner go: a busy runner is
-    /// never deleted.
+    /// Mark it `pending_force_delete`: the reaper then ignores EC2 and GitHub errors and
+    /// deletes the record in one pass. GitHub must still let the runner go: a busy
+    /// runner is never deleted (unless --no-github).
     #[arg(long)]
     force: bool,
+    /// With --force, do not ask GitHub at all: for a runner GitHub cannot be asked
+    /// about (the App is no longer installed on its owner). Nothing then checks that it
+    /// is idle: terminating its instance ends any job it runs.
+    #[arg(long, requires = "force")]
+    no_github: bool,
+    #[command(flatten)]
+    stack: StackArgs,
+    #[command(flatten)]
+    table: TableArg,
+    #[command(flatten)]
+    config_parameter: ConfigParameterArg,
+    #[command(flatten)]
+    config: ConfigFileArg,
+    #[command(flatten)]
+    github: GitHubKeyArgs,
+}
+
+impl DeleteArgs {
+    pub fn target(&self) -> TargetArgs {
+        TargetArgs::new(&self.stack)
+            .table(&self.table)
+            .config_parameter(&self.config_parameter)
+    }
+
+    pub fn github(&self) -> GitHubArgs {
+        GitHubArgs::new(&self.config, Some(&self.github))
+    }
 }
 
 #[derive(Serialize)]
@@ -60,13 +136,13 @@ struct RunnerList {
 
 pub async fn list(deployment: &mut Deployment, args: ListArgs) -> Outcome {
     let store = deployment.store().await?;
-    let statuses = if args.status.is_empty() {
+    let statuses: Vec<InstanceStatus> = if args.status.is_empty() {
         InstanceStatus::ALL
             .into_iter()
             .filter(|s| s.is_live())
             .collect()
     } else {
-        args.status
+        args.status.iter().map(|s| s.0).collect()
     };
     deployment.progress.wait("reading runners");
     let mut runners = store.list_runners(&statuses).await?;
@@ -177,15 +253,18 @@ pub async fn delete(deployment: &mut Deployment, args: DeleteArgs) -> Outcome {
         return Ok(());
     }
     match record.github_runner_id {
+        _ if args.no_github => deployment
+            .progress
+            .step(format!("not asking GitHub about {name} (--no-github)")),
         Some(runner_id) => remove_from_github(deployment, &store, &record, runner_id).await?,
         None => deployment
             .progress
             .step(format!("{name} was never registered on GitHub")),
     }
-    let reason = if args.force {
-        "operator --force"
-    } else {
-        "operator"
+    let reason = match (args.force, args.no_github) {
+        (true, true) => "operator --force --no-github",
+        (true, false) => "operator --force",
+        _ => "operator",
     };
     deployment
         .progress
@@ -281,6 +360,9 @@ async fn remove_from_github(
             let repo = job.map(|job| format!("{}/{}", job.owner, job.repo));
             Err(Failure::msg(BUSY, busy_message(record, repo)))
         }
+        Err(ForgeError::Rejected { status: 404, .. }) => {
+            Err(Failure::msg(GITHUB, not_installed_message(record)))
+        }
         Err(err) => Err(Failure::new(
             GITHUB,
             anyhow::Error::new(err).context(format!(
@@ -288,6 +370,27 @@ async fn remove_from_github(
             )),
         )),
     }
+}
+
+/// GitHub answered 404 before the removal itself (the installation token, or the
+/// installation of the owner): the App is not installed there, so GitHub cannot be asked.
+fn not_installed_message(record: &RunnerRecord) -> String {
+    let owner = match &record.repo {
+        Some(repo) => format!("{}/{repo}", record.owner),
+        None => record.owner.clone(),
+    };
+    let installation = record
+        .installation_id
+        .map(|id| format!(" (installation {id})"))
+        .unwrap_or_default();
+    format!(
+        "GitHub answered 404: the GitHub App is not installed on {owner}{installation}, so \
+         GitHub cannot be asked to remove runner {name}. Nothing was changed. Install the \
+         App on {owner} again and retry, or remove the runner without asking GitHub: \
+         `ephemera runners delete {name} --force --no-github` (the reaper then terminates \
+         its instance and deletes the record; the registration, if any, is left to GitHub)",
+        name = record.name
+    )
 }
 
 fn busy_message(record: &RunnerRecord, repo: Option<String>) -> String {

@@ -1,6 +1,7 @@
-//! Which deployment an operator command talks to, and how to reach it: the options every
-//! operator command takes, resolved lazily into the table, the configuration and the
-//! GitHub App — each read only when the command needs it.
+//! Which deployment an operator command talks to, and how to reach it: the groups of
+//! options the commands take (each command takes only those it uses), resolved lazily
+//! into the table, the queue, the configuration and the GitHub App — each read only when
+//! the command needs it.
 //!
 //! `--stack NAME` reads the stack's outputs (`TableName`, `QueueUrl`,
 //! `ConfigParameterName`); `--table`, `--queue-url` and `--config-parameter` name the
@@ -19,55 +20,125 @@ use ephemera_github::{GitHubApp, GitHubAppConfig};
 use secrecy::SecretString;
 use std::path::PathBuf;
 
-/// Where the deployment is (accepted by every operator command).
+/// Which deployment, and where AWS is: taken by every command that talks to one.
 #[derive(Args, Debug, Clone, Default)]
 #[command(next_help_heading = "Deployment")]
-pub struct TargetArgs {
-    /// The deployment's CloudFormation stack: table, queue and configuration parameter
-    /// are read from its outputs.
-    #[arg(long, global = true, env = "EPHEMERA_STACK", value_name = "NAME")]
+pub struct StackArgs {
+    /// The deployment's CloudFormation stack: the table, queue and configuration
+    /// parameter this command uses are read from its outputs.
+    #[arg(long, env = "EPHEMERA_STACK", value_name = "NAME")]
     pub stack: Option<String>,
-    /// The DynamoDB table (overrides the stack's `TableName`).
-    #[arg(long, global = true, env = "EPHEMERA_TABLE", value_name = "NAME")]
-    pub table: Option<String>,
-    /// The jobs queue (overrides the stack's `QueueUrl`).
-    #[arg(long, global = true, env = "EPHEMERA_QUEUE_URL", value_name = "URL")]
-    pub queue_url: Option<String>,
-    /// The SSM parameter holding the configuration (overrides the stack's
-    /// `ConfigParameterName`).
-    #[arg(
-        long,
-        global = true,
-        env = "EPHEMERA_CONFIG_PARAMETER",
-        value_name = "NAME"
-    )]
-    pub config_parameter: Option<String>,
     /// The AWS region (default: from the environment and profile, else us-east-1).
-    #[arg(long, global = true, env = "AWS_REGION", value_name = "REGION")]
+    #[arg(long, env = "AWS_REGION", value_name = "REGION")]
     pub region: Option<String>,
     /// An AWS endpoint to use instead of AWS's own (an emulator).
-    #[arg(long, global = true, env = "AWS_ENDPOINT_URL", value_name = "URL")]
+    #[arg(long, env = "AWS_ENDPOINT_URL", value_name = "URL")]
     pub endpoint_url: Option<String>,
 }
 
-/// The configuration and GitHub access (commands that need them).
+/// The table, for commands that read or write it.
+#[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Deployment")]
+pub struct TableArg {
+    /// The DynamoDB table (overrides the stack's `TableName`).
+    #[arg(long, env = "EPHEMERA_TABLE", value_name = "NAME")]
+    pub table: Option<String>,
+}
+
+/// The jobs queue, for commands that read it.
+#[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Deployment")]
+pub struct QueueArg {
+    /// The jobs queue (overrides the stack's `QueueUrl`).
+    #[arg(long, env = "EPHEMERA_QUEUE_URL", value_name = "URL")]
+    pub queue_url: Option<String>,
+}
+
+/// The configuration parameter, for commands that read or write it.
+#[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Deployment")]
+pub struct ConfigParameterArg {
+    /// The SSM parameter holding the configuration (overrides the stack's
+    /// `ConfigParameterName`).
+    #[arg(long, env = "EPHEMERA_CONFIG_PARAMETER", value_name = "NAME")]
+    pub config_parameter: Option<String>,
+}
+
+/// A configuration file instead of the deployment's parameter.
 #[derive(Args, Debug, Clone, Default)]
 #[command(next_help_heading = "Configuration and GitHub")]
-pub struct GitHubArgs {
+pub struct ConfigFileArg {
     /// Read the configuration from this file instead of the deployment's parameter.
-    #[arg(long, global = true, value_name = "FILE")]
+    #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+}
+
+/// The GitHub App, for commands that call GitHub.
+#[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Configuration and GitHub")]
+pub struct GitHubKeyArgs {
     /// The GitHub App's private key (PEM).
-    #[arg(
-        long,
-        global = true,
-        env = "EPHEMERA_GITHUB_APP_KEY_FILE",
-        value_name = "FILE"
-    )]
+    #[arg(long, env = "EPHEMERA_GITHUB_APP_KEY_FILE", value_name = "FILE")]
     pub github_app_key: Option<PathBuf>,
     /// GitHub API base URL; overrides `github.api_url` of the configuration.
-    #[arg(long, global = true, value_name = "URL")]
+    #[arg(long, value_name = "URL")]
     pub github_api_url: Option<String>,
+}
+
+/// Where the deployment is, gathered from the options a command takes (those it does
+/// not take stay `None`).
+#[derive(Debug, Clone, Default)]
+pub struct TargetArgs {
+    pub stack: Option<String>,
+    pub table: Option<String>,
+    pub queue_url: Option<String>,
+    pub config_parameter: Option<String>,
+    pub region: Option<String>,
+    pub endpoint_url: Option<String>,
+}
+
+impl TargetArgs {
+    pub fn new(stack: &StackArgs) -> TargetArgs {
+        TargetArgs {
+            stack: stack.stack.clone(),
+            region: stack.region.clone(),
+            endpoint_url: stack.endpoint_url.clone(),
+            ..TargetArgs::default()
+        }
+    }
+
+    pub fn table(mut self, arg: &TableArg) -> TargetArgs {
+        self.table = arg.table.clone();
+        self
+    }
+
+    pub fn queue(mut self, arg: &QueueArg) -> TargetArgs {
+        self.queue_url = arg.queue_url.clone();
+        self
+    }
+
+    pub fn config_parameter(mut self, arg: &ConfigParameterArg) -> TargetArgs {
+        self.config_parameter = arg.config_parameter.clone();
+        self
+    }
+}
+
+/// The configuration and GitHub access (commands that need them).
+#[derive(Debug, Clone, Default)]
+pub struct GitHubArgs {
+    pub config: Option<PathBuf>,
+    pub github_app_key: Option<PathBuf>,
+    pub github_api_url: Option<String>,
+}
+
+impl GitHubArgs {
+    pub fn new(config: &ConfigFileArg, key: Option<&GitHubKeyArgs>) -> GitHubArgs {
+        GitHubArgs {
+            config: config.config.clone(),
+            github_app_key: key.and_then(|k| k.github_app_key.clone()),
+            github_api_url: key.and_then(|k| k.github_api_url.clone()),
+        }
+    }
 }
 
 /// A deployment being talked to; everything is read on first use and kept.
@@ -134,6 +205,15 @@ impl Deployment {
             return Ok(Some(url.clone()));
         }
         Ok(self.outputs().await?.and_then(|o| o.queue_url.clone()))
+    }
+
+    /// The table when one was named or the stack has one (for what is only shown when
+    /// known).
+    pub async fn table_if_known(&mut self) -> Result<Option<String>, Failure> {
+        if let Some(table) = &self.target.table {
+            return Ok(Some(table.clone()));
+        }
+        Ok(self.outputs().await?.and_then(|o| o.table_name.clone()))
     }
 
     /// The configuration parameter: `--config-parameter`, else the stack's

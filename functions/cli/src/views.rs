@@ -6,20 +6,25 @@
 //! - `runners show --json`: `RunnerDetail`
 //! - `pools --json`: `{"pools": [PoolRow]}`
 //! - `jobs list --json`: `{"jobs": [JobRow]}`
+//! - `jobs dlq list --json`: `{"dead_letter_queue": URL, "messages": [DeadLetterRow]}`
 
 use ephemera_core::model::{HistoryEntry, JobRecord, RunnerRecord};
+use ephemera_core::unrouted::UnroutedJob;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use time::OffsetDateTime;
 
 /// The runner status to show: a deleted runner is gone from GitHub whatever its record
-/// last heard (`active` until the job that ended it), so it shows `terminated`.
+/// last heard (`active` until the job that ended it), so it shows `gone`.
 pub fn shown_runner_status(record: &RunnerRecord) -> String {
     if record.status == ephemera_core::lifecycle::InstanceStatus::Deleted {
-        return ephemera_core::lifecycle::RunnerStatus::Terminated.to_string();
+        return GONE.to_owned();
     }
     record.runner_status.to_string()
 }
+
+/// The runner status of a deleted runner.
+pub const GONE: &str = "gone";
 
 /// One runner in a list.
 #[derive(Debug, Serialize)]
@@ -108,7 +113,7 @@ impl From<&RunnerRecord> for RunnerDetail {
             name: r.name.clone(),
             pool: r.pool.clone(),
             status: r.status.to_string(),
-            runner_status: r.runner_status.to_string(),
+            runner_status: shown_runner_status(r),
             instance_id: r.instance_id.clone(),
             github_runner_id: r.github_runner_id,
             job_id: r.job_id,
@@ -149,7 +154,7 @@ pub struct PoolRow {
     pub queued_jobs: usize,
 }
 
-/// One job.
+/// One job (`status` `unrouted` with `pool` `""` for a job no pool takes).
 #[derive(Debug, Serialize)]
 pub struct JobRow {
     pub job_id: u64,
@@ -179,10 +184,47 @@ impl JobRow {
             age_seconds: (now - job.received_at).whole_seconds().max(0),
         }
     }
+
+    /// A job no pool takes: status `unrouted`, pool `""`.
+    pub fn unrouted(job: &UnroutedJob, now: OffsetDateTime) -> JobRow {
+        JobRow {
+            job_id: job.job_id,
+            status: UNROUTED.to_owned(),
+            pool: String::new(),
+            repo: format!("{}/{}", job.owner, job.repo),
+            run_id: job.run_id,
+            runner_name: None,
+            labels: job.labels.clone(),
+            received_at: job.received_at,
+            age_seconds: (now - job.received_at).whole_seconds().max(0),
+        }
+    }
 }
+
+/// The status shown for a job no pool takes.
+pub const UNROUTED: &str = "unrouted";
 
 /// Prints `value` as pretty JSON on stdout.
 pub fn print_json(value: &impl Serialize) -> anyhow::Result<()> {
     println!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ephemera_core::lifecycle::{InstanceStatus, RunnerStatus};
+    use time::macros::datetime;
+
+    #[test]
+    fn a_deleted_runner_never_shows_active() {
+        let at = datetime!(2025-01-02 00:00 UTC);
+        let mut record = RunnerRecord::new("eph-a".to_owned(), "linux".to_owned(), at);
+        record.runner_status = RunnerStatus::Active;
+        record.status = InstanceStatus::Running;
+        assert_eq!(RunnerRow::new(&record, at).runner_status, "active");
+        record.status = InstanceStatus::Deleted;
+        assert_eq!(RunnerRow::new(&record, at).runner_status, GONE);
+        assert_eq!(RunnerDetail::from(&record).runner_status, GONE);
+    }
 }

@@ -18,6 +18,7 @@
 //! - [`memory`]: in-memory implementations of the ports, for unit tests.
 //! - [`handlers`]: the webhook, scaler and reaper handlers, generic over the ports.
 //! - [`pace`]: GitHub registrations spread evenly over the App's rate limit.
+//! - [`unrouted`]: the trace of jobs no pool takes, for the operator.
 //! - [`backoff`], [`names`], [`clock`]: small pieces used by the handlers.
 
 pub mod backoff;
@@ -34,6 +35,7 @@ pub mod names;
 pub mod pace;
 pub mod ports;
 pub mod routing;
+pub mod unrouted;
 pub mod webhook;
 
 pub use time::OffsetDateTime;

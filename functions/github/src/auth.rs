@@ -160,7 +160,21 @@ impl GitHubApp {
         let call = Call::post(format!(
             "/app/installations/{installation_id}/access_tokens"
         ));
-        let reply = self.send(&ACCESS_TOKEN, &call, &jwt).await?;
+        let reply = match self.send(&ACCESS_TOKEN, &call, &jwt).await {
+            // GitHub knows no such installation of this App: it was uninstalled (or the
+            // id is wrong). Retrying cannot help; say so instead of "Not Found".
+            Err(ForgeError::Rejected { status: 404, .. }) => {
+                return Err(ForgeError::Rejected {
+                    status: 404,
+                    message: format!(
+                        "the GitHub App is not installed there (GitHub knows no installation \
+                         {installation_id} of it); its runners can be removed without GitHub: \
+                         ephemera runners delete NAME --force --no-github"
+                    ),
+                });
+            }
+            other => other?,
+        };
         let fresh: AccessToken = reply.json(&ACCESS_TOKEN)?;
         debug!(installation_id, expires_at = %fresh.expires_at, "installation token issued");
         self.tokens

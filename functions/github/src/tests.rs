@@ -250,6 +250,26 @@ async fn app_not_installed_is_rejected_with_the_owner_named() {
 }
 
 #[tokio::test]
+async fn an_installation_github_does_not_know_says_the_app_is_not_installed() {
+    let h = Harness::start(|_| Answer::json(404, json!({"message": "Not Found"}))).await;
+    let scope = RunnerScope {
+        installation_id: Some(8),
+        ..org()
+    };
+    match h.app.remove_runner(&scope, 5).await {
+        Err(ForgeError::Rejected {
+            status: 404,
+            message,
+        }) => {
+            assert!(message.contains("not installed"), "{message}");
+            assert!(message.contains("installation 8"), "{message}");
+            assert!(message.contains("--force --no-github"), "{message}");
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[tokio::test]
 async fn unknown_runner_reads_as_none() {
     let h = Harness::start(|_| Answer::json(404, json!({"message": "Not Found"}))).await;
     assert_eq!(h.app.get_runner(&org(), 5).await.expect("read"), None);

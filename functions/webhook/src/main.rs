@@ -22,13 +22,17 @@ async fn start() -> anyhow::Result<Reloading<WebhookHandler>> {
     Reloading::start(env, &secrets, build).await
 }
 
-/// The handler for one version of the configuration and the webhook secrets.
+/// The handler for one version of the configuration and the webhook secrets. With
+/// `EPHEMERA_TABLE` set (template.yaml sets it), jobs no pool takes are recorded there
+/// for `ephemera jobs list --status unrouted`.
 fn build(env: &LambdaEnv, sources: &Sources) -> anyhow::Result<WebhookHandler> {
     let queue = Arc::new(env.queue()?);
-    Ok(
-        WebhookHandler::new(sources.config.clone(), env.webhook_secrets(sources)?, queue)
-            .with_metrics(metrics(&sources.config)),
-    )
+    let handler = WebhookHandler::new(sources.config.clone(), env.webhook_secrets(sources)?, queue)
+        .with_metrics(metrics(&sources.config));
+    Ok(match env.unrouted_jobs() {
+        Some(unrouted) => handler.with_unrouted(Arc::new(unrouted)),
+        None => handler,
+    })
 }
 
 async fn handle(

@@ -121,7 +121,7 @@ async fn an_operator_sees_runners_pools_and_jobs_and_cannot_delete_a_busy_runner
     assert!(stderr_of(out.get_output()).contains("no runner named eph-nope"));
 
     // pools: limits from the configuration, counts from the table.
-    let out = op.run_with_github(&["pools"])?.assert().success();
+    let out = op.run_with_config(&["pools"])?.assert().success();
     let text = stdout_of(out.get_output());
     let row = text
         .lines()
@@ -134,7 +134,7 @@ async fn an_operator_sees_runners_pools_and_jobs_and_cannot_delete_a_busy_runner
         "{text}"
     );
     assert!(row.ends_with("running 1"), "{text}");
-    let out = op.run_with_github(&["pools", "--json"])?.assert().success();
+    let out = op.run_with_config(&["pools", "--json"])?.assert().success();
     let json = json_of(out.get_output())?;
     let pool = &json["pools"][0];
     assert_eq!(pool["name"], "linux-x64");

@@ -1,8 +1,9 @@
 //! The IAM posture of template.yaml, read from the CloudFormation that aws-sam-translator
 //! makes of it (so the permissions and Function URL that SAM generates are seen too):
 //! no wildcard actions, EC2 mutations only on this deployment's tagged resources, the
-//! webhook the only public entry point, and the user data exactly infra/runner/bootstrap.sh
-//! (the runner instance role is evaluated request by request in `instance_role`).
+//! webhook the only public entry point (writing only unrouted-job items to the table),
+//! and the user data exactly infra/runner/bootstrap.sh (the runner instance role is
+//! evaluated request by request in `instance_role`).
 
 use anyhow::{ensure, Context};
 use ephemera_tests::pipeline::workspace_path;
@@ -95,6 +96,25 @@ async fn template_posture_holds() -> anyhow::Result<()> {
     webhook_is_the_only_public_entry_point(&template)?;
     each_function_has_its_own_role(&template)?;
     user_data_is_the_bootstrap_script(&template)?;
+    webhook_writes_only_unrouted_items(&template)?;
+    Ok(())
+}
+
+/// The webhook's only table access: putting `UNROUTED#` items (jobs no pool takes).
+fn webhook_writes_only_unrouted_items(template: &Value) -> anyhow::Result<()> {
+    let table: Vec<&Value> = role_statements(template)
+        .into_iter()
+        .filter(|(role, _)| *role == "WebhookRole")
+        .map(|(_, statement)| statement)
+        .filter(|s| actions(s).iter().any(|a| a.starts_with("dynamodb:")))
+        .collect();
+    ensure!(
+        table.len() == 1,
+        "one DynamoDB statement for the webhook: {table:?}"
+    );
+    ensure!(actions(table[0]) == ["dynamodb:PutItem"], "{}", table[0]);
+    let keys = &table[0]["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"];
+    ensure!(*keys == serde_json::json!(["UNROUTED#*"]), "{}", table[0]);
     Ok(())
 }
 

@@ -60,6 +60,11 @@ async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        // Colour only on a terminal: `make up` and the demo send this log to a file.
+        .with_ansi(
+            std::io::IsTerminal::is_terminal(&std::io::stderr())
+                && std::env::var_os("NO_COLOR").is_none(),
+        )
         .init();
     let args = Args::parse();
     let pem = std::fs::read_to_string(&args.app_public_key)

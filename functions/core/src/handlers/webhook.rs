@@ -1,7 +1,8 @@
 //! The webhook handler: verify, parse, route, enqueue — and answer GitHub fast.
 //!
-//! It never touches EC2 or the table. Everything it does not understand it answers with
-//! 202 and drops, so GitHub's delivery log stays green for events that are not for us.
+//! It never touches EC2, and the table only to leave a trace of a job no pool takes
+//! ([`crate::unrouted`]). Everything it does not understand it answers with 202 and
+//! drops, so GitHub's delivery log stays green for events that are not for us.
 
 use crate::config::Config;
 use crate::handlers::error_chain;
@@ -10,6 +11,7 @@ use crate::metrics::{Dimension, Metric, Metrics};
 use crate::names;
 use crate::ports::JobQueue;
 use crate::routing::route;
+use crate::unrouted::{UnroutedJob, UnroutedJobs};
 use crate::webhook::{
     parse_workflow_job, verify_signature, JobAction, WebhookSecrets, WorkflowJobEvent,
 };
@@ -56,6 +58,7 @@ pub struct WebhookHandler {
     secrets: WebhookSecrets,
     queue: Arc<dyn JobQueue>,
     metrics: Metrics,
+    unrouted: Option<Arc<dyn UnroutedJobs>>,
 }
 
 impl WebhookHandler {
@@ -69,7 +72,15 @@ impl WebhookHandler {
             secrets,
             queue,
             metrics: Metrics::disabled(),
+            unrouted: None,
         }
+    }
+
+    /// Where jobs no pool takes are recorded for `ephemera jobs list --status unrouted`
+    /// (nowhere by default: the log line and the metric only).
+    pub fn with_unrouted(mut self, unrouted: Arc<dyn UnroutedJobs>) -> WebhookHandler {
+        self.unrouted = Some(unrouted);
+        self
     }
 
     /// Where `JobsQueued` is counted; flushed after every delivery.
@@ -94,7 +105,7 @@ impl WebhookHandler {
             Some(other) => return WebhookResponse::new(202, format!("event {other} ignored")),
             None => return WebhookResponse::new(400, "missing X-GitHub-Event header"),
         }
-        let message = match self.message_for(request, now) {
+        let message = match self.message_for(request, now).await {
             Ok(message) => message,
             Err(response) => return response,
         };
@@ -126,8 +137,15 @@ impl WebhookHandler {
 
     /// A `queued` job that no pool takes (a `runs-on` typo, a pool not configured): one
     /// log line with the job's labels and every pool's, and `JobsUnrouted` for its
-    /// repository. A job without labels is for GitHub's hosted runners and is not counted.
-    fn unrouted(&self, request: WebhookRequest<'_>, event: &WorkflowJobEvent) {
+    /// repository, and a record of it when a place for them is set (a failure to write
+    /// it is logged; the delivery is answered all the same). A job without labels is for
+    /// GitHub's hosted runners and is not counted.
+    async fn unrouted(
+        &self,
+        request: WebhookRequest<'_>,
+        event: &WorkflowJobEvent,
+        now: OffsetDateTime,
+    ) {
         let pools: Vec<String> = self
             .config
             .pools
@@ -150,10 +168,25 @@ impl WebhookHandler {
             1.0,
         );
         self.metrics.flush();
+        if let Some(unrouted) = &self.unrouted {
+            let job = UnroutedJob {
+                job_id: event.job_id,
+                run_id: event.run_id,
+                owner: event.owner.clone(),
+                repo: event.repo.clone(),
+                labels: event.labels.clone(),
+                installation_id: event.installation_id,
+                delivery_id: request.delivery_id.unwrap_or("unknown").to_owned(),
+                received_at: now,
+            };
+            if let Err(err) = unrouted.record_unrouted(&job).await {
+                warn!(job_id = event.job_id, error = %error_chain(&err), "unrouted job not recorded");
+            }
+        }
     }
 
     /// The queue message for a `workflow_job` delivery, or the answer that drops it.
-    fn message_for(
+    async fn message_for(
         &self,
         request: WebhookRequest<'_>,
         now: OffsetDateTime,
@@ -180,7 +213,7 @@ impl WebhookHandler {
         }
         let Some(pool) = route(&self.config.pools, &event.labels) else {
             if kind == MessageKind::Queued && !event.labels.is_empty() {
-                self.unrouted(request, &event);
+                self.unrouted(request, &event, now).await;
             }
             let labels = event.labels.join(",");
             return Err(WebhookResponse::new(

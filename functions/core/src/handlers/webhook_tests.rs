@@ -171,3 +171,39 @@ async fn a_queued_job_no_pool_takes_is_counted_by_repository() {
         .collect();
     assert_eq!(unrouted, [(&[1.0][..], "octo-org/example-workflow")]);
 }
+
+#[tokio::test]
+async fn a_queued_job_no_pool_takes_is_recorded_for_the_operator() {
+    use crate::unrouted::{MemoryUnroutedJobs, UnroutedJobs};
+    let queue = Arc::new(MemoryQueue::new());
+    let unrouted = Arc::new(MemoryUnroutedJobs::new());
+    let handler = handler(queue.clone()).with_unrouted(unrouted.clone());
+    let typo = String::from_utf8_lossy(BODY).replace("\"linux\"", "\"linx\"");
+    let signature = signature_header(b"current", typo.as_bytes());
+    let request = WebhookRequest {
+        event: Some("workflow_job"),
+        delivery_id: Some("d-typo"),
+        signature: Some(&signature),
+        body: typo.as_bytes(),
+    };
+    assert_eq!(handler.handle(request, now()).await.status, 202);
+    // A routed job leaves no such record.
+    let signature = signature_header(b"current", BODY);
+    let routed = WebhookRequest {
+        signature: Some(&signature),
+        body: BODY,
+        ..request
+    };
+    assert_eq!(handler.handle(routed, now()).await.status, 200);
+    let recorded = unrouted.list_unrouted().await.expect("listed");
+    assert_eq!(recorded.len(), 1, "{recorded:?}");
+    let job = &recorded[0];
+    assert_eq!(job.job_id, 29679449);
+    assert_eq!(job.labels, ["self-hosted", "linx", "x64"]);
+    assert_eq!(
+        (job.owner.as_str(), job.repo.as_str()),
+        ("octo-org", "example-workflow")
+    );
+    assert_eq!(job.delivery_id, "d-typo");
+    assert_eq!(job.received_at, now());
+}

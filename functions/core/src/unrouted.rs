@@ -1,0 +1,66 @@
+//! Jobs no pool takes (a `runs-on` typo, a pool not configured), kept where an operator
+//! can list them: the webhook writes one small record per such job, and `ephemera jobs
+//! list --status unrouted` reads them back. The record is a trace, not a task: nothing
+//! acts on it, it expires on its own, and failing to write it never fails a delivery.
+
+use crate::ports::StoreError;
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use std::sync::Mutex;
+use time::OffsetDateTime;
+
+/// How long an unrouted job's record is kept (DynamoDB's time-to-live deletes it then).
+pub const UNROUTED_TTL: time::Duration = time::Duration::days(7);
+
+/// A `queued` job whose labels no pool has all of.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnroutedJob {
+    pub job_id: u64,
+    pub run_id: u64,
+    pub owner: String,
+    pub repo: String,
+    pub labels: Vec<String>,
+    pub installation_id: Option<u64>,
+    /// `X-GitHub-Delivery` of the webhook that brought it.
+    pub delivery_id: String,
+    #[serde(with = "time::serde::rfc3339")]
+    pub received_at: OffsetDateTime,
+}
+
+/// Where unrouted jobs are recorded and listed.
+#[async_trait]
+pub trait UnroutedJobs: Send + Sync {
+    /// Records the job (a put: a redelivery overwrites the same record).
+    async fn record_unrouted(&self, job: &UnroutedJob) -> Result<(), StoreError>;
+
+    /// Every recorded job not yet expired, oldest first.
+    async fn list_unrouted(&self) -> Result<Vec<UnroutedJob>, StoreError>;
+}
+
+/// Unrouted jobs in memory, for tests.
+#[derive(Debug, Default)]
+pub struct MemoryUnroutedJobs {
+    jobs: Mutex<Vec<UnroutedJob>>,
+}
+
+impl MemoryUnroutedJobs {
+    pub fn new() -> MemoryUnroutedJobs {
+        MemoryUnroutedJobs::default()
+    }
+}
+
+#[async_trait]
+impl UnroutedJobs for MemoryUnroutedJobs {
+    async fn record_unrouted(&self, job: &UnroutedJob) -> Result<(), StoreError> {
+        let mut jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
+        jobs.retain(|j| j.job_id != job.job_id);
+        jobs.push(job.clone());
+        Ok(())
+    }
+
+    async fn list_unrouted(&self) -> Result<Vec<UnroutedJob>, StoreError> {
+        let mut jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        jobs.sort_by_key(|j| (j.received_at, j.job_id));
+        Ok(jobs)
+    }
+}
