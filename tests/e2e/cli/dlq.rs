@@ -80,6 +80,7 @@ async fn dead_lettered_jobs_are_listed_without_consuming_and_redriven_with_confi
             installation_id: Some(1),
             labels: LABELS.iter().map(|l| l.to_string()).collect(),
             runner_name: None,
+            launched_runner: None,
             received_at: now,
             updated_at: now,
         })
