@@ -206,13 +206,22 @@ async fn burst_of_200_jobs_with_duplicates_never_exceeds_max_runners_and_runs_ea
         assert_eq!(runner.status, InstanceStatus::Deleted, "{}", runner.name);
     }
 
+    // DynamoDB's transaction conflicts are on in the strict world, and a burst meets
+    // them: claims back off and go back in line, releases and single writes are tried
+    // again, and no message runs out of receives.
+    let conflicts = p.moto.strict_stats().await?;
+    let met = conflicts.count("dynamodb_transaction_conflict")
+        + conflicts.count("dynamodb_write_conflict");
+    assert!(met > 0, "the burst met no transaction conflict");
+    assert_eq!(p.dead_lettered().await?, 0, "messages dead-lettered");
+
     let runners = registered as f64;
     let writes = p.calls.sum("DynamoDB", is_dynamodb_write) as f64;
     let ssm = p.calls.sum("SSM", |_| true) as f64;
     assert_eq!(ssm, 0.0, "JIT configs go through DynamoDB, not SSM");
     let launches = p.fleet.launch_calls();
     println!(
-        "burst of 200 ({registered} runners, peak {peak} live): DynamoDB writes/runner {:.1}, SSM calls/runner {:.1}, EC2 launch requests {launches} ({:.1} instances each)",
+        "burst of 200 ({registered} runners, peak {peak} live, {met} transaction conflicts met): DynamoDB writes/runner {:.1}, SSM calls/runner {:.1}, EC2 launch requests {launches} ({:.1} instances each)",
         writes / runners,
         ssm / runners,
         runners / f64::from(launches)

@@ -92,6 +92,8 @@ pub struct Pipeline {
     pub scaler_forge: Arc<GitHubApp>,
     pub reaper_forge: Arc<GitHubApp>,
     pub webhook_url: String,
+    /// The jobs queue's dead-letter queue.
+    pub dlq_url: String,
     /// Every AWS call the pipeline's own clients made (not the simulator's), by operation.
     pub calls: CallCounter,
     scaler: Arc<Scaler>,
@@ -294,6 +296,7 @@ impl Pipeline {
             scaler_forge,
             reaper_forge,
             webhook_url,
+            dlq_url: resources.dlq_url.clone(),
             calls,
             scaler,
             scaler_loops,
@@ -301,6 +304,27 @@ impl Pipeline {
             reaper,
             tasks,
         })
+    }
+
+    /// Messages in the dead-letter queue, visible or in flight.
+    pub async fn dead_lettered(&self) -> anyhow::Result<u64> {
+        use aws_sdk_sqs::types::QueueAttributeName as Attr;
+        let attributes = aws_sdk_sqs::Client::new(&self.sdk)
+            .get_queue_attributes()
+            .queue_url(&self.dlq_url)
+            .attribute_names(Attr::ApproximateNumberOfMessages)
+            .attribute_names(Attr::ApproximateNumberOfMessagesNotVisible)
+            .send()
+            .await?;
+        let count = |name: Attr| -> u64 {
+            attributes
+                .attributes()
+                .and_then(|a| a.get(&name))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0)
+        };
+        Ok(count(Attr::ApproximateNumberOfMessages)
+            + count(Attr::ApproximateNumberOfMessagesNotVisible))
     }
 
     /// Starts the scaler loops of a pipeline started with `drain_queue: false`.

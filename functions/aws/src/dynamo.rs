@@ -6,6 +6,7 @@
 //! Runner operations live in `dynamo/runners.rs`, job operations in `dynamo/jobs.rs`;
 //! this module holds the shared plumbing (reads, expressions, error mapping).
 
+mod conflicts;
 mod jobs;
 mod lease;
 mod listing;
@@ -36,7 +37,9 @@ pub struct DynamoRunnerStore {
 impl DynamoRunnerStore {
     pub fn new(client: Client, table: impl Into<String>) -> Self {
         DynamoRunnerStore {
-            client,
+            // Claims and slot releases are transactions: a single-item write to one of
+            // their items meanwhile is refused, and is retried.
+            client: conflicts::retrying_transaction_conflicts(&client),
             table: table.into(),
             items_read: AtomicU64::new(0),
         }

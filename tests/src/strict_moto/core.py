@@ -22,9 +22,9 @@ DEFAULTS = {
     "ssm_delete_parameter_tps": 5,
     "ssm_standard_parameter_limit": 10000,
     # DynamoDB
-    # Off by default for now: the pipeline's claims and slot releases do not yet ride
-    # out DynamoDB's conflicts (the conflict test and the claim tests switch it on).
-    "dynamodb_transaction_conflicts": False,
+    # Claims back off and are sent again, slot releases are tried again, and single-item
+    # writes are retried by the SDK (TransactionConflictException).
+    "dynamodb_transaction_conflicts": True,
     "dynamodb_transaction_in_flight_ms": 5,
     "dynamodb_item_max_bytes": 400 * 1024,
     "dynamodb_transact_max_actions": 100,

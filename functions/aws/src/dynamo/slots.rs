@@ -14,6 +14,27 @@ use ephemera_core::ports::StoreError;
 use time::OffsetDateTime;
 use tracing::{instrument, warn};
 
+/// How often a release cancelled by another transaction on its pool item is tried.
+const RELEASE_TRIES: u32 = 8;
+/// The bound of the first random wait between tries; it doubles with each try.
+const RELEASE_FIRST_WAIT: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// The codes of a cancelled transaction's reasons; `None` for any other failure.
+fn cancellation_reasons(
+    err: &aws_sdk_dynamodb::error::SdkError<TransactWriteItemsError>,
+) -> Option<Vec<String>> {
+    match err.as_service_error() {
+        Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) => Some(
+            cancelled
+                .cancellation_reasons()
+                .iter()
+                .map(|reason| reason.code().unwrap_or("None").to_owned())
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
 /// A status change that gives the record's slot back.
 struct SlotRelease {
     from: InstanceStatus,
@@ -97,26 +118,48 @@ impl DynamoRunnerStore {
             .set_expression_attribute_values(expr.values())
             .build()
             .map_err(|err| StoreError::Transient(Box::new(err)))?;
-        let result = self
-            .client
-            .transact_write_items()
-            .transact_items(
-                TransactWriteItem::builder()
-                    .update(runner_update.clone())
-                    .build(),
-            )
-            .transact_items(TransactWriteItem::builder().update(pool_update).build())
-            .send()
-            .await;
-        let Err(err) = result else { return Ok(()) };
+        // Another transaction on the pool item (a burst's claims and releases) cancels
+        // this one with `TransactionConflict`: it is tried again, after a short random wait.
+        let mut tries = 0;
+        let err = loop {
+            tries += 1;
+            let result = self
+                .client
+                .transact_write_items()
+                .transact_items(
+                    TransactWriteItem::builder()
+                        .update(runner_update.clone())
+                        .build(),
+                )
+                .transact_items(
+                    TransactWriteItem::builder()
+                        .update(pool_update.clone())
+                        .build(),
+                )
+                .send()
+                .await;
+            let Err(err) = result else { return Ok(()) };
+            let conflict = cancellation_reasons(&err)
+                .is_some_and(|codes| codes.iter().any(|code| code == "TransactionConflict"));
+            if !conflict || tries >= RELEASE_TRIES {
+                break err;
+            }
+            let bound = RELEASE_FIRST_WAIT.saturating_mul(1 << tries.min(6));
+            tokio::time::sleep(bound.mul_f64(rand::random::<f64>())).await;
+        };
         if !err
             .as_service_error()
             .is_some_and(TransactWriteItemsError::is_transaction_canceled_exception)
         {
             return Err(store_error(err));
         }
+        if cancellation_reasons(&err)
+            .is_some_and(|codes| codes.iter().any(|code| code == "TransactionConflict"))
+        {
+            return Err(StoreError::Conflict(items::runner_key(name)));
+        }
         let status = self.current_status(name).await?;
-        if status != InstanceStatus::Deleting.as_str() {
+        if status != change.from.as_str() {
             return Err(refused(status));
         }
         let pool = self.get_pool_counter(&runner.pool).await?;
