@@ -1,8 +1,9 @@
 //! The Lambda functions as Lambda runs them: their cold starts (what they need, and what
 //! they say when it is missing or broken), AWS calls that never answer, one reaper at a
-//! time.
+//! time, a rotated App key.
 
 mod cold_start;
 mod follow;
 mod lease;
+mod rotation;
 mod timeouts;

@@ -194,6 +194,15 @@ impl LambdaEnv {
         Ok(key.clone())
     }
 
+    /// The App key's secret, for the GitHub client to read again when GitHub refuses
+    /// the key it has (see [`ephemera_github::AppKeySource`]).
+    pub fn app_key_source(&self) -> anyhow::Result<std::sync::Arc<crate::secrets::AppKeySecret>> {
+        Ok(std::sync::Arc::new(crate::secrets::AppKeySecret {
+            client: aws_sdk_secretsmanager::Client::new(&self.sdk),
+            secret_id: self.var(GITHUB_KEY_SECRET_ID)?,
+        }))
+    }
+
     /// For an App key that looked like PEM but did not parse.
     pub fn unusable_app_key(
         &self,
