@@ -1,8 +1,11 @@
 //! The Lambda functions as Lambda runs them: their cold starts (what they need, and what
 //! they say when it is missing or broken), AWS calls that never answer, one reaper at a
-//! time.
+//! time, a rotated App key, a long wait for capacity that Lambda's recursion cut-off
+//! does not end.
 
 mod cold_start;
 mod follow;
 mod lease;
+mod recursion;
+mod rotation;
 mod timeouts;

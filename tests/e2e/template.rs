@@ -1,8 +1,10 @@
 //! template.yaml, tested rather than only linted: its IAM posture read from the
 //! translated template (the runner role's evaluated request by request), and one job run
-//! end to end on the stack it creates in moto.
+//! end to end on the stack it creates in moto, and a redeploy that keeps a pushed
+//! configuration.
 
 mod iam;
 mod instance_role;
 mod policy;
+mod redeploy;
 mod stack_job;

@@ -196,4 +196,18 @@ impl Function {
         }
         self.api.invoke(event, Duration::from_secs(90)).await
     }
+
+    /// [`Function::invoke`] with `trace` as the invocation's trace header.
+    pub async fn invoke_traced(
+        &mut self,
+        event: serde_json::Value,
+        trace: &str,
+    ) -> anyhow::Result<serde_json::Value> {
+        if let Some(status) = self.child.try_wait()? {
+            anyhow::bail!("the function exited: {status}");
+        }
+        self.api
+            .invoke_traced(event, trace, Duration::from_secs(90))
+            .await
+    }
 }

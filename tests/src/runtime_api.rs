@@ -14,12 +14,19 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::{mpsc, Mutex};
 
+/// The trace header of an invocation not given one.
+pub const DEFAULT_TRACE_ID: &str =
+    "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=0";
+
+/// An event, its request id and its trace header.
+type Queued = (String, Value, String);
+
 /// The function's time for each invocation, as its deadline header says.
 const INVOCATION_TIMEOUT: Duration = Duration::from_secs(60);
 
 #[derive(Clone)]
 struct Shared {
-    events: Arc<Mutex<mpsc::UnboundedReceiver<(String, Value)>>>,
+    events: Arc<Mutex<mpsc::UnboundedReceiver<Queued>>>,
     answers: mpsc::UnboundedSender<(String, Result<Value, String>)>,
 }
 
@@ -27,7 +34,7 @@ struct Shared {
 pub struct RuntimeApi {
     /// `host:port`, for `AWS_LAMBDA_RUNTIME_API`.
     pub address: String,
-    events: mpsc::UnboundedSender<(String, Value)>,
+    events: mpsc::UnboundedSender<Queued>,
     answers: mpsc::UnboundedReceiver<(String, Result<Value, String>)>,
     next_id: u64,
     task: tokio::task::JoinHandle<()>,
@@ -66,10 +73,21 @@ impl RuntimeApi {
 
     /// Hands `event` to the function and waits (at most `limit`) for its answer.
     pub async fn invoke(&mut self, event: Value, limit: Duration) -> anyhow::Result<Value> {
+        self.invoke_traced(event, DEFAULT_TRACE_ID, limit).await
+    }
+
+    /// [`RuntimeApi::invoke`] with `trace` as the invocation's trace header (Lambda's
+    /// `Lambda-Runtime-Trace-Id`, which the function's SDK forwards on its requests).
+    pub async fn invoke_traced(
+        &mut self,
+        event: Value,
+        trace: &str,
+        limit: Duration,
+    ) -> anyhow::Result<Value> {
         self.next_id += 1;
         let id = format!("req-{}", self.next_id);
         self.events
-            .send((id.clone(), event))
+            .send((id.clone(), event, trace.to_owned()))
             .context("runtime API stopped")?;
         let (answered, answer) = tokio::time::timeout(limit, self.answers.recv())
             .await
@@ -90,7 +108,7 @@ impl Drop for RuntimeApi {
 
 async fn next(State(shared): State<Shared>) -> (HeaderMap, String) {
     let received = shared.events.lock().await.recv().await;
-    let Some((id, event)) = received else {
+    let Some((id, event, trace)) = received else {
         // The test is over; the function waits for ever.
         std::future::pending::<()>().await;
         unreachable!()
@@ -112,10 +130,7 @@ async fn next(State(shared): State<Shared>) -> (HeaderMap, String) {
         "lambda-runtime-invoked-function-arn",
         "arn:aws:lambda:us-east-1:123456789012:function:test".to_owned(),
     );
-    set(
-        "lambda-runtime-trace-id",
-        "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=0".to_owned(),
-    );
+    set("lambda-runtime-trace-id", trace);
     (headers, event.to_string())
 }
 

@@ -133,8 +133,10 @@ def main():
     for k in stripped_outputs:
         del outputs[k]
 
+    updating = req["mode"] == "update"
     s3 = boto3.client("s3", **kw)
-    s3.create_bucket(Bucket=bucket)
+    if not updating:
+        s3.create_bucket(Bucket=bucket)
     stub = io.BytesIO()
     with zipfile.ZipFile(stub, "w") as z:
         z.writestr("bootstrap", "#!/bin/sh\nexit 1\n")
@@ -147,8 +149,12 @@ def main():
     subnets = ec2.describe_subnets(Filters=[{"Name": "vpc-id", "Values": [vpc]}])["Subnets"]
     groups = ec2.describe_security_groups(Filters=[{"Name": "vpc-id", "Values": [vpc]}])["SecurityGroups"]
     sm = boto3.client("secretsmanager", **kw)
-    key_arn = sm.create_secret(Name=f"{name}/github-app-key", SecretString=spec["app_key_pem"])["ARN"]
-    hook_arn = sm.create_secret(Name=f"{name}/webhook-secret", SecretString=spec["webhook_secret"])["ARN"]
+    if updating:
+        key_arn = sm.describe_secret(SecretId=f"{name}/github-app-key")["ARN"]
+        hook_arn = sm.describe_secret(SecretId=f"{name}/webhook-secret")["ARN"]
+    else:
+        key_arn = sm.create_secret(Name=f"{name}/github-app-key", SecretString=spec["app_key_pem"])["ARN"]
+        hook_arn = sm.create_secret(Name=f"{name}/webhook-secret", SecretString=spec["webhook_secret"])["ARN"]
     params = {
         "DeploymentName": spec["deployment"],
         "GitHubAppId": str(spec["app_id"]),
@@ -160,11 +166,13 @@ def main():
     }
     if spec.get("pools_config"):
         params["PoolsConfig"] = spec["pools_config"]
+    params.update(req.get("overrides", {}))
 
     cfn = boto3.client("cloudformation", **kw)
-    cfn.create_stack(StackName=name, TemplateBody=json.dumps(cfn_json),
-                     Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM"],
-                     Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in params.items()])
+    apply = cfn.update_stack if updating else cfn.create_stack
+    apply(StackName=name, TemplateBody=json.dumps(cfn_json),
+          Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM"],
+          Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in params.items()])
     for _ in range(600):
         stack = cfn.describe_stacks(StackName=name)["Stacks"][0]
         if not stack["StackStatus"].endswith("_IN_PROGRESS"):
@@ -179,7 +187,7 @@ def main():
     ddb = boto3.client("dynamodb", **kw)
     for logical_id, kind, physical in resources:
         ttl = cfn_json["Resources"][logical_id]["Properties"].get("TimeToLiveSpecification")
-        if kind == "AWS::DynamoDB::Table" and ttl:
+        if kind == "AWS::DynamoDB::Table" and ttl and not updating:
             ddb.update_time_to_live(TableName=physical, TimeToLiveSpecification=ttl)
 
     lam = boto3.client("lambda", **kw)
@@ -244,16 +252,40 @@ pub async fn translate_template(template: &Path) -> anyhow::Result<serde_json::V
 
 /// Translates `template` and creates it as a stack in `moto`.
 pub async fn create_stack(moto: &Moto, template: &Path, spec: &StackSpec) -> anyhow::Result<Stack> {
+    apply_stack(moto, template, spec, "create", &[]).await
+}
+
+/// Translates `template` again and updates the stack `spec` created with it, as a
+/// redeploy (`sam deploy`) does: the same parameters, but for `overrides`.
+pub async fn update_stack(
+    moto: &Moto,
+    template: &Path,
+    spec: &StackSpec,
+    overrides: &[(&str, &str)],
+) -> anyhow::Result<Stack> {
+    apply_stack(moto, template, spec, "update", overrides).await
+}
+
+async fn apply_stack(
+    moto: &Moto,
+    template: &Path,
+    spec: &StackSpec,
+    mode: &str,
+    overrides: &[(&str, &str)],
+) -> anyhow::Result<Stack> {
+    let overrides: BTreeMap<&str, &str> = overrides.iter().copied().collect();
     let request = serde_json::json!({
-        "mode": "create",
+        "mode": mode,
         "endpoint": moto.endpoint,
         "template": template,
         "spec": spec,
         "strip": MOTO_CANNOT_CREATE,
+        "overrides": overrides,
     });
     let stdout = run_python(request).await?;
-    let stack: Stack = serde_json::from_slice(&stdout).context("reading the created stack")?;
-    if stack.status != "CREATE_COMPLETE" {
+    let stack: Stack = serde_json::from_slice(&stdout).context("reading the stack")?;
+    let done = format!("{}_COMPLETE", mode.to_uppercase());
+    if stack.status != done {
         bail!("stack {} ended {}", spec.stack_name, stack.status);
     }
     Ok(stack)

@@ -3,7 +3,9 @@
 //! configuration and the secrets, read at cold start and followed afterwards, are in
 //! [`crate::reload`].
 //!
-//! Environment: `EPHEMERA_CONFIG_PARAMETER` (SSM parameter holding the YAML),
+//! Environment: `EPHEMERA_CONFIG_PARAMETER` (SSM parameter holding the YAML, written by
+//! `ephemera config push`; optionally `EPHEMERA_DEFAULT_CONFIG_PARAMETER`, the stack's
+//! own configuration, read while nothing was pushed),
 //! `EPHEMERA_TABLE`, `EPHEMERA_QUEUE_URL`, `EPHEMERA_WEBHOOK_SECRET_ID` (and optionally
 //! `EPHEMERA_WEBHOOK_PREVIOUS_SECRET_ID`), `EPHEMERA_GITHUB_KEY_SECRET_ID`,
 //! `EPHEMERA_JIT_TABLE` (where JIT configs wait for their instances),
@@ -36,6 +38,11 @@ pub fn init_tracing() {
 
 /// The SSM parameter holding the configuration YAML.
 pub const CONFIG_PARAMETER: &str = "EPHEMERA_CONFIG_PARAMETER";
+/// Optional: the SSM parameter holding the stack's default configuration, read while
+/// the parameter named by [`CONFIG_PARAMETER`] does not exist. The stack owns (and a
+/// redeploy rewrites) this one; it never creates the other, which `ephemera config
+/// push` writes, so a redeploy cannot put back an old configuration.
+pub const DEFAULT_CONFIG_PARAMETER: &str = "EPHEMERA_DEFAULT_CONFIG_PARAMETER";
 /// The DynamoDB table.
 pub const TABLE: &str = "EPHEMERA_TABLE";
 /// The jobs queue URL.
@@ -138,6 +145,13 @@ impl LambdaEnv {
         }
     }
 
+    /// The stack's default configuration parameter, when the environment names one.
+    pub fn default_config_parameter(&self) -> Option<String> {
+        std::env::var(DEFAULT_CONFIG_PARAMETER)
+            .ok()
+            .filter(|name| !name.trim().is_empty())
+    }
+
     pub fn store(&self) -> anyhow::Result<DynamoRunnerStore> {
         Ok(DynamoRunnerStore::new(
             aws_sdk_dynamodb::Client::new(&self.sdk),
@@ -194,6 +208,15 @@ impl LambdaEnv {
         Ok(key.clone())
     }
 
+    /// The App key's secret, for the GitHub client to read again when GitHub refuses
+    /// the key it has (see [`ephemera_github::AppKeySource`]).
+    pub fn app_key_source(&self) -> anyhow::Result<std::sync::Arc<crate::secrets::AppKeySecret>> {
+        Ok(std::sync::Arc::new(crate::secrets::AppKeySecret {
+            client: aws_sdk_secretsmanager::Client::new(&self.sdk),
+            secret_id: self.var(GITHUB_KEY_SECRET_ID)?,
+        }))
+    }
+
     /// For an App key that looked like PEM but did not parse.
     pub fn unusable_app_key(
         &self,
@@ -246,21 +269,77 @@ pub async fn load_config_version(
     client: &aws_sdk_ssm::Client,
     name: &str,
 ) -> anyhow::Result<(Config, i64)> {
-    let output = client
+    let loaded = load_config_or_default(client, name, None).await?;
+    Ok((loaded.config, loaded.version))
+}
+
+/// A configuration, the parameter it was read from and that parameter's version.
+#[derive(Debug)]
+pub struct LoadedConfig {
+    pub config: Config,
+    pub parameter: String,
+    pub version: i64,
+}
+
+/// Reads and validates the configuration in the SSM parameter `name` or, while `name`
+/// does not exist (nothing was pushed yet), in `default` (the stack's own).
+pub async fn load_config_or_default(
+    client: &aws_sdk_ssm::Client,
+    name: &str,
+    default: Option<&str>,
+) -> anyhow::Result<LoadedConfig> {
+    for parameter in std::iter::once(name).chain(default) {
+        if let Some((text, version)) = read_parameter(client, parameter).await? {
+            let config = Config::parse(&format!("ssm:{parameter}"), &text)?;
+            return Ok(LoadedConfig {
+                config,
+                parameter: parameter.to_owned(),
+                version,
+            });
+        }
+    }
+    let also = default
+        .map(|default| format!(" (nor does the stack's default {default})"))
+        .unwrap_or_default();
+    anyhow::bail!(
+        "reading configuration parameter {name}: it does not exist{also}; write it with \
+         `ephemera config push FILE --config-parameter {name}`"
+    )
+}
+
+/// The parameter's value and version; `None` when it does not exist.
+async fn read_parameter(
+    client: &aws_sdk_ssm::Client,
+    name: &str,
+) -> anyhow::Result<Option<(String, i64)>> {
+    let output = match client
         .get_parameter()
         .name(name)
         .with_decryption(true)
         .send()
         .await
-        .with_context(|| format!("reading configuration parameter {name}"))?;
+    {
+        Ok(output) => output,
+        Err(err)
+            if err
+                .as_service_error()
+                .is_some_and(|e| e.is_parameter_not_found()) =>
+        {
+            return Ok(None);
+        }
+        Err(err) => {
+            return Err(
+                anyhow::Error::new(err).context(format!("reading configuration parameter {name}"))
+            )
+        }
+    };
     let parameter = output
         .parameter()
         .with_context(|| format!("configuration parameter {name} has no value"))?;
     let text = parameter
         .value()
         .with_context(|| format!("configuration parameter {name} has no value"))?;
-    let config = Config::parse(&format!("ssm:{name}"), text)?;
-    Ok((config, parameter.version()))
+    Ok(Some((text.to_owned(), parameter.version())))
 }
 
 /// Reads and validates the configuration kept in the SSM parameter `name`.

@@ -1,8 +1,9 @@
 //! Configuration and secrets that follow their source. A function builds its handler
 //! from the configuration parameter and its secrets at cold start, and builds it again
 //! when any of them changed: at most every `EPHEMERA_RELOAD_SECONDS` (default
-//! [`DEFAULT_RELOAD`]) it reads the parameter and the secrets (one GetParameter and one
-//! GetSecretValue per secret, only when that time has passed) and compares their
+//! [`DEFAULT_RELOAD`]) it reads the parameter and the secrets (one GetParameter — two
+//! while nothing was pushed and the stack's default is read — and one GetSecretValue
+//! per secret, only when that time has passed) and compares their
 //! versions; and a caller that saw a sign of rotation (a webhook signature that fails
 //! with the cached secrets) may ask for a check at once, at most every
 //! [`FORCED_CHECK_GAP`]. A check that fails keeps the handler it has. Every build logs
@@ -31,6 +32,8 @@ pub struct Sources {
     pub config: Arc<Config>,
     /// The parameter's version, as SSM numbers them.
     pub config_version: i64,
+    /// The parameter it was read from: the pushed one, or the stack's default.
+    pub config_parameter: String,
     /// Each secret read, by the environment variable naming it.
     pub secrets: HashMap<String, crate::secrets::VersionedSecret>,
 }
@@ -51,7 +54,12 @@ impl Sources {
             .map(|(var, s)| format!("{var}={}", s.version))
             .collect();
         versions.sort();
-        format!("config={} {}", self.config_version, versions.join(" "))
+        format!(
+            "config={}@{} {}",
+            self.config_parameter,
+            self.config_version,
+            versions.join(" ")
+        )
     }
 }
 
@@ -85,9 +93,11 @@ impl<H> Reloading<H> {
         let handler = Arc::new(build(&env, &sources)?);
         info!(
             config_version = sources.config_version,
+            config_parameter = %sources.config_parameter,
             reload_every_s = every.as_secs(),
-            "running configuration version {}",
-            sources.config_version
+            "running configuration version {} of {}",
+            sources.config_version,
+            sources.config_parameter
         );
         Ok(Reloading {
             env,
@@ -138,8 +148,10 @@ impl<H> Reloading<H> {
             Ok(handler) => {
                 info!(
                     config_version = sources.config_version,
-                    "configuration or secrets changed; running configuration version {}",
-                    sources.config_version
+                    config_parameter = %sources.config_parameter,
+                    "configuration or secrets changed; running configuration version {} of {}",
+                    sources.config_version,
+                    sources.config_parameter
                 );
                 current.handler = Arc::new(handler);
                 current.fingerprint = fingerprint;
@@ -168,7 +180,9 @@ fn reload_interval() -> anyhow::Result<Duration> {
 async fn read_sources(env: &LambdaEnv, secret_vars: &[String]) -> anyhow::Result<Sources> {
     let parameter = env.var(CONFIG_PARAMETER)?;
     let ssm = aws_sdk_ssm::Client::new(&env.sdk);
-    let (config, config_version) = crate::lambda::load_config_version(&ssm, &parameter).await?;
+    let default = env.default_config_parameter();
+    let loaded =
+        crate::lambda::load_config_or_default(&ssm, &parameter, default.as_deref()).await?;
     let client = aws_sdk_secretsmanager::Client::new(&env.sdk);
     let mut secrets = HashMap::new();
     for var in secret_vars {
@@ -178,8 +192,9 @@ async fn read_sources(env: &LambdaEnv, secret_vars: &[String]) -> anyhow::Result
         secrets.insert(var.clone(), secret);
     }
     Ok(Sources {
-        config: Arc::new(config),
-        config_version,
+        config: Arc::new(loaded.config),
+        config_version: loaded.version,
+        config_parameter: loaded.parameter,
         secrets,
     })
 }

@@ -22,6 +22,31 @@ pub async fn read_secret(client: &Client, secret_id: &str) -> anyhow::Result<Sec
     Ok(SecretString::from(value))
 }
 
+/// The GitHub App's private key as it is in Secrets Manager now: what the GitHub client
+/// reads again when GitHub refuses the key it has (a key rotated in the App's settings
+/// and put into the secret).
+pub struct AppKeySecret {
+    pub client: Client,
+    pub secret_id: String,
+}
+
+#[async_trait::async_trait]
+impl ephemera_github::AppKeySource for AppKeySecret {
+    async fn current_key(&self) -> Result<SecretString, Box<dyn std::error::Error + Send + Sync>> {
+        let key = read_secret(&self.client, &self.secret_id).await?;
+        if !looks_like_pem_key(&key) {
+            return Err(
+                format!("secret {} does not hold a PEM private key", self.secret_id).into(),
+            );
+        }
+        Ok(key)
+    }
+
+    fn name(&self) -> String {
+        format!("secret {}", self.secret_id)
+    }
+}
+
 /// How long after a new value was put into a secret its previous value (Secrets
 /// Manager's `AWSPREVIOUS` stage) is still accepted as a webhook secret: the time an
 /// operator has to give GitHub the new one after putting it here.

@@ -174,24 +174,94 @@ pub async fn queue_url(client: &Client, name: &str) -> anyhow::Result<String> {
         .with_context(|| format!("SQS returned no URL for queue {name}"))
 }
 
+/// The environment variable Lambda sets to the invocation's trace header (the SDK copies
+/// it into `X-Amzn-Trace-Id` on every request, and SQS keeps it with the message).
+const TRACE_ID_VAR: &str = "_X_AMZN_TRACE_ID";
+
+/// `header` without its `Lineage` field: the count of invocations Lambda's
+/// recursive-loop detection keeps. `None` if nothing else is left.
+pub fn without_lineage(header: &str) -> Option<String> {
+    let kept: Vec<&str> = header
+        .split(';')
+        .map(str::trim)
+        .filter(|field| !field.is_empty() && !field.starts_with("Lineage="))
+        .collect();
+    (!kept.is_empty()).then(|| kept.join(";"))
+}
+
+impl SqsJobQueue {
+    /// Sends `message`, delayed by `delay` (at most SQS's 15 minutes); with
+    /// `fresh_lineage`, with the invocation's trace header minus its `Lineage`.
+    async fn put(
+        &self,
+        message: &QueueMessage,
+        delay: Duration,
+        fresh_lineage: bool,
+    ) -> Result<(), QueueError> {
+        let seconds = delay.as_secs().min(900) as i32;
+        let request = self
+            .client
+            .send_message()
+            .queue_url(&self.queue_url)
+            .message_body(message.encode())
+            .set_delay_seconds((seconds > 0).then_some(seconds));
+        let trace = std::env::var(TRACE_ID_VAR)
+            .ok()
+            .filter(|_| fresh_lineage)
+            .and_then(|header| without_lineage(&header));
+        match trace {
+            // Set here, the SDK's recursion detection leaves the header as it is.
+            Some(trace) => {
+                request
+                    .customize()
+                    .mutate_request(move |request| {
+                        request
+                            .headers_mut()
+                            .insert("x-amzn-trace-id", trace.clone());
+                    })
+                    .send()
+                    .await
+            }
+            None => request.send().await,
+        }
+        .map_err(queue_error)?;
+        Ok(())
+    }
+}
+
 #[async_trait]
 impl JobQueue for SqsJobQueue {
     #[instrument(skip_all, fields(job_id = message.job_id, kind = ?message.kind))]
     async fn send(&self, message: &QueueMessage) -> Result<(), QueueError> {
-        self.send_after(message, Duration::ZERO).await
+        self.put(message, Duration::ZERO, false).await
     }
 
+    /// A job sent back to wait (for capacity, its registration turn, another delivery's
+    /// creation) starts a new chain for Lambda's recursive-loop detection: the trace
+    /// header goes without its `Lineage` count. Otherwise Lambda would stop the 17th
+    /// delivery of a job that waits at a full pool (about five minutes of waiting) and
+    /// move it to the dead-letter queue. The wait is bounded by the job itself: the
+    /// scaler ends it once the table says the job is over.
     async fn send_after(&self, message: &QueueMessage, delay: Duration) -> Result<(), QueueError> {
-        // SQS delays a message by at most 15 minutes.
-        let seconds = delay.as_secs().min(900) as i32;
-        self.client
-            .send_message()
-            .queue_url(&self.queue_url)
-            .message_body(message.encode())
-            .set_delay_seconds((seconds > 0).then_some(seconds))
-            .send()
-            .await
-            .map_err(queue_error)?;
-        Ok(())
+        self.put(message, delay, true).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_lineage;
+
+    #[test]
+    fn the_lineage_field_is_taken_out_of_a_trace_header() {
+        assert_eq!(
+            without_lineage("Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=0;Lineage=a87bd80c:15")
+                .as_deref(),
+            Some("Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=0")
+        );
+        assert_eq!(
+            without_lineage("Root=1-2-3;Lineage=a87bd80c:3;Sampled=1").as_deref(),
+            Some("Root=1-2-3;Sampled=1")
+        );
+        assert_eq!(without_lineage("Lineage=a87bd80c:3"), None);
     }
 }

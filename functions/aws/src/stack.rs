@@ -4,7 +4,9 @@
 //!
 //! template.yaml exports these outputs: `WebhookUrl` (the webhook Function URL),
 //! `TableName` (the DynamoDB table), `QueueUrl` (the jobs queue) and
-//! `ConfigParameterName` (the SSM parameter that holds the configuration YAML).
+//! `ConfigParameterName` (the SSM parameter that holds the configuration YAML, written by
+//! `ephemera config push`; the stack never creates it) and `DefaultConfigParameterName`
+//! (the stack's own configuration, used while nothing was pushed).
 
 use anyhow::Context;
 use aws_config::SdkConfig;
@@ -18,6 +20,9 @@ pub const QUEUE_URL: &str = "QueueUrl";
 /// Output key of the configuration's SSM parameter name.
 pub const CONFIG_PARAMETER_NAME: &str = "ConfigParameterName";
 
+/// Output key of the stack's default configuration parameter.
+pub const DEFAULT_CONFIG_PARAMETER_NAME: &str = "DefaultConfigParameterName";
+
 /// What a deployment's stack tells about it; an output the stack lacks is `None`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StackOutputs {
@@ -26,6 +31,7 @@ pub struct StackOutputs {
     pub table_name: Option<String>,
     pub queue_url: Option<String>,
     pub config_parameter_name: Option<String>,
+    pub default_config_parameter_name: Option<String>,
 }
 
 impl StackOutputs {
@@ -44,6 +50,7 @@ impl StackOutputs {
                 TABLE_NAME => &mut outputs.table_name,
                 QUEUE_URL => &mut outputs.queue_url,
                 CONFIG_PARAMETER_NAME => &mut outputs.config_parameter_name,
+                DEFAULT_CONFIG_PARAMETER_NAME => &mut outputs.default_config_parameter_name,
                 _ => continue,
             };
             *slot = Some(value.to_owned());

@@ -3,7 +3,9 @@
 //! Validation is [`Config::check`]: every problem at once, each naming the file, the line
 //! and the field, and stricter than what the functions load (a pool that can never get
 //! a job is an error here). Push validates, checks the size against SSM's tiers, then
-//! writes the deployment's SSM parameter. The functions check its version at most every
+//! writes the deployment's SSM parameter, which the stack does not own (it keeps its
+//! default configuration in another one, read only while nothing was pushed), so a
+//! redeploy keeps what was pushed. The functions check its version at most every
 //! `EPHEMERA_RELOAD_SECONDS` (30 s by default) and use a new one from their next
 //! invocation after that check.
 
@@ -167,7 +169,13 @@ pub async fn push(deployment: &mut Deployment, args: PushArgs) -> Outcome {
         );
         return Ok(());
     }
-    let current_deployment = current
+    // Nothing pushed yet: the functions run the stack's default, which names the
+    // deployment too.
+    let in_force = match (&current, deployment.default_config_parameter().await?) {
+        (None, Some(default)) => current_value(&ssm, &default).await?,
+        _ => current.clone(),
+    };
+    let current_deployment = in_force
         .as_deref()
         .and_then(|text| Config::parse(&name, text).ok())
         .map(|c| c.deployment);
@@ -202,7 +210,7 @@ pub async fn push(deployment: &mut Deployment, args: PushArgs) -> Outcome {
     println!(
         "pushed {} to {name} (version {version}); each function checks for a new version at \
          most every EPHEMERA_RELOAD_SECONDS (30 s by default) and uses it from its next \
-         invocation after that check",
+         invocation after that check; redeploying the stack does not change it",
         args.file.display()
     );
     Ok(())

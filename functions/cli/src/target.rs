@@ -233,6 +233,15 @@ impl Deployment {
         }
     }
 
+    /// The stack's default configuration parameter (`DefaultConfigParameterName`), read
+    /// while the configuration parameter does not exist; none without a stack.
+    pub async fn default_config_parameter(&mut self) -> Result<Option<String>, Failure> {
+        Ok(self
+            .outputs()
+            .await?
+            .and_then(|o| o.default_config_parameter_name.clone()))
+    }
+
     /// The store on the deployment's table.
     pub async fn store(&mut self) -> Result<DynamoRunnerStore, Failure> {
         let table = self.table().await?;
@@ -258,11 +267,17 @@ impl Deployment {
                 }
                 None => {
                     let name = self.config_parameter().await?;
+                    let default = self.default_config_parameter().await?;
                     self.progress.wait(format!("reading configuration {name}"));
                     let ssm = aws_sdk_ssm::Client::new(&self.sdk);
-                    let config = ephemera_aws::lambda::load_config_parameter(&ssm, &name).await?;
+                    let loaded = ephemera_aws::lambda::load_config_or_default(
+                        &ssm,
+                        &name,
+                        default.as_deref(),
+                    )
+                    .await?;
                     self.progress.clear();
-                    config
+                    loaded.config
                 }
             };
             self.config = Some(config);

@@ -4,6 +4,12 @@
 //! everything about runners and jobs takes an installation token, which GitHub issues
 //! for an hour. Tokens are cached per installation and reused until five minutes before
 //! they expire, so a burst of jobs costs one token request, not one per job.
+//!
+//! A rotated key: when GitHub answers 401 to a call made with the App JWT (the key was
+//! replaced in the App's settings), a client given an [`AppKeySource`] reads the key
+//! once more and, if it changed, retries that call once with the new key. A 401 with
+//! the key it already has is returned as is; re-reads are at most every
+//! [`KEY_REREAD_GAP`], so a revoked key does not turn every call into a secret read.
 
 use crate::client::{lock, ConfigError, GitHubApp};
 use crate::http::{Call, Endpoint};
@@ -14,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use time::{Duration, OffsetDateTime};
-use tracing::debug;
+use tracing::{debug, info, warn};
 
 /// GitHub rejects an `iat` in its future; backdating absorbs clock drift.
 const JWT_BACKDATE: Duration = Duration::seconds(60);
@@ -27,10 +33,25 @@ const TOKEN_REFRESH_MARGIN: Duration = Duration::minutes(5);
 const ACCESS_TOKEN: Endpoint = Endpoint::new("access_token", &[]);
 const INSTALLATION: Endpoint = Endpoint::new("installation", &[]);
 
+/// The shortest gap between two re-reads of the key after a 401.
+pub const KEY_REREAD_GAP: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Where the App's private key is kept (a secret store), read again when GitHub
+/// refuses the key in use.
+#[async_trait::async_trait]
+pub trait AppKeySource: Send + Sync {
+    /// The key as it is there now, PEM.
+    async fn current_key(&self) -> Result<SecretString, Box<dyn std::error::Error + Send + Sync>>;
+    /// Where the key is kept, for the log.
+    fn name(&self) -> String;
+}
+
 /// The App's identity and signing key.
 pub(crate) struct AppKey {
     app_id: u64,
     key: EncodingKey,
+    /// The PEM, to tell a re-read key from the one in use.
+    pem: SecretString,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -46,7 +67,11 @@ impl AppKey {
     pub(crate) fn from_pem(app_id: u64, pem: &SecretString) -> Result<AppKey, ConfigError> {
         let key = EncodingKey::from_rsa_pem(pem.expose_secret().as_bytes())
             .map_err(ConfigError::PrivateKey)?;
-        let app_key = AppKey { app_id, key };
+        let app_key = AppKey {
+            app_id,
+            key,
+            pem: pem.clone(),
+        };
         app_key
             .jwt(OffsetDateTime::now_utc())
             .map_err(ConfigError::PrivateKey)?;
@@ -133,13 +158,101 @@ struct Installation {
     id: u64,
 }
 
+/// The key in use and how many times it was replaced.
+pub(crate) struct KeySlot {
+    current: Mutex<(Arc<AppKey>, u64)>,
+    source: Option<Arc<dyn AppKeySource>>,
+    /// When the key was last read again; held while reading, so concurrent 401s cost
+    /// one read.
+    reread: tokio::sync::Mutex<Option<tokio::time::Instant>>,
+}
+
+impl KeySlot {
+    pub(crate) fn new(key: AppKey) -> KeySlot {
+        KeySlot {
+            current: Mutex::new((Arc::new(key), 0)),
+            source: None,
+            reread: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    pub(crate) fn with_source(mut self, source: Arc<dyn AppKeySource>) -> KeySlot {
+        self.source = Some(source);
+        self
+    }
+
+    /// The key in use and its generation.
+    pub(crate) fn current(&self) -> (Arc<AppKey>, u64) {
+        let current = lock(&self.current);
+        (current.0.clone(), current.1)
+    }
+
+    /// After GitHub refused a JWT signed with generation `seen`: whether a newer key is
+    /// in use now (replaced by another task, or read again here).
+    async fn renew(&self, seen: u64) -> bool {
+        let Some(source) = &self.source else {
+            return false;
+        };
+        let mut last = self.reread.lock().await;
+        let (in_use, generation) = self.current();
+        if generation != seen {
+            return true;
+        }
+        if last.is_some_and(|at| at.elapsed() < KEY_REREAD_GAP) {
+            return false;
+        }
+        *last = Some(tokio::time::Instant::now());
+        let name = source.name();
+        let pem = match source.current_key().await {
+            Ok(pem) => pem,
+            Err(error) => {
+                warn!(source = %name, error = %error, "GitHub refused the App key and it cannot be read again");
+                return false;
+            }
+        };
+        if pem.expose_secret().trim() == in_use.pem.expose_secret().trim() {
+            warn!(source = %name, "GitHub refused the App key, and {name} still holds that key; put the App's current private key there");
+            return false;
+        }
+        match AppKey::from_pem(in_use.app_id, &pem) {
+            Ok(key) => {
+                *lock(&self.current) = (Arc::new(key), generation + 1);
+                info!(source = %name, "GitHub refused the App key; read a new one from {name}, retrying with it");
+                true
+            }
+            Err(error) => {
+                warn!(source = %name, error = %error, "GitHub refused the App key, and the key now in {name} is not usable");
+                false
+            }
+        }
+    }
+}
+
 impl GitHubApp {
-    pub(crate) fn app_jwt(&self) -> Result<SecretString, ForgeError> {
-        // The key signed a JWT in `new`; failing now means the process is broken, and
-        // GitHub could not have accepted the call anyway.
-        self.key
-            .jwt(self.now())
-            .map_err(|_| ForgeError::Unauthorized)
+    /// An App JWT and the generation of the key that signed it.
+    fn app_jwt_of(&self) -> Result<(SecretString, u64), ForgeError> {
+        let (key, generation) = self.key.current();
+        // The key signed a JWT when it was parsed; failing now means the process is
+        // broken, and GitHub could not have accepted the call anyway.
+        let jwt = key.jwt(self.now()).map_err(|_| ForgeError::Unauthorized)?;
+        Ok((jwt, generation))
+    }
+
+    /// Makes `call` with the App JWT; on a 401, reads the key again (if the client has
+    /// a key source) and, when it changed, tries once more with the new key.
+    pub(crate) async fn send_as_app(
+        &self,
+        endpoint: &Endpoint,
+        call: &Call,
+    ) -> Result<crate::http::Reply, ForgeError> {
+        let (jwt, generation) = self.app_jwt_of()?;
+        match self.send(endpoint, call, &jwt).await {
+            Err(ForgeError::Unauthorized) if self.key.renew(generation).await => {
+                let (jwt, _) = self.app_jwt_of()?;
+                self.send(endpoint, call, &jwt).await
+            }
+            other => other,
+        }
     }
 
     /// A usable token for the installation: cached, or fetched and cached.
@@ -156,11 +269,10 @@ impl GitHubApp {
         if let Some(token) = self.tokens.get(installation_id, self.now()) {
             return Ok(token);
         }
-        let jwt = self.app_jwt()?;
         let call = Call::post(format!(
             "/app/installations/{installation_id}/access_tokens"
         ));
-        let reply = match self.send(&ACCESS_TOKEN, &call, &jwt).await {
+        let reply = match self.send_as_app(&ACCESS_TOKEN, &call).await {
             // GitHub knows no such installation of this App: it was uninstalled (or the
             // id is wrong). Retrying cannot help; say so instead of "Not Found".
             Err(ForgeError::Rejected { status: 404, .. }) => {
@@ -201,8 +313,7 @@ impl GitHubApp {
             Some(repo) => format!("/repos/{owner}/{repo}/installation"),
             None => format!("/orgs/{owner}/installation"),
         };
-        let jwt = self.app_jwt()?;
-        let reply = match self.send(&INSTALLATION, &Call::get(path), &jwt).await {
+        let reply = match self.send_as_app(&INSTALLATION, &Call::get(path)).await {
             Err(ForgeError::Rejected { status: 404, .. }) => {
                 let target = repo.map_or_else(|| owner.to_owned(), |r| format!("{owner}/{r}"));
                 return Err(ForgeError::Rejected {

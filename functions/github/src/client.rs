@@ -4,7 +4,7 @@
 //! HTTP connection pool, the signing key, and the caches (installation tokens,
 //! installation ids, runner-group ids) that keep the API calls per job low.
 
-use crate::auth::{AppKey, TokenCache};
+use crate::auth::{AppKey, AppKeySource, KeySlot, TokenCache};
 use crate::retry::RetryPolicy;
 use secrecy::SecretString;
 use std::collections::{BTreeMap, HashMap};
@@ -49,7 +49,7 @@ pub(crate) type Clock = Arc<dyn Fn() -> OffsetDateTime + Send + Sync>;
 pub struct GitHubApp {
     pub(crate) api_url: String,
     pub(crate) http: reqwest::Client,
-    pub(crate) key: AppKey,
+    pub(crate) key: KeySlot,
     pub(crate) retry: RetryPolicy,
     pub(crate) clock: Clock,
     pub(crate) tokens: TokenCache,
@@ -77,7 +77,7 @@ impl GitHubApp {
         Ok(GitHubApp {
             api_url,
             http,
-            key,
+            key: KeySlot::new(key),
             retry: config.retry,
             clock: Arc::new(OffsetDateTime::now_utc),
             tokens: TokenCache::default(),
@@ -92,6 +92,13 @@ impl GitHubApp {
     /// remaining rate limit; the handler sharing the handle flushes it.
     pub fn with_metrics(mut self, metrics: ephemera_core::metrics::Metrics) -> GitHubApp {
         self.metrics = metrics;
+        self
+    }
+
+    /// Reads the key again from `source` when GitHub refuses a JWT signed with it (a
+    /// rotated key), and retries that call once with the new key.
+    pub fn with_key_source(mut self, source: Arc<dyn AppKeySource>) -> GitHubApp {
+        self.key = self.key.with_source(source);
         self
     }
 
@@ -128,7 +135,7 @@ impl fmt::Debug for GitHubApp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("GitHubApp")
             .field("api_url", &self.api_url)
-            .field("app_id", &self.key.app_id())
+            .field("app_id", &self.key.current().0.app_id())
             .finish_non_exhaustive()
     }
 }

@@ -71,8 +71,7 @@ impl HookDeliveries for GitHubApp {
             path.push_str("&cursor=");
             path.push_str(&urlencode(cursor));
         }
-        let jwt = self.app_jwt()?;
-        let reply = self.send(&LIST_DELIVERIES, &Call::get(path), &jwt).await?;
+        let reply = self.send_as_app(&LIST_DELIVERIES, &Call::get(path)).await?;
         let listed: Vec<DeliveryBody> = reply.json(&LIST_DELIVERIES)?;
         Ok(DeliveryPage {
             deliveries: listed.into_iter().map(HookDelivery::from).collect(),
@@ -82,9 +81,8 @@ impl HookDeliveries for GitHubApp {
 
     #[instrument(skip_all, fields(delivery_id = id))]
     async fn redeliver(&self, id: u64) -> Result<(), ForgeError> {
-        let jwt = self.app_jwt()?;
         let call = Call::post(format!("/app/hook/deliveries/{id}/attempts"));
-        self.send(&REDELIVER, &call, &jwt).await?;
+        self.send_as_app(&REDELIVER, &call).await?;
         Ok(())
     }
 }

@@ -8,7 +8,8 @@
 //!
 //! Layout:
 //! - `client`: configuration, [`GitHubApp`] itself, and its call accounting.
-//! - `auth`: the App JWT, installation lookup, and the installation-token cache.
+//! - `auth`: the App JWT (and the re-read of a rotated key), installation lookup, and
+//!   the installation-token cache.
 //! - `outcome`: what an HTTP answer means (a pure function of status, headers, body).
 //! - `retry`: exponential backoff with full jitter inside a time budget.
 //! - `http`: one API call: headers, retries, the 401 refresh, counting and logging.
@@ -37,5 +38,6 @@ mod stub;
 #[cfg(test)]
 mod tests;
 
+pub use auth::{AppKeySource, KEY_REREAD_GAP};
 pub use client::{CallCount, ConfigError, GitHubApp, GitHubAppConfig};
 pub use retry::RetryPolicy;

@@ -5,7 +5,9 @@
 use crate::harness::{jit_request, org, repo, runner, Harness, PRIVATE_KEY, START, TOKENS};
 use crate::stub::Answer;
 use crate::{GitHubApp, GitHubAppConfig, RetryPolicy};
-use ephemera_core::ports::{Forge, ForgeError, ForgeJobState, RunnerRemoval, RunnerScope};
+use ephemera_core::ports::{
+    Forge, ForgeError, ForgeJobState, HookDeliveries, RunnerRemoval, RunnerScope,
+};
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -352,4 +354,77 @@ async fn unreachable_github_is_transient() {
         app.calls().first().map(|c| (c.endpoint, c.outcome)),
         Some(("access_token", "transient"))
     );
+}
+
+/// A key source handing out `pem`, counting its reads.
+struct Rotated {
+    pem: &'static str,
+    reads: std::sync::Arc<AtomicUsize>,
+}
+
+#[async_trait::async_trait]
+impl crate::AppKeySource for Rotated {
+    async fn current_key(&self) -> Result<SecretString, Box<dyn std::error::Error + Send + Sync>> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        Ok(SecretString::from(self.pem.to_owned()))
+    }
+
+    fn name(&self) -> String {
+        "secret app-key".into()
+    }
+}
+
+const SECOND_KEY: &str = include_str!("../../../tests/fixtures/github-app-test-key-2.pem");
+const SECOND_PUBLIC_KEY: &str =
+    include_str!("../../../tests/fixtures/github-app-test-key-2.pub.pem");
+
+/// A stub that accepts only App JWTs signed with the second key.
+async fn rotated_github(source_pem: &'static str) -> (Harness, std::sync::Arc<AtomicUsize>) {
+    let h = Harness::start(|seen| {
+        let decoding =
+            jsonwebtoken::DecodingKey::from_rsa_pem(SECOND_PUBLIC_KEY.as_bytes()).expect("key");
+        let mut validation = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::RS256);
+        validation.validate_exp = false;
+        validation.set_required_spec_claims::<&str>(&[]);
+        match jsonwebtoken::decode::<serde_json::Value>(seen.bearer(), &decoding, &validation) {
+            Ok(_) => Answer::json(200, json!([])),
+            Err(_) => Answer::json(401, json!({"message": "Bad credentials"})),
+        }
+    })
+    .await;
+    let reads = std::sync::Arc::new(AtomicUsize::new(0));
+    let source = Rotated {
+        pem: source_pem,
+        reads: reads.clone(),
+    };
+    let mut h = h;
+    h.app = h.app.with_key_source(std::sync::Arc::new(source));
+    (h, reads)
+}
+
+#[tokio::test]
+async fn a_refused_app_key_is_read_again_and_the_call_retried_with_the_new_one() {
+    let (h, reads) = rotated_github(SECOND_KEY).await;
+    let page = h.app.list_deliveries(None).await.expect("listed");
+    assert!(page.deliveries.is_empty());
+    assert_eq!(reads.load(Ordering::SeqCst), 1);
+    assert_eq!(h.count("list_deliveries", "unauthorized"), 1);
+    assert_eq!(h.count("list_deliveries", "ok"), 1);
+    // The new key stays in use: no more reads, no more refusals.
+    h.app.list_deliveries(None).await.expect("listed");
+    assert_eq!(reads.load(Ordering::SeqCst), 1);
+    assert_eq!(h.count("list_deliveries", "unauthorized"), 1);
+}
+
+#[tokio::test]
+async fn a_refused_app_key_that_did_not_change_is_read_once_and_not_retried() {
+    let (h, reads) = rotated_github(PRIVATE_KEY).await;
+    let result = h.app.list_deliveries(None).await;
+    assert!(matches!(result, Err(ForgeError::Unauthorized)));
+    assert_eq!(reads.load(Ordering::SeqCst), 1);
+    assert_eq!(h.count("list_deliveries", "unauthorized"), 1);
+    // A second refusal within the gap does not read the secret again.
+    let result = h.app.list_deliveries(None).await;
+    assert!(matches!(result, Err(ForgeError::Unauthorized)));
+    assert_eq!(reads.load(Ordering::SeqCst), 1);
 }

@@ -44,6 +44,7 @@ fn build(env: &LambdaEnv, sources: &Sources) -> anyhow::Result<Reaper> {
         retry: Default::default(),
     })
     .map_err(|err| env.unusable_app_key(err))?
+    .with_key_source(env.app_key_source()?)
     .with_metrics(metrics.clone());
     let forge = Arc::new(forge);
     let store = Arc::new(env.store()?);

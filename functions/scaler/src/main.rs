@@ -59,6 +59,7 @@ fn build(
         retry: Default::default(),
     })
     .map_err(|err| env.unusable_app_key(err))?
+    .with_key_source(env.app_key_source()?)
     .with_metrics(metrics.clone());
     Ok(Scaler::new(
         config.clone(),

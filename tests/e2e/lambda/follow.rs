@@ -13,11 +13,11 @@ use ephemera_tests::pipeline::{Pipeline, PipelineOptions, DEPLOYMENT, WEBHOOK_SE
 use ephemera_tests::runtime_api::{function_url_answer, function_url_event, sqs_event};
 use std::time::Duration;
 
-const PARAMETER: &str = "/eph/config";
+pub(super) const PARAMETER: &str = "/eph/config";
 /// The check interval the functions run with here (the default is 30 s).
 const RELOAD_SECONDS: u64 = 1;
 
-async fn put_config(endpoint: &str, text: &str) -> anyhow::Result<()> {
+pub(super) async fn put_config(endpoint: &str, text: &str) -> anyhow::Result<()> {
     let sdk = ephemera_aws::sdk_config(&ephemera_aws::AwsSettings::emulator(endpoint)).await;
     aws_sdk_ssm::Client::new(&sdk)
         .put_parameter()
@@ -176,7 +176,7 @@ async fn a_pushed_configuration_with_a_new_pool_routes_and_launches_without_a_re
 
 /// A signed `queued` delivery for job `job_id` with `labels`, in the simulator's
 /// installation.
-fn queued_delivery(job_id: u64, labels: &[&str]) -> serde_json::Value {
+pub(super) fn queued_delivery(job_id: u64, labels: &[&str]) -> serde_json::Value {
     let body = serde_json::json!({
         "action": "queued",
         "workflow_job": {

@@ -7,7 +7,7 @@ use anyhow::{ensure, Context};
 use aws_sdk_dynamodb::types::TimeToLiveStatus;
 use aws_sdk_ec2::types::LaunchTemplateHttpTokensState;
 use aws_sdk_sqs::types::QueueAttributeName;
-use ephemera_aws::lambda::load_config_parameter;
+use ephemera_aws::lambda::load_config_or_default;
 use ephemera_aws::{bootstrap::MAX_RECEIVE_COUNT, DynamoJitConfigs};
 use ephemera_aws::{read_secret, AwsSettings, DynamoRunnerStore, Ec2Fleet, SqsJobQueue};
 use ephemera_core::handlers::reaper::Reaper;
@@ -30,8 +30,9 @@ const WEBHOOK_SECRET: &str = "stack-webhook-secret";
 /// The labels of the template's default pool (linux-arm64).
 const LABELS: [&str; 3] = ["self-hosted", "linux", "ARM64"];
 /// The variables functions/aws/src/lambda.rs reads.
-const LAMBDA_ENV: [&str; 7] = [
+const LAMBDA_ENV: [&str; 8] = [
     "EPHEMERA_CONFIG_PARAMETER",
+    "EPHEMERA_DEFAULT_CONFIG_PARAMETER",
     "EPHEMERA_TABLE",
     "EPHEMERA_JIT_TABLE",
     "EPHEMERA_INSTANCE_ARN_PREFIX",
@@ -59,6 +60,10 @@ fn check_function_environment(stack: &Stack) -> anyhow::Result<()> {
         ensure!(
             env(stack, function, "EPHEMERA_CONFIG_PARAMETER")?
                 == stack.output("ConfigParameterName")?
+        );
+        ensure!(
+            env(stack, function, "EPHEMERA_DEFAULT_CONFIG_PARAMETER")?
+                == stack.output("DefaultConfigParameterName")?
         );
     }
     Ok(())
@@ -214,7 +219,15 @@ async fn a_job_runs_on_the_stack_template_yaml_creates() -> anyhow::Result<()> {
     let ssm = aws_sdk_ssm::Client::new(&sdk);
     let secrets_manager = aws_sdk_secretsmanager::Client::new(&sdk);
     let parameter = env(&stack, "ScalerFunction", "EPHEMERA_CONFIG_PARAMETER")?;
-    let config = Arc::new(load_config_parameter(&ssm, parameter).await?);
+    let default = env(
+        &stack,
+        "ScalerFunction",
+        "EPHEMERA_DEFAULT_CONFIG_PARAMETER",
+    )?;
+    // Nothing pushed: the stack's default configuration.
+    let loaded = load_config_or_default(&ssm, parameter, Some(default)).await?;
+    ensure!(loaded.parameter == default, "{loaded:?}");
+    let config = Arc::new(loaded.config);
     ensure!(config.deployment == DEPLOYMENT && config.github.app_id == APP_ID);
     let store = Arc::new(DynamoRunnerStore::new(
         aws_sdk_dynamodb::Client::new(&sdk),

@@ -64,10 +64,11 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// Verifies App JWTs.
+/// Verifies App JWTs against the App's public keys (GitHub lets an App have several
+/// private keys at once: a rotation adds the new one, then deletes the old one).
 #[derive(Clone)]
 pub struct AppVerifier {
-    key: DecodingKey,
+    keys: Vec<DecodingKey>,
     app_id: u64,
 }
 
@@ -83,9 +84,19 @@ const MAX_JWT_LIFETIME_SECS: i64 = 11 * 60;
 
 impl AppVerifier {
     pub fn new(app_id: u64, public_key_pem: &str) -> anyhow::Result<AppVerifier> {
-        let key = DecodingKey::from_rsa_pem(public_key_pem.as_bytes())
-            .map_err(|e| anyhow::anyhow!("reading the App public key: {e}"))?;
-        Ok(AppVerifier { key, app_id })
+        AppVerifier::with_keys(app_id, &[public_key_pem])
+    }
+
+    /// A verifier accepting JWTs signed with any of `public_key_pems`.
+    pub fn with_keys(app_id: u64, public_key_pems: &[&str]) -> anyhow::Result<AppVerifier> {
+        let keys = public_key_pems
+            .iter()
+            .map(|pem| {
+                DecodingKey::from_rsa_pem(pem.as_bytes())
+                    .map_err(|e| anyhow::anyhow!("reading the App public key: {e}"))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        Ok(AppVerifier { keys, app_id })
     }
 
     /// Accepts a bearer JWT signed with the App key, issued by this App, not expired.
@@ -94,8 +105,11 @@ impl AppVerifier {
         let mut validation = Validation::new(Algorithm::RS256);
         validation.leeway = 0;
         validation.set_required_spec_claims(&["exp", "iss"]);
-        let claims = jsonwebtoken::decode::<AppClaims>(token, &self.key, &validation)
-            .map_err(|_| ApiError::bad_credentials())?
+        let claims = self
+            .keys
+            .iter()
+            .find_map(|key| jsonwebtoken::decode::<AppClaims>(token, key, &validation).ok())
+            .ok_or_else(ApiError::bad_credentials)?
             .claims;
         let issuer_matches = match &claims.iss {
             serde_json::Value::Number(n) => n.as_u64() == Some(self.app_id),

@@ -111,7 +111,7 @@ pub(crate) async fn list(
     headers: HeaderMap,
 ) -> Response {
     sim.lock().hit("GET /app/hook/deliveries");
-    if let Err(error) = sim.verifier.verify(&headers) {
+    if let Err(error) = sim.verifier().verify(&headers) {
         return error.into_response();
     }
     let per_page = query
@@ -156,7 +156,7 @@ pub(crate) async fn list(
 }
 
 fn find(sim: &Sim, id: &str, headers: &HeaderMap) -> Result<Delivery, ApiError> {
-    sim.verifier.verify(headers)?;
+    sim.verifier().verify(headers)?;
     id.parse::<u64>()
         .ok()
         .and_then(|id| sim.lock().deliveries.get(&id).cloned())

@@ -101,7 +101,8 @@ pub(crate) struct Shared {
     state: Mutex<SimState>,
     webhook_url: Mutex<Option<String>>,
     http: reqwest::Client,
-    verifier: auth::AppVerifier,
+    /// Replaced when the App's keys change ([`SimHandle::set_app_keys`]).
+    verifier: Mutex<auth::AppVerifier>,
     faults: Mutex<faults::FaultState>,
     recorder: Option<intercept::Recorder>,
     started: tokio::time::Instant,
@@ -113,6 +114,14 @@ impl Shared {
     fn lock(&self) -> MutexGuard<'_, SimState> {
         // A panic while holding the lock leaves plain data; keep serving it.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The App JWT verifier in force now.
+    fn verifier(&self) -> auth::AppVerifier {
+        self.verifier
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     fn faults(&self) -> MutexGuard<'_, faults::FaultState> {
@@ -166,7 +175,7 @@ pub async fn start(config: SimConfig) -> anyhow::Result<SimHandle> {
         webhook_url: Mutex::new(config.webhook_url.clone()),
         state: Mutex::new(SimState::default()),
         http: reqwest::Client::new(),
-        verifier,
+        verifier: Mutex::new(verifier),
         faults: Mutex::new(faults::FaultState::new(config.faults.clone())),
         recorder,
         started: tokio::time::Instant::now(),
@@ -204,6 +213,19 @@ impl SimHandle {
     /// Sends later deliveries to `url`.
     pub fn set_webhook_url(&self, url: impl Into<String>) {
         *self.shared.webhook_url.lock().expect("webhook url lock") = Some(url.into());
+    }
+
+    /// Replaces the App's private keys, given by their public halves, as its settings
+    /// page does (generate a key, delete the old one): from now on only JWTs signed with
+    /// one of them are accepted. Installation tokens already issued stay valid.
+    pub fn set_app_keys(&self, public_key_pems: &[&str]) -> anyhow::Result<()> {
+        let verifier = auth::AppVerifier::with_keys(self.shared.config.app_id, public_key_pems)?;
+        *self
+            .shared
+            .verifier
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = verifier;
+        Ok(())
     }
 
     /// Replaces the faults in force; their counts (and the rate-limit window) start

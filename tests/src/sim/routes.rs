@@ -74,7 +74,7 @@ async fn access_token(
 ) -> Result<impl IntoResponse, ApiError> {
     sim.lock()
         .hit("POST /app/installations/{installation_id}/access_tokens");
-    sim.verifier.verify(&headers)?;
+    sim.verifier().verify(&headers)?;
     if installation_id.parse::<u64>().ok() != Some(sim.config.installation_id) {
         return Err(ApiError::not_found());
     }
@@ -102,7 +102,7 @@ async fn org_installation(
     headers: HeaderMap,
 ) -> Result<Json<Value>, ApiError> {
     sim.lock().hit("GET /orgs/{org}/installation");
-    sim.verifier.verify(&headers)?;
+    sim.verifier().verify(&headers)?;
     let c = &sim.config;
     Ok(Json(body::installation(c.installation_id, c.app_id, &org)))
 }
@@ -113,7 +113,7 @@ async fn repo_installation(
     headers: HeaderMap,
 ) -> Result<Json<Value>, ApiError> {
     sim.lock().hit("GET /repos/{owner}/{repo}/installation");
-    sim.verifier.verify(&headers)?;
+    sim.verifier().verify(&headers)?;
     let c = &sim.config;
     Ok(Json(body::installation(
         c.installation_id,

@@ -5,11 +5,15 @@ SendMessage/SendMessageBatch: the message size limit (body and attributes) and t
 system attribute, as SQS does. ReceiveMessage stands in for Lambda's SQS event source
 mapping: a message whose trace header's `Lineage=<hash>:<count>` has reached the cut-off
 is not delivered again but moved to the queue's dead-letter queue (RedrivePolicy), or
-dropped if it has none, and the stop is logged and counted."""
+dropped if it has none, and the stop is logged and counted. SQS's own time (delays,
+visibility timeouts, timestamps) follows the layer's clock: advancing it by a minute lets
+a message delayed by a minute be received at once, so a long wait is tested without
+waiting."""
 
 import base64
 import json
 import re
+import time
 
 from .core import STATE, json_error, read_body, replace_body
 
@@ -119,9 +123,34 @@ def stop_loop(backend, queue_name, delivered, lineage, cutoff):
     )
 
 
+def clock_skew():
+    """Seconds the layer's clock is ahead of real time (advanced, or behind while paused)."""
+    return STATE.clock.now() - time.monotonic()
+
+
+def follow_the_clock():
+    """Makes moto's SQS read its time through the layer's clock."""
+    import moto.sqs.models as sqs_models
+
+    wall_seconds = sqs_models.unix_time
+    wall_millis = sqs_models.unix_time_millis
+
+    def unix_time(*args):
+        return wall_seconds(*args) if args else wall_seconds() + clock_skew()
+
+    def unix_time_millis(*args):
+        return wall_millis(*args) if args else wall_millis() + clock_skew() * 1000.0
+
+    sqs_models.unix_time = unix_time
+    sqs_models.unix_time_millis = unix_time_millis
+
+
 def install():
-    """Puts the recursion cut-off into moto's ReceiveMessage."""
+    """Puts the recursion cut-off into moto's ReceiveMessage, and the layer's clock
+    under moto's SQS."""
     from moto.sqs.models import SQSBackend
+
+    follow_the_clock()
 
     original = SQSBackend.receive_message
 
