@@ -164,7 +164,17 @@ async fn claim_never_exceeds_max_runners_under_concurrency() -> anyhow::Result<(
                 InstanceStatus::PendingCreate,
                 at,
             );
-            store.claim_job(job_id, &runner, 5).await
+            // DynamoDB cancels a claim that overlaps another transaction on the pool
+            // item (the strict world models it): it is tried again, as the scaler does.
+            for _ in 0..100 {
+                match store.claim_job(job_id, &runner, 5).await {
+                    Err(StoreError::Conflict(_)) => {
+                        tokio::time::sleep(Duration::from_millis(5 + job_id * 3)).await
+                    }
+                    other => return other,
+                }
+            }
+            Err(StoreError::Conflict(format!("job {job_id}: 100 conflicts")))
         })
     });
     let mut claimed = 0;
@@ -202,7 +212,18 @@ async fn warm_reservations_take_a_slot_each_and_stop_at_max_runners() -> anyhow:
                 InstanceStatus::PendingCreate,
                 at,
             );
-            store.reserve_runner(&warm, 4).await
+            // A reservation cancelled by an overlapping transaction is tried again.
+            for _ in 0..100 {
+                match store.reserve_runner(&warm, 4).await {
+                    Err(StoreError::Conflict(_)) => {
+                        tokio::time::sleep(Duration::from_millis(5 + i * 3)).await
+                    }
+                    other => return other,
+                }
+            }
+            Err(StoreError::Conflict(format!(
+                "reservation {i}: 100 conflicts"
+            )))
         })
     });
     let mut reserved = 0;
