@@ -260,6 +260,14 @@ impl Forge for Crashing<dyn Forge> {
         self.switch.pass().await;
         self.inner.list_runners(scope).await
     }
+    async fn find_runner(
+        &self,
+        scope: &RunnerScope,
+        name: &str,
+    ) -> Result<Option<ForgeRunner>, ForgeError> {
+        self.switch.pass().await;
+        self.inner.find_runner(scope, name).await
+    }
     async fn job_state(
         &self,
         installation_id: Option<u64>,

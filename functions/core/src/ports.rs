@@ -527,6 +527,18 @@ pub trait Forge: Send + Sync {
     /// registered or removed meanwhile may be missed). Read-only.
     async fn list_runners(&self, scope: &RunnerScope) -> Result<Vec<ForgeRunner>, ForgeError>;
 
+    /// The runner registered in `scope` under `name`, if any. GitHub's list endpoint
+    /// filters by name, so a client asks once instead of reading every page; this
+    /// default reads the list.
+    async fn find_runner(
+        &self,
+        scope: &RunnerScope,
+        name: &str,
+    ) -> Result<Option<ForgeRunner>, ForgeError> {
+        let listed = self.list_runners(scope).await?;
+        Ok(listed.into_iter().find(|r| r.name == name))
+    }
+
     /// Reads a job's state; `None` if GitHub does not know it.
     async fn job_state(
         &self,

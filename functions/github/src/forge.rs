@@ -241,6 +241,14 @@ impl Forge for GitHubApp {
         GitHubApp::list_runners(self, scope).await
     }
 
+    async fn find_runner(
+        &self,
+        scope: &RunnerScope,
+        name: &str,
+    ) -> Result<Option<ForgeRunner>, ForgeError> {
+        GitHubApp::find_runner(self, scope, name).await
+    }
+
     #[instrument(skip_all, fields(owner = %owner, repo = %repo, job_id = job_id))]
     async fn job_state(
         &self,

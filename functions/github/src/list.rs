@@ -28,6 +28,31 @@ struct RunnerPage {
 }
 
 impl GitHubApp {
+    /// The runner registered in `scope` under `name`: one call, with the list endpoint's
+    /// `name` filter (whatever the number of runners in the scope).
+    #[instrument(skip_all, fields(owner = %scope.owner, repo = ?scope.repo, runner = %name))]
+    pub async fn find_runner(
+        &self,
+        scope: &RunnerScope,
+        name: &str,
+    ) -> Result<Option<ForgeRunner>, ForgeError> {
+        let installation_id = self.installation_for(scope).await?;
+        let path = format!(
+            "{}/actions/runners?name={}&per_page={RUNNERS_PER_PAGE}",
+            scope_path(scope),
+            query_value(name)
+        );
+        let reply = self
+            .as_installation(installation_id, &LIST_RUNNERS, &Call::get(path))
+            .await?;
+        let listed: RunnerPage = reply.json(&LIST_RUNNERS)?;
+        Ok(listed
+            .runners
+            .into_iter()
+            .map(ForgeRunner::from)
+            .find(|r| r.name == name))
+    }
+
     /// Every self-hosted runner registered in `scope` (an organization or a repository),
     /// read page by page; one call per 100 runners. Read-only, so safe to retry.
     #[instrument(skip_all, fields(owner = %scope.owner, repo = ?scope.repo))]
@@ -56,6 +81,19 @@ impl GitHubApp {
         );
         Ok(runners)
     }
+}
+
+/// `value` percent-encoded for a query string (unreserved characters kept).
+fn query_value(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -121,6 +121,16 @@ impl Forge for MeteredForge {
         Ok(listed)
     }
 
+    async fn find_runner(
+        &self,
+        scope: &RunnerScope,
+        name: &str,
+    ) -> Result<Option<ForgeRunner>, ForgeError> {
+        // One request: the list endpoint filtered by name.
+        request(&self.cloud, self.caller, LIST_RUNNERS).await?;
+        self.inner.find_runner(scope, name).await
+    }
+
     async fn job_state(
         &self,
         installation_id: Option<u64>,

@@ -126,6 +126,13 @@ async fn runners_are_listed_across_pages_of_a_hundred() -> anyhow::Result<()> {
         .list_runners(&scope(Some("other"), Some(1)))
         .await?
         .is_empty());
+
+    // One runner among 130 found by name in one call (the list's `name` filter).
+    let found = app.find_runner(&org, "eph-page-117").await?;
+    assert_eq!(found.map(|r| r.name), Some("eph-page-117".to_owned()));
+    assert_eq!(app.find_runner(&org, "eph-page-1000").await?, None);
+    let counted = sim.snapshot().counters.api_calls;
+    assert_eq!(counted.get("GET /orgs/{org}/actions/runners"), Some(&4));
     Ok(())
 }
 

@@ -141,8 +141,7 @@ impl Reaper {
         let runner_id = match runner.github_runner_id {
             Some(id) => id,
             None if runner.instance_id.is_some() => {
-                let listed = self.forge.list_runners(&scope).await?;
-                match listed.into_iter().find(|r| r.name == runner.name) {
+                match self.forge.find_runner(&scope, &runner.name).await? {
                     Some(found) => {
                         info!(runner = %runner.name, runner_id = found.id, "registration without a recorded id found by name");
                         found.id
