@@ -6,6 +6,7 @@
 mod crash;
 mod reconcile;
 mod rules;
+mod stolen;
 mod sweeps;
 mod warm;
 
