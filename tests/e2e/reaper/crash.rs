@@ -2,7 +2,8 @@
 //! (after 0, 1, 2, ... calls, until one run completes without a crash), and after at
 //! most two reaper runs nothing is leaked: every instance and GitHub runner of the
 //! deployment has a live record, no JIT secret waits for an instance without one, and
-//! the pool counter equals the slots the live records hold.
+//! the pool counter equals the slots the live records hold. And a job handed to the
+//! record the scaler died on runs on it.
 
 use super::*;
 use ephemera_core::handlers::scaler::Scaler;
@@ -127,4 +128,80 @@ async fn scaler_crash_between_any_two_calls_leaks_nothing_after_two_reaper_runs(
         }
     }
     anyhow::bail!("the scaler never finished a job without a crash")
+}
+
+/// The scaler dies right after writing the runner record of job A (claimed, nothing
+/// launched); GitHub then gives A to the runner launched for job B. Job B is handed to
+/// A's stalled record, whose creation resumes, and B runs on it: at the latest within 2
+/// reaper runs past the creation lease (here at once, through the hand-over's message).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_handed_to_a_record_the_scaler_died_on_runs_on_it() -> anyhow::Result<()> {
+    let options = PipelineOptions {
+        reaper_interval: None,
+        pickup_delay: Duration::from_secs(1),
+        ..PipelineOptions::default()
+    };
+    let p = Pipeline::start(options).await?;
+    lose_webhooks(&p)?;
+    let job_a = p.sim.create_job("octo-org", "app", &LABELS, None).await?;
+    let run_a = p.sim.snapshot().jobs[&job_a].run_id;
+    // Stop the scaler at its first call after the claim wrote the record.
+    let switch = CrashSwitch::new();
+    let scaler = crashing_scaler(&p, &switch);
+    let mut stalled = None;
+    for calls in 0..10 {
+        switch.arm(calls);
+        let message = queued(job_a, run_a);
+        let crashed = tokio::select! {
+            _ = scaler.handle(&message, now()) => false,
+            _ = switch.crashed() => true,
+        };
+        switch.disarm();
+        anyhow::ensure!(
+            crashed,
+            "the scaler finished job {job_a} before any record stalled"
+        );
+        if let Some(record) = p.runner_for_job(job_a).await? {
+            stalled = Some(record);
+            break;
+        }
+    }
+    let stalled = stalled.ok_or_else(|| anyhow::anyhow!("no record was ever written"))?;
+    assert_eq!(stalled.status, InstanceStatus::PendingCreate);
+    assert!(stalled.instance_id.is_none());
+
+    // Job B is delivered; its runner comes online and GitHub gives it the older job A.
+    p.sim.set_webhook_url(&p.webhook_url);
+    let job_b = p.sim.create_job("octo-org", "app", &LABELS, None).await?;
+    let clock = now() + ephemera_core::handlers::scaler::CREATE_LEASE + minutes(1);
+    for _ in 0..2 {
+        p.wait_for("both jobs to have run", LIMIT, || async {
+            let sim = p.sim.snapshot();
+            let done = [job_a, job_b]
+                .iter()
+                .all(|id| sim.jobs[id].status == "completed");
+            Ok(done.then_some(()))
+        })
+        .await
+        .ok();
+        p.reap_at(clock).await?;
+    }
+    let sim = p.sim.snapshot();
+    for id in [job_a, job_b] {
+        assert_eq!(
+            sim.jobs[&id].conclusion.as_deref(),
+            Some("success"),
+            "job {id}"
+        );
+    }
+    assert_eq!(
+        sim.jobs[&job_b].runner_name.as_deref(),
+        Some(stalled.name.as_str()),
+        "job B ran on the record the scaler died on"
+    );
+    assert_eq!(sim.counters.runners_registered, 2);
+    assert_eq!(sim.counters.jobs_killed, 0);
+    let leaked = leaks(&p).await?;
+    assert!(leaked.is_empty(), "{leaked:?}");
+    Ok(())
 }
