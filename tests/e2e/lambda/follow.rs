@@ -17,6 +17,34 @@ pub(super) const PARAMETER: &str = "/eph/config";
 /// The check interval the functions run with here (the default is 30 s).
 const RELOAD_SECONDS: u64 = 1;
 
+/// Puts `config` into the configuration parameter and the webhook secret and App key into
+/// Secrets Manager, as a deployment holds them; returns the functions' environment for
+/// that deployment, with `extra` variables after the common ones.
+pub(super) async fn deployment_environment(
+    p: &Pipeline,
+    config: &str,
+    extra: &[(&str, &str)],
+) -> anyhow::Result<Vec<(String, String)>> {
+    put_config(&p.moto.endpoint, config).await?;
+    let hook_id = put_secret(&p.moto, "ephemera/eph/webhook-secret", WEBHOOK_SECRET).await?;
+    let key_id = put_secret(&p.moto, "ephemera/eph/github-app-key", &app_key()?).await?;
+    let names = ResourceNames::for_deployment(DEPLOYMENT);
+    let mut vars = vec![
+        ("EPHEMERA_CONFIG_PARAMETER", PARAMETER),
+        ("EPHEMERA_TABLE", names.table.as_str()),
+        ("EPHEMERA_QUEUE_URL", p.queue.queue_url()),
+        ("EPHEMERA_WEBHOOK_SECRET_ID", hook_id.as_str()),
+        ("EPHEMERA_GITHUB_KEY_SECRET_ID", key_id.as_str()),
+        (
+            "EPHEMERA_INSTANCE_ARN_PREFIX",
+            "arn:aws:ec2:us-east-1:123456789012:instance/",
+        ),
+        ("EPHEMERA_JIT_TABLE", names.jit_table.as_str()),
+    ];
+    vars.extend_from_slice(extra);
+    Ok(environment(&p.moto.endpoint, &vars))
+}
+
 pub(super) async fn put_config(endpoint: &str, text: &str) -> anyhow::Result<()> {
     let sdk = ephemera_aws::sdk_config(&ephemera_aws::AwsSettings::emulator(endpoint)).await;
     aws_sdk_ssm::Client::new(&sdk)
@@ -94,28 +122,8 @@ async fn a_pushed_configuration_with_a_new_pool_routes_and_launches_without_a_re
     })
     .await?;
     let first = config_yaml(DEPLOYMENT, &p.sim.url);
-    put_config(&p.moto.endpoint, &first).await?;
-    let hook_id = put_secret(&p.moto, "ephemera/eph/webhook-secret", WEBHOOK_SECRET).await?;
-    let key_id = put_secret(&p.moto, "ephemera/eph/github-app-key", &app_key()?).await?;
-    let table = ephemera_aws::ResourceNames::for_deployment(DEPLOYMENT).table;
     let reload = RELOAD_SECONDS.to_string();
-    let jit_table = ResourceNames::for_deployment(DEPLOYMENT).jit_table;
-    let env = environment(
-        &p.moto.endpoint,
-        &[
-            ("EPHEMERA_CONFIG_PARAMETER", PARAMETER),
-            ("EPHEMERA_TABLE", &table),
-            ("EPHEMERA_QUEUE_URL", p.queue.queue_url()),
-            ("EPHEMERA_WEBHOOK_SECRET_ID", &hook_id),
-            ("EPHEMERA_GITHUB_KEY_SECRET_ID", &key_id),
-            (
-                "EPHEMERA_INSTANCE_ARN_PREFIX",
-                "arn:aws:ec2:us-east-1:123456789012:instance/",
-            ),
-            ("EPHEMERA_JIT_TABLE", &jit_table),
-            ("EPHEMERA_RELOAD_SECONDS", &reload),
-        ],
-    );
+    let env = deployment_environment(&p, &first, &[("EPHEMERA_RELOAD_SECONDS", &reload)]).await?;
     let mut webhook = Function::start("webhook", &env).await?;
     let mut scaler = Function::start("scaler", &env).await?;
     let arm = ["self-hosted", "linux", "arm64"];

@@ -5,12 +5,11 @@
 //! `AWSTraceHeader`, as Lambda counts), and the strict world's cut-off at 16 never fires,
 //! with its clock advanced so SQS delays pass without waiting.
 
-use super::follow::{put_config, queued_delivery, PARAMETER};
+use super::follow::{deployment_environment, queued_delivery};
 use crate::cli::config_yaml;
 use aws_sdk_sqs::types::MessageSystemAttributeName;
-use ephemera_aws::ResourceNames;
-use ephemera_tests::functions::{app_key, environment, put_secret, Function};
-use ephemera_tests::pipeline::{Pipeline, PipelineOptions, DEPLOYMENT, WEBHOOK_SECRET};
+use ephemera_tests::functions::Function;
+use ephemera_tests::pipeline::{Pipeline, PipelineOptions, DEPLOYMENT};
 use ephemera_tests::runtime_api::{function_url_answer, sqs_event, DEFAULT_TRACE_ID};
 use std::time::Duration;
 
@@ -87,25 +86,7 @@ async fn a_job_waiting_half_an_hour_for_capacity_is_not_cut_off_as_a_recursive_l
     })
     .await?;
     let one_slot = config_yaml(DEPLOYMENT, &p.sim.url).replace("max_runners: 10", "max_runners: 1");
-    put_config(&p.moto.endpoint, &one_slot).await?;
-    let hook_id = put_secret(&p.moto, "ephemera/eph/webhook-secret", WEBHOOK_SECRET).await?;
-    let key_id = put_secret(&p.moto, "ephemera/eph/github-app-key", &app_key()?).await?;
-    let names = ResourceNames::for_deployment(DEPLOYMENT);
-    let env = environment(
-        &p.moto.endpoint,
-        &[
-            ("EPHEMERA_CONFIG_PARAMETER", PARAMETER),
-            ("EPHEMERA_TABLE", &names.table),
-            ("EPHEMERA_QUEUE_URL", p.queue.queue_url()),
-            ("EPHEMERA_WEBHOOK_SECRET_ID", &hook_id),
-            ("EPHEMERA_GITHUB_KEY_SECRET_ID", &key_id),
-            (
-                "EPHEMERA_INSTANCE_ARN_PREFIX",
-                "arn:aws:ec2:us-east-1:123456789012:instance/",
-            ),
-            ("EPHEMERA_JIT_TABLE", &names.jit_table),
-        ],
-    );
+    let env = deployment_environment(&p, &one_slot, &[]).await?;
     let mut webhook = Function::start("webhook", &env).await?;
     let mut scaler = Function::start("scaler", &env).await?;
     let sdk =

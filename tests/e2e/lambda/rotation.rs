@@ -4,13 +4,10 @@
 //! scaler read the secret again and launch the runner, without a restart and long before
 //! its next periodic check.
 
-use super::follow::{put_config, queued_delivery, PARAMETER};
+use super::follow::{deployment_environment, queued_delivery};
 use crate::cli::config_yaml;
-use ephemera_aws::ResourceNames;
-use ephemera_tests::functions::{app_key, environment, put_secret, Function};
-use ephemera_tests::pipeline::{
-    workspace_path, Pipeline, PipelineOptions, DEPLOYMENT, WEBHOOK_SECRET,
-};
+use ephemera_tests::functions::{put_secret, Function};
+use ephemera_tests::pipeline::{workspace_path, Pipeline, PipelineOptions, DEPLOYMENT};
 use ephemera_tests::runtime_api::{function_url_answer, sqs_event};
 
 #[tokio::test]
@@ -22,27 +19,9 @@ async fn a_rotated_app_key_is_read_again_on_githubs_401_and_the_runner_launches(
         ..PipelineOptions::default()
     })
     .await?;
-    put_config(&p.moto.endpoint, &config_yaml(DEPLOYMENT, &p.sim.url)).await?;
-    let hook_id = put_secret(&p.moto, "ephemera/eph/webhook-secret", WEBHOOK_SECRET).await?;
-    let key_id = put_secret(&p.moto, "ephemera/eph/github-app-key", &app_key()?).await?;
-    let names = ResourceNames::for_deployment(DEPLOYMENT);
     // A long interval: only GitHub's 401 can make the scaler see the new key.
-    let env = environment(
-        &p.moto.endpoint,
-        &[
-            ("EPHEMERA_CONFIG_PARAMETER", PARAMETER),
-            ("EPHEMERA_TABLE", &names.table),
-            ("EPHEMERA_QUEUE_URL", p.queue.queue_url()),
-            ("EPHEMERA_WEBHOOK_SECRET_ID", &hook_id),
-            ("EPHEMERA_GITHUB_KEY_SECRET_ID", &key_id),
-            (
-                "EPHEMERA_INSTANCE_ARN_PREFIX",
-                "arn:aws:ec2:us-east-1:123456789012:instance/",
-            ),
-            ("EPHEMERA_JIT_TABLE", &names.jit_table),
-            ("EPHEMERA_RELOAD_SECONDS", "600"),
-        ],
-    );
+    let config = config_yaml(DEPLOYMENT, &p.sim.url);
+    let env = deployment_environment(&p, &config, &[("EPHEMERA_RELOAD_SECONDS", "600")]).await?;
     let mut webhook = Function::start("webhook", &env).await?;
     let mut scaler = Function::start("scaler", &env).await?;
     let x64 = ["self-hosted", "linux", "x64"];
