@@ -237,6 +237,13 @@ pub struct JobRecord {
     pub updated_at: OffsetDateTime,
 }
 
+impl JobRecord {
+    /// Whether the job is queued and claimed by runner `name`: it waits for that runner.
+    pub fn waits_for(&self, name: &str) -> bool {
+        self.status == JobStatus::Queued && self.runner_name.as_deref() == Some(name)
+    }
+}
+
 /// The pool's counter of slots taken by live runners.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PoolRecord {

@@ -285,7 +285,7 @@ impl RunnerStore for MemoryStore {
         tables.check(StoreOp::UnclaimJob)?;
         if let Some(job) = tables.jobs.get_mut(&job_id) {
             // A claim is on a queued job only; past that the name is the runner that ran it.
-            if job.status == JobStatus::Queued && job.runner_name.as_deref() == Some(runner_name) {
+            if job.waits_for(runner_name) {
                 job.runner_name = None;
                 job.launched_runner = None;
             }
@@ -297,9 +297,7 @@ impl RunnerStore for MemoryStore {
         let mut tables = lock(&self.tables);
         tables.check(StoreOp::PassClaim)?;
         match tables.jobs.get_mut(&job_id) {
-            Some(job)
-                if job.status == JobStatus::Queued && job.runner_name.as_deref() == Some(from) =>
-            {
+            Some(job) if job.waits_for(from) => {
                 job.runner_name = Some(to.to_owned());
                 job.launched_runner = Some(to.to_owned());
                 Ok(true)

@@ -50,9 +50,7 @@ impl Reaper {
         };
         // A consistent read: the snapshot's queued jobs may miss a hand-over just made.
         let job = self.store.get_job(job_id).await?;
-        let claimed = job.filter(|job| {
-            job.status == JobStatus::Queued && job.runner_name.as_deref() == Some(&record.name)
-        });
+        let claimed = job.filter(|job| job.waits_for(&record.name));
         let Some(job) = claimed else {
             let reason = format!("creation stalled and job {job_id} no longer waits for it");
             return self.send_to_delete(record, &reason, now).await;

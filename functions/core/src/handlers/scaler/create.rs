@@ -8,7 +8,7 @@ use crate::config::PoolConfig;
 use crate::handlers::error_chain;
 use crate::lifecycle::InstanceStatus;
 use crate::metrics::{Dimension, Metric};
-use crate::model::{JobStatus, RunnerRecord};
+use crate::model::RunnerRecord;
 use crate::names;
 use crate::ports::*;
 use std::time::Duration;
@@ -362,10 +362,11 @@ impl Scaler {
         let current = self.store.get_runner(&runner.name).await?;
         let job_id = current.as_ref().and_then(|r| r.job_id);
         let waiting = match job_id {
-            Some(job_id) => self.store.get_job(job_id).await?.is_some_and(|job| {
-                job.status == JobStatus::Queued
-                    && job.runner_name.as_deref() == Some(runner.name.as_str())
-            }),
+            Some(job_id) => self
+                .store
+                .get_job(job_id)
+                .await?
+                .is_some_and(|job| job.waits_for(&runner.name)),
             // A warm runner, made for no job: it waits for whichever comes.
             None => true,
         };

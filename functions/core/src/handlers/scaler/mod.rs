@@ -740,7 +740,7 @@ impl Scaler {
         let Some(job) = self.store.get_job(orphaned).await? else {
             return Ok(());
         };
-        if job.status != JobStatus::Queued || job.runner_name.as_deref() != Some(taker) {
+        if !job.waits_for(taker) {
             return Ok(());
         }
         let mut candidate = taken_job_runner.map(str::to_owned);
