@@ -163,6 +163,29 @@ where
     }
 }
 
+/// The codes of a cancelled transaction's reasons, one per item (`None` where that item
+/// was fine); `None` for any other failure.
+fn cancellation_codes(
+    err: &SdkError<aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError>,
+) -> Option<Vec<String>> {
+    use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+    match err.as_service_error() {
+        Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) => Some(
+            cancelled
+                .cancellation_reasons()
+                .iter()
+                .map(|reason| reason.code().unwrap_or("None").to_owned())
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+/// Whether another transaction on one of its items cancelled this one.
+fn cancelled_by_conflict(codes: &[String]) -> bool {
+    codes.iter().any(|code| code == "TransactionConflict")
+}
+
 #[async_trait]
 impl RunnerStore for DynamoRunnerStore {
     async fn record_job(&self, job: &JobRecord) -> Result<JobRecord, StoreError> {

@@ -2,10 +2,9 @@
 //! transaction that binds a queued job to one runner and one pool slot (and its job-less
 //! twin, the reservation of a warm runner: the runner and the slot alone).
 
-use super::{store_error, DynamoRunnerStore, Expr};
+use super::{cancellation_codes, cancelled_by_conflict, store_error, DynamoRunnerStore, Expr};
 use crate::items::{self, Item};
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
-use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
     Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
@@ -151,9 +150,9 @@ impl DynamoRunnerStore {
             Ok(_) => return Ok(Claim::Claimed),
             Err(err) => err,
         };
-        let reasons = cancellation_codes(err)?;
+        let reasons = cancellation_codes(&err).ok_or_else(|| store_error(err))?;
         // Another transaction on the same items (the pool item, in a burst): try again.
-        if reasons.iter().any(|code| code == "TransactionConflict") {
+        if cancelled_by_conflict(&reasons) {
             return Err(StoreError::Conflict(items::runner_key(&runner.name)));
         }
         // Which condition failed: read what the transaction saw.
@@ -191,8 +190,8 @@ impl DynamoRunnerStore {
             Ok(_) => return Ok(true),
             Err(err) => err,
         };
-        let reasons = cancellation_codes(err)?;
-        if reasons.iter().any(|code| code == "TransactionConflict") {
+        let reasons = cancellation_codes(&err).ok_or_else(|| store_error(err))?;
+        if cancelled_by_conflict(&reasons) {
             return Err(StoreError::Conflict(items::runner_key(&runner.name)));
         }
         // Which condition failed: a full pool, or (names are random) a slot freed since.
@@ -361,20 +360,5 @@ impl DynamoRunnerStore {
             }
             Err(err) => Err(store_error(err)),
         }
-    }
-}
-
-/// The codes of a cancelled transaction's reasons, one per item (`None` where that item
-/// was fine); any other failure is the store's error.
-fn cancellation_codes(
-    err: aws_sdk_dynamodb::error::SdkError<TransactWriteItemsError>,
-) -> Result<Vec<String>, StoreError> {
-    match err.as_service_error() {
-        Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) => Ok(cancelled
-            .cancellation_reasons()
-            .iter()
-            .map(|reason| reason.code().unwrap_or("None").to_owned())
-            .collect()),
-        _ => Err(store_error(err)),
     }
 }

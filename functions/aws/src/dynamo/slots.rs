@@ -3,7 +3,7 @@
 //! slot is released exactly once: the record says whether it still holds one.
 
 use super::runners::append_history;
-use super::{store_error, DynamoRunnerStore, Expr};
+use super::{cancellation_codes, cancelled_by_conflict, store_error, DynamoRunnerStore, Expr};
 use crate::items;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
@@ -18,22 +18,6 @@ use tracing::{instrument, warn};
 const RELEASE_TRIES: u32 = 8;
 /// The bound of the first random wait between tries; it doubles with each try.
 const RELEASE_FIRST_WAIT: std::time::Duration = std::time::Duration::from_millis(20);
-
-/// The codes of a cancelled transaction's reasons; `None` for any other failure.
-fn cancellation_reasons(
-    err: &aws_sdk_dynamodb::error::SdkError<TransactWriteItemsError>,
-) -> Option<Vec<String>> {
-    match err.as_service_error() {
-        Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) => Some(
-            cancelled
-                .cancellation_reasons()
-                .iter()
-                .map(|reason| reason.code().unwrap_or("None").to_owned())
-                .collect(),
-        ),
-        _ => None,
-    }
-}
 
 /// A status change that gives the record's slot back.
 struct SlotRelease {
@@ -139,8 +123,7 @@ impl DynamoRunnerStore {
                 .send()
                 .await;
             let Err(err) = result else { return Ok(()) };
-            let conflict = cancellation_reasons(&err)
-                .is_some_and(|codes| codes.iter().any(|code| code == "TransactionConflict"));
+            let conflict = cancellation_codes(&err).is_some_and(|c| cancelled_by_conflict(&c));
             if !conflict || tries >= RELEASE_TRIES {
                 break err;
             }
@@ -153,9 +136,7 @@ impl DynamoRunnerStore {
         {
             return Err(store_error(err));
         }
-        if cancellation_reasons(&err)
-            .is_some_and(|codes| codes.iter().any(|code| code == "TransactionConflict"))
-        {
+        if cancellation_codes(&err).is_some_and(|c| cancelled_by_conflict(&c)) {
             return Err(StoreError::Conflict(items::runner_key(name)));
         }
         let status = self.current_status(name).await?;
