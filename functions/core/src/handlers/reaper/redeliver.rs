@@ -2,62 +2,156 @@
 //! so a `queued` lost while the webhook endpoint was down or refusing would leave a job
 //! that the table never saw, and that no other rule can find. Each run reads the App's
 //! recent deliveries, newest first, back to where the last sweep stopped (at most
-//! [`DELIVERY_LOOKBACK`] back, and [`PAGES_PER_RUN`] pages), and asks GitHub once to
-//! redeliver each failed `workflow_job` delivery whose event no attempt has delivered,
-//! at most [`REDELIVERIES_PER_RUN`] a run, and at most [`ATTEMPTS_PER_EVENT`] times for
-//! one event. The webhook handles a repeated event idempotently.
+//! [`DELIVERY_LOOKBACK`] back, and [`PAGES_PER_RUN`] pages), and remembers each
+//! `workflow_job` event whose attempts all failed. It asks GitHub to redeliver such an
+//! event (its newest failed attempt) at once, then again while its redeliveries keep
+//! failing, spaced by [`retry_after`] ([`FIRST_RETRY`] doubling up to [`LONGEST_RETRY`]),
+//! or at once when any later delivery got through (the endpoint is back), for as long as
+//! the event is within the lookback: an endpoint that refuses for minutes loses no event.
+//! At most [`REDELIVERIES_PER_RUN`] asks a run. A process that starts afresh reads the
+//! whole lookback again, so it finds what its predecessor had not yet recovered. The
+//! webhook handles a repeated event idempotently.
 
 use super::Reaper;
 use crate::handlers::error_chain;
 use crate::metrics::Metric;
 use crate::ports::HookDelivery;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 use time::OffsetDateTime;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-/// How far back a sweep looks when it does not know where the last one stopped.
+/// How far back a sweep looks when it does not know where the last one stopped, and how
+/// long a failed event is asked for again.
 pub const DELIVERY_LOOKBACK: Duration = Duration::from_secs(60 * 60);
 /// Pages of deliveries read per run at most (GitHub's largest page is 100).
 pub const PAGES_PER_RUN: usize = 5;
 /// Redeliveries asked per run at most.
 pub const REDELIVERIES_PER_RUN: usize = 20;
-/// Redeliveries asked for one event at most (its attempts may keep failing while the
-/// endpoint is down).
-pub const ATTEMPTS_PER_EVENT: u32 = 5;
+/// The wait after an event's first redelivery before it is asked again, if that failed.
+pub const FIRST_RETRY: Duration = Duration::from_secs(10);
+/// The longest wait between two asks for one event.
+pub const LONGEST_RETRY: Duration = Duration::from_secs(5 * 60);
 
-/// Redeliveries remembered at most, before the oldest marks are dropped.
-const MARKS_KEPT: usize = 10_000;
+/// Failed events remembered at most, before the oldest are dropped.
+const EVENTS_KEPT: usize = 10_000;
+
+/// The wait after an event's `asks`-th redelivery before the next: [`FIRST_RETRY`],
+/// doubling, at most [`LONGEST_RETRY`].
+pub fn retry_after(asks: u32) -> Duration {
+    FIRST_RETRY
+        .saturating_mul(2u32.saturating_pow(asks.saturating_sub(1)))
+        .min(LONGEST_RETRY)
+}
+
+/// A `workflow_job` event whose every attempt seen so far failed.
+#[derive(Debug, Clone)]
+struct FailedEvent {
+    /// Its newest failed attempt: the one GitHub is asked to send again.
+    newest_attempt: u64,
+    /// When its first attempt seen failed: it is given up once past the lookback.
+    first_failed_at: OffsetDateTime,
+    action: Option<String>,
+    status_code: u16,
+    /// Redeliveries asked so far, when the last was, and when the next may be.
+    asks: u32,
+    last_ask: Option<OffsetDateTime>,
+    next_ask: Option<OffsetDateTime>,
+}
 
 /// What the sweep remembers between runs.
 #[derive(Debug, Default)]
 pub(super) struct SweepMark {
     /// The newest delivery id the last sweep read: the next stops there.
     newest_seen: Option<u64>,
-    /// Delivery ids already asked to be redelivered.
-    asked: HashSet<u64>,
-    /// Redeliveries asked per event (delivery guid).
-    attempts: HashMap<String, u32>,
+    /// Failed events not yet delivered, by guid.
+    failed: BTreeMap<String, FailedEvent>,
 }
 
-/// The failed `workflow_job` deliveries of `read` (newest first) whose event no attempt
-/// in `read` delivered, oldest first, one per event (its newest failed attempt).
-pub fn failed_deliveries(read: &[HookDelivery]) -> Vec<&HookDelivery> {
-    let delivered: HashSet<&str> = read
-        .iter()
-        .filter(|d| d.delivered())
-        .map(|d| d.guid.as_str())
-        .collect();
-    let mut seen = HashSet::new();
-    let mut failed: Vec<&HookDelivery> = read
-        .iter()
-        .filter(|d| d.event == "workflow_job" && !d.delivered())
-        .filter(|d| !delivered.contains(d.guid.as_str()))
-        .filter(|d| seen.insert(d.guid.as_str()))
-        .collect();
-    failed.reverse();
-    failed
+impl SweepMark {
+    /// Folds in deliveries read (newest first): an event delivered by any attempt is
+    /// done; one whose attempts failed is remembered with its newest attempt.
+    fn learn(&mut self, read: &[HookDelivery]) {
+        let delivered: HashSet<&str> = read
+            .iter()
+            .filter(|d| d.delivered())
+            .map(|d| d.guid.as_str())
+            .collect();
+        self.failed
+            .retain(|guid, _| !delivered.contains(guid.as_str()));
+        let failed = read
+            .iter()
+            .filter(|d| d.event == "workflow_job" && !d.delivered());
+        for attempt in failed.filter(|d| !delivered.contains(d.guid.as_str())) {
+            let event = self
+                .failed
+                .entry(attempt.guid.clone())
+                .or_insert_with(|| FailedEvent {
+                    newest_attempt: attempt.id,
+                    first_failed_at: attempt.delivered_at,
+                    action: attempt.action.clone(),
+                    status_code: attempt.status_code,
+                    asks: 0,
+                    last_ask: None,
+                    next_ask: None,
+                });
+            if attempt.id >= event.newest_attempt {
+                event.newest_attempt = attempt.id;
+                event.status_code = attempt.status_code;
+            }
+            event.first_failed_at = event.first_failed_at.min(attempt.delivered_at);
+        }
+        // A delivery got through after an event's last ask: the endpoint is back, so
+        // the event need not wait out its spacing.
+        if let Some(got_through) = read
+            .iter()
+            .filter(|d| d.delivered())
+            .map(|d| d.delivered_at)
+            .max()
+        {
+            for event in self.failed.values_mut() {
+                if event.last_ask.is_some_and(|at| at < got_through) {
+                    event.next_ask = None;
+                }
+            }
+        }
+        if self.failed.len() > EVENTS_KEPT {
+            let mut oldest: Vec<(OffsetDateTime, String)> = self
+                .failed
+                .iter()
+                .map(|(guid, event)| (event.first_failed_at, guid.clone()))
+                .collect();
+            oldest.sort();
+            for (_, guid) in oldest.into_iter().take(self.failed.len() - EVENTS_KEPT) {
+                self.failed.remove(&guid);
+            }
+        }
+    }
+
+    /// The events to ask for now, oldest failure first; those past the lookback are
+    /// given up.
+    fn due(&mut self, now: OffsetDateTime) -> Vec<(String, FailedEvent)> {
+        self.failed
+            .retain(|_, event| event.first_failed_at >= now - DELIVERY_LOOKBACK);
+        let mut due: Vec<(String, FailedEvent)> = self
+            .failed
+            .iter()
+            .filter(|(_, event)| event.next_ask.is_none_or(|at| at <= now))
+            .map(|(guid, event)| (guid.clone(), event.clone()))
+            .collect();
+        due.sort_by_key(|(_, event)| event.first_failed_at);
+        due
+    }
+
+    /// Notes that the event was asked for at `now`.
+    fn asked(&mut self, guid: &str, now: OffsetDateTime) {
+        if let Some(event) = self.failed.get_mut(guid) {
+            event.asks += 1;
+            event.last_ask = Some(now);
+            event.next_ask = Some(now + retry_after(event.asks));
+        }
+    }
 }
 
 impl Reaper {
@@ -66,6 +160,45 @@ impl Reaper {
         let Some(deliveries) = self.deliveries.clone() else {
             return 0;
         };
+        // Events already known are asked for even when the list cannot be read.
+        let read = self
+            .read_new_deliveries(now, deadline)
+            .await
+            .unwrap_or_default();
+        let due = {
+            let mut memory = self.memory();
+            memory.sweep.learn(&read);
+            memory.sweep.due(now)
+        };
+        let mut asked = 0;
+        for (guid, event) in due {
+            if asked == REDELIVERIES_PER_RUN || Instant::now() >= deadline {
+                break;
+            }
+            match deliveries.redeliver(event.newest_attempt).await {
+                Ok(()) => {
+                    asked += 1;
+                    self.memory().sweep.asked(&guid, now);
+                    self.metrics.record(Metric::Redeliveries, &[], 1.0);
+                    info!(delivery_id = event.newest_attempt, %guid, action = ?event.action, status_code = event.status_code, ask = event.asks + 1, "failed webhook delivery redelivered");
+                }
+                Err(err) => {
+                    // Asked again at the next run.
+                    warn!(delivery_id = event.newest_attempt, error = %error_chain(&err), "cannot redeliver a failed webhook delivery");
+                }
+            }
+        }
+        asked
+    }
+
+    /// The deliveries made since the last sweep read (newest first), or `None` if they
+    /// cannot be listed.
+    async fn read_new_deliveries(
+        &self,
+        now: OffsetDateTime,
+        deadline: Instant,
+    ) -> Option<Vec<HookDelivery>> {
+        let deliveries = self.deliveries.clone()?;
         let stop_at = self.memory().sweep.newest_seen;
         let oldest = now - DELIVERY_LOOKBACK;
         let mut read = Vec::new();
@@ -78,7 +211,7 @@ impl Reaper {
                 Ok(page) => page,
                 Err(err) => {
                     warn!(error = %error_chain(&err), "cannot list webhook deliveries; next run retries");
-                    return 0;
+                    return None;
                 }
             };
             let listed = page.deliveries.len();
@@ -97,42 +230,6 @@ impl Reaper {
         if let Some(newest) = read.iter().map(|d| d.id).max() {
             self.memory().sweep.newest_seen = Some(newest.max(stop_at.unwrap_or(0)));
         }
-        let mut asked = 0;
-        for failed in failed_deliveries(&read) {
-            if asked == REDELIVERIES_PER_RUN || Instant::now() >= deadline {
-                break;
-            }
-            if !self.may_ask(failed) {
-                continue;
-            }
-            match deliveries.redeliver(failed.id).await {
-                Ok(()) => {
-                    asked += 1;
-                    self.metrics.record(Metric::Redeliveries, &[], 1.0);
-                    info!(delivery_id = failed.id, guid = %failed.guid, action = ?failed.action, status_code = failed.status_code, "failed webhook delivery redelivered");
-                }
-                Err(err) => {
-                    warn!(delivery_id = failed.id, error = %error_chain(&err), "cannot redeliver a failed webhook delivery");
-                }
-            }
-        }
-        asked
-    }
-
-    /// Marks the delivery as asked for; false if it was, or its event had its share.
-    fn may_ask(&self, delivery: &HookDelivery) -> bool {
-        let mut memory = self.memory();
-        let mark = &mut memory.sweep;
-        if mark.asked.len() > MARKS_KEPT {
-            // Old marks only stop asks for deliveries long past the lookback.
-            mark.asked.clear();
-            mark.attempts.clear();
-        }
-        let attempts = mark.attempts.get(&delivery.guid).copied().unwrap_or(0);
-        if attempts >= ATTEMPTS_PER_EVENT || !mark.asked.insert(delivery.id) {
-            return false;
-        }
-        mark.attempts.insert(delivery.guid.clone(), attempts + 1);
-        true
+        Some(read)
     }
 }
