@@ -56,7 +56,7 @@ bench: venv
 	EPHEMERA_BENCH_WEBHOOK_OUT=$(CURDIR)/bench/webhook.json \
 		$(CARGO) bench -p ephemera-core --bench webhook
 	$(CARGO) build --release -p ephemera-webhook -p ephemera-scaler -p ephemera-reaper
-	$(CARGO) build -p ephemera-tests --bin bench   # emulator-bound: the test build will do
+	$(CARGO) build --workspace --bins   # the bench binary, built as make test builds it (no rebuild)
 	MOTO_SERVER=$(CURDIR)/$(VENV)/bin/moto_server target/debug/bench \
 		--webhook bench/webhook.json --bin-dir target/release --out bench/results.json $(BENCH_ARGS)
 
