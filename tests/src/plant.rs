@@ -7,6 +7,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
 use ephemera_core::lifecycle::InstanceStatus;
 use ephemera_core::model::RunnerRecord;
 use std::collections::HashMap;
+use std::time::Duration;
 use time::OffsetDateTime;
 
 /// Writes `count` runner items of `pool` in `status`, named `<prefix>-<n>`, 25 to a
@@ -21,7 +22,18 @@ pub async fn write_runners(
     count: usize,
     shape: impl Fn(usize, &mut RunnerRecord),
 ) -> anyhow::Result<()> {
-    let client = aws_sdk_dynamodb::Client::new(sdk);
+    // Thousands of batches into a table that grows: the emulator's answer slows as it
+    // fills, so each batch may wait far longer than a function's call would.
+    let slow_answers = aws_config::timeout::TimeoutConfig::builder()
+        .read_timeout(Duration::from_secs(120))
+        .operation_attempt_timeout(Duration::from_secs(180))
+        .operation_timeout(Duration::from_secs(600))
+        .build();
+    let client = aws_sdk_dynamodb::Client::from_conf(
+        aws_sdk_dynamodb::config::Builder::from(sdk)
+            .timeout_config(slow_answers)
+            .build(),
+    );
     let at = OffsetDateTime::now_utc();
     let mut batch = Vec::new();
     for i in 0..count {

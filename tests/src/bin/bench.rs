@@ -383,6 +383,7 @@ async fn burst_then_reaper(args: &Args) -> anyhow::Result<(Value, Value)> {
         "strict_refusals": strict_refusals,
     });
     eprintln!("burst: done in {all_launched:?}");
+    eprintln!("burst: {}", serde_json::to_string(&burst)?);
     // The reaper part wants the burst's runners live: registered and running their jobs.
     p.wait_for(
         "every runner registered",
