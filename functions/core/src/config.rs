@@ -109,6 +109,11 @@ pub struct ReaperConfig {
     /// A record `deleting` for longer than this belongs to a reaper that died mid-way.
     #[serde(default = "default_stuck_deleting", deserialize_with = "duration")]
     pub stuck_deleting: Duration,
+    /// An instance of this deployment that no live record claims is terminated once it
+    /// is older than this (and seen in two runs): long enough for a launch to be recorded,
+    /// or for a creation that died between launch and record to be resumed elsewhere.
+    #[serde(default = "default_orphan_grace", deserialize_with = "duration")]
+    pub orphan_grace: Duration,
 }
 
 impl Default for ReaperConfig {
@@ -116,6 +121,7 @@ impl Default for ReaperConfig {
         ReaperConfig {
             deleted_ttl: default_deleted_ttl(),
             stuck_deleting: default_stuck_deleting(),
+            orphan_grace: default_orphan_grace(),
         }
     }
 }
@@ -140,6 +146,9 @@ fn default_deleted_ttl() -> Duration {
 }
 fn default_stuck_deleting() -> Duration {
     Duration::from_secs(5 * 60)
+}
+fn default_orphan_grace() -> Duration {
+    Duration::from_secs(10 * 60)
 }
 
 /// A configuration that cannot be used, with where the problem is.
@@ -263,6 +272,11 @@ impl Config {
                 "reaper.stuck_deleting",
                 self.reaper.stuck_deleting,
                 ranges::STUCK_DELETING,
+            ),
+            (
+                "reaper.orphan_grace",
+                self.reaper.orphan_grace,
+                ranges::ORPHAN_GRACE,
             ),
         ] {
             if let Some(problem) = ranges::check_duration(duration, range) {

@@ -5,7 +5,6 @@
 
 use super::*;
 use ephemera_core::backoff;
-use ephemera_core::handlers::reaper::ORPHAN_GRACE;
 use ephemera_core::handlers::scaler::{Handled, Scaler, ScalerError};
 use ephemera_core::lifecycle::RunnerStatus;
 use ephemera_core::message::QueueMessage;
@@ -409,7 +408,7 @@ async fn force_delete_finishes_in_one_run_despite_ec2_failures_and_the_orphan_sw
     );
     assert!(!p.jit_secret_exists(&instance_id).await?);
 
-    let past_grace = at + ORPHAN_GRACE + minutes(1);
+    let past_grace = at + p.config.reaper.orphan_grace + minutes(1);
     for run in 2..=4 {
         let report = p.reap_at(past_grace + minutes(run - 2)).await?;
         assert_eq!(report.orphans_reaped, 0, "run {run}: {report:?}");

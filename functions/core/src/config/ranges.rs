@@ -35,6 +35,10 @@ pub const IDLE_TIMEOUT: DurationRange = secs(1, 30 * DAY);
 pub const DELETED_TTL: DurationRange = secs(1, 3650 * DAY);
 /// `reaper.stuck_deleting`.
 pub const STUCK_DELETING: DurationRange = secs(1, DAY);
+/// `reaper.orphan_grace`: at least twice the creation lease (60 s), so a creation that
+/// died between launch and record is resumed or given up before its instance is taken
+/// for an orphan.
+pub const ORPHAN_GRACE: DurationRange = secs(2 * MINUTE, DAY);
 /// `ephemera local --reaper-interval`.
 pub const REAPER_INTERVAL: DurationRange = secs(1, DAY);
 

@@ -212,7 +212,7 @@ fn durations_and_numbers_out_of_range_name_their_field() {
     let text = GOOD.replace(
         "bootstrap_timeout: 15m",
         "bootstrap_timeout: 0s\n    idle_timeout: 31d",
-    ) + "reaper:\n  deleted_ttl: 3000000d\n  stuck_deleting: 2d\n";
+    ) + "reaper:\n  deleted_ttl: 3000000d\n  stuck_deleting: 2d\n  orphan_grace: 30s\n";
     let text = text
         .replace("max_runners: 5", "max_runners: 4000000000")
         .replace("app_id: 42", "app_id: 0");
@@ -224,6 +224,7 @@ fn durations_and_numbers_out_of_range_name_their_field() {
             "big.yaml:4: github.app_id: must be the App's id, above 0",
             "big.yaml:14: reaper.deleted_ttl: must be between 1s and 3650d, not 3000000d",
             "big.yaml:15: reaper.stuck_deleting: must be between 1s and 1d, not 2d",
+            "big.yaml:16: reaper.orphan_grace: must be between 2m and 1d, not 30s",
             "big.yaml:8: pools[0].max_runners: must be at most 100000, not 4000000000",
             "big.yaml:11: pools[0].bootstrap_timeout: must be between 1s and 1d, not 0s",
             "big.yaml:12: pools[0].idle_timeout: must be between 1s and 30d, not 31d",

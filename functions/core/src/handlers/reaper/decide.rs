@@ -14,9 +14,6 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 use time::OffsetDateTime;
 
-/// How long after launch an instance may have no record: the scaler records the
-/// instance id right after the launch call returns, so anything older lost its record.
-pub const ORPHAN_GRACE: Duration = Duration::from_secs(10 * 60);
 /// How long a `running` record's instance may be missing from EC2's answer before the
 /// record counts as having lost it (EC2's listing lags a launch by seconds).
 pub const INSTANCE_GRACE: Duration = Duration::from_secs(2 * 60);
@@ -390,13 +387,16 @@ pub fn warm_shortfall(
 }
 
 /// Rule 4: instances of this deployment that no live record claims, launched more than
-/// [`ORPHAN_GRACE`] ago and not already on their way out. (Candidates: the reaper acts
+/// `grace` ago (`reaper.orphan_grace`: the scaler records the instance id right after
+/// the launch call returns, so anything older lost its record) and not already on their
+/// way out. (Candidates: the reaper acts
 /// only on those seen twice, so a record caught between two index partitions is never
 /// taken for missing.)
 pub fn orphan_instances(
     instances: &[Instance],
     live: &[RunnerRecord],
     now: OffsetDateTime,
+    grace: Duration,
 ) -> Vec<String> {
     let claimed: HashSet<&str> = live
         .iter()
@@ -411,10 +411,7 @@ pub fn orphan_instances(
             )
         })
         .filter(|i| !claimed.contains(i.id.as_str()))
-        .filter(|i| {
-            i.launched_at
-                .is_some_and(|at| older_than(at, now, ORPHAN_GRACE))
-        })
+        .filter(|i| i.launched_at.is_some_and(|at| older_than(at, now, grace)))
         .map(|i| i.id.clone())
         .collect()
 }

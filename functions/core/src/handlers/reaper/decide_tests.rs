@@ -192,7 +192,7 @@ fn orphan_instances_exclude_claimed_young_and_dying_ones() {
         unknown_age,
     ];
     assert_eq!(
-        orphan_instances(&instances, &live, now() + minutes(5)),
+        orphan_instances(&instances, &live, now() + minutes(5), minutes(10)),
         ["i-lost"]
     );
 }

@@ -1,6 +1,6 @@
 //! Rules 4 and 5, the orphan sweeps. An instance tagged for this deployment that no live
 //! record claims is terminated (its JIT secret deleted with it) once it is older than
-//! [`super::ORPHAN_GRACE`] and was a suspect in the previous run too. A GitHub runner
+//! `reaper.orphan_grace` (10 min by default) and was a suspect in the previous run too. A GitHub runner
 //! with this deployment's name prefix, offline, is removed once a consistent read shows
 //! no live record by its name — through the same DELETE as every graceful deletion, so
 //! a busy one (422) is kept. Neither sweep runs on an incomplete snapshot, and neither
@@ -31,9 +31,14 @@ impl Reaper {
         if !snapshot.complete {
             return 0;
         }
-        let suspects: HashSet<String> = decide::orphan_instances(instances, &snapshot.runners, now)
-            .into_iter()
-            .collect();
+        let suspects: HashSet<String> = decide::orphan_instances(
+            instances,
+            &snapshot.runners,
+            now,
+            self.config.reaper.orphan_grace,
+        )
+        .into_iter()
+        .collect();
         let confirmed: Vec<String> = {
             let mut memory = self.memory();
             let confirmed = suspects
