@@ -39,7 +39,9 @@ test: venv lint lint-infra test-rust test-bootstrap conformance
 
 test-rust: venv
 	$(CARGO) build --workspace --bins   # the CLI tests drive the built `ephemera` binary
-	MOTO_SERVER=$(CURDIR)/$(VENV)/bin/moto_server $(CARGO) test --workspace --all-targets
+	@# 3 at a time: the end-to-end tests wait on leases, timers and webhooks as much as on
+	@# the emulator; the two longest (burst, cli::kills) sort to the front and start first
+	MOTO_SERVER=$(CURDIR)/$(VENV)/bin/moto_server $(CARGO) test --workspace --all-targets -- --test-threads 3
 
 ## test-bootstrap: infra/runner/bootstrap.sh, shellcheck-clean, run without a VM
 ## (tests/bootstrap: a fake IMDS and GitHub on 127.0.0.1, the JIT table on the strict

@@ -7,6 +7,7 @@ mod aws_fleet;
 mod aws_jit;
 mod aws_queue;
 mod aws_store;
+mod burst;
 mod cli;
 mod github_faults;
 mod labels;
