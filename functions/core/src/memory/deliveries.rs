@@ -1,7 +1,8 @@
 //! [`MemoryDeliveries`]: the App's webhook deliveries as a list, newest first, paged
-//! like GitHub's (a cursor per page), recording every redelivery asked for.
+//! like GitHub's (a cursor per page), recording every redelivery asked for; its calls can
+//! be made to fail as GitHub's 5xx answers do.
 
-use super::lock;
+use super::{lock, spend, InjectedFailure};
 use crate::ports::{DeliveryPage, ForgeError, HookDeliveries, HookDelivery};
 use async_trait::async_trait;
 use std::sync::Mutex;
@@ -20,6 +21,7 @@ struct State {
     deliveries: Vec<HookDelivery>,
     redelivered: Vec<u64>,
     list_calls: usize,
+    failures_left: u32,
 }
 
 impl MemoryDeliveries {
@@ -44,6 +46,27 @@ impl MemoryDeliveries {
     pub fn list_calls(&self) -> usize {
         lock(&self.state).list_calls
     }
+
+    /// Every delivery recorded, oldest first.
+    pub fn deliveries(&self) -> Vec<HookDelivery> {
+        lock(&self.state).deliveries.clone()
+    }
+
+    /// The delivery `id`, if recorded.
+    pub fn delivery(&self, id: u64) -> Option<HookDelivery> {
+        let state = lock(&self.state);
+        state.deliveries.iter().find(|d| d.id == id).cloned()
+    }
+
+    /// Makes the next `times` calls (listing or redelivering) fail with
+    /// [`ForgeError::Transient`], as a 5xx answer does; 0 clears.
+    pub fn fail_next(&self, times: u32) {
+        lock(&self.state).failures_left = times;
+    }
+}
+
+fn injected() -> ForgeError {
+    ForgeError::Transient(Box::new(InjectedFailure("github deliveries")))
 }
 
 #[async_trait]
@@ -51,6 +74,9 @@ impl HookDeliveries for MemoryDeliveries {
     async fn list_deliveries(&self, cursor: Option<&str>) -> Result<DeliveryPage, ForgeError> {
         let mut state = lock(&self.state);
         state.list_calls += 1;
+        if spend(&mut state.failures_left) {
+            return Err(injected());
+        }
         let skip = match cursor {
             None => 0,
             Some(text) => text.parse::<usize>().map_err(|_| ForgeError::Rejected {
@@ -74,6 +100,9 @@ impl HookDeliveries for MemoryDeliveries {
 
     async fn redeliver(&self, id: u64) -> Result<(), ForgeError> {
         let mut state = lock(&self.state);
+        if spend(&mut state.failures_left) {
+            return Err(injected());
+        }
         if !state.deliveries.iter().any(|d| d.id == id) {
             return Err(ForgeError::Rejected {
                 status: 404,

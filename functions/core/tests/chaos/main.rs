@@ -128,6 +128,12 @@ fn add(totals: &mut world::Stats, stats: &world::Stats) {
     totals.static_pools += stats.static_pools;
     totals.deliveries_lost += stats.deliveries_lost;
     totals.deliveries_duplicated += stats.deliveries_duplicated;
+    totals.redeliveries_asked += stats.redeliveries_asked;
+    totals.redeliveries_delivered += stats.redeliveries_delivered;
+    totals.queued_refused += stats.queued_refused;
+    totals.recovered_by_sweep += stats.recovered_by_sweep;
+    totals.lone_jobs += stats.lone_jobs;
+    totals.lone_jobs_recovered += stats.lone_jobs_recovered;
     totals.crashes += stats.crashes;
     totals.faults += stats.faults;
     totals.concurrent_runs += stats.concurrent_runs;
