@@ -5,8 +5,12 @@
 //! Each schedule (see `schedule.rs`) draws a pool (max_runners 1–4, spot or not, the
 //! queued check or not; in about a third of schedules `min_idle` 1–2 warm runners, which
 //! the reaper reserves and the scaler creates from `warm` messages; in a quarter static
-//! runners, which run one job after another) and 40–90 steps: GitHub queues and cancels jobs; its webhooks are
-//! delivered out of order, twice, or lost; the scaler runs on SQS batches (redelivered
+//! runners, which run one job after another) and 40–90 steps: GitHub queues and cancels
+//! jobs; its webhooks are delivered out of order, twice, or lost — every attempt in the
+//! App's deliveries log, which the reaper's redelivery sweep reads and from which it asks
+//! for redeliveries (themselves delivered, or lost, later); some jobs' `queued` is refused
+//! at every first delivery, and a tenth of the schedules are one such job alone, so that
+//! only the sweep can bring them to ephemera; the scaler runs on SQS batches (redelivered
 //! when it fails or crashes, dead-lettered after 4 receives, sometimes delivered to two
 //! scalers at once, sometimes redelivered after success); the reaper runs alone or at the
 //! same time as scalers; any run may crash before its n-th external call; GitHub answers
@@ -22,8 +26,11 @@
 //! runner's instance terminated; with faults off the world must come to rest within four
 //! simulated hours (no job, webhook or queue message left waiting), with no live
 //! instance, GitHub runner, JIT secret, live record or slot left but a warm pool's runners
-//! (exactly `min_idle` of them, running, idle and online), and every job ran or was
-//! dead-lettered.
+//! (exactly `min_idle` of them, running, idle and online), every job ran exactly once (or
+//! was cancelled while queued), and every job has a job item that says what GitHub says
+//! of it (`completed`, never left `queued` or `in_progress`). So that this cannot pass
+//! without the sweep at work, a run of many schedules must see jobs, lone ones included,
+//! that reached ephemera only by a redelivery the sweep asked for.
 //!
 //! Rerun: `EPHEMERA_CHAOS_SEED=1234 cargo test -p ephemera-core --test chaos` runs seed
 //! 1234 alone and prints its trace; `EPHEMERA_CHAOS_SCHEDULES=N` runs N schedules from
@@ -49,6 +56,10 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
 
 const DEFAULT_SCHEDULES: u64 = 250;
+/// Jobs brought to ephemera only by the redelivery sweep, at least, per schedule run
+/// (about 0.75 in the first 3000 seeds), and lone such jobs (about 0.07).
+const SWEEP_RECOVERIES_PER_SCHEDULE: f64 = 0.4;
+const LONE_RECOVERIES_PER_SCHEDULE: f64 = 0.02;
 /// Failures shown in full; the others are listed by seed.
 const SHOWN: usize = 1;
 
@@ -92,6 +103,7 @@ fn seeded_chaos_schedules_keep_every_invariant() {
         failures.len()
     );
     if failures.is_empty() {
+        check_sweep_recovered(count, &totals);
         return;
     }
     let mut report = String::new();
@@ -115,6 +127,23 @@ fn seeded_chaos_schedules_keep_every_invariant() {
     panic!(
         "{} of {count} chaos schedules failed:{report}",
         failures.len()
+    );
+}
+
+/// A run of many schedules must have drawn jobs that only the redelivery sweep could
+/// bring to ephemera, and seen the sweep bring them.
+fn check_sweep_recovered(count: u64, totals: &world::Stats) {
+    let least = (count as f64 * SWEEP_RECOVERIES_PER_SCHEDULE) as u64;
+    assert!(
+        totals.recovered_by_sweep >= least,
+        "{count} schedules saw {} jobs reach ephemera only by a redelivery the sweep asked for, fewer than {least}",
+        totals.recovered_by_sweep
+    );
+    let least = (count as f64 * LONE_RECOVERIES_PER_SCHEDULE) as u64;
+    assert!(
+        totals.lone_jobs_recovered >= least,
+        "{count} schedules saw {} lone jobs reach ephemera only by a redelivery the sweep asked for, fewer than {least}",
+        totals.lone_jobs_recovered
     );
 }
 
