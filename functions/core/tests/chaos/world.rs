@@ -60,8 +60,9 @@ pub enum JobState {
     Cancelled,
 }
 
-/// Deliveries listed per page of the App's deliveries log: small, so that a sweep pages.
-pub const DELIVERIES_PER_PAGE: usize = 5;
+/// Deliveries listed per page of the App's deliveries log: small, so that a sweep pages
+/// and, when many deliveries came since the last, runs out of pages before reading them.
+pub const DELIVERIES_PER_PAGE: usize = 2;
 
 /// A webhook GitHub has yet to deliver (or deliver again).
 #[derive(Debug, Clone)]
