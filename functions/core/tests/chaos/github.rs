@@ -40,6 +40,17 @@ impl GitHub {
     }
 }
 
+/// How one delivery step goes.
+pub struct Delivery {
+    /// The attempt fails (the endpoint refuses it, or cannot be reached).
+    pub lose: bool,
+    /// The event is delivered, and kept to be delivered again later.
+    pub duplicate: bool,
+    /// GitHub drops an `in_progress` or `completed` event without any attempt (webhooks
+    /// are not guaranteed): it is in no deliveries log, so nothing can redeliver it.
+    pub unsent: bool,
+}
+
 impl World {
     /// GitHub queues a new job and sends its `queued` webhook (sometimes twice: the same
     /// event delivered two times). `refused`: every first delivery of that `queued`
@@ -87,24 +98,33 @@ impl World {
         Some(job_id)
     }
 
-    /// Makes one delivery of one waiting webhook, chosen at random (so out of order):
-    /// `lose` makes it fail (the endpoint refuses it or cannot be reached), as does a
-    /// first delivery of a refused job's `queued`; `duplicate` delivers it and keeps it
-    /// for another delivery later. Every attempt goes in the deliveries log the
-    /// redelivery sweep reads. Returns what happened, for the trace.
-    pub fn deliver(
-        &self,
-        rng: &mut Rng,
-        lose: bool,
-        duplicate: bool,
-        now: OffsetDateTime,
-    ) -> String {
+    /// Makes one delivery of one waiting webhook, chosen at random (so out of order), as
+    /// `how` says: a lost attempt fails, as does a first delivery of a refused job's
+    /// `queued`; a duplicate is delivered and kept for another delivery later; an unsent
+    /// `in_progress` or `completed` is dropped with no attempt. Every attempt goes in
+    /// the deliveries log the redelivery sweep reads. Returns what happened, for the
+    /// trace.
+    pub fn deliver(&self, rng: &mut Rng, how: Delivery, now: OffsetDateTime) -> String {
+        let Delivery {
+            lose,
+            duplicate,
+            unsent,
+        } = how;
         let mut github = self.github();
         if github.outbox.is_empty() {
             return "no webhook waiting".to_owned();
         }
         let at = rng.index(github.outbox.len());
         let event = github.outbox[at].clone();
+        if unsent && event.kind != MessageKind::Queued && !event.redelivery {
+            github.outbox.remove(at);
+            drop(github);
+            self.stats().events_unsent += 1;
+            return format!(
+                "webhook {:?} job {} ({}) never sent",
+                event.kind, event.job_id, event.guid
+            );
+        }
         if lose || !duplicate {
             github.outbox.remove(at);
         }

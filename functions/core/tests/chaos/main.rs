@@ -157,6 +157,7 @@ fn add(totals: &mut world::Stats, stats: &world::Stats) {
     totals.static_pools += stats.static_pools;
     totals.deliveries_lost += stats.deliveries_lost;
     totals.deliveries_duplicated += stats.deliveries_duplicated;
+    totals.events_unsent += stats.events_unsent;
     totals.redeliveries_asked += stats.redeliveries_asked;
     totals.redeliveries_delivered += stats.redeliveries_delivered;
     totals.queued_refused += stats.queued_refused;

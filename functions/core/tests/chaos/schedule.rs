@@ -6,6 +6,7 @@
 //! faults switched on and off, time passing — with every invariant checked after every
 //! step; then faults off and the world left to settle, and the settled invariants checked.
 
+use crate::github::Delivery;
 use crate::invariants::{check_always, check_settled};
 use crate::invoke::{run_all, Ended, Invocation, ReaperHandle};
 use crate::rng::Rng;
@@ -33,7 +34,7 @@ pub struct Failure {
 pub struct Schedule {
     seed: u64,
     rng: Rng,
-    /// Draws which jobs' `queued` is refused.
+    /// Draws which jobs' `queued` is refused, and which events are never sent.
     refusals: Rng,
     /// One job alone, its `queued` refused: nothing but the sweep can bring it.
     lone_job: bool,
@@ -55,11 +56,14 @@ pub fn run(seed: u64) -> Result<Stats, Failure> {
     runtime.block_on(async { Schedule::new(seed).play().await })
 }
 
-/// Seeds the stream the refused `queued` deliveries are drawn from, apart from the main
-/// one (whose draws it leaves as they were).
+/// Seeds the stream the refused `queued` deliveries and the events never sent are drawn
+/// from, apart from the main one (whose draws it leaves as they were).
 const REFUSAL_STREAM: u64 = 0x5245_4655_5345_4421;
 /// How many jobs in a hundred have every first delivery of their `queued` refused.
 const REFUSED_JOBS: u64 = 15;
+/// How many `in_progress` and `completed` events in a hundred GitHub never sends (no
+/// attempt, nothing to redeliver): only the reaper's rules can make up for them.
+const UNSENT_EVENTS: u64 = 10;
 /// How many schedules in a hundred are one job alone, its `queued` refused.
 const LONE_JOB_SCHEDULES: u64 = 10;
 
@@ -220,7 +224,13 @@ impl Schedule {
             0..=33 => {
                 let lose = self.rng.chance(12);
                 let duplicate = self.rng.chance(10);
-                self.world.deliver(&mut self.rng, lose, duplicate, self.now)
+                let unsent = self.refusals.chance(UNSENT_EVENTS);
+                let how = Delivery {
+                    lose,
+                    duplicate,
+                    unsent,
+                };
+                self.world.deliver(&mut self.rng, how, self.now)
             }
             34..=51 => self.scalers(1, false).await,
             52..=59 => self.reaper_run().await,

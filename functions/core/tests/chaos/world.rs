@@ -116,6 +116,8 @@ pub struct Stats {
     pub static_pools: u64,
     pub deliveries_lost: u64,
     pub deliveries_duplicated: u64,
+    /// `in_progress` and `completed` events GitHub never sent.
+    pub events_unsent: u64,
     /// Redeliveries the sweep asked for, and those of them GitHub delivered.
     pub redeliveries_asked: u64,
     pub redeliveries_delivered: u64,
