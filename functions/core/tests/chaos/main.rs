@@ -10,14 +10,15 @@
 //! App's deliveries log, which the reaper's redelivery sweep reads and from which it asks
 //! for redeliveries (themselves delivered, or lost, later); some jobs' `queued` is refused
 //! at every first delivery, and a tenth of the schedules are one such job alone, so that
-//! only the sweep can bring them to ephemera; the scaler runs on SQS batches (redelivered
-//! when it fails or crashes, dead-lettered after 4 receives, sometimes delivered to two
-//! scalers at once, sometimes redelivered after success); the reaper runs alone or at the
-//! same time as scalers; any run may crash before its n-th external call; GitHub answers
-//! 5xx, rate limits or 403; EC2 has no spot or on-demand capacity, throttles, launches
-//! fewer than asked, fails terminations; the table, SSM and SQS fail calls; runner agents
-//! boot, and GitHub gives queued jobs to ANY idle runner, warm ones included. Time is
-//! simulated.
+//! only the sweep can bring them to ephemera; some `in_progress` and `completed` events
+//! are never sent at all, so that only the reaper's rules can settle their jobs; the
+//! scaler runs on SQS batches (redelivered when it fails or crashes, dead-lettered after
+//! 4 receives, sometimes delivered to two scalers at once, sometimes redelivered after
+//! success); the reaper runs alone or at the same time as scalers; any run may crash
+//! before its n-th external call; GitHub answers 5xx, rate limits or 403; EC2 has no
+//! spot or on-demand capacity, throttles, launches fewer than asked, fails terminations;
+//! the table, SSM and SQS fail calls; runner agents boot, and GitHub gives queued jobs to
+//! ANY idle runner, warm ones included. Time is simulated.
 //!
 //! Invariants (`invariants.rs`), read from the fakes' state: after every step, no job
 //! bound to two runners and no queued job with two runners launched for it, no pool above
@@ -39,8 +40,9 @@
 //! violated invariant, the steps that led there and the world's state.
 //!
 //! To see the suite fail, apply a deliberate break from `tests/chaos/breaks/`, e.g.
-//! `git apply functions/core/tests/chaos/breaks/skip-slot-reservation.patch`, run the
-//! suite, and `git apply -R` it.
+//! `git apply functions/core/tests/chaos/breaks/skip-slot-reservation.patch` (or
+//! `skip-busy-check`, `skip-redelivery`, `skip-job-settling`), run the suite, and
+//! `git apply -R` it.
 
 mod describe;
 mod gate;
