@@ -164,6 +164,7 @@ fn add(totals: &mut world::Stats, stats: &world::Stats) {
     totals.redeliveries_delivered += stats.redeliveries_delivered;
     totals.queued_refused += stats.queued_refused;
     totals.recovered_by_sweep += stats.recovered_by_sweep;
+    totals.schedules_recovered_by_sweep += stats.schedules_recovered_by_sweep;
     totals.lone_jobs += stats.lone_jobs;
     totals.lone_jobs_recovered += stats.lone_jobs_recovered;
     totals.crashes += stats.crashes;

@@ -161,6 +161,10 @@ impl Schedule {
         let pool = &self.world.config.pools[0];
         self.world.stats().warm_pools = u64::from(pool.min_idle > 0);
         self.world.stats().static_pools = u64::from(!pool.ephemeral);
+        {
+            let mut stats = self.world.stats();
+            stats.schedules_recovered_by_sweep = u64::from(stats.recovered_by_sweep > 0);
+        }
         if self.lone_job {
             let mut stats = self.world.stats();
             stats.lone_jobs = u64::from(stats.jobs > 0);

@@ -126,6 +126,8 @@ pub struct Stats {
     /// Jobs that first reached the queue by a redelivery, while GitHub still had them
     /// queued: only the sweep brought them to ephemera.
     pub recovered_by_sweep: u64,
+    /// Schedules with at least one such job.
+    pub schedules_recovered_by_sweep: u64,
     /// Schedules of one job whose every first `queued` delivery failed, and of those the
     /// ones the sweep recovered.
     pub lone_jobs: u64,
