@@ -1,5 +1,5 @@
-//! The world in words, printed with a failure, and whether (or why not) it has come to
-//! rest.
+//! The world in words, printed with a failure (the failed webhook deliveries included),
+//! and whether (or why not) it has come to rest.
 
 use crate::world::{JobState, World};
 
@@ -45,6 +45,18 @@ pub fn world(world: &World) -> String {
         ));
     }
     lines.push(format!("JIT secrets: {:?}", world.secrets.instance_ids()));
+    let deliveries = world.deliveries.deliveries();
+    let failed: Vec<String> = deliveries
+        .iter()
+        .filter(|d| !d.delivered())
+        .map(|d| format!("{} {} {:?} {}", d.id, d.guid, d.action, d.status_code))
+        .collect();
+    lines.push(format!(
+        "deliveries: {} made, {} redeliveries asked; failed: {}",
+        deliveries.len(),
+        world.deliveries.redelivered().len(),
+        failed.join(", ")
+    ));
     lines.push(format!(
         "queue: {} waiting, {} dead-lettered",
         world.queue.waiting(),

@@ -3,7 +3,8 @@
 //! through and stops the caller dead before call `n + 1` — that call never starts and
 //! never returns, as when a Lambda dies there; the schedule then drops the handler's
 //! future. The gate also watches `terminate`: an instance whose runner GitHub shows busy
-//! must never be terminated (the suite never force-deletes).
+//! must never be terminated (the suite never force-deletes). A redelivery the reaper
+//! asks for through the gate goes to GitHub's outbox, for the schedule to deliver.
 
 use crate::world::World;
 use async_trait::async_trait;
@@ -308,5 +309,20 @@ impl JobQueue for Gate {
     async fn send_after(&self, message: &QueueMessage, delay: Duration) -> Result<(), QueueError> {
         self.switch.pass().await;
         self.world.queue.send_after(message, delay).await
+    }
+}
+
+#[async_trait]
+impl HookDeliveries for Gate {
+    async fn list_deliveries(&self, cursor: Option<&str>) -> Result<DeliveryPage, ForgeError> {
+        self.switch.pass().await;
+        self.world.deliveries.list_deliveries(cursor).await
+    }
+    /// GitHub takes the request and, later, makes the delivery (the schedule plays it).
+    async fn redeliver(&self, id: u64) -> Result<(), ForgeError> {
+        self.switch.pass().await;
+        self.world.deliveries.redeliver(id).await?;
+        self.world.redeliver(id);
+        Ok(())
     }
 }

@@ -1,15 +1,18 @@
 //! GitHub and the runner agent, played on the world's fakes: jobs are created and
 //! cancelled, webhooks wait in an outbox until the schedule delivers (or loses, or
-//! duplicates) them, instances read their JIT config and bring their runner online, and
-//! GitHub hands each queued job to ANY idle runner with matching labels — not
-//! necessarily the one launched for it, or a warm runner launched for none. An ephemeral
-//! runner runs one job, then GitHub removes it and its instance powers off; a static
-//! runner runs one job after another until ephemera removes it.
+//! duplicates) them, each attempt logged in the App's deliveries log as GitHub keeps it
+//! (a lost one as a failed attempt: 502, 503, or 0 when the endpoint cannot be reached),
+//! and GitHub never sends a failed event again unless the redelivery sweep asks, under a
+//! new delivery id with the event's guid. Instances read their JIT config and bring their
+//! runner online, and GitHub hands each queued job to ANY idle runner with matching
+//! labels — not necessarily the one launched for it, or a warm runner launched for none.
+//! An ephemeral runner runs one job, then GitHub removes it and its instance powers off;
+//! a static runner runs one job after another until ephemera removes it.
 
 use crate::rng::Rng;
-use crate::world::{Event, JobState, World, INSTALLATION, OWNER, POOL, REPO};
+use crate::world::{Event, GitHub, JobState, World, INSTALLATION, OWNER, POOL, REPO};
 use ephemera_core::message::{MessageKind, QueueMessage, VERSION};
-use ephemera_core::ports::{ForgeJobState, InstanceState};
+use ephemera_core::ports::{ForgeJobState, HookDelivery, InstanceState};
 use secrecy::ExposeSecret;
 use std::time::Duration;
 use time::OffsetDateTime;
@@ -18,25 +21,58 @@ use time::OffsetDateTime;
 const BOOT_CHANCE: u64 = 70;
 const TAKE_CHANCE: u64 = 75;
 
+/// What GitHub shows for an attempt the endpoint refused or never answered, by turns.
+const REFUSED: [u16; 3] = [502, 503, 0];
+/// What the webhook function answers an event it queued.
+const ACCEPTED: u16 = 200;
+
+impl GitHub {
+    /// A new event for GitHub to deliver, with its own guid.
+    fn event(&mut self, kind: MessageKind, job_id: u64, runner: Option<(String, u64)>) -> Event {
+        self.next_guid += 1;
+        Event {
+            kind,
+            job_id,
+            runner,
+            guid: format!("guid-{}", self.next_guid),
+            redelivery: false,
+        }
+    }
+}
+
+/// How one delivery step goes.
+pub struct Delivery {
+    /// The attempt fails (the endpoint refuses it, or cannot be reached).
+    pub lose: bool,
+    /// The event is delivered, and kept to be delivered again later.
+    pub duplicate: bool,
+    /// GitHub drops an `in_progress` or `completed` event without any attempt (webhooks
+    /// are not guaranteed): it is in no deliveries log, so nothing can redeliver it.
+    pub unsent: bool,
+}
+
 impl World {
-    /// GitHub queues a new job and sends its `queued` webhook (sometimes twice).
-    pub fn new_job(&self, twice: bool) -> u64 {
+    /// GitHub queues a new job and sends its `queued` webhook (sometimes twice: the same
+    /// event delivered two times). `refused`: every first delivery of that `queued`
+    /// fails, so that only the redelivery sweep can bring the job to ephemera.
+    pub fn new_job(&self, twice: bool, refused: bool) -> u64 {
         let mut github = self.github();
         github.next_job += 1;
         let job_id = github.next_job;
+        let event = github.event(MessageKind::Queued, job_id, None);
         github.jobs.insert(job_id, JobState::Queued);
-        let event = Event {
-            kind: MessageKind::Queued,
-            job_id,
-            runner: None,
-        };
+        if refused {
+            github.queued_refused.insert(job_id);
+        }
         if twice {
             github.outbox.push(event.clone());
         }
         github.outbox.push(event);
         drop(github);
         self.forge.set_job_state(job_id, ForgeJobState::Queued);
-        self.stats().jobs += 1;
+        let mut stats = self.stats();
+        stats.jobs += 1;
+        stats.queued_refused += u64::from(refused);
         job_id
     }
 
@@ -53,84 +89,139 @@ impl World {
             return None;
         }
         let job_id = queued[rng.index(queued.len())];
+        let event = github.event(MessageKind::Completed, job_id, None);
         github.jobs.insert(job_id, JobState::Cancelled);
-        github.outbox.push(Event {
-            kind: MessageKind::Completed,
-            job_id,
-            runner: None,
-        });
+        github.outbox.push(event);
         drop(github);
         self.forge.set_job_state(job_id, ForgeJobState::Completed);
         self.stats().cancelled += 1;
         Some(job_id)
     }
 
-    /// Delivers one waiting webhook, chosen at random (so out of order): `lose` drops it
-    /// (but the last copy of a job's `queued` is always delivered once: a job ephemera
-    /// never hears of is not its to serve), `duplicate` delivers it and keeps a copy for
-    /// later. Returns what happened, for the trace.
-    pub fn deliver(
-        &self,
-        rng: &mut Rng,
-        lose: bool,
-        duplicate: bool,
-        now: OffsetDateTime,
-    ) -> String {
+    /// Makes one delivery of one waiting webhook, chosen at random (so out of order), as
+    /// `how` says: a lost attempt fails, as does a first delivery of a refused job's
+    /// `queued`; a duplicate is delivered and kept for another delivery later; an unsent
+    /// `in_progress` or `completed` is dropped with no attempt. Every attempt goes in
+    /// the deliveries log the redelivery sweep reads. Returns what happened, for the
+    /// trace.
+    pub fn deliver(&self, rng: &mut Rng, how: Delivery, now: OffsetDateTime) -> String {
+        let Delivery {
+            lose,
+            duplicate,
+            unsent,
+        } = how;
         let mut github = self.github();
         if github.outbox.is_empty() {
             return "no webhook waiting".to_owned();
         }
         let at = rng.index(github.outbox.len());
         let event = github.outbox[at].clone();
-        let copies = github
-            .outbox
-            .iter()
-            .filter(|e| e.kind == event.kind && e.job_id == event.job_id)
-            .count();
-        let may_lose = event.kind != MessageKind::Queued
-            || copies > 1
-            || github.queued_delivered.contains(&event.job_id);
-        if lose && may_lose {
+        if unsent && event.kind != MessageKind::Queued && !event.redelivery {
             github.outbox.remove(at);
-            self.stats().deliveries_lost += 1;
-            return format!("webhook {:?} job {} lost", event.kind, event.job_id);
+            drop(github);
+            self.stats().events_unsent += 1;
+            return format!(
+                "webhook {:?} job {} ({}) never sent",
+                event.kind, event.job_id, event.guid
+            );
         }
-        if !duplicate {
+        if lose || !duplicate {
             github.outbox.remove(at);
+        }
+        drop(github);
+        let what = if event.redelivery {
+            "redelivery of webhook"
         } else {
+            "webhook"
+        };
+        let (id, status) = self.attempt(&event, lose, now);
+        if status != ACCEPTED {
+            return format!(
+                "{what} {:?} job {} ({}) lost: delivery {id} answered {status}",
+                event.kind, event.job_id, event.guid
+            );
+        }
+        if duplicate {
             self.stats().deliveries_duplicated += 1;
         }
-        if event.kind == MessageKind::Queued {
-            github.queued_delivered.insert(event.job_id);
-        }
-        github.next_delivery += 1;
-        let message = webhook_message(&event, github.next_delivery, now);
-        drop(github);
-        self.queue.push(&message);
         let dup = if duplicate {
             " (a copy comes again)"
         } else {
             ""
         };
         format!(
-            "webhook {:?} job {} delivered{dup}",
-            event.kind, event.job_id
+            "{what} {:?} job {} ({}) delivered as {id}{dup}",
+            event.kind, event.job_id, event.guid
         )
     }
 
-    /// Delivers every waiting webhook, in order (quiescence).
+    /// Delivers every waiting webhook, in order (quiescence): none is lost but the first
+    /// deliveries of a refused job's `queued`.
     pub fn deliver_all(&self, now: OffsetDateTime) {
         let events: Vec<Event> = std::mem::take(&mut self.github().outbox);
         for event in events {
-            let mut github = self.github();
-            if event.kind == MessageKind::Queued {
-                github.queued_delivered.insert(event.job_id);
-            }
-            github.next_delivery += 1;
-            let message = webhook_message(&event, github.next_delivery, now);
-            drop(github);
-            self.queue.push(&message);
+            self.attempt(&event, false, now);
         }
+    }
+
+    /// GitHub sends delivery `id`'s event again, as the sweep asked (a new delivery with
+    /// the same guid, made when the schedule delivers it).
+    pub fn redeliver(&self, id: u64) {
+        let mut github = self.github();
+        let Some(event) = github.attempts.get(&id).cloned() else {
+            return;
+        };
+        github.outbox.push(Event {
+            redelivery: true,
+            ..event
+        });
+        drop(github);
+        self.stats().redeliveries_asked += 1;
+    }
+
+    /// One attempt at delivering `event`, logged as GitHub logs it; a delivered one
+    /// reaches the queue as the webhook function sends it. Returns the delivery's id and
+    /// the status the endpoint answered.
+    fn attempt(&self, event: &Event, lose: bool, now: OffsetDateTime) -> (u64, u16) {
+        let mut github = self.github();
+        let refused = lose
+            || (event.kind == MessageKind::Queued
+                && !event.redelivery
+                && github.queued_refused.contains(&event.job_id));
+        github.next_delivery += 1;
+        let id = github.next_delivery;
+        let status = if refused {
+            REFUSED[(id % REFUSED.len() as u64) as usize]
+        } else {
+            ACCEPTED
+        };
+        github.attempts.insert(id, event.clone());
+        self.deliveries.record(HookDelivery {
+            id,
+            guid: event.guid.clone(),
+            event: "workflow_job".to_owned(),
+            action: Some(action(event.kind).to_owned()),
+            status_code: status,
+            delivered_at: now,
+            redelivery: event.redelivery,
+        });
+        if refused {
+            drop(github);
+            self.stats().deliveries_lost += 1;
+            return (id, status);
+        }
+        let first_queued =
+            event.kind == MessageKind::Queued && github.queued_delivered.insert(event.job_id);
+        let still_queued = github.jobs.get(&event.job_id) == Some(&JobState::Queued);
+        drop(github);
+        let mut stats = self.stats();
+        if event.redelivery {
+            stats.redeliveries_delivered += 1;
+            stats.recovered_by_sweep += u64::from(first_queued && still_queued);
+        }
+        drop(stats);
+        self.queue.push(&webhook_message(event, now));
+        (id, status)
     }
 
     /// One tick of every runner agent and of GitHub's job assignment. `eager` makes
@@ -159,17 +250,18 @@ impl World {
             })
             .collect();
         for (job_id, runner, runner_id) in done {
+            let event = github.event(
+                MessageKind::Completed,
+                job_id,
+                Some((runner.clone(), runner_id)),
+            );
             github.jobs.insert(
                 job_id,
                 JobState::Completed {
                     runner: runner.clone(),
                 },
             );
-            github.outbox.push(Event {
-                kind: MessageKind::Completed,
-                job_id,
-                runner: Some((runner, runner_id)),
-            });
+            github.outbox.push(event);
             let instance = github
                 .booted
                 .iter()
@@ -222,11 +314,12 @@ impl World {
                         runner: runner.clone(),
                     },
                 );
-                github.outbox.push(Event {
-                    kind: MessageKind::Completed,
+                let event = github.event(
+                    MessageKind::Completed,
                     job_id,
-                    runner: Some((runner.clone(), runner_id)),
-                });
+                    Some((runner.clone(), runner_id)),
+                );
+                github.outbox.push(event);
                 self.forge.set_job_state(job_id, ForgeJobState::Completed);
                 self.breach(format!(
                     "job {job_id} was killed: the instance {instance} of busy runner {runner} is gone"
@@ -308,11 +401,13 @@ impl World {
                     ends_at: now + Duration::from_secs(60 * minutes),
                 },
             );
-            github.outbox.push(Event {
-                kind: MessageKind::InProgress,
+            *github.runs.entry(job_id).or_default() += 1;
+            let event = github.event(
+                MessageKind::InProgress,
                 job_id,
-                runner: Some((runner.clone(), runner_id)),
-            });
+                Some((runner.clone(), runner_id)),
+            );
+            github.outbox.push(event);
             drop(github);
             self.forge.set_busy(runner_id, true);
             self.forge.set_job_state(job_id, ForgeJobState::InProgress);
@@ -332,12 +427,23 @@ fn parse_runner_id(config: &str) -> Option<u64> {
     config.strip_prefix("jit:")?.split(':').next()?.parse().ok()
 }
 
-/// The queue message the webhook function makes of a delivery.
-fn webhook_message(event: &Event, delivery: u64, now: OffsetDateTime) -> QueueMessage {
+/// The action of a `workflow_job` event of `kind`, as the deliveries log shows it.
+fn action(kind: MessageKind) -> &'static str {
+    match kind {
+        MessageKind::Queued => "queued",
+        MessageKind::InProgress => "in_progress",
+        MessageKind::Completed => "completed",
+        MessageKind::Warm => "warm",
+    }
+}
+
+/// The queue message the webhook function makes of a delivery (its delivery id is the
+/// event's `X-GitHub-Delivery` guid, the same for every attempt).
+fn webhook_message(event: &Event, now: OffsetDateTime) -> QueueMessage {
     QueueMessage {
         v: VERSION,
         kind: event.kind,
-        delivery_id: format!("delivery-{delivery}"),
+        delivery_id: event.guid.clone(),
         job_id: event.job_id,
         run_id: 1000 + event.job_id,
         pool: POOL.to_owned(),

@@ -7,7 +7,6 @@
 
 use crate::world::{JobState, World};
 use ephemera_core::lifecycle::{InstanceStatus, RunnerStatus};
-use ephemera_core::message::MessageKind;
 use ephemera_core::model::{JobStatus, RunnerRecord};
 use std::collections::BTreeMap;
 
@@ -145,32 +144,46 @@ fn check_pool(world: &World, pool: &str, max: u32, live: &[RunnerRecord]) -> Res
 }
 
 /// What must hold once the world has settled: nothing leaked but each pool's `min_idle`
-/// warm runners, every job ran or was reported failed (its message dead-lettered).
+/// warm runners, every job ran exactly once (or was cancelled before it ran), and every
+/// job item says what GitHub says of its job.
 pub fn check_settled(world: &World) -> Result<(), String> {
     check_at_rest(world)?;
     check_jobs_served(world)?;
     check_job_records_follow_github(world)
 }
 
-/// Every job item the table holds says what GitHub says of the job once it is over: none
-/// stays `queued` or `in_progress` after GitHub shows it finished.
+/// Every job GitHub queued has a job item in the table, and the item says what GitHub
+/// says of the job: `queued` while it waits, `in_progress` while it runs, `completed`
+/// once it is over (ran, cancelled or failed) — none stays `queued` or `in_progress`
+/// after GitHub shows it finished.
 pub fn check_job_records_follow_github(world: &World) -> Result<(), String> {
-    use ephemera_core::model::JobStatus;
-    use ephemera_core::ports::ForgeJobState;
-    let stale: Vec<String> = world
+    let records: BTreeMap<u64, JobStatus> = world
         .store
         .jobs()
         .into_iter()
-        .filter(|job| job.status != JobStatus::Completed)
-        .filter(|job| world.forge.job_state_of(job.job_id) == Some(ForgeJobState::Completed))
-        .map(|job| format!("{} ({})", job.job_id, job.status))
+        .map(|job| (job.job_id, job.status))
         .collect();
-    if stale.is_empty() {
+    let mut wrong = Vec::new();
+    for (job_id, state) in world.github().jobs.iter() {
+        let expected = match state {
+            JobState::Queued => JobStatus::Queued,
+            JobState::Running { .. } => JobStatus::InProgress,
+            JobState::Completed { .. } | JobState::Failed { .. } | JobState::Cancelled => {
+                JobStatus::Completed
+            }
+        };
+        match records.get(job_id) {
+            Some(status) if *status == expected => {}
+            Some(status) => wrong.push(format!("{job_id} ({status}, GitHub: {expected})")),
+            None => wrong.push(format!("{job_id} (no item, GitHub: {expected})")),
+        }
+    }
+    if wrong.is_empty() {
         Ok(())
     } else {
         Err(format!(
-            "job items not following GitHub's completed: {}",
-            stale.join(", ")
+            "job items not following GitHub's status: {}",
+            wrong.join(", ")
         ))
     }
 }
@@ -278,23 +291,19 @@ fn check_ready(world: &World, record: &RunnerRecord) -> Result<(), String> {
     }
 }
 
+/// Every job ran exactly once (GitHub gave it to one runner, which finished it), or was
+/// cancelled while queued and never ran.
 fn check_jobs_served(world: &World) -> Result<(), String> {
-    let dead: Vec<u64> = world
-        .queue
-        .dead_letters()
-        .into_iter()
-        .filter(|m| m.kind == MessageKind::Queued)
-        .map(|m| m.job_id)
-        .collect();
-    for (job_id, state) in world.github().jobs.iter() {
+    let github = world.github();
+    for (job_id, state) in github.jobs.iter() {
+        let runs = github.runs.get(job_id).copied().unwrap_or(0);
         match state {
-            JobState::Completed { .. } | JobState::Cancelled => {}
-            JobState::Queued if dead.contains(job_id) => {}
-            JobState::Queued => {
-                return Err(format!(
-                    "job {job_id} never ran and was not reported failed (not dead-lettered)"
-                ))
+            JobState::Completed { .. } if runs == 1 => {}
+            JobState::Cancelled if runs == 0 => {}
+            JobState::Completed { .. } | JobState::Cancelled => {
+                return Err(format!("job {job_id} ({state:?}) ran {runs} times"))
             }
+            JobState::Queued => return Err(format!("job {job_id} never ran")),
             JobState::Running { runner, .. } => {
                 return Err(format!(
                     "job {job_id} still running on {runner} after settling"

@@ -120,8 +120,9 @@ impl ReaperHandle {
             gate.clone(),
             gate.clone(),
             gate.clone(),
-            gate,
-        );
+            gate.clone(),
+        )
+        .with_deliveries(gate);
         ReaperHandle { reaper, switch }
     }
 }

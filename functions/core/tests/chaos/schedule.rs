@@ -1,9 +1,12 @@
-//! One seeded schedule: a pool with random settings, a few jobs, and a random sequence of
-//! steps — webhooks delivered late, twice or never, scaler and reaper runs (some crashing
+//! One seeded schedule: a pool with random settings, a few jobs (in some schedules one
+//! job alone), and a random sequence of steps — webhooks delivered late, twice or never
+//! (some jobs' `queued` refused at every first delivery, so that only the reaper's
+//! redelivery sweep can bring them to ephemera), scaler and reaper runs (some crashing
 //! before their n-th external call, some at the same time), runner agents at work, provider
 //! faults switched on and off, time passing — with every invariant checked after every
 //! step; then faults off and the world left to settle, and the settled invariants checked.
 
+use crate::github::Delivery;
 use crate::invariants::{check_always, check_settled};
 use crate::invoke::{run_all, Ended, Invocation, ReaperHandle};
 use crate::rng::Rng;
@@ -31,6 +34,10 @@ pub struct Failure {
 pub struct Schedule {
     seed: u64,
     rng: Rng,
+    /// Draws which jobs' `queued` is refused, and which events are never sent.
+    refusals: Rng,
+    /// One job alone, its `queued` refused: nothing but the sweep can bring it.
+    lone_job: bool,
     world: Arc<World>,
     reaper: ReaperHandle,
     started: OffsetDateTime,
@@ -48,6 +55,17 @@ pub fn run(seed: u64) -> Result<Stats, Failure> {
         .expect("runtime");
     runtime.block_on(async { Schedule::new(seed).play().await })
 }
+
+/// Seeds the stream the refused `queued` deliveries and the events never sent are drawn
+/// from, apart from the main one (whose draws it leaves as they were).
+const REFUSAL_STREAM: u64 = 0x5245_4655_5345_4421;
+/// How many jobs in a hundred have every first delivery of their `queued` refused.
+const REFUSED_JOBS: u64 = 15;
+/// How many `in_progress` and `completed` events in a hundred GitHub never sends (no
+/// attempt, nothing to redeliver): only the reaper's rules can make up for them.
+const UNSENT_EVENTS: u64 = 10;
+/// How many schedules in a hundred are one job alone, its `queued` refused.
+const LONE_JOB_SCHEDULES: u64 = 10;
 
 /// Seeds the stream the warm-pool settings are drawn from, apart from the main one: a seed
 /// whose pool keeps no warm runner and is ephemeral names the schedule it named before
@@ -99,12 +117,21 @@ impl Schedule {
             pool.max_runners, pool.spot, pool.check_queued, pool.min_idle, pool.ephemeral
         );
         let world = World::new(config);
+        let mut refusals = Rng::new(seed ^ REFUSAL_STREAM);
+        let lone_job = refusals.chance(LONE_JOB_SCHEDULES);
+        let setting = if lone_job {
+            format!("{setting}; one job alone, every first delivery of its queued refused")
+        } else {
+            setting
+        };
         let started = time::macros::datetime!(2026-11-22 10:00:00 UTC);
         world.fleet.launch_at(started);
         world.queue.set_now(started);
         Schedule {
             seed,
             rng,
+            refusals,
+            lone_job,
             reaper: ReaperHandle::new(&world),
             world,
             started,
@@ -117,6 +144,9 @@ impl Schedule {
     async fn play(mut self) -> Result<Stats, Failure> {
         let steps = self.rng.between(40, 90) as usize;
         let mut jobs_left = self.rng.between(2, 10);
+        if self.lone_job {
+            jobs_left = 1;
+        }
         for _ in 0..steps {
             self.step += 1;
             let what = self.one_step(&mut jobs_left).await;
@@ -131,6 +161,15 @@ impl Schedule {
         let pool = &self.world.config.pools[0];
         self.world.stats().warm_pools = u64::from(pool.min_idle > 0);
         self.world.stats().static_pools = u64::from(!pool.ephemeral);
+        {
+            let mut stats = self.world.stats();
+            stats.schedules_recovered_by_sweep = u64::from(stats.recovered_by_sweep > 0);
+        }
+        if self.lone_job {
+            let mut stats = self.world.stats();
+            stats.lone_jobs = u64::from(stats.jobs > 0);
+            stats.lone_jobs_recovered = u64::from(stats.recovered_by_sweep > 0);
+        }
         let stats = self.world.stats().clone();
         Ok(stats)
     }
@@ -174,16 +213,28 @@ impl Schedule {
             0..=11 if *jobs_left > 0 => {
                 *jobs_left -= 1;
                 let twice = self.rng.chance(20);
-                let job = self.world.new_job(twice);
+                let refused = self.lone_job || self.refusals.chance(REFUSED_JOBS);
+                let job = self.world.new_job(twice, refused);
                 format!(
-                    "GitHub queues job {job}{}",
-                    if twice { " (webhook sent twice)" } else { "" }
+                    "GitHub queues job {job}{}{}",
+                    if twice { " (webhook sent twice)" } else { "" },
+                    if refused {
+                        " (every first delivery of its queued refused)"
+                    } else {
+                        ""
+                    }
                 )
             }
             0..=33 => {
                 let lose = self.rng.chance(12);
                 let duplicate = self.rng.chance(10);
-                self.world.deliver(&mut self.rng, lose, duplicate, self.now)
+                let unsent = self.refusals.chance(UNSENT_EVENTS);
+                let how = Delivery {
+                    lose,
+                    duplicate,
+                    unsent,
+                };
+                self.world.deliver(&mut self.rng, how, self.now)
             }
             34..=51 => self.scalers(1, false).await,
             52..=59 => self.reaper_run().await,
@@ -299,7 +350,8 @@ impl Schedule {
         match self.rng.between(0, 10) {
             0 => {
                 world.forge.fail_next_with(times, ForgeFailure::Transient);
-                format!("GitHub answers 5xx to the next {times} calls")
+                world.deliveries.fail_next(times);
+                format!("GitHub answers 5xx to the next {times} calls (and deliveries calls)")
             }
             1 => {
                 world.forge.fail_next_with(times, ForgeFailure::Throttled);

@@ -1,11 +1,14 @@
 //! The world one schedule runs in: the in-memory fakes of every port (the table, EC2,
-//! GitHub's runners, the JIT secrets), the jobs queue as SQS behaves, and GitHub's side
-//! of the story — its jobs, the webhook deliveries it has yet to make, and which runner
-//! each instance brought online (played by [`crate::github`]).
+//! GitHub's runners, the JIT secrets, the App's webhook deliveries log), the jobs queue
+//! as SQS behaves, and GitHub's side of the story — its jobs, the webhook deliveries it
+//! has yet to make (redeliveries asked for included), and which runner each instance
+//! brought online (played by [`crate::github`]).
 
 use crate::queue::SimQueue;
 use ephemera_core::config::Config;
-use ephemera_core::memory::{FakeFleet, FakeForge, MemorySecrets, MemoryStore, StoreOp};
+use ephemera_core::memory::{
+    FakeFleet, FakeForge, MemoryDeliveries, MemorySecrets, MemoryStore, StoreOp,
+};
 use ephemera_core::message::MessageKind;
 use ephemera_core::ports::Market;
 use std::collections::{BTreeMap, BTreeSet};
@@ -57,12 +60,20 @@ pub enum JobState {
     Cancelled,
 }
 
-/// A webhook GitHub has yet to deliver.
+/// Deliveries listed per page of the App's deliveries log: small, so that a sweep pages
+/// and, when many deliveries came since the last, runs out of pages before reading them.
+pub const DELIVERIES_PER_PAGE: usize = 2;
+
+/// A webhook GitHub has yet to deliver (or deliver again).
 #[derive(Debug, Clone)]
 pub struct Event {
     pub kind: MessageKind,
     pub job_id: u64,
     pub runner: Option<(String, u64)>,
+    /// The event's `X-GitHub-Delivery`: the same for every attempt at it.
+    pub guid: String,
+    /// Sent again because the redelivery sweep asked for it.
+    pub redelivery: bool,
 }
 
 #[derive(Debug, Default)]
@@ -70,7 +81,14 @@ pub struct GitHub {
     pub jobs: BTreeMap<u64, JobState>,
     /// Jobs whose `queued` webhook reached the queue at least once.
     pub queued_delivered: BTreeSet<u64>,
+    /// Jobs every first delivery of whose `queued` fails (the endpoint refuses it, or
+    /// cannot be reached): only a redelivery can bring them to ephemera.
+    pub queued_refused: BTreeSet<u64>,
     pub outbox: Vec<Event>,
+    /// Delivery id → the event that attempt carried (what a redelivery sends again).
+    pub attempts: BTreeMap<u64, Event>,
+    /// Runs of each job: GitHub gives a job to one runner, once.
+    pub runs: BTreeMap<u64, u32>,
     /// Instance id → the GitHub runner it brought online.
     pub booted: BTreeMap<String, u64>,
     /// Instances that read a JIT config GitHub no longer knows: their runner never starts.
@@ -81,6 +99,7 @@ pub struct GitHub {
     pub last_job: BTreeMap<String, u64>,
     pub next_job: u64,
     pub next_delivery: u64,
+    pub next_guid: u64,
 }
 
 /// What a schedule did, for the summary line.
@@ -97,6 +116,22 @@ pub struct Stats {
     pub static_pools: u64,
     pub deliveries_lost: u64,
     pub deliveries_duplicated: u64,
+    /// `in_progress` and `completed` events GitHub never sent.
+    pub events_unsent: u64,
+    /// Redeliveries the sweep asked for, and those of them GitHub delivered.
+    pub redeliveries_asked: u64,
+    pub redeliveries_delivered: u64,
+    /// Jobs every first delivery of whose `queued` failed.
+    pub queued_refused: u64,
+    /// Jobs that first reached the queue by a redelivery, while GitHub still had them
+    /// queued: only the sweep brought them to ephemera.
+    pub recovered_by_sweep: u64,
+    /// Schedules with at least one such job.
+    pub schedules_recovered_by_sweep: u64,
+    /// Schedules of one job whose every first `queued` delivery failed, and of those the
+    /// ones the sweep recovered.
+    pub lone_jobs: u64,
+    pub lone_jobs_recovered: u64,
     pub crashes: u64,
     pub faults: u64,
     pub concurrent_runs: u64,
@@ -109,6 +144,7 @@ pub struct World {
     pub fleet: Arc<FakeFleet>,
     pub forge: Arc<FakeForge>,
     pub secrets: Arc<MemorySecrets>,
+    pub deliveries: Arc<MemoryDeliveries>,
     pub queue: Arc<SimQueue>,
     github: Mutex<GitHub>,
     /// Breaches seen the moment they happened (a busy runner's instance terminated).
@@ -128,6 +164,7 @@ impl World {
             fleet: Arc::new(FakeFleet::new()),
             forge: Arc::new(FakeForge::new()),
             secrets: Arc::new(MemorySecrets::new()),
+            deliveries: Arc::new(MemoryDeliveries::new(DELIVERIES_PER_PAGE)),
             queue: Arc::new(SimQueue::default()),
             github: Mutex::default(),
             breaches: Mutex::default(),
@@ -190,6 +227,7 @@ impl World {
     /// Clears every injected provider failure.
     pub fn heal(&self) {
         self.forge.fail_next(0);
+        self.deliveries.fail_next(0);
         self.fleet.fail_launch_with(None);
         self.fleet.fail_market_with(Market::Spot, None);
         self.fleet.fail_market_with(Market::OnDemand, None);

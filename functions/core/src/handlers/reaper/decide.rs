@@ -80,7 +80,8 @@ impl Cleanup {
 pub enum Verdict {
     /// Send it to `pending_delete`.
     Clean(Cleanup),
-    /// Rule 7: it is running a job and is due for a look at whether that job ended.
+    /// Rule 7: it is running a job and is due for a look at whether that job ended (on
+    /// the job, or on the runner when the record names no job).
     CheckJob,
     /// Rule 14: it is idle on GitHub and due for a look at whether GitHub still knows it
     /// (a runner that took another job and was removed, its webhooks lost).
@@ -257,9 +258,11 @@ fn verdict(
         {
             clean(Cleanup::IdleNoWork)
         }
+        // A runner seen busy before any `in_progress` named its job (a warm or static
+        // runner) names no job: it is checked through GitHub's view of the runner.
         Running
             if record.runner_status == RunnerStatus::Active
-                && record.job_id.is_some()
+                && (record.job_id.is_some() || record.github_runner_id.is_some())
                 && record.next_attempt_at <= now =>
         {
             Some(Verdict::CheckJob)

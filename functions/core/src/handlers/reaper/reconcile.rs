@@ -190,7 +190,7 @@ impl Reaper {
         now: OffsetDateTime,
     ) -> Result<Option<RunnerRecord>, StoreError> {
         let Some(job_id) = record.job_id else {
-            return Ok(None);
+            return self.check_busy_runner(record, now).await;
         };
         let ended = match self.store.get_job(job_id).await? {
             Some(job) if job.status == JobStatus::Completed => true,
@@ -234,6 +234,46 @@ impl Reaper {
         };
         self.store.update_runner(&record.name, &update, now).await?;
         info!(runner = %record.name, job_id, "static runner's job ended unseen; runner idle again");
+        Ok(None)
+    }
+
+    /// Rule 7 for an active runner that names no job (seen busy before any `in_progress`
+    /// named it, which then never came): GitHub's view of the runner says whether its
+    /// job ended. A static runner GitHub shows not busy is idle again; a runner GitHub no
+    /// longer knows (an ephemeral one, removed after its job) is released past the grace.
+    async fn check_busy_runner(
+        &self,
+        record: &RunnerRecord,
+        now: OffsetDateTime,
+    ) -> Result<Option<RunnerRecord>, StoreError> {
+        let Some(runner_id) = record.github_runner_id else {
+            return Ok(None);
+        };
+        match self.forge.get_runner(&scope_of(record), runner_id).await {
+            Ok(None) => {
+                if let Some(gone) = self.release_forgotten(record, now).await? {
+                    return Ok(Some(gone));
+                }
+            }
+            Ok(Some(runner)) if !runner.busy && !record.ephemeral => {
+                let update = RunnerUpdate {
+                    runner_status: Some(RunnerStatus::Idle),
+                    note: Some("GitHub shows it no longer busy (webhooks missed)".to_owned()),
+                    ..RunnerUpdate::default()
+                };
+                self.store.update_runner(&record.name, &update, now).await?;
+                info!(runner = %record.name, "static runner's job ended unseen; runner idle again");
+                return Ok(None);
+            }
+            Ok(Some(_)) => {}
+            Err(err) => {
+                warn!(runner = %record.name, error = %error_chain(&err), "cannot read runner from GitHub; looking again later");
+            }
+        }
+        let next = now + JOB_CHECK_INTERVAL;
+        self.store
+            .recheck_runner_at(&record.name, InstanceStatus::Running, next)
+            .await?;
         Ok(None)
     }
 }

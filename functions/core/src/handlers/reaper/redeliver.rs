@@ -2,7 +2,8 @@
 //! so a `queued` lost while the webhook endpoint was down or refusing would leave a job
 //! that the table never saw, and that no other rule can find. Each run reads the App's
 //! recent deliveries, newest first, back to where the last sweep stopped (at most
-//! [`DELIVERY_LOOKBACK`] back, and [`PAGES_PER_RUN`] pages), and remembers each
+//! [`DELIVERY_LOOKBACK`] back, and [`PAGES_PER_RUN`] pages: what a run has no pages left
+//! for, the next runs read on from where it stopped), and remembers each
 //! `workflow_job` event whose attempts all failed. It asks GitHub to redeliver such an
 //! event (its newest failed attempt) at once, then again while its redeliveries keep
 //! failing, spaced by [`retry_after`] ([`FIRST_RETRY`] doubling up to [`LONGEST_RETRY`]),
@@ -15,7 +16,7 @@
 use super::Reaper;
 use crate::handlers::error_chain;
 use crate::metrics::Metric;
-use crate::ports::HookDelivery;
+use crate::ports::{ForgeError, HookDeliveries, HookDelivery};
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 use time::OffsetDateTime;
@@ -60,13 +61,34 @@ struct FailedEvent {
     next_ask: Option<OffsetDateTime>,
 }
 
+/// Older deliveries a sweep ran out of pages before reading: the next runs go on from
+/// `cursor` down to `down_to` (the mark of the sweep before), or to the lookback.
+#[derive(Debug, Clone)]
+struct Unread {
+    cursor: String,
+    down_to: Option<u64>,
+}
+
+/// Stretches of unread deliveries remembered at most, before the oldest are dropped.
+const UNREAD_KEPT: usize = 100;
+
 /// What the sweep remembers between runs.
 #[derive(Debug, Default)]
 pub(super) struct SweepMark {
     /// The newest delivery id the last sweep read: the next stops there.
     newest_seen: Option<u64>,
+    /// Below it, what a sweep had no pages left to read, oldest stretch first.
+    unread: Vec<Unread>,
     /// Failed events not yet delivered, by guid.
     failed: BTreeMap<String, FailedEvent>,
+}
+
+/// Where reading down a list of deliveries stopped.
+enum Stopped {
+    /// At the mark, the lookback or the end of the list.
+    Done,
+    /// Out of pages or time: the rest starts at this cursor (`None`: nothing was read).
+    At(Option<String>),
 }
 
 impl SweepMark {
@@ -191,45 +213,110 @@ impl Reaper {
         asked
     }
 
-    /// The deliveries made since the last sweep read (newest first), or `None` if they
-    /// cannot be listed.
+    /// The deliveries made since the last sweep read (newest first), then those older
+    /// ones an earlier sweep had no pages left for, within [`PAGES_PER_RUN`] pages; or
+    /// `None` if the newest cannot be listed. What is left unread is remembered for the
+    /// next run, so that no delivery within the lookback goes unread, however many
+    /// arrive between two runs (or before a fresh process's first).
     async fn read_new_deliveries(
         &self,
         now: OffsetDateTime,
         deadline: Instant,
     ) -> Option<Vec<HookDelivery>> {
         let deliveries = self.deliveries.clone()?;
+        let deliveries = deliveries.as_ref();
         let stop_at = self.memory().sweep.newest_seen;
         let oldest = now - DELIVERY_LOOKBACK;
-        let mut read = Vec::new();
-        let mut cursor: Option<String> = None;
-        for _ in 0..PAGES_PER_RUN {
-            if Instant::now() >= deadline {
-                break;
+        let mut pages = PAGES_PER_RUN;
+        let (mut read, stopped) = match read_down(
+            deliveries, None, stop_at, oldest, &mut pages, deadline,
+        )
+        .await
+        {
+            Ok(top) => top,
+            Err(err) => {
+                warn!(error = %error_chain(&err), "cannot list webhook deliveries; next run retries");
+                return None;
             }
-            let page = match deliveries.list_deliveries(cursor.as_deref()).await {
-                Ok(page) => page,
-                Err(err) => {
-                    warn!(error = %error_chain(&err), "cannot list webhook deliveries; next run retries");
-                    return None;
+        };
+        let mut unread = std::mem::take(&mut self.memory().sweep.unread);
+        // Older stretches first: they are the nearest to the end of the lookback.
+        let mut left = Vec::new();
+        for stretch in unread.drain(..) {
+            if pages == 0 || Instant::now() >= deadline {
+                left.push(stretch);
+                continue;
+            }
+            let from = Some(stretch.cursor.clone());
+            match read_down(
+                deliveries,
+                from,
+                stretch.down_to,
+                oldest,
+                &mut pages,
+                deadline,
+            )
+            .await
+            {
+                Ok((older, stopped)) => {
+                    read.extend(older);
+                    if let Stopped::At(cursor) = stopped {
+                        left.push(Unread {
+                            cursor: cursor.unwrap_or(stretch.cursor),
+                            down_to: stretch.down_to,
+                        });
+                    }
                 }
-            };
-            let listed = page.deliveries.len();
-            let fresh: Vec<HookDelivery> = page
-                .deliveries
-                .into_iter()
-                .take_while(|d| stop_at.is_none_or(|id| d.id > id) && d.delivered_at >= oldest)
-                .collect();
-            let reached_last_sweep = fresh.len() < listed;
-            read.extend(fresh);
-            match page.next_cursor {
-                Some(next) if !reached_last_sweep => cursor = Some(next),
-                _ => break,
+                Err(err) => {
+                    warn!(error = %error_chain(&err), "cannot list older webhook deliveries; next run goes on");
+                    left.push(stretch);
+                }
             }
         }
+        if let Stopped::At(Some(cursor)) = stopped {
+            left.push(Unread {
+                cursor,
+                down_to: stop_at,
+            });
+        }
+        let mut memory = self.memory();
+        let kept = left.len().saturating_sub(UNREAD_KEPT);
+        memory.sweep.unread = left.split_off(kept);
+        // The older stretches lie below the mark: only the newest read moves it.
         if let Some(newest) = read.iter().map(|d| d.id).max() {
-            self.memory().sweep.newest_seen = Some(newest.max(stop_at.unwrap_or(0)));
+            memory.sweep.newest_seen = Some(newest.max(stop_at.unwrap_or(0)));
         }
         Some(read)
     }
+}
+
+/// Reads pages from `cursor` (the newest when `None`) down to delivery `down_to`
+/// (excluded) or the lookback's start, spending `pages`; returns what it read, newest
+/// first, and where it stopped.
+async fn read_down(
+    deliveries: &dyn HookDeliveries,
+    mut cursor: Option<String>,
+    down_to: Option<u64>,
+    oldest: OffsetDateTime,
+    pages: &mut usize,
+    deadline: Instant,
+) -> Result<(Vec<HookDelivery>, Stopped), ForgeError> {
+    let mut read = Vec::new();
+    while *pages > 0 && Instant::now() < deadline {
+        *pages -= 1;
+        let page = deliveries.list_deliveries(cursor.as_deref()).await?;
+        let listed = page.deliveries.len();
+        let fresh: Vec<HookDelivery> = page
+            .deliveries
+            .into_iter()
+            .take_while(|d| down_to.is_none_or(|id| d.id > id) && d.delivered_at >= oldest)
+            .collect();
+        let reached_the_end = fresh.len() < listed;
+        read.extend(fresh);
+        match page.next_cursor {
+            Some(next) if !reached_the_end => cursor = Some(next),
+            _ => return Ok((read, Stopped::Done)),
+        }
+    }
+    Ok((read, Stopped::At(cursor)))
 }

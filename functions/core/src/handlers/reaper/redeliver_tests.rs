@@ -71,6 +71,36 @@ async fn each_failed_delivery_is_redelivered_once_from_where_the_last_sweep_stop
     assert_eq!(deliveries.redelivered(), [2, 4, 6]);
 }
 
+#[tokio::test(start_paused = true)]
+async fn deliveries_a_run_has_no_pages_left_for_are_read_by_the_next_runs() {
+    use super::redeliver::PAGES_PER_RUN;
+    let world = World::new(5);
+    let deliveries = Arc::new(MemoryDeliveries::new(2));
+    let per_run = 2 * PAGES_PER_RUN as u64;
+    let total = 2 * per_run + 5;
+    let failed = [1, per_run + 2, total];
+    for id in 1..=total {
+        let status = if failed.contains(&id) { 503 } else { 200 };
+        deliveries.record(delivery(id, &format!("g{id}"), "workflow_job", status));
+    }
+    let reaper = world.reaper().with_deliveries(deliveries.clone());
+    reaper.run(now(), far()).await.expect("run");
+    assert_eq!(deliveries.redelivered(), [total], "the newest pages first");
+    // A new failure arrives; the next run reads it, then goes on below the first run.
+    deliveries.record(delivery(total + 1, "new", "workflow_job", 502));
+    reaper.run(now(), far()).await.expect("run");
+    assert_eq!(deliveries.redelivered(), [total, per_run + 2, total + 1]);
+    reaper.run(now(), far()).await.expect("run");
+    assert_eq!(
+        deliveries.redelivered(),
+        [total, per_run + 2, total + 1, 1],
+        "down to the oldest delivery"
+    );
+    let calls = deliveries.list_calls();
+    reaper.run(now(), far()).await.expect("run");
+    assert_eq!(deliveries.list_calls(), calls + 1, "all read: one page");
+}
+
 #[test]
 fn asks_for_one_event_are_spaced_doubling_up_to_the_longest_wait() {
     let waits: Vec<u64> = (1..=8).map(|asks| retry_after(asks).as_secs()).collect();

@@ -337,3 +337,70 @@ async fn pool_without_warm_owner_launches_nothing() {
     assert_eq!(report.warm_requested, 0);
     assert!(world.store.runners().is_empty());
 }
+
+/// A warm runner GitHub shows busy when it first comes online, its job's `in_progress`
+/// and `completed` never delivered: the reaper records it `active` with no job.
+async fn warm_busy_unseen(world: &World, reaper: &Reaper) -> RunnerRecord {
+    reaper.run(now(), far()).await.expect("run");
+    deliver(world, now()).await;
+    for runner in world.forge.runners() {
+        world.forge.set_online(runner.id, true);
+        world.forge.set_busy(runner.id, true);
+    }
+    reaper.run(now() + minutes(1), far()).await.expect("run");
+    let [warm] = warm_records(world).try_into().expect("one warm runner");
+    assert_eq!(
+        (warm.runner_status, warm.job_id),
+        (RunnerStatus::Active, None)
+    );
+    warm
+}
+
+#[tokio::test(start_paused = true)]
+async fn static_runner_busy_with_a_job_never_named_is_idle_again_once_github_shows_it_free() {
+    let world = warm_world(5, 1, false);
+    let reaper = world.reaper();
+    let warm = warm_busy_unseen(&world, &reaper).await;
+    let runner_id = warm.github_runner_id.expect("registered");
+    // Still busy: looked at, and left active until the next look.
+    reaper.run(now() + minutes(2), far()).await.expect("run");
+    let looked = world.store.runner(&warm.name).expect("record");
+    assert_eq!(looked.runner_status, RunnerStatus::Active);
+    // The job ends; no webhook says so.
+    world.forge.set_busy(runner_id, false);
+    let at = looked.next_attempt_at;
+    reaper.run(at, far()).await.expect("run");
+    let idle = world.store.runner(&warm.name).expect("record");
+    assert_eq!(
+        (idle.status, idle.runner_status),
+        (InstanceStatus::Running, RunnerStatus::Idle),
+        "{idle:?}"
+    );
+    // Kept as the pool's warm runner: nothing else launched or deleted.
+    let report = reaper.run(at + minutes(1), far()).await.expect("run");
+    assert_eq!(
+        (report.sent_to_delete, report.warm_requested),
+        (0, 0),
+        "{report:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn ephemeral_runner_busy_with_a_job_never_named_is_released_once_github_removes_it() {
+    let world = warm_world(5, 1, true);
+    let reaper = world.reaper();
+    let warm = warm_busy_unseen(&world, &reaper).await;
+    let runner_id = warm.github_runner_id.expect("registered");
+    // The job ends and GitHub removes the ephemeral runner; no webhook says so.
+    world.forge.deregister(runner_id);
+    let at = now() + minutes(1) + JOB_CHECK_INTERVAL;
+    reaper.run(at, far()).await.expect("run");
+    let gone = world.store.runner(&warm.name).expect("record");
+    assert!(
+        matches!(
+            gone.status,
+            InstanceStatus::PendingDelete | InstanceStatus::Deleting | InstanceStatus::Deleted
+        ),
+        "{gone:?}"
+    );
+}
