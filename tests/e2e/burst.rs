@@ -89,7 +89,9 @@ async fn two_hundred_jobs_with_duplicates_never_exceed_max_runners_and_run_once_
     for _ in 0..200 {
         jobs.push(p.sim.create_job("octo-org", "app", &LABELS, None).await?);
     }
-    let limit = Duration::from_secs(600);
+    // A bound, not a figure: the run takes 4-9 minutes on two shared cores, and settles
+    // slot counters its conflicts left off (repaired after 2 minutes, seen twice).
+    let limit = Duration::from_secs(900);
     let waited = p
         .wait_for(
             "every job to complete and every runner to be reaped",
