@@ -63,7 +63,7 @@ impl AppSettings {
 }
 
 /// `GET /app`.
-pub async fn get_app(State(sim): Sim, headers: HeaderMap) -> Result<Json<Value>, ApiError> {
+pub(crate) async fn get_app(State(sim): Sim, headers: HeaderMap) -> Result<Json<Value>, ApiError> {
     sim.lock().hit("GET /app");
     sim.verifier().verify(&headers)?;
     let settings = sim.lock().app.clone();
@@ -87,7 +87,7 @@ pub async fn get_app(State(sim): Sim, headers: HeaderMap) -> Result<Json<Value>,
 }
 
 /// `GET /app/hook/config`: the URL deliveries go to; GitHub masks the secret.
-pub async fn get_hook_config(State(sim): Sim, headers: HeaderMap) -> Result<Json<Value>, ApiError> {
+pub(crate) async fn get_hook_config(State(sim): Sim, headers: HeaderMap) -> Result<Json<Value>, ApiError> {
     sim.lock().hit("GET /app/hook/config");
     sim.verifier().verify(&headers)?;
     let url = sim
