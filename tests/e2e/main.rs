@@ -9,6 +9,7 @@ mod aws_queue;
 mod aws_store;
 mod burst;
 mod cli;
+mod doctor;
 mod github_faults;
 mod labels;
 mod lambda;

@@ -9,7 +9,7 @@
 use crate::errors::describe;
 use crate::exit::Failure;
 use crate::target::{Deployment, GitHubArgs};
-use crate::{config_cmd, dlq, pools, runners};
+use crate::{config_cmd, dlq, doctor, pools, runners};
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
@@ -32,6 +32,7 @@ const TOP_HELP: &str = concat!(
   ephemera jobs list --stack ephemera --status unrouted
   ephemera jobs dlq list --stack ephemera
   ephemera config validate infra/config.example.yaml
+  ephemera doctor --stack ephemera
 
 ",
     crate::exit::exit_codes!()
@@ -61,6 +62,18 @@ enum Command {
         #[command(subcommand)]
         command: ConfigCommand,
     },
+    /// Check a deployment: the stack, its configuration, the GitHub App (key,
+    /// permissions, events, webhook URL, installations, recent deliveries) and each
+    /// pool's launch; exit code 8 when a check failed.
+    #[command(after_help = concat!(
+        "Examples:
+  ephemera doctor --stack ephemera
+  ephemera doctor --stack ephemera --owner my-org --json | jq '.checks[] | select(.status == \"fail\")'
+
+",
+        crate::exit::exit_codes!()
+    ))]
+    Doctor(doctor::DoctorArgs),
     /// Run the webhook, scaler and reaper in one process (on a laptop against the moto
     /// emulator, or against real AWS).
     #[command(after_help = crate::local::LOCAL_HELP)]
@@ -182,6 +195,10 @@ pub async fn run(cli: Cli) -> ExitCode {
                 dlq::redrive(&mut deployment, args).await
             }
         },
+        Command::Doctor(args) => {
+            let mut deployment = Deployment::new(args.target(), GitHubArgs::default()).await;
+            doctor::doctor(&mut deployment, args).await
+        }
         Command::Config {
             command: ConfigCommand::Validate(args),
         } => config_cmd::validate(args),

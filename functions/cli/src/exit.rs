@@ -25,6 +25,8 @@ pub const GITHUB: u8 = 5;
 pub const REFUSED: u8 = 6;
 /// The configuration file is invalid.
 pub const INVALID_CONFIG: u8 = 7;
+/// `doctor`: at least one check failed (each ✖ line says what to do).
+pub const CHECK_FAILED: u8 = 8;
 
 /// The exit codes, as `--help` shows them (a literal, for `concat!`).
 macro_rules! exit_codes {
@@ -38,7 +40,8 @@ macro_rules! exit_codes {
   5  GitHub error other than busy (credentials, rate limit, outage, App not installed)
   6  refused: the runner is already being deleted or deleted, or changed meanwhile;
      config push: the file names another deployment; jobs dlq redrive: not confirmed
-  7  config validate/push: the configuration is invalid"
+  7  config validate/push: the configuration is invalid
+  8  doctor: at least one check failed"
     };
 }
 pub(crate) use exit_codes;

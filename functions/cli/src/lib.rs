@@ -4,7 +4,7 @@
 //!
 //! Layout: [`commands`] is the clap grammar and the dispatch; [`target`] resolves which
 //! deployment is meant (stack outputs, table, configuration, GitHub App); [`runners`],
-//! [`pools`], [`dlq`] and [`config_cmd`] are the commands; [`views`] holds the stable
+//! [`pools`], [`dlq`], [`config_cmd`] and [`doctor`] are the commands; [`views`] holds the stable
 //! `--json` shapes, [`render`] the tables and progress lines, [`exit`] the exit codes,
 //! [`errors`] how an error is said. `local`'s pieces (the webhook route, the queue
 //! drain, the reaper timer) are public so the end-to-end tests drive exactly what
@@ -13,6 +13,7 @@
 pub mod commands;
 pub mod config_cmd;
 pub mod dlq;
+pub mod doctor;
 pub mod errors;
 pub mod exit;
 pub mod local;

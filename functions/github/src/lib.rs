@@ -15,6 +15,7 @@
 //! - `http`: one API call: headers, retries, the 401 refresh, counting and logging.
 //! - `forge`: the [`Forge`](ephemera_core::ports::Forge) methods and response shapes.
 //! - `list`: listing a scope's runners, paginated ([`GitHubApp::list_runners`]).
+//! - `app`: the App's own description, webhook URL and installations (`ephemera doctor`).
 //! - `deliveries`: the App's webhook deliveries, listed and redelivered (the
 //!   [`HookDeliveries`](ephemera_core::ports::HookDeliveries) port).
 //!
@@ -23,6 +24,7 @@
 
 mod client;
 
+mod app;
 mod auth;
 mod deliveries;
 mod forge;
@@ -38,6 +40,7 @@ mod stub;
 #[cfg(test)]
 mod tests;
 
+pub use app::AppDescription;
 pub use auth::{AppKeySource, KEY_REREAD_GAP};
 pub use client::{CallCount, ConfigError, GitHubApp, GitHubAppConfig};
 pub use retry::RetryPolicy;

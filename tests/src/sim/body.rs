@@ -116,7 +116,7 @@ pub fn installation(id: u64, app_id: u64, login: &str) -> Value {
 }
 
 /// GitHub's `simple-user` object for an organization account.
-fn account(login: &str) -> Value {
+pub fn account(login: &str) -> Value {
     let id = label_id(login);
     let api = format!("{API}/users/{login}");
     json!({

@@ -9,6 +9,7 @@
 //! every job whose instance was terminated under it (`jobs_killed`, which must stay 0).
 
 mod agent;
+pub mod app;
 mod auth;
 pub mod body;
 pub mod deliveries;

@@ -4,7 +4,7 @@
 
 use super::auth::{require_token, ApiError};
 use super::runners;
-use super::{body, deliveries, IssuedToken, Shared};
+use super::{app, body, deliveries, IssuedToken, Shared};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
@@ -28,6 +28,8 @@ pub fn router(shared: Arc<Shared>) -> Router {
             "/app/installations/{installation_id}/access_tokens",
             post(access_token),
         )
+        .route("/app", get(app::get_app))
+        .route("/app/hook/config", get(app::get_hook_config))
         .route("/app/hook/deliveries", get(deliveries::list))
         .route("/app/hook/deliveries/{delivery_id}", get(deliveries::get))
         .route(
@@ -103,17 +105,23 @@ async fn org_installation(
 ) -> Result<Json<Value>, ApiError> {
     sim.lock().hit("GET /orgs/{org}/installation");
     sim.verifier().verify(&headers)?;
+    if !sim.lock().app.installed_on(&org, None) {
+        return Err(ApiError::not_found());
+    }
     let c = &sim.config;
     Ok(Json(body::installation(c.installation_id, c.app_id, &org)))
 }
 
 async fn repo_installation(
     State(sim): Sim,
-    Path((owner, _repo)): Path<(String, String)>,
+    Path((owner, repo)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> Result<Json<Value>, ApiError> {
     sim.lock().hit("GET /repos/{owner}/{repo}/installation");
     sim.verifier().verify(&headers)?;
+    if !sim.lock().app.installed_on(&owner, Some(&repo)) {
+        return Err(ApiError::not_found());
+    }
     let c = &sim.config;
     Ok(Json(body::installation(
         c.installation_id,

@@ -130,6 +130,8 @@ pub struct SimState {
     /// The App's webhook delivery log, by delivery id.
     pub deliveries: BTreeMap<u64, Delivery>,
     pub counters: Counters,
+    /// The App's permissions, events and where it is not installed.
+    pub app: super::app::AppSettings,
     /// Instances whose runner process exited (job done, or removed from GitHub) and
     /// that the agent has yet to power off.
     #[serde(skip)]

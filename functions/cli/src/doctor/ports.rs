@@ -1,0 +1,119 @@
+//! What `ephemera doctor` asks of AWS and GitHub, as small traits, so that every check's
+//! logic runs in unit tests on fakes; [`super::aws`] and [`super::github`] implement them
+//! with the AWS SDK and the GitHub App client.
+
+use async_trait::async_trait;
+use ephemera_aws::lambda::LoadedConfig;
+use ephemera_core::ports::{ForgeError, HookDelivery};
+use ephemera_github::AppDescription;
+use std::collections::BTreeMap;
+
+/// A stack as `DescribeStacks` reports it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StackFacts {
+    /// `CREATE_COMPLETE`, `UPDATE_ROLLBACK_COMPLETE`, …
+    pub status: String,
+    /// Output key → value.
+    pub outputs: BTreeMap<String, String>,
+}
+
+/// The deployment's own resources.
+#[async_trait]
+pub trait StackPort: Send + Sync {
+    /// `DescribeStacks` of `name`.
+    async fn describe_stack(&self, name: &str) -> anyhow::Result<StackFacts>;
+    /// The table's status (`ACTIVE`, …), `DescribeTable`.
+    async fn table_status(&self, table: &str) -> anyhow::Result<String>;
+    /// Whether the queue answers `GetQueueAttributes`.
+    async fn queue_reachable(&self, queue_url: &str) -> anyhow::Result<()>;
+    /// The configuration the functions read: `parameter`, else `default`; validated.
+    async fn load_config(
+        &self,
+        parameter: &str,
+        default: Option<&str>,
+    ) -> anyhow::Result<LoadedConfig>;
+    /// A Secrets Manager secret's string.
+    async fn secret_value(&self, secret_id: &str) -> anyhow::Result<String>;
+}
+
+/// GitHub, as the App (its JWT) sees it.
+#[async_trait]
+pub trait GitHubPort: Send + Sync {
+    /// `GET /app`.
+    async fn describe_app(&self) -> Result<AppDescription, ForgeError>;
+    /// `GET /app/hook/config`'s `url`; `None` when not set.
+    async fn webhook_url(&self) -> Result<Option<String>, ForgeError>;
+    /// The installation on the organization `owner` (or the repository `owner/repo`);
+    /// `None` when the App is not installed there.
+    async fn installation(
+        &self,
+        owner: &str,
+        repo: Option<&str>,
+    ) -> Result<Option<u64>, ForgeError>;
+    /// The newest page of webhook deliveries (`GET /app/hook/deliveries`).
+    async fn recent_deliveries(&self) -> Result<Vec<HookDelivery>, ForgeError>;
+}
+
+/// Builds the GitHub port from what the deployment holds: the API URL, the App id and
+/// the private key read from its secret. `Err` says why the key cannot be used.
+pub trait GitHubConnector: Send + Sync {
+    fn connect(
+        &self,
+        api_url: &str,
+        app_id: u64,
+        private_key_pem: &str,
+    ) -> Result<Box<dyn GitHubPort>, String>;
+}
+
+/// What a launch template's default version holds that the checks look at.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TemplateFacts {
+    pub image_id: Option<String>,
+    pub security_groups: Vec<String>,
+}
+
+/// One launch, tried with `DryRun`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DryRunLaunch {
+    pub launch_template: String,
+    pub instance_type: String,
+    pub subnet: Option<String>,
+    pub image: Option<String>,
+}
+
+/// How EC2 answered a `DryRun`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DryRunAnswer {
+    /// `DryRunOperation`: the request would have succeeded.
+    WouldSucceed,
+    /// Any other error: its code and message (`UnauthorizedOperation`,
+    /// `InvalidParameterValue`, …).
+    Refused { code: String, message: String },
+}
+
+/// An instance type's architectures and vCPUs (`DescribeInstanceTypes`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstanceTypeFacts {
+    pub architectures: Vec<String>,
+    pub vcpus: u32,
+}
+
+/// EC2, for the pools.
+#[async_trait]
+pub trait Ec2Port: Send + Sync {
+    /// Those of `subnets` EC2 does not know.
+    async fn missing_subnets(&self, subnets: &[String]) -> anyhow::Result<Vec<String>>;
+    /// Those of `groups` EC2 does not know.
+    async fn missing_security_groups(&self, groups: &[String]) -> anyhow::Result<Vec<String>>;
+    /// The default version of the launch template `name`; `None` when there is none.
+    async fn launch_template(&self, name: &str) -> anyhow::Result<Option<TemplateFacts>>;
+    /// The image's architecture (`x86_64`, `arm64`); `None` when EC2 knows no such image.
+    async fn image_architecture(&self, image_id: &str) -> anyhow::Result<Option<String>>;
+    /// Each of `types` EC2 knows, with its architectures and vCPUs.
+    async fn instance_types(
+        &self,
+        types: &[String],
+    ) -> anyhow::Result<BTreeMap<String, InstanceTypeFacts>>;
+    /// `RunInstances` with `DryRun`.
+    async fn dry_run(&self, launch: &DryRunLaunch) -> anyhow::Result<DryRunAnswer>;
+}

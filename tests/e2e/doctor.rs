@@ -1,0 +1,311 @@
+//! `ephemera doctor` through the real binary, against the stack template.yaml creates in
+//! moto and the GitHub simulator: the healthy deployment passes every check, and each
+//! broken setup (placeholder key, App not installed, wrong webhook URL, missing
+//! permission, missing event, unknown subnet) fails exactly the check that names it,
+//! with its fix, and exit code 8.
+//!
+//! moto cannot create the webhook's Function URL (the stack has no `WebhookUrl` output
+//! there), so the tests give the URL with `--webhook-url`. moto answers any `DryRun`
+//! with `DryRunOperation` without validating the launch, so a bad subnet is caught by
+//! `ec2.subnets` here (the dry run is then not run, as on AWS).
+
+use crate::cli::ephemera;
+use anyhow::{ensure, Context};
+use ephemera_tests::moto::Moto;
+use ephemera_tests::pipeline::workspace_path;
+use ephemera_tests::sim::{self, SimConfig, SimHandle};
+use ephemera_tests::stack::{create_stack, template_path, Stack, StackSpec};
+use serde_json::Value;
+
+const DEPLOYMENT: &str = "doc";
+const STACK: &str = "ephemera-doctor";
+const APP_ID: u64 = 5151;
+const WEBHOOK_SECRET: &str = "doctor-webhook-secret";
+/// Where the App's webhook should go (the Function URL moto cannot make).
+const WEBHOOK_URL: &str = "https://doc-hook.lambda-url.us-east-1.on.aws/";
+const ORG: &str = "acme";
+const PLACEHOLDER: &str = "not-set-put-the-github-app-private-key-pem-here";
+
+struct World {
+    moto: Moto,
+    sim: SimHandle,
+    stack: Stack,
+    sdk: aws_config::SdkConfig,
+}
+
+async fn world() -> anyhow::Result<World> {
+    let moto = Moto::start().await?;
+    let sdk = ephemera_aws::sdk_config(&ephemera_aws::AwsSettings::emulator(&moto.endpoint)).await;
+    let public_key =
+        std::fs::read_to_string(workspace_path("tests/fixtures/github-app-test-key.pub.pem"))?;
+    let private_key =
+        std::fs::read_to_string(workspace_path("tests/fixtures/github-app-test-key.pem"))?;
+    let mut config = SimConfig::new(APP_ID, public_key, WEBHOOK_SECRET, DEPLOYMENT);
+    config.webhook_url = Some(WEBHOOK_URL.to_owned());
+    let sim = sim::start(config).await?;
+    let spec = StackSpec {
+        stack_name: STACK.into(),
+        deployment: DEPLOYMENT.into(),
+        app_id: APP_ID,
+        github_api_url: sim.url.clone(),
+        webhook_secret: WEBHOOK_SECRET.into(),
+        app_key_pem: private_key,
+        pools_config: None,
+    };
+    let stack = create_stack(&moto, &template_path(), &spec).await?;
+    Ok(World {
+        moto,
+        sim,
+        stack,
+        sdk,
+    })
+}
+
+/// `ephemera doctor --json` on the stack: exit code and report.
+async fn doctor(world: &World) -> anyhow::Result<(i32, Value)> {
+    let endpoint = world.moto.endpoint.clone();
+    let output = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
+        Ok(ephemera()?
+            .args(["doctor", "--stack", STACK, "--json"])
+            .args(["--endpoint-url", &endpoint, "--region", "us-east-1"])
+            .args(["--webhook-url", WEBHOOK_URL, "--owner", ORG])
+            .output()?)
+    })
+    .await??;
+    let code = output.status.code().context("killed")?;
+    let report: Value = serde_json::from_slice(&output.stdout).with_context(|| {
+        format!(
+            "doctor printed no JSON: {}\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })?;
+    Ok((code, report))
+}
+
+fn checks_with(report: &Value, status: &str) -> Vec<Value> {
+    report["checks"]
+        .as_array()
+        .map(|checks| {
+            checks
+                .iter()
+                .filter(|c| c["status"] == status)
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Doctor exits 8 with exactly one failed check, `check`; returns it.
+async fn only_failure(world: &World, check: &str) -> anyhow::Result<Value> {
+    let (code, report) = doctor(world).await?;
+    let failed = checks_with(&report, "fail");
+    ensure!(code == 8, "exit code {code}: {report:#}");
+    ensure!(failed.len() == 1, "failed: {failed:#?}");
+    ensure!(failed[0]["check"] == check, "failed: {failed:#?}");
+    ensure!(
+        failed[0]["fix"].as_str().is_some_and(|f| !f.is_empty()),
+        "no fix: {failed:#?}"
+    );
+    Ok(failed[0].clone())
+}
+
+async fn expect_healthy(world: &World) -> anyhow::Result<()> {
+    let (code, report) = doctor(world).await?;
+    ensure!(code == 0, "exit code {code}: {report:#}");
+    let not_passed: Vec<Value> = report["checks"]
+        .as_array()
+        .context("no checks")?
+        .iter()
+        .filter(|c| c["status"] != "pass")
+        .cloned()
+        .collect();
+    ensure!(not_passed.is_empty(), "not passed: {not_passed:#?}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_passes_a_healthy_stack_and_names_each_broken_setting() -> anyhow::Result<()> {
+    let world = world().await?;
+    let (code, report) = doctor(&world).await?;
+    ensure!(code == 0, "healthy stack, exit code {code}: {report:#}");
+    let names: Vec<&str> = report["checks"]
+        .as_array()
+        .context("no checks")?
+        .iter()
+        .filter_map(|c| c["check"].as_str())
+        .collect();
+    for expected in [
+        "stack.status",
+        "stack.outputs",
+        "stack.table",
+        "stack.queue",
+        "config.valid",
+        "github.app_key",
+        "github.app",
+        "github.permissions",
+        "github.events",
+        "github.webhook_url",
+        "github.installation",
+        "github.deliveries",
+        "ec2.launch_template",
+        "ec2.subnets",
+        "ec2.security_groups",
+        "ec2.architecture",
+        "ec2.dry_run",
+    ] {
+        ensure!(names.contains(&expected), "{expected} not run: {report:#}");
+    }
+    expect_healthy(&world).await?;
+
+    // The App key secret still holds the template's placeholder.
+    let secrets = aws_sdk_secretsmanager::Client::new(&world.sdk);
+    let key_secret = world.stack.output("GitHubAppKeySecret")?.to_owned();
+    let real_key = secrets
+        .get_secret_value()
+        .secret_id(&key_secret)
+        .send()
+        .await?
+        .secret_string()
+        .context("no key")?
+        .to_owned();
+    secrets
+        .put_secret_value()
+        .secret_id(&key_secret)
+        .secret_string(PLACEHOLDER)
+        .send()
+        .await?;
+    let failed = only_failure(&world, "github.app_key").await?;
+    ensure!(failed["message"]
+        .as_str()
+        .is_some_and(|m| m.contains("placeholder")));
+    ensure!(failed["fix"]
+        .as_str()
+        .is_some_and(|f| f.contains(&format!("put-secret-value --secret-id {key_secret}"))));
+    secrets
+        .put_secret_value()
+        .secret_id(&key_secret)
+        .secret_string(real_key)
+        .send()
+        .await?;
+    expect_healthy(&world).await?;
+
+    // The App is not installed on the organization.
+    world
+        .sim
+        .with_state(|s| s.app.not_installed_on.insert(ORG.to_owned()));
+    let failed = only_failure(&world, "github.installation").await?;
+    ensure!(failed["subject"] == ORG, "{failed:#}");
+    ensure!(failed["fix"]
+        .as_str()
+        .is_some_and(|f| f.contains("https://github.com/apps/ephemera-sim/installations/new")));
+    world.sim.with_state(|s| s.app.not_installed_on.clear());
+
+    // The App's webhook goes elsewhere.
+    world.sim.set_webhook_url("https://old.example.com/webhook");
+    let failed = only_failure(&world, "github.webhook_url").await?;
+    ensure!(failed["message"]
+        .as_str()
+        .is_some_and(|m| m.contains("https://old.example.com/webhook")));
+    ensure!(failed["fix"]
+        .as_str()
+        .is_some_and(|f| f.contains(WEBHOOK_URL)));
+    world.sim.set_webhook_url(WEBHOOK_URL);
+
+    // The App lacks the permission to register organization runners.
+    let granted = world
+        .sim
+        .with_state(|s| s.app.permissions.remove("organization_self_hosted_runners"));
+    let failed = only_failure(&world, "github.permissions").await?;
+    ensure!(failed["message"]
+        .as_str()
+        .is_some_and(|m| m.contains("organization_self_hosted_runners: write (has none)")));
+    world.sim.with_state(|s| {
+        s.app.permissions.insert(
+            "organization_self_hosted_runners".to_owned(),
+            granted.unwrap_or_default(),
+        )
+    });
+
+    // The App does not get workflow_job events.
+    world.sim.with_state(|s| s.app.events.clear());
+    only_failure(&world, "github.events").await?;
+    world
+        .sim
+        .with_state(|s| s.app.events.push("workflow_job".to_owned()));
+    expect_healthy(&world).await?;
+
+    // The pool names a subnet EC2 does not know (a pushed configuration).
+    let ssm = aws_sdk_ssm::Client::new(&world.sdk);
+    let default = ssm
+        .get_parameter()
+        .name(world.stack.output("DefaultConfigParameterName")?)
+        .send()
+        .await?
+        .parameter()
+        .and_then(|p| p.value())
+        .context("no default configuration")?
+        .to_owned();
+    let start = default
+        .find("subnet-")
+        .context("no subnet in the default pool")?;
+    let end = start + default[start..].find([']', ',']).context("subnet list")?;
+    let pushed = format!(
+        "{}subnet-0badbadbadbad0000{}",
+        &default[..start],
+        &default[end..]
+    );
+    let parameter = world.stack.output("ConfigParameterName")?;
+    ssm.put_parameter()
+        .name(parameter)
+        .value(&pushed)
+        .r#type(aws_sdk_ssm::types::ParameterType::String)
+        .send()
+        .await?;
+    let failed = only_failure(&world, "ec2.subnets").await?;
+    ensure!(failed["message"]
+        .as_str()
+        .is_some_and(|m| m.contains("subnet-0badbadbadbad0000")));
+    let (_, report) = doctor(&world).await?;
+    let skipped = checks_with(&report, "skip");
+    ensure!(
+        skipped.len() == 1 && skipped[0]["check"] == "ec2.dry_run",
+        "{skipped:#?}"
+    );
+    ssm.delete_parameter().name(parameter).send().await?;
+    expect_healthy(&world).await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_without_a_stack_is_a_usage_error_and_an_unknown_stack_one_failure(
+) -> anyhow::Result<()> {
+    let moto = Moto::start().await?;
+    let endpoint = moto.endpoint.clone();
+    let (usage, unknown) = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
+        let usage = ephemera()?
+            .args([
+                "doctor",
+                "--endpoint-url",
+                &endpoint,
+                "--region",
+                "us-east-1",
+            ])
+            .output()?;
+        let unknown = ephemera()?
+            .args(["doctor", "--stack", "nope", "--endpoint-url", &endpoint])
+            .args(["--region", "us-east-1"])
+            .output()?;
+        Ok((usage, unknown))
+    })
+    .await??;
+    ensure!(usage.status.code() == Some(2), "{usage:?}");
+    ensure!(String::from_utf8_lossy(&usage.stderr).contains("--stack"));
+    ensure!(unknown.status.code() == Some(8), "{unknown:?}");
+    let text = String::from_utf8_lossy(&unknown.stdout);
+    let first = text.lines().next().unwrap_or_default();
+    ensure!(first.starts_with("✖ stack.status"), "{text}");
+    ensure!(text.contains("fix: check the name"), "{text}");
+    ensure!(text.contains("nope: 0 passed, 1 failed"), "{text}");
+    Ok(())
+}
