@@ -87,7 +87,10 @@ pub(crate) async fn get_app(State(sim): Sim, headers: HeaderMap) -> Result<Json<
 }
 
 /// `GET /app/hook/config`: the URL deliveries go to; GitHub masks the secret.
-pub(crate) async fn get_hook_config(State(sim): Sim, headers: HeaderMap) -> Result<Json<Value>, ApiError> {
+pub(crate) async fn get_hook_config(
+    State(sim): Sim,
+    headers: HeaderMap,
+) -> Result<Json<Value>, ApiError> {
     sim.lock().hit("GET /app/hook/config");
     sim.verifier().verify(&headers)?;
     let url = sim

@@ -384,7 +384,7 @@ async fn github_checks(
                 fix,
             ));
             for check in &GITHUB_CHECKS[1..] {
-                report.push(Check::skip(*check, "github.app failed"));
+                report.push(Check::skip(check, "github.app failed"));
             }
             return;
         }
@@ -856,7 +856,7 @@ async fn architecture_check(
     let wrong: Vec<String> = pool
         .instance_types
         .iter()
-        .filter(|t| !types[*t].architectures.iter().any(|a| *a == arch))
+        .filter(|t| !types[*t].architectures.contains(&arch))
         .map(|t| format!("{t} ({})", types[t].architectures.join(", ")))
         .collect();
     if wrong.is_empty() {
