@@ -11,6 +11,7 @@ mod cli;
 mod github_faults;
 mod labels;
 mod lambda;
+mod model_agreement;
 mod observability;
 mod pipeline;
 mod reaper;
