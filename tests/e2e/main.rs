@@ -13,6 +13,7 @@ mod doctor;
 mod github_faults;
 mod labels;
 mod lambda;
+mod model_agreement;
 mod observability;
 mod pipeline;
 mod reaper;

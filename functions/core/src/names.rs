@@ -21,8 +21,16 @@ pub fn runner_name_len(prefix: &str, pool: &str) -> usize {
 /// A fresh runner name for `pool` in the deployment `prefix`.
 pub fn runner_name(prefix: &str, pool: &str) -> String {
     let mut rng = rand::rng();
+    runner_name_drawn(prefix, pool, || rng.random::<f64>())
+}
+
+/// [`runner_name`] with its characters chosen by `unit`, a draw in `[0, 1)`.
+pub fn runner_name_drawn(prefix: &str, pool: &str, mut unit: impl FnMut() -> f64) -> String {
     let suffix: String = (0..SUFFIX_LEN)
-        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+        .map(|_| {
+            let index = ((unit() * ALPHABET.len() as f64) as usize).min(ALPHABET.len() - 1);
+            ALPHABET[index] as char
+        })
         .collect();
     format!("{prefix}-{pool}-{suffix}")
 }

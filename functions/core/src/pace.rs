@@ -21,6 +21,16 @@ use tokio::time::Instant;
 /// 5 points a POST (GitHub's documented secondary rate limit).
 pub const GITHUB_REGISTRATIONS_PER_MINUTE: f64 = 180.0;
 
+/// How long after its turn a burst's first registration reaches GitHub: the claim and
+/// EC2's answer to the batch's launch (CreateFleet: seconds). GitHub's bucket is full
+/// when a burst starts, so what it would refill until the first registrations arrive is
+/// lost to its cap, while the processes' shares count it as spent later. Without this
+/// much of the rate held back from the burst, the steady pace that follows runs a hair
+/// ahead of GitHub's bucket, and now and then a registration meets a secondary limit and
+/// its process pauses for GitHub's minute. Later registrations may lag their turn by
+/// any amount: GitHub's bucket is not full then, and a late call only leaves it fuller.
+pub const REGISTRATION_LAG: Duration = Duration::from_secs(5);
+
 /// The registrations one scaler process may start: `per_second` on average, `burst` at
 /// once after a quiet spell.
 #[derive(Debug)]
@@ -42,10 +52,15 @@ struct PaceState {
 impl RegistrationPace {
     /// `per_minute` registrations a minute for the whole App, shared by `processes`
     /// scaler invocations running at once; the burst is that share of one minute's
-    /// allowance (GitHub counts points per minute).
+    /// allowance (GitHub counts points per minute) less what the share would refill
+    /// within [`REGISTRATION_LAG`].
     pub fn shared(per_minute: f64, processes: u32) -> RegistrationPace {
         let share = per_minute / f64::from(processes.max(1));
-        RegistrationPace::new(share / 60.0, share)
+        let per_second = share / 60.0;
+        RegistrationPace::new(
+            per_second,
+            share - per_second * REGISTRATION_LAG.as_secs_f64(),
+        )
     }
 
     /// The pace of a scaler invocation from its environment's texts: the App's rate
@@ -159,19 +174,25 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn processes_share_the_app_allowance() {
-        // 180 a minute for the App, 5 processes: 36 at once each, then one per 1.67 s.
+        // 180 a minute for the App, 5 processes: 36 a minute each, 33 of them at once
+        // (5 s of the share held back for the lag), then one per 1.67 s.
         let pace = RegistrationPace::shared(180.0, 5);
-        for _ in 0..36 {
+        for _ in 0..33 {
             assert_eq!(pace.take(Duration::ZERO), Ok(Duration::ZERO));
         }
         let wait = pace.take(LONG).expect("within the bound");
         assert!((wait.as_secs_f64() - 60.0 / 36.0).abs() < 1e-6, "{wait:?}");
+        tokio::time::advance(Duration::from_secs(3600)).await;
+        let at_once = (0..100)
+            .take_while(|_| pace.take(Duration::ZERO).is_ok())
+            .count();
+        assert_eq!(at_once, 33, "a quiet spell refills the burst, no more");
     }
 
     #[tokio::test(start_paused = true)]
     async fn the_environment_sets_the_share_and_a_bad_value_is_named() {
         let pace = RegistrationPace::from_environment(None, Some("5")).expect("valid");
-        for _ in 0..36 {
+        for _ in 0..33 {
             assert_eq!(pace.take(Duration::ZERO), Ok(Duration::ZERO));
         }
         assert!(

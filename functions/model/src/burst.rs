@@ -227,7 +227,8 @@ fn scaler_containers(world: &World, spec: &BurstSpec) -> Vec<Arc<Scaler>> {
                 world.forge_for(Caller::Scaler),
                 world.secrets_for(Caller::Scaler),
                 world.queue_for(Caller::Scaler),
-            );
+            )
+            .with_jitter(world.cloud.jitter());
             let scaler = match settings.registrations_per_minute {
                 Some(per_minute) => scaler.with_registration_pace(Arc::new(
                     RegistrationPace::shared(per_minute, settings.scaler_max_concurrency),

@@ -3,10 +3,11 @@
 
 use crate::bucket::{BucketSpec, HourlyWindow, TokenBucket};
 use crate::quotas::{Latencies, Latency, Quotas};
+use ephemera_core::handlers::scaler::Jitter;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -144,6 +145,11 @@ impl Cloud {
             .random()
     }
 
+    /// The scaler's jitter, drawn from this run's one seeded RNG.
+    pub fn jitter(self: &Arc<Self>) -> Arc<dyn Jitter> {
+        Arc::new(CloudJitter(self.clone()))
+    }
+
     pub fn calls(&self) -> Tally {
         self.state().calls.clone()
     }
@@ -154,5 +160,15 @@ impl Cloud {
 
     pub fn conflicts(&self) -> u64 {
         self.state().conflicts
+    }
+}
+
+/// The scaler's jitter source in the model: the run's seeded RNG, so that a seed gives
+/// one run.
+struct CloudJitter(Arc<Cloud>);
+
+impl Jitter for CloudJitter {
+    fn unit(&self) -> f64 {
+        self.0.uniform()
     }
 }

@@ -19,7 +19,9 @@
 //! - [`burst`]: one burst, driven through ephemera or through the peer's call pattern.
 //! - [`peer`]: terraform-aws-github-runner's call pattern on the same model.
 //! - [`report`]: what a burst measured, and the bound the binding quota alone allows.
+//! - [`agreement`]: a small burst's calls per job, to compare with the emulator's.
 
+pub mod agreement;
 pub mod bucket;
 pub mod burst;
 pub mod cloud;

@@ -3,7 +3,12 @@
 //! settings found, and for terraform-aws-github-runner's call pattern; written to
 //! `bench/model.json` and printed as a table.
 //!
-//! Usage: `bench-model [--out FILE] [--jobs 100,1000,10000]`
+//! Usage: `bench-model [--out FILE] [--jobs 100,1000,10000] [--seed N] [--default-only]`
+//! (`--default-only`: the default settings' bursts only, printed, nothing written)
+//!
+//! Every random draw of a burst (latencies, retry jitter, runner names) comes from one
+//! RNG seeded with `--seed` (default [`DEFAULT_SEED`]) and the burst's size, so a seed
+//! gives the same figures every time.
 
 use ephemera_model::burst::{run, BurstSpec};
 use ephemera_model::quotas::{Latencies, Quotas, Settings};
@@ -11,7 +16,10 @@ use ephemera_model::report::Pattern;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
-fn spec(jobs: u32, settings: Settings, pattern: Pattern) -> BurstSpec {
+/// The seed when `--seed` is not given.
+const DEFAULT_SEED: u64 = 1;
+
+fn spec(seed: u64, jobs: u32, settings: Settings, pattern: Pattern) -> BurstSpec {
     BurstSpec {
         jobs,
         settings,
@@ -19,8 +27,13 @@ fn spec(jobs: u32, settings: Settings, pattern: Pattern) -> BurstSpec {
         latencies: Latencies::default(),
         pattern,
         webhooks_per_second: 500.0,
-        seed: u64::from(jobs),
+        seed: burst_seed(seed, jobs),
     }
+}
+
+/// The seed of one burst: the run's seed and the burst's size.
+fn burst_seed(seed: u64, jobs: u32) -> u64 {
+    seed.wrapping_mul(1_000_003).wrapping_add(u64::from(jobs))
 }
 
 fn unpaced() -> Settings {
@@ -80,8 +93,14 @@ fn registered_s(row: &Value) -> f64 {
 fn main() {
     let mut out = "bench/model.json".to_owned();
     let mut sizes = vec![100, 1_000, 10_000];
+    let mut seed = DEFAULT_SEED;
+    let mut default_only = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
+        if arg == "--default-only" {
+            default_only = true;
+            continue;
+        }
         match (arg.as_str(), args.next()) {
             ("--out", Some(path)) => out = path,
             ("--jobs", Some(list)) => {
@@ -94,8 +113,25 @@ fn main() {
                     })
                     .collect();
             }
-            _ => panic!("usage: bench-model [--out FILE] [--jobs 100,1000,10000]"),
+            ("--seed", Some(text)) => {
+                seed = text
+                    .trim()
+                    .parse()
+                    .unwrap_or_else(|_| panic!("--seed: {text:?} is not a whole number"));
+            }
+            _ => panic!("usage: bench-model [--out FILE] [--jobs 100,1000,10000] [--seed N] [--default-only]"),
         }
+    }
+    if default_only {
+        for &jobs in &sizes {
+            burst(&spec(
+                seed,
+                jobs,
+                Settings::default_settings(),
+                Pattern::Ephemera,
+            ));
+        }
+        return;
     }
     // The best settings: the event source concurrency that registers 1,000 jobs soonest.
     let candidates = [5, 10, 20, 50];
@@ -104,7 +140,7 @@ fn main() {
         .map(|&c| {
             (
                 c,
-                burst(&spec(1_000, with_concurrency(c), Pattern::Ephemera)),
+                burst(&spec(seed, 1_000, with_concurrency(c), Pattern::Ephemera)),
             )
         })
         .min_by(|a, b| registered_s(&a.1).total_cmp(&registered_s(&b.1)))
@@ -113,17 +149,19 @@ fn main() {
     let mut peer = Vec::new();
     for &jobs in &sizes {
         bursts.push(burst(&spec(
+            seed,
             jobs,
             Settings::default_settings(),
             Pattern::Ephemera,
         )));
-        bursts.push(burst(&spec(jobs, unpaced(), Pattern::Ephemera)));
+        bursts.push(burst(&spec(seed, jobs, unpaced(), Pattern::Ephemera)));
         let mut best_settings = with_concurrency(best);
         best_settings.name = format!("best (ScalerMaxConcurrency {best})");
-        bursts.push(burst(&spec(jobs, best_settings, Pattern::Ephemera)));
-        peer.push(burst(&spec(jobs, peer_settings(), Pattern::Peer)));
+        bursts.push(burst(&spec(seed, jobs, best_settings, Pattern::Ephemera)));
+        peer.push(burst(&spec(seed, jobs, peer_settings(), Pattern::Peer)));
     }
     let results = json!({
+        "seed": seed,
         "bursts": bursts,
         "peer": { "terraform-aws-github-runner": peer },
     });

@@ -13,10 +13,15 @@ fn claim_waits_are_jittered_below_a_doubling_bound() {
             .saturating_mul(1 << (tries - 1))
             .min(CLAIM_MAX_WAIT);
         for _ in 0..20 {
-            assert!(claim_wait(tries) <= bound, "try {tries}");
+            assert!(
+                claim_wait(tries, ThreadJitter.unit()) <= bound,
+                "try {tries}"
+            );
         }
     }
-    let waits: HashSet<Duration> = (0..20).map(|_| claim_wait(6)).collect();
+    let waits: HashSet<Duration> = (0..20)
+        .map(|_| claim_wait(6, ThreadJitter.unit()))
+        .collect();
     assert!(waits.len() > 1, "waits are drawn at random");
 }
 

@@ -18,7 +18,9 @@
 //! through the same launch and finish phases.
 
 mod create;
+mod jitter;
 pub use create::fleet_request;
+pub use jitter::{Jitter, ThreadJitter};
 
 use crate::clock::Clock;
 use crate::config::{Config, PoolConfig, Scope};
@@ -151,6 +153,7 @@ pub struct Scaler {
     queue: Arc<dyn JobQueue>,
     capacity_retry: Duration,
     pace: Option<Arc<RegistrationPace>>,
+    jitter: Arc<dyn Jitter>,
     /// Held while claiming: the claims of one batch take the pool item one after
     /// another, instead of all at once to conflict with each other.
     claim_turn: tokio::sync::Mutex<()>,
@@ -175,6 +178,7 @@ impl Scaler {
             queue,
             capacity_retry: CAPACITY_RETRY,
             pace: None,
+            jitter: Arc::new(ThreadJitter),
             claim_turn: tokio::sync::Mutex::new(()),
             metrics: Metrics::disabled(),
         }
@@ -199,6 +203,13 @@ impl Scaler {
     /// in the queue, not on a launched instance, and is never dead-lettered for waiting.
     pub fn with_registration_pace(mut self, pace: Arc<RegistrationPace>) -> Scaler {
         self.pace = Some(pace);
+        self
+    }
+
+    /// Where retry waits, requeue delays and runner names draw their randomness (the
+    /// thread's RNG unless set).
+    pub fn with_jitter(mut self, jitter: Arc<dyn Jitter>) -> Scaler {
+        self.jitter = jitter;
         self
     }
 
@@ -511,7 +522,7 @@ impl Scaler {
     ) -> Result<Reservation, ScalerError> {
         let now = clock.now();
         let mut runner = RunnerRecord::new(
-            names::runner_name(&self.config.deployment, &pool.name),
+            names::runner_name_drawn(&self.config.deployment, &pool.name, || self.jitter.unit()),
             pool.name.clone(),
             now,
         );
@@ -538,7 +549,7 @@ impl Scaler {
                 .await
             {
                 Err(StoreError::Conflict(_)) if tries < CLAIM_TRIES => {
-                    tokio::time::sleep(claim_wait(tries)).await;
+                    tokio::time::sleep(claim_wait(tries, self.jitter.unit())).await;
                 }
                 Err(StoreError::Conflict(what)) => {
                     warn!(job_id = message.job_id, pool = %pool.name, tries, conflict = %what, "claim kept losing races on the pool; job goes back in line");
@@ -619,7 +630,7 @@ impl Scaler {
                 Ok(None)
             }
             Err(wait) => {
-                let delay = spread(wait).min(MAX_QUEUE_DELAY);
+                let delay = spread(wait, self.jitter.unit()).min(MAX_QUEUE_DELAY);
                 self.send_back(message, delay).await?;
                 info!(job_id = message.job_id, retry_in = ?delay, "registrations paced; job waits for its turn");
                 Ok(Some(Step::Done(Handled::Deferred)))
@@ -638,14 +649,14 @@ impl Scaler {
     /// The claim kept losing races on the pool item: the job goes back in line as a
     /// fresh message, soon, so a burst's conflicts never dead-letter it.
     async fn retry_contended(&self, message: &QueueMessage) -> Result<Step, ScalerError> {
-        let delay = CONTENDED_RETRY.mul_f64(1.0 + rand::random::<f64>());
+        let delay = CONTENDED_RETRY.mul_f64(1.0 + self.jitter.unit());
         self.send_back(message, delay).await?;
         Ok(Step::Done(Handled::Deferred))
     }
 
     /// The pool is full: the job goes back in line as a fresh, delayed message.
     async fn defer(&self, message: &QueueMessage) -> Result<Step, ScalerError> {
-        let delay = spread(self.capacity_retry);
+        let delay = spread(self.capacity_retry, self.jitter.unit());
         self.send_back(message, delay).await?;
         self.metrics.record(
             Metric::CapacityDeferrals,
@@ -910,12 +921,13 @@ enum Reservation {
 }
 
 /// How long to wait after the `tries`-th claim lost a race: at random below a bound that
-/// doubles from [`CLAIM_FIRST_WAIT`] and stops at [`CLAIM_MAX_WAIT`].
-fn claim_wait(tries: u32) -> Duration {
+/// doubles from [`CLAIM_FIRST_WAIT`] and stops at [`CLAIM_MAX_WAIT`]; `unit` is a draw
+/// in `[0, 1)`.
+fn claim_wait(tries: u32, unit: f64) -> Duration {
     let bound = CLAIM_FIRST_WAIT
         .saturating_mul(1 << tries.saturating_sub(1).min(10))
         .min(CLAIM_MAX_WAIT);
-    bound.mul_f64(rand::random::<f64>())
+    bound.mul_f64(unit)
 }
 
 /// Runs `work` for each item in its own task, so a panic fails that item only; returns
@@ -955,9 +967,9 @@ where
 }
 
 /// `base`, up to half as long again at random: jobs sent back together (a burst) come
-/// back spread out instead of all at once.
-fn spread(base: Duration) -> Duration {
-    base.mul_f64(1.0 + rand::random::<f64>() / 2.0)
+/// back spread out instead of all at once; `unit` is a draw in `[0, 1)`.
+fn spread(base: Duration, unit: f64) -> Duration {
+    base.mul_f64(1.0 + unit / 2.0)
 }
 
 /// Where the runner is registered on GitHub.
