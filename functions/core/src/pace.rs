@@ -131,6 +131,13 @@ impl RegistrationPace {
         Ok(wait)
     }
 
+    /// Returns a registration taken by a job that turned out to need none (another
+    /// runner took it, or its runner was already up): the next job may have it.
+    pub fn give_back(&self) {
+        let mut state = self.lock();
+        state.tokens = (state.tokens + 1.0).min(self.burst);
+    }
+
     /// GitHub refused a registration: none starts before `for_at_least` has passed.
     pub fn pause(&self, for_at_least: Duration) {
         let until = Instant::now() + for_at_least;
@@ -170,6 +177,25 @@ mod tests {
         assert_eq!(pace.take(Duration::ZERO), Err(Duration::from_secs(1)));
         // Refused takes reserve nothing: the next is still one second away.
         assert_eq!(pace.take(LONG), Ok(Duration::from_secs(1)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_registration_given_back_goes_to_the_next_job() {
+        let pace = RegistrationPace::new(1.0, 2.0);
+        assert_eq!(pace.take(LONG), Ok(Duration::ZERO));
+        assert_eq!(pace.take(LONG), Ok(Duration::ZERO));
+        assert_eq!(pace.take(LONG), Ok(Duration::from_secs(1)));
+        pace.give_back();
+        assert_eq!(pace.take(LONG), Ok(Duration::from_secs(1)));
+        // Never more than the burst, however many come back.
+        for _ in 0..5 {
+            pace.give_back();
+        }
+        tokio::time::advance(Duration::from_secs(10)).await;
+        let at_once = (0..10)
+            .take_while(|_| pace.take(Duration::ZERO).is_ok())
+            .count();
+        assert_eq!(at_once, 2);
     }
 
     #[tokio::test(start_paused = true)]

@@ -357,6 +357,25 @@ impl Scaler {
         if let Some(step) = self.wait_for_registration(message).await? {
             return Ok(step);
         }
+        let step = self.prepare_paced(message, pool, clock).await;
+        // The registration taken above is spent only by a runner about to be launched or
+        // registered; any other outcome (the job was taken by a runner launched for
+        // another, its runner is up, the pool filled) gives it back to the next job.
+        if !matches!(step, Ok(Step::Launch(_) | Step::Finish(_))) {
+            if let Some(pace) = &self.pace {
+                pace.give_back();
+            }
+        }
+        step
+    }
+
+    /// [`Self::prepare_queued`] once the job has its registration turn.
+    async fn prepare_paced(
+        &self,
+        message: &QueueMessage,
+        pool: &PoolConfig,
+        clock: &Clock,
+    ) -> Result<Step, ScalerError> {
         let job = self
             .store
             .record_job(&job_record(message, JobStatus::Queued, clock.now()))
