@@ -42,6 +42,9 @@ pub struct PipelineOptions {
     pub max_runners: u32,
     pub job_duration: Duration,
     pub pickup_delay: Duration,
+    /// Instances boot over `0..=boot_spread`, each at a time of its own (the simulator's
+    /// [`crate::sim::SimConfig::boot_spread`]).
+    pub boot_spread: Duration,
     /// `Some` runs the reaper on this interval; `None` leaves it to `reap_once`.
     pub reaper_interval: Option<Duration>,
     /// Whether the scaler drains the queue (off to look at the queue itself).
@@ -66,6 +69,7 @@ impl Default for PipelineOptions {
             max_runners: 10,
             job_duration: Duration::from_secs(1),
             pickup_delay: Duration::from_millis(300),
+            boot_spread: Duration::ZERO,
             reaper_interval: Some(Duration::from_millis(500)),
             drain_queue: true,
             scaler_loops: 1,
@@ -199,6 +203,7 @@ impl Pipeline {
         sim_config.aws_endpoint = Some(moto.endpoint.clone());
         sim_config.job_duration = options.job_duration;
         sim_config.pickup_delay = options.pickup_delay;
+        sim_config.boot_spread = options.boot_spread;
         sim_config.faults = options.github_faults.clone();
         let sim = sim::start(sim_config).await?;
 

@@ -5,13 +5,28 @@
 
 use crate::burst::{run, BurstSpec};
 use crate::cloud::Caller;
-use crate::quotas::{Latencies, Quotas, Settings};
+use crate::quotas::{Latencies, Latency, Quotas, Settings};
 use crate::report::Pattern;
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 /// Jobs in the comparison burst: fewer than any quota's burst allowance, so nothing
 /// binds and no call is throttled.
 pub const AGREEMENT_JOBS: u32 = 30;
+
+/// Over how long the comparison burst's instances boot, each at a time of its own: the
+/// emulator pipeline's simulator spreads its instances' boots evenly over this, and the
+/// model draws boots of the same median and spread (EC2's own, 40 to 90 s, would make
+/// the emulator test wait that long).
+pub const AGREEMENT_BOOT_SPREAD: Duration = Duration::from_secs(10);
+
+/// The model's boot latency for the comparison: median half the spread, p99 all of it.
+fn agreement_boot() -> Latency {
+    Latency {
+        median: AGREEMENT_BOOT_SPREAD / 2,
+        p99: AGREEMENT_BOOT_SPREAD,
+    }
+}
 
 /// Runs `jobs` jobs through the model with the default settings and quotas, and returns
 /// the webhook's and the scaler's calls per job by `"Service/Operation"` (the reaper's
@@ -23,7 +38,10 @@ pub fn calls_per_job(jobs: u32, seed: u64) -> BTreeMap<String, f64> {
         jobs,
         settings: Settings::default_settings(),
         quotas: Quotas::default(),
-        latencies: Latencies::default(),
+        latencies: Latencies {
+            instance_boot: agreement_boot(),
+            ..Latencies::default()
+        },
         pattern: Pattern::Ephemera,
         webhooks_per_second: 500.0,
         seed,

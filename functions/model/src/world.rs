@@ -131,15 +131,12 @@ impl World {
             .push_back(job_id);
     }
 
-    /// GitHub hands a runner that came online a queued job: the one it was launched for
-    /// while that is still queued (GitHub may pick any; the scaler's hand-over of the
-    /// others is the chaos suite's to test), else the oldest.
-    fn take_job(&self, own: Option<u64>) -> Option<u64> {
+    /// GitHub hands a runner that came online the oldest queued job its labels match
+    /// (every job here has the pool's labels), as the GitHub simulator does: often not
+    /// the job it was launched for, whose runner the scaler then finds (`rehome`).
+    fn take_job(&self) -> Option<u64> {
         let mut queued = self.queued.lock().unwrap_or_else(PoisonError::into_inner);
-        let at = own
-            .and_then(|own| queued.iter().position(|&job| job == own))
-            .unwrap_or(0);
-        let job = queued.remove(at)?;
+        let job = queued.pop_front()?;
         drop(queued);
         self.forge.set_job_state(job, ForgeJobState::InProgress);
         self.taken.fetch_add(1, Ordering::Relaxed);
@@ -221,8 +218,7 @@ impl World {
                 .and_then(|id| id.parse().ok())
                 .unwrap_or_default();
             self.forge.set_online(runner_id, true);
-            let own = self.store.runner(&runner_name).and_then(|r| r.job_id);
-            if let Some(job) = self.take_job(own) {
+            if let Some(job) = self.take_job() {
                 self.forge.set_busy(runner_id, true);
                 if !self.through_ssm {
                     self.deliver(&handler, job, Some((&runner_name, runner_id)))

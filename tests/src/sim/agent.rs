@@ -15,8 +15,10 @@ use super::{webhook, Shared};
 use ephemera_aws::jit::{item_key, JIT_CONFIG};
 use ephemera_aws::{DynamoJitConfigs, Ec2Fleet, ResourceNames};
 use ephemera_core::ports::{Fleet, Instance, InstanceState};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::time::{Instant, MissedTickBehavior};
 
 /// At most this many JIT config reads per tick, so one tick stays short.
@@ -31,6 +33,8 @@ pub struct Agent {
     power: Power,
     /// Instances whose JIT config was already read (or found unusable).
     taken: HashSet<String>,
+    /// When each instance not yet taken was first seen live.
+    first_seen: HashMap<String, Instant>,
 }
 
 impl Agent {
@@ -49,6 +53,7 @@ impl Agent {
                 ResourceNames::for_deployment(&shared.config.deployment).jit_table,
             ),
             taken: HashSet::new(),
+            first_seen: HashMap::new(),
             shared,
         }
     }
@@ -111,9 +116,15 @@ impl Agent {
 
     /// New live instances read their JIT config and bring their runner online.
     async fn pick_up(&mut self, instances: &[Instance]) {
+        let now = Instant::now();
+        let spread = self.shared.config.boot_spread;
         let fresh: Vec<&Instance> = instances
             .iter()
             .filter(|i| is_live(i.state) && !self.taken.contains(&i.id))
+            .filter(|i| {
+                let seen = *self.first_seen.entry(i.id.clone()).or_insert(now);
+                seen + boot_delay(&i.id, spread) <= now
+            })
             .take(PICKUPS_PER_TICK)
             .collect();
         for instance in fresh {
@@ -121,6 +132,7 @@ impl Agent {
             match self.read_jit_config(&instance_arn).await {
                 Ok(Some(encoded)) => {
                     self.taken.insert(instance.id.clone());
+                    self.first_seen.remove(&instance.id);
                     self.delete_jit_config(&instance_arn).await;
                     self.start_runner(&instance.id, &encoded);
                 }
@@ -186,4 +198,14 @@ impl Agent {
 
 fn is_live(state: InstanceState) -> bool {
     matches!(state, InstanceState::Pending | InstanceState::Running)
+}
+
+/// The boot time of instance `id`: a fraction of `spread` drawn from its id.
+fn boot_delay(id: &str, spread: Duration) -> Duration {
+    if spread.is_zero() {
+        return Duration::ZERO;
+    }
+    let mut hasher = DefaultHasher::new();
+    id.hash(&mut hasher);
+    spread.mul_f64((hasher.finish() % 10_000) as f64 / 10_000.0)
 }

@@ -52,6 +52,10 @@ pub struct SimConfig {
     pub job_duration: Duration,
     /// How long an online runner waits before taking a job.
     pub pickup_delay: Duration,
+    /// Instances boot (read their JIT config) after a delay spread evenly over
+    /// `0..=boot_spread`, drawn from the instance id, so they come online in an order of
+    /// their own, as on EC2, and not in launch order (zero: at the next poll).
+    pub boot_spread: Duration,
     /// How often the agent looks at EC2.
     pub agent_poll: Duration,
     /// What GitHub gets wrong (nothing by default); switchable with
@@ -86,6 +90,7 @@ impl SimConfig {
             deployment,
             job_duration: Duration::from_secs(2),
             pickup_delay: Duration::from_secs(1),
+            boot_spread: Duration::ZERO,
             agent_poll: Duration::from_millis(200),
             faults: SimFaults::default(),
             record_dir: std::env::var_os(RECORD_DIR_ENV)
