@@ -88,3 +88,27 @@ async fn a_throttled_registration_gives_its_slot_back_and_pauses_the_pace() {
     assert_eq!(delays.len(), 1);
     assert!(delays[0] >= Duration::from_secs(50), "{delays:?}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_turn_taken_by_a_job_already_running_goes_to_the_next_job() {
+    let world = World::new(10);
+    // One registration now, the next a minute away.
+    let scaler = paced(&world, 1.0 / 60.0, 1.0);
+    // Job 1 was taken by a runner launched for another job before its turn came.
+    let running = BatchItem {
+        message_id: "running".to_owned(),
+        body: message(MessageKind::InProgress, 1, Some("eph-linux-other")).encode(),
+    };
+    assert!(scaler.handle_batch(vec![running], now()).await.is_empty());
+    let failed = scaler.handle_batch(batch([1, 2]), now()).await;
+    assert!(failed.is_empty(), "{failed:?}");
+    assert_eq!(
+        world.fleet.launched(),
+        1,
+        "job 2 has the turn job 1 did not need"
+    );
+    assert!(
+        world.queue.sent().is_empty(),
+        "nothing waits for a later turn"
+    );
+}
