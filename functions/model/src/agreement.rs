@@ -7,6 +7,7 @@ use crate::burst::{run, BurstSpec};
 use crate::cloud::Caller;
 use crate::quotas::{Latencies, Latency, Quotas, Settings};
 use crate::report::Pattern;
+use crate::world::Assignment;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -45,6 +46,7 @@ pub fn calls_per_job(jobs: u32, seed: u64) -> BTreeMap<String, f64> {
         pattern: Pattern::Ephemera,
         webhooks_per_second: 500.0,
         seed,
+        assignment: Assignment::Oldest,
     });
     assert_eq!(outcome.jobs_running, jobs, "{}", outcome.row);
     assert_eq!(outcome.dead_lettered, 0, "{}", outcome.row);

@@ -9,7 +9,7 @@ use crate::peer::PeerScaler;
 use crate::quotas::{Latencies, Quotas, Settings};
 use crate::report::{bounds, Pattern, Timeline};
 use crate::sqs::{SimQueue, Stored};
-use crate::world::World;
+use crate::world::{Assignment, World};
 use ephemera_core::config::Config;
 use ephemera_core::handlers::reaper::Reaper;
 use ephemera_core::handlers::scaler::{fleet_request, BatchItem, Scaler};
@@ -38,6 +38,8 @@ pub struct BurstSpec {
     pub pattern: Pattern,
     pub webhooks_per_second: f64,
     pub seed: u64,
+    /// How GitHub hands jobs to runners (GitHub's own: the oldest queued job).
+    pub assignment: Assignment,
 }
 
 /// What a burst measured: the JSON row of `bench/model.json`, and the raw tallies.
@@ -81,6 +83,7 @@ async fn run_burst(spec: &BurstSpec) -> BurstOutcome {
         timeline.clone(),
         peer,
         launched_tx,
+        spec.assignment,
     ));
     let handler = Arc::new(world.webhook_handler());
     let mut tasks = tokio::task::JoinSet::new();

@@ -13,6 +13,7 @@
 use ephemera_model::burst::{run, BurstSpec};
 use ephemera_model::quotas::{Latencies, Quotas, Settings};
 use ephemera_model::report::Pattern;
+use ephemera_model::world::Assignment;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -28,6 +29,7 @@ fn spec(seed: u64, jobs: u32, settings: Settings, pattern: Pattern) -> BurstSpec
         pattern,
         webhooks_per_second: 500.0,
         seed: burst_seed(seed, jobs),
+        assignment: Assignment::Oldest,
     }
 }
 

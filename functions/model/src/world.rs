@@ -26,6 +26,18 @@ const WEBHOOK_SECRET: &str = "model-webhook-secret";
 const BOOTSTRAP_POLL: Duration = Duration::from_secs(5);
 const BOOTSTRAP_TRIES: u32 = 60;
 
+/// How GitHub hands queued jobs to runners that come online.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Assignment {
+    /// The oldest queued job (GitHub's behaviour, and the simulator's): a runner often
+    /// runs another runner's job, and the scaler hands the orphaned job over.
+    #[default]
+    Oldest,
+    /// The job the runner was launched for while it is queued, else the oldest: every
+    /// job takes the path without hand-overs (for counting that path's calls exactly).
+    LaunchedFor,
+}
+
 /// The shared state of one burst.
 pub struct World {
     pub config: Arc<Config>,
@@ -40,6 +52,8 @@ pub struct World {
     pub account: Arc<Semaphore>,
     /// JIT configs travel through SSM (the peer) rather than DynamoDB.
     pub through_ssm: bool,
+    /// How GitHub picks the job a runner that came online runs.
+    pub assignment: Assignment,
     /// GitHub's queued jobs, oldest first.
     queued: Mutex<VecDeque<u64>>,
     pub taken: AtomicU32,
@@ -56,6 +70,7 @@ impl World {
         timeline: Arc<Timeline>,
         through_ssm: bool,
         launched: UnboundedSender<String>,
+        assignment: Assignment,
     ) -> World {
         let account = Arc::new(Semaphore::new(
             cloud.quotas.lambda_account_concurrency as usize,
@@ -71,6 +86,7 @@ impl World {
             timeline,
             account,
             through_ssm,
+            assignment,
             queued: Mutex::new(VecDeque::new()),
             taken: AtomicU32::new(0),
             webhooks_refused: AtomicU32::new(0),
@@ -131,12 +147,18 @@ impl World {
             .push_back(job_id);
     }
 
-    /// GitHub hands a runner that came online the oldest queued job its labels match
-    /// (every job here has the pool's labels), as the GitHub simulator does: often not
-    /// the job it was launched for, whose runner the scaler then finds (`rehome`).
-    fn take_job(&self) -> Option<u64> {
+    /// GitHub hands a runner that came online a queued job (every job here has the
+    /// pool's labels), as [`Assignment`] says: the oldest, or the one `own` it was
+    /// launched for while that is queued.
+    fn take_job(&self, own: Option<u64>) -> Option<u64> {
         let mut queued = self.queued.lock().unwrap_or_else(PoisonError::into_inner);
-        let job = queued.pop_front()?;
+        let at = match self.assignment {
+            Assignment::Oldest => 0,
+            Assignment::LaunchedFor => own
+                .and_then(|own| queued.iter().position(|&job| job == own))
+                .unwrap_or(0),
+        };
+        let job = queued.remove(at)?;
         drop(queued);
         self.forge.set_job_state(job, ForgeJobState::InProgress);
         self.taken.fetch_add(1, Ordering::Relaxed);
@@ -218,7 +240,8 @@ impl World {
                 .and_then(|id| id.parse().ok())
                 .unwrap_or_default();
             self.forge.set_online(runner_id, true);
-            if let Some(job) = self.take_job() {
+            let own = self.store.runner(&runner_name).and_then(|r| r.job_id);
+            if let Some(job) = self.take_job(own) {
                 self.forge.set_busy(runner_id, true);
                 if !self.through_ssm {
                     self.deliver(&handler, job, Some((&runner_name, runner_id)))
