@@ -203,3 +203,59 @@ async fn a_chain_that_ends_in_a_runner_on_its_way_out_queues_the_job_again() {
     assert_eq!(sent.len(), 1, "{sent:?}");
     assert_eq!((sent[0].kind, sent[0].job_id), (MessageKind::Queued, 1));
 }
+
+#[tokio::test]
+async fn a_hand_over_whose_claim_write_fails_is_undone_then_finished_by_the_retry() {
+    let world = World::new(5);
+    let runner_a = up(&world, 1).await;
+    let runner_b = up(&world, 2).await;
+    world.store.fail(crate::memory::StoreOp::PassClaim, 1);
+    let failed = world
+        .scaler()
+        .handle(&message(MessageKind::InProgress, 2, Some(&runner_a)), now())
+        .await;
+    assert!(failed.is_err(), "the delivery fails, to be retried");
+    assert_eq!(
+        world.store.runner(&runner_b).and_then(|r| r.job_id),
+        Some(2),
+        "B keeps its own job while job 1's claim is A's: never a runner the claim does not name"
+    );
+    assert_eq!(
+        world.store.job(1).and_then(|j| j.runner_name),
+        Some(runner_a.clone())
+    );
+    a_takes_job_2(&world, &runner_a).await;
+    assert_eq!(
+        world.store.runner(&runner_b).and_then(|r| r.job_id),
+        Some(1)
+    );
+    assert_eq!(
+        world.store.job(1).and_then(|j| j.runner_name),
+        Some(runner_b)
+    );
+    assert!(world.queue.take().is_empty(), "no new runner for job 1");
+}
+
+#[tokio::test]
+async fn a_hand_over_left_half_done_is_finished_not_undone() {
+    let world = World::new(5);
+    let runner_a = up(&world, 1).await;
+    let runner_b = up(&world, 2).await;
+    // A hand-over gave B job 1, then its process died before the claim passed.
+    let mut b = world.store.runner(&runner_b).expect("B");
+    b.job_id = Some(1);
+    world.store.put_runner(b);
+    a_takes_job_2(&world, &runner_a).await;
+    assert_eq!(
+        world.store.runner(&runner_b).and_then(|r| r.job_id),
+        Some(1)
+    );
+    assert_eq!(
+        world.store.job(1).and_then(|j| j.runner_name),
+        Some(runner_b)
+    );
+    assert!(
+        world.queue.take().is_empty(),
+        "job 1 is not queued again for a runner of its own"
+    );
+}

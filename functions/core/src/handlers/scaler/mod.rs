@@ -826,12 +826,16 @@ impl Scaler {
             runner.status,
             InstanceStatus::PendingCreate | InstanceStatus::Creating | InstanceStatus::Running
         );
+        // Already given this job by a hand-over that stopped before the claim passed (its
+        // claim write failed, or its process died): that hand-over is finished, not
+        // undone, or the job would get a second runner while this one keeps it.
+        let resumed = runner.job_id == Some(job.job_id);
         // It ran, or runs, another job (or was handed one): the runner launched for that
         // job is the next link.
-        if let Some(other) = runner.job_id.filter(|&id| id != taken) {
+        if let Some(other) = runner.job_id.filter(|&id| id != taken && !resumed) {
             return Ok(HandOver::TookAnother(other));
         }
-        let still_free = runner.job_id == Some(taken)
+        let still_free = (runner.job_id == Some(taken) || resumed)
             && runner.runner_status != RunnerStatus::Active
             && on_its_way;
         if !still_free || !crate::routing::runner_takes(&runner.labels, &job.labels) {
@@ -839,22 +843,46 @@ impl Scaler {
         }
         // The runner first, conditional on the record read (a runner that became active
         // on a job of its own meanwhile is not given this one), then the claim.
-        let update = RunnerUpdate {
-            job_id: Some(job.job_id),
-            note: Some(format!(
-                "job {taken} was taken by another runner; now for job {}",
-                job.job_id
-            )),
-            unchanged_since: Some(runner.updated_at),
-            ..RunnerUpdate::default()
+        let handed = if resumed {
+            runner.clone()
+        } else {
+            let update = RunnerUpdate {
+                job_id: Some(job.job_id),
+                note: Some(format!(
+                    "job {taken} was taken by another runner; now for job {}",
+                    job.job_id
+                )),
+                unchanged_since: Some(runner.updated_at),
+                ..RunnerUpdate::default()
+            };
+            match self.store.update_runner(free, &update, clock.now()).await {
+                Ok(record) => record,
+                Err(StoreError::Conflict(_)) => return Ok(HandOver::Changed),
+                Err(StoreError::NotFound(_)) => return Ok(HandOver::Refused),
+                Err(err) => return Err(err.into()),
+            }
         };
-        let handed = match self.store.update_runner(free, &update, clock.now()).await {
-            Ok(record) => record,
-            Err(StoreError::Conflict(_)) => return Ok(HandOver::Changed),
-            Err(StoreError::NotFound(_)) => return Ok(HandOver::Refused),
-            Err(err) => return Err(err.into()),
+        let passed = match self.store.pass_claim(job.job_id, taker, free).await {
+            Ok(passed) => passed,
+            Err(err) => {
+                // The claim stays with the taker, so the runner goes back to its own job:
+                // a runner holding a job the claim does not name would be a second runner
+                // for it once the job is queued again. Should this write fail too (or the
+                // process die before it), the delivery's retry finds the runner already
+                // given the job and finishes the hand-over (`resumed`).
+                let back = RunnerUpdate {
+                    job_id: Some(taken),
+                    note: Some(format!("handing over job {} failed", job.job_id)),
+                    unchanged_since: Some(handed.updated_at),
+                    ..RunnerUpdate::default()
+                };
+                if let Err(undo) = self.store.update_runner(free, &back, clock.now()).await {
+                    warn!(runner = %free, job_id = job.job_id, error = %undo, "hand-over half done; the retry finishes it");
+                }
+                return Err(err.into());
+            }
         };
-        if !self.store.pass_claim(job.job_id, taker, free).await? {
+        if !passed {
             // The job was claimed or bound elsewhere meanwhile: the runner is free again.
             let back = RunnerUpdate {
                 job_id: Some(taken),
