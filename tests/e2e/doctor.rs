@@ -8,6 +8,13 @@
 //! there), so the tests give the URL with `--webhook-url`. moto answers any `DryRun`
 //! with `DryRunOperation` without validating the launch, so a bad subnet is caught by
 //! `ec2.subnets` here (the dry run is then not run, as on AWS).
+//!
+//! moto implements Service Quotas for the `vpc` service only (GetServiceQuota answers
+//! NoSuchResourceException for EC2's vCPU quotas and Lambda's concurrent executions, and
+//! it has no GetAWSDefaultServiceQuota), so here `quotas.vcpu` and `lambda.concurrency`
+//! warn that the quota is unknown, and nothing else may warn. The "quota too low" setups
+//! are tested on the ports (`functions/cli/src/doctor/tests.rs`: on-demand, spot, a G
+//! type, Lambda concurrency).
 
 use crate::cli::ephemera;
 use anyhow::{ensure, Context};
@@ -110,6 +117,20 @@ async fn only_failure(world: &World, check: &str) -> anyhow::Result<Value> {
     Ok(failed[0].clone())
 }
 
+/// The checks whose quota moto cannot answer (see the module's comment): they warn that
+/// Service Quotas does not know it, and pass on AWS.
+const UNANSWERED_BY_MOTO: [&str; 2] = ["quotas.vcpu", "lambda.concurrency"];
+
+fn unanswered_by_moto(check: &Value) -> bool {
+    UNANSWERED_BY_MOTO
+        .iter()
+        .any(|name| check["check"] == *name)
+        && check["status"] == "warn"
+        && check["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("Service Quotas does not know"))
+}
+
 async fn expect_healthy(world: &World) -> anyhow::Result<()> {
     let (code, report) = doctor(world).await?;
     ensure!(code == 0, "exit code {code}: {report:#}");
@@ -117,7 +138,7 @@ async fn expect_healthy(world: &World) -> anyhow::Result<()> {
         .as_array()
         .context("no checks")?
         .iter()
-        .filter(|c| c["status"] != "pass")
+        .filter(|c| c["status"] != "pass" && !unanswered_by_moto(c))
         .cloned()
         .collect();
     ensure!(not_passed.is_empty(), "not passed: {not_passed:#?}");
@@ -153,6 +174,8 @@ async fn doctor_passes_a_healthy_stack_and_names_each_broken_setting() -> anyhow
         "ec2.security_groups",
         "ec2.architecture",
         "ec2.dry_run",
+        "quotas.vcpu",
+        "lambda.concurrency",
     ] {
         ensure!(names.contains(&expected), "{expected} not run: {report:#}");
     }

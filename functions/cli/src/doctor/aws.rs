@@ -1,7 +1,8 @@
 //! The AWS ports of `ephemera doctor` on the AWS SDK: CloudFormation `DescribeStacks`,
 //! DynamoDB `DescribeTable`, SQS `GetQueueAttributes`, SSM `GetParameter` (through the
 //! functions' own loader), Secrets Manager `GetSecretValue`, and EC2's describe calls and
-//! `RunInstances` with `DryRun`.
+//! `RunInstances` with `DryRun`, and Service Quotas' `GetServiceQuota` (falling back to
+//! `GetAWSDefaultServiceQuota` for a quota never changed in the account).
 //!
 //! EC2 answers a describe of an id it does not know with an error, not an empty list
 //! (`InvalidSubnetID.NotFound`, `InvalidGroup.NotFound`, `InvalidAMIID.NotFound`,
@@ -13,7 +14,8 @@
 //! subnet, group, image and type checks are what catch those in the tests.)
 
 use super::ports::{
-    DryRunAnswer, DryRunLaunch, Ec2Port, InstanceTypeFacts, StackFacts, StackPort, TemplateFacts,
+    DryRunAnswer, DryRunLaunch, Ec2Port, InstanceTypeFacts, QuotaPort, StackFacts, StackPort,
+    TemplateFacts,
 };
 use crate::errors::aws;
 use async_trait::async_trait;
@@ -32,6 +34,7 @@ pub struct AwsPorts {
     ssm: aws_sdk_ssm::Client,
     secrets: aws_sdk_secretsmanager::Client,
     ec2: aws_sdk_ec2::Client,
+    quotas: aws_sdk_servicequotas::Client,
 }
 
 impl AwsPorts {
@@ -43,6 +46,7 @@ impl AwsPorts {
             ssm: aws_sdk_ssm::Client::new(sdk),
             secrets: aws_sdk_secretsmanager::Client::new(sdk),
             ec2: aws_sdk_ec2::Client::new(sdk),
+            quotas: aws_sdk_servicequotas::Client::new(sdk),
         }
     }
 }
@@ -80,6 +84,16 @@ impl StackPort for AwsPorts {
                 .outputs()
                 .iter()
                 .filter_map(|o| Some((o.output_key()?.to_owned(), o.output_value()?.to_owned())))
+                .collect(),
+            parameters: stack
+                .parameters()
+                .iter()
+                .filter_map(|p| {
+                    Some((
+                        p.parameter_key()?.to_owned(),
+                        p.parameter_value()?.to_owned(),
+                    ))
+                })
                 .collect(),
         })
     }
@@ -281,6 +295,43 @@ impl Ec2Port for AwsPorts {
                 }),
                 None => Err(aws("EC2", "RunInstances")(err)),
             },
+        }
+    }
+}
+
+#[async_trait]
+impl QuotaPort for AwsPorts {
+    async fn quota(&self, service_code: &str, quota_code: &str) -> anyhow::Result<Option<f64>> {
+        use aws_sdk_servicequotas::error::ProvideErrorMetadata as _;
+        let unknown = |code: Option<&str>| code == Some("NoSuchResourceException");
+        match self
+            .quotas
+            .get_service_quota()
+            .service_code(service_code)
+            .quota_code(quota_code)
+            .send()
+            .await
+        {
+            Ok(found) => {
+                if let Some(value) = found.quota().and_then(|q| q.value()) {
+                    return Ok(Some(value));
+                }
+            }
+            Err(err) if unknown(err.code()) => {}
+            Err(err) => return Err(aws("Service Quotas", "GetServiceQuota")(err)),
+        }
+        match self
+            .quotas
+            .get_aws_default_service_quota()
+            .service_code(service_code)
+            .quota_code(quota_code)
+            .send()
+            .await
+        {
+            Ok(found) => Ok(found.quota().and_then(|q| q.value())),
+            // GetServiceQuota already said the quota is unknown here; a default that
+            // cannot be read either (moto does not implement this call) leaves it so.
+            Err(_) => Ok(None),
         }
     }
 }

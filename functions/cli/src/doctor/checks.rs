@@ -4,7 +4,10 @@
 //! pool's EC2 launch. A check whose input failed is not run (`-`), so one broken
 //! setting is reported by exactly one ✖: the check that names it.
 
-use super::ports::{DryRunAnswer, DryRunLaunch, Ec2Port, GitHubConnector, GitHubPort, StackPort};
+use super::ports::{
+    DryRunAnswer, DryRunLaunch, Ec2Port, GitHubConnector, GitHubPort, QuotaPort, StackPort,
+};
+use super::quotas;
 use super::report::{Check, Report};
 use crate::errors::describe;
 use ephemera_aws::stack::{
@@ -49,6 +52,7 @@ pub struct Ports<'a> {
     pub stack: &'a dyn StackPort,
     pub github: &'a dyn GitHubConnector,
     pub ec2: &'a dyn Ec2Port,
+    pub quotas: &'a dyn QuotaPort,
 }
 
 /// Runs every check; never fails itself (a failed call is a failed check).
@@ -57,7 +61,7 @@ pub async fn diagnose(request: &Request, ports: &Ports<'_>) -> Report {
         stack: request.stack.clone(),
         checks: Vec::new(),
     };
-    let Some(outputs) = stack_checks(request, ports.stack, &mut report).await else {
+    let Some((outputs, parameters)) = stack_checks(request, ports.stack, &mut report).await else {
         return report;
     };
     let config = config_check(request, &outputs, ports.stack, &mut report).await;
@@ -78,16 +82,47 @@ pub async fn diagnose(request: &Request, ports: &Ports<'_>) -> Report {
         }
         None => report.push(Check::skip("ec2.pools", "config.valid failed")),
     }
+    quota_checks(config.as_ref(), &parameters, ports, &mut report).await;
     report
 }
 
-/// `stack.status`, `stack.outputs`, `stack.table`, `stack.queue`; the outputs, unless the
-/// stack cannot be read.
+/// `quotas.vcpu` (per vCPU quota the pools count against) and `lambda.concurrency`.
+async fn quota_checks(
+    config: Option<&Config>,
+    parameters: &BTreeMap<String, String>,
+    ports: &Ports<'_>,
+    report: &mut Report,
+) {
+    match config {
+        Some(config) => {
+            let mut types: Vec<String> = config
+                .pools
+                .iter()
+                .flat_map(|pool| pool.instance_types.iter().cloned())
+                .collect();
+            types.sort();
+            types.dedup();
+            match ports.ec2.instance_types(&types).await {
+                Ok(facts) => quotas::vcpu_checks(config, &facts, ports.quotas, report).await,
+                Err(err) => report.push(Check::fail(
+                    "quotas.vcpu",
+                    describe(&err),
+                    "the credentials need ec2:DescribeInstanceTypes",
+                )),
+            }
+        }
+        None => report.push(Check::skip("quotas.vcpu", "config.valid failed")),
+    }
+    quotas::lambda_check(parameters, ports.quotas, report).await;
+}
+
+/// `stack.status`, `stack.outputs`, `stack.table`, `stack.queue`; the outputs and the
+/// parameters, unless the stack cannot be read.
 async fn stack_checks(
     request: &Request,
     stack: &dyn StackPort,
     report: &mut Report,
-) -> Option<BTreeMap<String, String>> {
+) -> Option<(BTreeMap<String, String>, BTreeMap<String, String>)> {
     let name = &request.stack;
     let facts = match stack.describe_stack(name).await {
         Ok(facts) => facts,
@@ -178,7 +213,7 @@ async fn stack_checks(
         }),
         None => report.push(Check::skip("stack.queue", "stack.outputs failed")),
     }
-    Some(outputs)
+    Some((outputs, facts.parameters))
 }
 
 /// `config.valid`: the configuration the functions read parses and validates.

@@ -15,6 +15,8 @@ pub struct StackFacts {
     pub status: String,
     /// Output key → value.
     pub outputs: BTreeMap<String, String>,
+    /// Parameter key → value, as deployed.
+    pub parameters: BTreeMap<String, String>,
 }
 
 /// The deployment's own resources.
@@ -116,4 +118,13 @@ pub trait Ec2Port: Send + Sync {
     ) -> anyhow::Result<BTreeMap<String, InstanceTypeFacts>>;
     /// `RunInstances` with `DryRun`.
     async fn dry_run(&self, launch: &DryRunLaunch) -> anyhow::Result<DryRunAnswer>;
+}
+
+/// Service Quotas, for the account's limits that bind a deployment.
+#[async_trait]
+pub trait QuotaPort: Send + Sync {
+    /// The value of quota `quota_code` of service `service_code` in this account and
+    /// region (the applied value, else AWS's default); `None` when Service Quotas does
+    /// not know that quota here.
+    async fn quota(&self, service_code: &str, quota_code: &str) -> anyhow::Result<Option<f64>>;
 }

@@ -47,6 +47,9 @@ struct World {
     image_arch: Option<String>,
     types: BTreeMap<String, Vec<String>>,
     dry_run: DryRunAnswer,
+    parameters: BTreeMap<String, String>,
+    /// Service Quotas: `service/code` → value; a missing one is unknown there.
+    quotas: BTreeMap<String, f64>,
 }
 
 fn healthy() -> World {
@@ -93,6 +96,20 @@ fn healthy() -> World {
         ]
         .into(),
         dry_run: DryRunAnswer::WouldSucceed,
+        parameters: [("ScalerMaxConcurrency".to_string(), "5".to_string())].into(),
+        quotas: [
+            ("ec2/L-1216C47A".to_string(), 64.0),
+            ("ec2/L-34B43A08".to_string(), 64.0),
+            ("lambda/L-B99A9384".to_string(), 1000.0),
+        ]
+        .into(),
+    }
+}
+
+#[async_trait]
+impl QuotaPort for World {
+    async fn quota(&self, service: &str, code: &str) -> anyhow::Result<Option<f64>> {
+        Ok(self.quotas.get(&format!("{service}/{code}")).copied())
     }
 }
 
@@ -103,6 +120,7 @@ impl StackPort for World {
         Ok(StackFacts {
             status: self.stack_status.clone(),
             outputs: self.outputs.clone(),
+            parameters: self.parameters.clone(),
         })
     }
     async fn table_status(&self, _: &str) -> anyhow::Result<String> {
@@ -217,7 +235,7 @@ impl Ec2Port for World {
                     t.clone(),
                     InstanceTypeFacts {
                         architectures,
-                        vcpus: 2,
+                        vcpus: if t.contains("xlarge") { 4 } else { 2 },
                     },
                 ))
             })
@@ -237,6 +255,7 @@ async fn run(world: &World) -> Report {
         stack: world,
         github: world,
         ec2: world,
+        quotas: world,
     };
     diagnose(&request, &ports).await
 }
@@ -285,6 +304,8 @@ async fn a_healthy_deployment_passes_every_check() {
         "ec2.security_groups",
         "ec2.architecture",
         "ec2.dry_run",
+        "quotas.vcpu",
+        "lambda.concurrency",
     ] {
         assert_eq!(report.named(name).len(), 1, "{name}: {}", report.text());
     }
@@ -509,6 +530,7 @@ async fn a_stack_that_cannot_be_read_is_one_failure_and_nothing_else() {
         stack: &world,
         github: &world,
         ec2: &world,
+        quotas: &world,
     };
     let report = diagnose(&request, &ports).await;
     assert_eq!(report.checks.len(), 1, "{}", report.text());
@@ -524,4 +546,97 @@ async fn a_missing_output_fails_the_outputs_check() {
     assert_eq!(check, "stack.outputs");
     assert!(message.contains("GitHubAppKeySecret"), "{message}");
     assert_eq!(report.named("github.app_key")[0].status, Status::Skip);
+}
+
+#[tokio::test]
+async fn an_on_demand_vcpu_quota_too_low_fails_the_vcpu_check_naming_the_quota() {
+    let mut world = healthy();
+    // 4 runners of 2 vCPUs need 8.
+    world.quotas.insert("ec2/L-1216C47A".into(), 5.0);
+    let report = run(&world).await;
+    let (check, message, fix) = only_failure(&report);
+    assert_eq!(check, "quotas.vcpu");
+    assert!(message.contains("Running On-Demand Standard"), "{message}");
+    assert!(message.contains("need 8"), "{message}");
+    assert!(fix.contains("L-1216C47A"), "{fix}");
+    assert!(fix.contains("max_runners of pool linux-arm64"), "{fix}");
+}
+
+#[tokio::test]
+async fn a_spot_pool_counts_against_the_spot_quota_and_on_demand_its_fallback() {
+    let mut world = healthy();
+    world.config = Ok(CONFIG.replace("max_runners: 4", "max_runners: 4\n    spot: true"));
+    world.quotas.insert("ec2/L-34B43A08".into(), 6.0);
+    let report = run(&world).await;
+    let (check, message, fix) = only_failure(&report);
+    assert_eq!(check, "quotas.vcpu");
+    assert!(message.contains("Spot Instance Requests"), "{message}");
+    assert!(fix.contains("L-34B43A08"), "{fix}");
+    // The on-demand quota is checked too (spot falls back to it), and suffices.
+    let on_demand = report.named("quotas.vcpu");
+    assert_eq!(on_demand.len(), 2, "{}", report.text());
+}
+
+#[tokio::test]
+async fn a_gpu_type_counts_against_the_g_quota_not_the_standard_one() {
+    let mut world = healthy();
+    world.config = Ok(CONFIG.replace("t4g.small", "g5g.xlarge"));
+    world
+        .types
+        .insert("g5g.xlarge".into(), vec!["arm64".into()]);
+    world.quotas.insert("ec2/L-DB2E81BA".into(), 8.0);
+    let report = run(&world).await;
+    // 4 runners of 4 vCPUs: 16 against G's 8; the Standard quota is not asked.
+    let (check, message, _) = only_failure(&report);
+    assert_eq!(check, "quotas.vcpu");
+    assert!(message.contains("G and VT"), "{message}");
+    assert!(message.contains("need 16"), "{message}");
+    assert_eq!(report.named("quotas.vcpu").len(), 1, "{}", report.text());
+}
+
+#[tokio::test]
+async fn a_quota_service_quotas_does_not_know_is_a_warning() {
+    let mut world = healthy();
+    world.quotas.clear();
+    let report = run(&world).await;
+    assert!(report.ok(), "{}", report.text());
+    for check in ["quotas.vcpu", "lambda.concurrency"] {
+        let lines = report.named(check);
+        assert_eq!(lines.len(), 1, "{}", report.text());
+        assert_eq!(lines[0].status, Status::Warn, "{}", report.text());
+    }
+}
+
+#[tokio::test]
+async fn lambda_concurrency_below_the_scalers_fails_the_lambda_check() {
+    let mut world = healthy();
+    // A new account's 10 against ScalerMaxConcurrency 10 and the other functions' 3.
+    world.quotas.insert("lambda/L-B99A9384".into(), 10.0);
+    world
+        .parameters
+        .insert("ScalerMaxConcurrency".into(), "10".into());
+    let report = run(&world).await;
+    let (check, message, fix) = only_failure(&report);
+    assert_eq!(check, "lambda.concurrency");
+    assert!(message.contains("needs 13"), "{message}");
+    assert!(fix.contains("L-B99A9384"), "{fix}");
+    assert!(fix.contains("ScalerMaxConcurrency (at most 7)"), "{fix}");
+}
+
+#[test]
+fn instance_families_map_to_their_vcpu_quotas() {
+    use super::quotas::{vcpu_quota, Purchase};
+    let code = |t: &str, p| vcpu_quota(t, p).map(|q| q.code);
+    assert_eq!(code("m7i.large", Purchase::OnDemand), Some("L-1216C47A"));
+    assert_eq!(code("c7gn.medium", Purchase::Spot), Some("L-34B43A08"));
+    assert_eq!(code("t4g.small", Purchase::OnDemand), Some("L-1216C47A"));
+    assert_eq!(code("g5.xlarge", Purchase::OnDemand), Some("L-DB2E81BA"));
+    assert_eq!(code("vt1.3xlarge", Purchase::Spot), Some("L-3819A6DF"));
+    assert_eq!(code("p4d.24xlarge", Purchase::OnDemand), Some("L-417A185B"));
+    assert_eq!(code("inf2.xlarge", Purchase::OnDemand), Some("L-1945791B"));
+    assert_eq!(code("dl1.24xlarge", Purchase::Spot), Some("L-85EED4F7"));
+    assert_eq!(code("trn1.2xlarge", Purchase::OnDemand), Some("L-2C3B7624"));
+    assert_eq!(code("x2gd.large", Purchase::OnDemand), Some("L-7295265B"));
+    assert_eq!(code("u-6tb1.metal", Purchase::OnDemand), Some("L-43DA4232"));
+    assert_eq!(code("hpc7g.4xlarge", Purchase::OnDemand), None);
 }
