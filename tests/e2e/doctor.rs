@@ -9,6 +9,10 @@
 //! with `DryRunOperation` without validating the launch, so a bad subnet is caught by
 //! `ec2.subnets` here (the dry run is then not run, as on AWS).
 //!
+//! moto runs no function, so the test records the configuration the functions would
+//! run (`ephemera_aws::running`, as their cold start does; `lambda::follow` checks that
+//! the real functions write it) before `config.running` can pass.
+//!
 //! moto implements Service Quotas for the `vpc` service only (GetServiceQuota answers
 //! NoSuchResourceException for EC2's vCPU quotas and Lambda's concurrent executions, and
 //! it has no GetAWSDefaultServiceQuota), so here `quotas.vcpu` and `lambda.concurrency`
@@ -66,6 +70,31 @@ async fn world() -> anyhow::Result<World> {
         stack,
         sdk,
     })
+}
+
+/// Records, as each function does at its cold start (`ephemera_aws::running`), that it
+/// runs the configuration the stack's parameters hold now. moto runs no function, so the
+/// test world does it for them.
+async fn functions_run_the_current_configuration(world: &World) -> anyhow::Result<()> {
+    let ssm = aws_sdk_ssm::Client::new(&world.sdk);
+    let loaded = ephemera_aws::lambda::load_config_or_default(
+        &ssm,
+        world.stack.output("ConfigParameterName")?,
+        Some(world.stack.output("DefaultConfigParameterName")?),
+    )
+    .await?;
+    let dynamodb = aws_sdk_dynamodb::Client::new(&world.sdk);
+    for function in ephemera_aws::running::FUNCTIONS {
+        let running = ephemera_aws::running::RunningConfig {
+            function: function.to_owned(),
+            parameter: loaded.parameter.clone(),
+            version: loaded.version,
+            at: time::OffsetDateTime::now_utc(),
+        };
+        ephemera_aws::running::record(&dynamodb, world.stack.output("TableName")?, &running)
+            .await?;
+    }
+    Ok(())
 }
 
 /// `ephemera doctor --json` on the stack: exit code and report.
@@ -148,6 +177,24 @@ async fn expect_healthy(world: &World) -> anyhow::Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn doctor_passes_a_healthy_stack_and_names_each_broken_setting() -> anyhow::Result<()> {
     let world = world().await?;
+    // Before any function ran: each says so, as a warning.
+    let (code, report) = doctor(&world).await?;
+    ensure!(
+        code == 0,
+        "no function ran yet, exit code {code}: {report:#}"
+    );
+    let not_run: Vec<Value> = checks_with(&report, "warn")
+        .into_iter()
+        .filter(|c| c["check"] == "config.running")
+        .collect();
+    ensure!(not_run.len() == 3, "{report:#}");
+    ensure!(
+        not_run.iter().all(|c| c["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("has not run yet"))),
+        "{not_run:#?}"
+    );
+    functions_run_the_current_configuration(&world).await?;
     let (code, report) = doctor(&world).await?;
     ensure!(code == 0, "healthy stack, exit code {code}: {report:#}");
     let names: Vec<&str> = report["checks"]
@@ -162,6 +209,7 @@ async fn doctor_passes_a_healthy_stack_and_names_each_broken_setting() -> anyhow
         "stack.table",
         "stack.queue",
         "config.valid",
+        "config.running",
         "github.app_key",
         "github.app",
         "github.permissions",
@@ -295,6 +343,12 @@ async fn doctor_passes_a_healthy_stack_and_names_each_broken_setting() -> anyhow
         skipped.len() == 1 && skipped[0]["check"] == "ec2.dry_run",
         "{skipped:#?}"
     );
+    // The functions still run the stack's default until they read the pushed one.
+    let behind = checks_with(&report, "warn")
+        .into_iter()
+        .filter(|c| c["check"] == "config.running")
+        .count();
+    ensure!(behind == 3, "{report:#}");
     ssm.delete_parameter().name(parameter).send().await?;
     expect_healthy(&world).await?;
     Ok(())

@@ -23,6 +23,7 @@ pub mod jit;
 pub mod lambda;
 pub mod launch;
 pub mod reload;
+pub mod running;
 pub mod secrets;
 pub mod sqs;
 pub mod stack;

@@ -7,7 +7,8 @@
 //! versions; and a caller that saw a sign of rotation (a webhook signature that fails
 //! with the cached secrets) may ask for a check at once, at most every
 //! [`FORCED_CHECK_GAP`]. A check that fails keeps the handler it has. Every build logs
-//! the configuration version it runs.
+//! the configuration version it runs and records it in the runners table
+//! ([`crate::running`], when the function has `EPHEMERA_TABLE`), for `ephemera doctor`.
 
 use crate::lambda::{LambdaEnv, CONFIG_PARAMETER};
 use anyhow::Context;
@@ -74,6 +75,8 @@ struct Current<H> {
 /// A handler kept in step with its sources.
 pub struct Reloading<H> {
     env: LambdaEnv,
+    /// The function's name in its running-configuration item (`webhook`, …).
+    function: &'static str,
     secret_vars: Vec<String>,
     build: Box<Build<H>>,
     every: Duration,
@@ -84,6 +87,7 @@ impl<H> Reloading<H> {
     /// Reads the sources and builds the first handler (the cold start).
     pub async fn start(
         env: LambdaEnv,
+        function: &'static str,
         secret_vars: &[&str],
         build: impl Fn(&LambdaEnv, &Sources) -> anyhow::Result<H> + Send + Sync + 'static,
     ) -> anyhow::Result<Reloading<H>> {
@@ -99,8 +103,10 @@ impl<H> Reloading<H> {
             sources.config_version,
             sources.config_parameter
         );
+        record_running(&env, function, &sources).await;
         Ok(Reloading {
             env,
+            function,
             secret_vars,
             build: Box::new(build),
             every,
@@ -155,6 +161,7 @@ impl<H> Reloading<H> {
                 );
                 current.handler = Arc::new(handler);
                 current.fingerprint = fingerprint;
+                record_running(&self.env, self.function, &sources).await;
                 true
             }
             Err(err) => {
@@ -162,6 +169,24 @@ impl<H> Reloading<H> {
                 false
             }
         }
+    }
+}
+
+/// Records the configuration `function` now runs; a failure is logged, never the
+/// function's (the item is for the operator's checks only).
+async fn record_running(env: &LambdaEnv, function: &str, sources: &Sources) {
+    let Ok(table) = env.var(crate::lambda::TABLE) else {
+        return;
+    };
+    let running = crate::running::RunningConfig {
+        function: function.to_owned(),
+        parameter: sources.config_parameter.clone(),
+        version: sources.config_version,
+        at: time::OffsetDateTime::now_utc(),
+    };
+    let client = aws_sdk_dynamodb::Client::new(&env.sdk);
+    if let Err(err) = crate::running::record(&client, &table, &running).await {
+        warn!(error = %format!("{err:#}"), "cannot record the configuration version this function runs");
     }
 }
 

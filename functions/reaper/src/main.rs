@@ -29,7 +29,7 @@ async fn main() -> Result<(), Error> {
 /// configuration and the App key, followed from then on.
 async fn start() -> anyhow::Result<Reloading<Reaper>> {
     let env = LambdaEnv::load(REAPER_VARS).await?;
-    Reloading::start(env, &[GITHUB_KEY_SECRET_ID], build).await
+    Reloading::start(env, "reaper", &[GITHUB_KEY_SECRET_ID], build).await
 }
 
 /// The reaper for one version of the configuration and the App key; it runs only while

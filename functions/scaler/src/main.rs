@@ -38,9 +38,12 @@ async fn start() -> anyhow::Result<Reloading<Scaler>> {
         )
         .map_err(anyhow::Error::msg)?,
     );
-    Reloading::start(env, &[GITHUB_KEY_SECRET_ID], move |env, sources| {
-        build(env, sources, pace.clone())
-    })
+    Reloading::start(
+        env,
+        "scaler",
+        &[GITHUB_KEY_SECRET_ID],
+        move |env, sources| build(env, sources, pace.clone()),
+    )
     .await
 }
 

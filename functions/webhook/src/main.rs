@@ -19,7 +19,7 @@ async fn main() -> Result<(), Error> {
 async fn start() -> anyhow::Result<Reloading<WebhookHandler>> {
     let env = LambdaEnv::load(WEBHOOK_VARS).await?;
     let secrets = env.webhook_secret_vars();
-    Reloading::start(env, &secrets, build).await
+    Reloading::start(env, "webhook", &secrets, build).await
 }
 
 /// The handler for one version of the configuration and the webhook secrets. With

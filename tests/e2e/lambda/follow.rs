@@ -179,6 +179,21 @@ async fn a_pushed_configuration_with_a_new_pool_routes_and_launches_without_a_re
     let runner = p.runner_for_job(1002).await?.expect("a runner for the job");
     assert_eq!(runner.pool, "linux-arm64");
     assert!(runner.instance_id.is_some(), "{runner:?}");
+
+    // Each function recorded the version it runs now (for `ephemera doctor`): the
+    // pushed one, the parameter's second version.
+    let dynamodb = aws_sdk_dynamodb::Client::new(&p.sdk);
+    let table = ResourceNames::for_deployment(DEPLOYMENT).table;
+    for function in ["webhook", "scaler"] {
+        let running = ephemera_aws::running::read(&dynamodb, &table, function)
+            .await?
+            .unwrap_or_else(|| panic!("{function} recorded no running configuration"));
+        assert_eq!(
+            (running.parameter.as_str(), running.version),
+            (PARAMETER, 2),
+            "{function}: {running:?}"
+        );
+    }
     Ok(())
 }
 

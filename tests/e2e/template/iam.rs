@@ -100,7 +100,8 @@ async fn template_posture_holds() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The webhook's only table access: putting `UNROUTED#` items (jobs no pool takes).
+/// The webhook's only table access: putting `UNROUTED#` items (jobs no pool takes) and
+/// its own running-configuration item, `RUNNING#webhook`.
 fn webhook_writes_only_unrouted_items(template: &Value) -> anyhow::Result<()> {
     let table: Vec<&Value> = role_statements(template)
         .into_iter()
@@ -114,7 +115,11 @@ fn webhook_writes_only_unrouted_items(template: &Value) -> anyhow::Result<()> {
     );
     ensure!(actions(table[0]) == ["dynamodb:PutItem"], "{}", table[0]);
     let keys = &table[0]["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"];
-    ensure!(*keys == serde_json::json!(["UNROUTED#*"]), "{}", table[0]);
+    ensure!(
+        *keys == serde_json::json!(["UNROUTED#*", "RUNNING#webhook"]),
+        "{}",
+        table[0]
+    );
     Ok(())
 }
 

@@ -24,6 +24,7 @@ use aws_sdk_ec2::error::ProvideErrorMetadata;
 use aws_sdk_ec2::types::{InstanceType, LaunchTemplateSpecification};
 use aws_sdk_sqs::types::QueueAttributeName;
 use ephemera_aws::lambda::{load_config_or_default, LoadedConfig};
+use ephemera_aws::running::RunningConfig;
 use std::collections::BTreeMap;
 
 /// Every AWS client the checks use.
@@ -144,6 +145,14 @@ impl StackPort for AwsPorts {
             .secret_string()
             .map(str::to_owned)
             .ok_or_else(|| anyhow::anyhow!("secret {secret_id} has no string value"))
+    }
+
+    async fn running_config(
+        &self,
+        table: &str,
+        function: &str,
+    ) -> anyhow::Result<Option<RunningConfig>> {
+        ephemera_aws::running::read(&self.dynamodb, table, function).await
     }
 }
 

@@ -10,6 +10,8 @@ use super::ports::{
 use super::quotas;
 use super::report::{Check, Report};
 use crate::errors::describe;
+use ephemera_aws::lambda::LoadedConfig;
+use ephemera_aws::running::FUNCTIONS;
 use ephemera_aws::stack::{
     CONFIG_PARAMETER_NAME, DEFAULT_CONFIG_PARAMETER_NAME, QUEUE_URL, TABLE_NAME, WEBHOOK_URL,
 };
@@ -64,7 +66,9 @@ pub async fn diagnose(request: &Request, ports: &Ports<'_>) -> Report {
     let Some((outputs, parameters)) = stack_checks(request, ports.stack, &mut report).await else {
         return report;
     };
-    let config = config_check(request, &outputs, ports.stack, &mut report).await;
+    let loaded = config_check(request, &outputs, ports.stack, &mut report).await;
+    running_checks(&outputs, loaded.as_ref(), ports.stack, &mut report).await;
+    let config = loaded.map(|loaded| loaded.config);
     let github = app_key_check(request, &outputs, config.as_ref(), ports, &mut report).await;
     github_checks(
         request,
@@ -222,7 +226,7 @@ async fn config_check(
     outputs: &BTreeMap<String, String>,
     stack: &dyn StackPort,
     report: &mut Report,
-) -> Option<Config> {
+) -> Option<LoadedConfig> {
     let Some(parameter) = outputs.get(CONFIG_PARAMETER_NAME) else {
         report.push(Check::skip("config.valid", "stack.outputs failed"));
         return None;
@@ -242,7 +246,7 @@ async fn config_check(
                     loaded.config.pools.len()
                 ),
             ));
-            Some(loaded.config)
+            Some(loaded)
         }
         Err(err) => {
             report.push(Check::fail(
@@ -256,6 +260,58 @@ async fn config_check(
             ));
             None
         }
+    }
+}
+
+/// `config.running`, per function: the configuration version it last built its handler
+/// from (its `RUNNING#<function>` item) is the parameter's.
+async fn running_checks(
+    outputs: &BTreeMap<String, String>,
+    loaded: Option<&LoadedConfig>,
+    stack: &dyn StackPort,
+    report: &mut Report,
+) {
+    let (Some(loaded), Some(table)) = (loaded, outputs.get(TABLE_NAME)) else {
+        report.push(Check::skip("config.running", "config.valid failed"));
+        return;
+    };
+    for function in FUNCTIONS {
+        let check = match stack.running_config(table, function).await {
+            Ok(Some(running))
+                if running.parameter == loaded.parameter && running.version == loaded.version =>
+            {
+                Check::pass(
+                    "config.running",
+                    format!("runs version {} (since {})", running.version, running.at),
+                )
+            }
+            Ok(Some(running)) => Check::warn(
+                "config.running",
+                format!(
+                    "runs version {} of {}; the functions read version {} of {}",
+                    running.version, running.parameter, loaded.version, loaded.parameter
+                ),
+                format!(
+                    "a function reads the parameter again within EPHEMERA_RELOAD_SECONDS \
+                     (30 s by default) of its next invocation; if this stays, see the \
+                     {function} function's log for why it cannot use the new version"
+                ),
+            ),
+            Ok(None) => Check::warn(
+                "config.running",
+                "has not run yet (no record of the configuration it runs)",
+                format!(
+                    "it records its version at its first invocation; if jobs have come \
+                     and this stays, see the {function} function's log"
+                ),
+            ),
+            Err(err) => Check::warn(
+                "config.running",
+                describe(&err),
+                "the credentials need dynamodb:GetItem on the table",
+            ),
+        };
+        report.push(check.on(function));
     }
 }
 

@@ -4,6 +4,7 @@
 
 use async_trait::async_trait;
 use ephemera_aws::lambda::LoadedConfig;
+use ephemera_aws::running::RunningConfig;
 use ephemera_core::ports::{ForgeError, HookDelivery};
 use ephemera_github::AppDescription;
 use std::collections::BTreeMap;
@@ -36,6 +37,12 @@ pub trait StackPort: Send + Sync {
     ) -> anyhow::Result<LoadedConfig>;
     /// A Secrets Manager secret's string.
     async fn secret_value(&self, secret_id: &str) -> anyhow::Result<String>;
+    /// The configuration `function` recorded it runs, in `table`; `None` if it never did.
+    async fn running_config(
+        &self,
+        table: &str,
+        function: &str,
+    ) -> anyhow::Result<Option<RunningConfig>>;
 }
 
 /// GitHub, as the App (its JWT) sees it.

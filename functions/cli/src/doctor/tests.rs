@@ -48,6 +48,8 @@ struct World {
     types: BTreeMap<String, Vec<String>>,
     dry_run: DryRunAnswer,
     parameters: BTreeMap<String, String>,
+    /// Function → (parameter, version) it recorded running.
+    running: BTreeMap<String, (String, i64)>,
     /// Service Quotas: `service/code` → value; a missing one is unknown there.
     quotas: BTreeMap<String, f64>,
 }
@@ -97,6 +99,10 @@ fn healthy() -> World {
         .into(),
         dry_run: DryRunAnswer::WouldSucceed,
         parameters: [("ScalerMaxConcurrency".to_string(), "5".to_string())].into(),
+        running: ["webhook", "scaler", "reaper"]
+            .iter()
+            .map(|f| (f.to_string(), ("/ephemera/eph/config".to_string(), 3)))
+            .collect(),
         quotas: [
             ("ec2/L-1216C47A".to_string(), 64.0),
             ("ec2/L-34B43A08".to_string(), 64.0),
@@ -139,6 +145,20 @@ impl StackPort for World {
     }
     async fn secret_value(&self, _: &str) -> anyhow::Result<String> {
         Ok(self.secret.clone())
+    }
+    async fn running_config(
+        &self,
+        _: &str,
+        function: &str,
+    ) -> anyhow::Result<Option<ephemera_aws::running::RunningConfig>> {
+        Ok(self.running.get(function).map(|(parameter, version)| {
+            ephemera_aws::running::RunningConfig {
+                function: function.into(),
+                parameter: parameter.clone(),
+                version: *version,
+                at: OffsetDateTime::UNIX_EPOCH,
+            }
+        }))
     }
 }
 
@@ -309,6 +329,7 @@ async fn a_healthy_deployment_passes_every_check() {
     ] {
         assert_eq!(report.named(name).len(), 1, "{name}: {}", report.text());
     }
+    assert_eq!(report.named("config.running").len(), 3, "{}", report.text());
 }
 
 #[tokio::test]
@@ -639,4 +660,35 @@ fn instance_families_map_to_their_vcpu_quotas() {
     assert_eq!(code("x2gd.large", Purchase::OnDemand), Some("L-7295265B"));
     assert_eq!(code("u-6tb1.metal", Purchase::OnDemand), Some("L-43DA4232"));
     assert_eq!(code("hpc7g.4xlarge", Purchase::OnDemand), None);
+}
+
+#[tokio::test]
+async fn a_function_on_an_older_configuration_version_is_a_warning_naming_it() {
+    let mut world = healthy();
+    world
+        .running
+        .insert("scaler".into(), ("/ephemera/eph/config".into(), 2));
+    world.running.remove("reaper");
+    let report = run(&world).await;
+    assert!(report.ok(), "{}", report.text());
+    let lines = report.named("config.running");
+    let by = |subject: &str| {
+        lines
+            .iter()
+            .find(|c| c.subject.as_deref() == Some(subject))
+            .unwrap_or_else(|| panic!("no line for {subject}: {}", report.text()))
+    };
+    assert_eq!(by("webhook").status, Status::Pass);
+    assert_eq!(by("scaler").status, Status::Warn);
+    assert!(
+        by("scaler").message.contains("runs version 2"),
+        "{}",
+        report.text()
+    );
+    assert_eq!(by("reaper").status, Status::Warn);
+    assert!(
+        by("reaper").message.contains("has not run yet"),
+        "{}",
+        report.text()
+    );
 }
