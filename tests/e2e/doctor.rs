@@ -18,7 +18,10 @@
 //! it has no GetAWSDefaultServiceQuota), so here `quotas.vcpu` and `lambda.concurrency`
 //! warn that the quota is unknown, and nothing else may warn. The "quota too low" setups
 //! are tested on the ports (`functions/cli/src/doctor/tests.rs`: on-demand, spot, a G
-//! type, Lambda concurrency).
+//! type, Lambda concurrency). moto does not implement IAM's SimulatePrincipalPolicy
+//! either: `iam.simulate` warns for each role here; its decisions are tested on the
+//! ports, and the requests it makes are checked against template.yaml's policies by
+//! `template::simulations`.
 
 use crate::cli::ephemera;
 use anyhow::{ensure, Context};
@@ -146,18 +149,20 @@ async fn only_failure(world: &World, check: &str) -> anyhow::Result<Value> {
     Ok(failed[0].clone())
 }
 
-/// The checks whose quota moto cannot answer (see the module's comment): they warn that
-/// Service Quotas does not know it, and pass on AWS.
-const UNANSWERED_BY_MOTO: [&str; 2] = ["quotas.vcpu", "lambda.concurrency"];
+/// The checks moto cannot answer (see the module's comment), with what they say: they
+/// warn here and pass on AWS.
+const UNANSWERED_BY_MOTO: [(&str, &str); 3] = [
+    ("quotas.vcpu", "Service Quotas does not know"),
+    ("lambda.concurrency", "Service Quotas does not know"),
+    ("iam.simulate", "cannot simulate the role's policies"),
+];
 
 fn unanswered_by_moto(check: &Value) -> bool {
-    UNANSWERED_BY_MOTO
-        .iter()
-        .any(|name| check["check"] == *name)
-        && check["status"] == "warn"
-        && check["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("Service Quotas does not know"))
+    UNANSWERED_BY_MOTO.iter().any(|(name, why)| {
+        check["check"] == *name
+            && check["status"] == "warn"
+            && check["message"].as_str().is_some_and(|m| m.contains(why))
+    })
 }
 
 async fn expect_healthy(world: &World) -> anyhow::Result<()> {
@@ -224,6 +229,7 @@ async fn doctor_passes_a_healthy_stack_and_names_each_broken_setting() -> anyhow
         "ec2.dry_run",
         "quotas.vcpu",
         "lambda.concurrency",
+        "iam.simulate",
     ] {
         ensure!(names.contains(&expected), "{expected} not run: {report:#}");
     }

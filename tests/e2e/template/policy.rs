@@ -35,6 +35,8 @@ impl Stack<'_> {
             "AWS::Partition" => "aws".to_owned(),
             "AWS::Region" => REGION.to_owned(),
             "AWS::AccountId" => ACCOUNT.to_owned(),
+            // A removed list item: an empty pattern matches no resource.
+            "AWS::NoValue" => String::new(),
             _ => match &self.template["Parameters"][name]["Default"] {
                 Value::String(s) => s.clone(),
                 Value::Null => format!("{name}-value"),
@@ -83,7 +85,14 @@ impl Stack<'_> {
             Value::Object(map) if map.len() == 1 => {
                 let (function, arg) = map.iter().next()?;
                 match function.as_str() {
-                    "Ref" => Some(self.parameter(arg.as_str()?)),
+                    "Ref" => {
+                        let name = arg.as_str()?;
+                        Some(if self.template["Resources"].get(name).is_some() {
+                            self.reference(name)
+                        } else {
+                            self.parameter(name)
+                        })
+                    }
                     "Fn::GetAtt" => {
                         let parts: Vec<&str> = match arg {
                             Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
@@ -95,10 +104,61 @@ impl Stack<'_> {
                             .flatten()
                     }
                     "Fn::Sub" => self.substitute(arg),
+                    "Fn::If" => {
+                        let branches = arg.as_array()?;
+                        let chosen = if self.condition(branches.first()?.as_str()?)? {
+                            branches.get(1)?
+                        } else {
+                            branches.get(2)?
+                        };
+                        self.resolve(chosen)
+                    }
                     _ => None,
                 }
             }
             _ => None,
+        }
+    }
+
+    /// Whether the template's condition `name` holds with the parameters' defaults.
+    fn condition(&self, name: &str) -> Option<bool> {
+        self.holds(&self.template["Conditions"][name])
+    }
+
+    fn holds(&self, expression: &Value) -> Option<bool> {
+        let (function, arg) = expression.as_object()?.iter().next()?;
+        let args = || arg.as_array().into_iter().flatten();
+        match function.as_str() {
+            "Fn::Equals" => {
+                let values: Vec<Option<String>> = args().map(|v| self.resolve(v)).collect();
+                Some(values.len() == 2 && values[0].is_some() && values[0] == values[1])
+            }
+            "Fn::Not" => Some(!self.holds(args().next()?)?),
+            "Fn::And" => args()
+                .map(|v| self.holds(v))
+                .collect::<Option<Vec<_>>>()
+                .map(|v| v.iter().all(|b| *b)),
+            "Fn::Or" => args()
+                .map(|v| self.holds(v))
+                .collect::<Option<Vec<_>>>()
+                .map(|v| v.iter().any(|b| *b)),
+            "Condition" => self.condition(arg.as_str()?),
+            _ => None,
+        }
+    }
+
+    /// What `Ref` of resource `id` gives, as CloudFormation documents it: a parameter's
+    /// name, a secret's ARN; a placeholder for other types.
+    fn reference(&self, id: &str) -> String {
+        let resource = &self.template["Resources"][id];
+        match resource["Type"].as_str().unwrap_or_default() {
+            "AWS::SSM::Parameter" => self
+                .resolve(&resource["Properties"]["Name"])
+                .unwrap_or_else(|| format!("{id}-physical-id")),
+            "AWS::SecretsManager::Secret" => self
+                .arn_of(id)
+                .unwrap_or_else(|_| format!("{id}-physical-id")),
+            _ => format!("{id}-physical-id"),
         }
     }
 
@@ -120,9 +180,7 @@ impl Stack<'_> {
                 None => match name.split_once('.') {
                     Some((id, "Arn")) => self.arn_of(id).ok()?,
                     Some(_) => return None,
-                    None if self.template["Resources"].get(name).is_some() => {
-                        format!("{name}-physical-id")
-                    }
+                    None if self.template["Resources"].get(name).is_some() => self.reference(name),
                     None => self.parameter(name),
                 },
             };

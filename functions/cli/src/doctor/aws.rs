@@ -1,7 +1,7 @@
 //! The AWS ports of `ephemera doctor` on the AWS SDK: CloudFormation `DescribeStacks`,
 //! DynamoDB `DescribeTable`, SQS `GetQueueAttributes`, SSM `GetParameter` (through the
 //! functions' own loader), Secrets Manager `GetSecretValue`, and EC2's describe calls and
-//! `RunInstances` with `DryRun`, and Service Quotas' `GetServiceQuota` (falling back to
+//! `RunInstances` with `DryRun`, IAM's `GetRole` and `SimulatePrincipalPolicy`, and Service Quotas' `GetServiceQuota` (falling back to
 //! `GetAWSDefaultServiceQuota` for a quota never changed in the account).
 //!
 //! EC2 answers a describe of an id it does not know with an error, not an empty list
@@ -13,6 +13,7 @@
 //! would have had. (moto answers `DryRunOperation` before validating anything; the
 //! subnet, group, image and type checks are what catch those in the tests.)
 
+use super::iam::{Decision, IamPort, Request as SimulatedRequest};
 use super::ports::{
     DryRunAnswer, DryRunLaunch, Ec2Port, InstanceTypeFacts, QuotaPort, StackFacts, StackPort,
     TemplateFacts,
@@ -36,6 +37,8 @@ pub struct AwsPorts {
     secrets: aws_sdk_secretsmanager::Client,
     ec2: aws_sdk_ec2::Client,
     quotas: aws_sdk_servicequotas::Client,
+    iam: aws_sdk_iam::Client,
+    region: String,
 }
 
 impl AwsPorts {
@@ -48,6 +51,11 @@ impl AwsPorts {
             secrets: aws_sdk_secretsmanager::Client::new(sdk),
             ec2: aws_sdk_ec2::Client::new(sdk),
             quotas: aws_sdk_servicequotas::Client::new(sdk),
+            iam: aws_sdk_iam::Client::new(sdk),
+            region: sdk
+                .region()
+                .map(|r| r.as_ref().to_owned())
+                .unwrap_or_else(|| "us-east-1".to_owned()),
         }
     }
 }
@@ -153,6 +161,30 @@ impl StackPort for AwsPorts {
         function: &str,
     ) -> anyhow::Result<Option<RunningConfig>> {
         ephemera_aws::running::read(&self.dynamodb, table, function).await
+    }
+
+    async fn stack_resources(&self, name: &str) -> anyhow::Result<BTreeMap<String, String>> {
+        let described = self
+            .cloudformation
+            .describe_stack_resources()
+            .stack_name(name)
+            .send()
+            .await
+            .map_err(aws("CloudFormation", "DescribeStackResources"))?;
+        Ok(described
+            .stack_resources()
+            .iter()
+            .filter_map(|r| {
+                Some((
+                    r.logical_resource_id()?.to_owned(),
+                    r.physical_resource_id()?.to_owned(),
+                ))
+            })
+            .collect())
+    }
+
+    fn region(&self) -> String {
+        self.region.clone()
     }
 }
 
@@ -342,5 +374,63 @@ impl QuotaPort for AwsPorts {
             // cannot be read either (moto does not implement this call) leaves it so.
             Err(_) => Ok(None),
         }
+    }
+}
+
+#[async_trait]
+impl IamPort for AwsPorts {
+    async fn role_arn(&self, role_name: &str) -> anyhow::Result<String> {
+        let got = self
+            .iam
+            .get_role()
+            .role_name(role_name)
+            .send()
+            .await
+            .map_err(aws("IAM", "GetRole"))?;
+        got.role()
+            .map(|r| r.arn().to_owned())
+            .ok_or_else(|| anyhow::anyhow!("IAM returned no role {role_name}"))
+    }
+
+    async fn simulate(
+        &self,
+        principal_arn: &str,
+        request: &SimulatedRequest,
+    ) -> anyhow::Result<Decision> {
+        use aws_sdk_iam::types::{ContextEntry, ContextKeyTypeEnum, PolicyEvaluationDecisionType};
+        let mut call = self
+            .iam
+            .simulate_principal_policy()
+            .policy_source_arn(principal_arn)
+            .action_names(request.action)
+            .resource_arns(&request.resource);
+        for (key, values) in &request.context {
+            let kind = if values.len() > 1 || *key == "dynamodb:LeadingKeys" {
+                ContextKeyTypeEnum::StringList
+            } else {
+                ContextKeyTypeEnum::String
+            };
+            call = call.context_entries(
+                ContextEntry::builder()
+                    .context_key_name(*key)
+                    .set_context_key_values(Some(values.clone()))
+                    .context_key_type(kind)
+                    .build(),
+            );
+        }
+        let simulated = call
+            .send()
+            .await
+            .map_err(aws("IAM", "SimulatePrincipalPolicy"))?;
+        let decision = simulated
+            .evaluation_results()
+            .first()
+            .map(|r| r.eval_decision().clone())
+            .ok_or_else(|| anyhow::anyhow!("IAM returned no evaluation for {}", request.action))?;
+        Ok(match decision {
+            PolicyEvaluationDecisionType::Allowed => Decision::Allowed,
+            PolicyEvaluationDecisionType::ExplicitDeny => Decision::ExplicitDeny,
+            _ => Decision::ImplicitDeny,
+        })
     }
 }

@@ -4,6 +4,7 @@
 //! pool's EC2 launch. A check whose input failed is not run (`-`), so one broken
 //! setting is reported by exactly one ✖: the check that names it.
 
+use super::iam::{simulate_roles, IamPort, Names};
 use super::ports::{
     DryRunAnswer, DryRunLaunch, Ec2Port, GitHubConnector, GitHubPort, QuotaPort, StackPort,
 };
@@ -21,6 +22,10 @@ use std::collections::BTreeMap;
 
 /// Output key of the App key secret's ARN.
 pub const APP_KEY_SECRET: &str = "GitHubAppKeySecret";
+/// Output key of the webhook secret's ARN.
+pub const WEBHOOK_SECRET: &str = "WebhookSecret";
+/// Output key of the JIT table's name.
+pub const JIT_TABLE_NAME: &str = "JitTableName";
 /// Output key of the runner launch template's name.
 pub const LAUNCH_TEMPLATE_NAME: &str = "LaunchTemplateName";
 /// What template.yaml puts into the App key secret it creates.
@@ -55,6 +60,7 @@ pub struct Ports<'a> {
     pub github: &'a dyn GitHubConnector,
     pub ec2: &'a dyn Ec2Port,
     pub quotas: &'a dyn QuotaPort,
+    pub iam: &'a dyn IamPort,
 }
 
 /// Runs every check; never fails itself (a failed call is a failed check).
@@ -87,7 +93,52 @@ pub async fn diagnose(request: &Request, ports: &Ports<'_>) -> Report {
         None => report.push(Check::skip("ec2.pools", "config.valid failed")),
     }
     quota_checks(config.as_ref(), &parameters, ports, &mut report).await;
+    iam_checks(request, &outputs, config.as_ref(), ports, &mut report).await;
     report
+}
+
+/// `iam.simulate`, per role of the stack.
+async fn iam_checks(
+    request: &Request,
+    outputs: &BTreeMap<String, String>,
+    config: Option<&Config>,
+    ports: &Ports<'_>,
+    report: &mut Report,
+) {
+    let Some(config) = config else {
+        report.push(Check::skip("iam.simulate", "config.valid failed"));
+        return;
+    };
+    let output = |key: &str| outputs.get(key).cloned().unwrap_or_default();
+    let roles = match ports.stack.stack_resources(&request.stack).await {
+        Ok(resources) => resources,
+        Err(err) => {
+            report.push(Check::warn(
+                "iam.simulate",
+                format!("cannot list the stack's resources: {}", describe(&err)),
+                "the credentials need cloudformation:DescribeStackResources",
+            ));
+            return;
+        }
+    };
+    let names = Names {
+        region: ports.stack.region(),
+        account: String::new(),
+        deployment: config.deployment.clone(),
+        table: output(TABLE_NAME),
+        jit_table: output(JIT_TABLE_NAME),
+        queue_name: output(QUEUE_URL)
+            .rsplit('/')
+            .next()
+            .unwrap_or_default()
+            .to_owned(),
+        config_parameter: output(CONFIG_PARAMETER_NAME),
+        default_config_parameter: output(DEFAULT_CONFIG_PARAMETER_NAME),
+        app_key_secret_arn: output(APP_KEY_SECRET),
+        webhook_secret_arn: output(WEBHOOK_SECRET),
+        runner_role_arn: String::new(),
+    };
+    simulate_roles(&roles, names, ports.iam, report).await;
 }
 
 /// `quotas.vcpu` (per vCPU quota the pools count against) and `lambda.concurrency`.

@@ -5,12 +5,13 @@
 //! Layout: [`checks`] is the logic, over the [`ports`]; [`aws`] and [`github`] are the
 //! ports on the AWS SDK and the GitHub App client; [`report`] the lines and the JSON.
 //! The operator's own credentials make every call, so `ec2.dry_run` says whether they
-//! may launch; the functions' roles are not simulated here. [`quotas`] checks the
+//! may launch; [`iam`] simulates the functions' and the runners' roles. [`quotas`] checks the
 //! account's EC2 vCPU and Lambda concurrency quotas (Service Quotas).
 
 pub mod aws;
 pub mod checks;
 pub mod github;
+pub mod iam;
 pub mod ports;
 pub mod quotas;
 pub mod report;
@@ -68,6 +69,7 @@ pub async fn doctor(deployment: &mut Deployment, args: DoctorArgs) -> Outcome {
         github: &github::AppConnector,
         ec2: &aws,
         quotas: &aws,
+        iam: &aws,
     };
     deployment.progress.wait(format!("checking stack {stack}"));
     let report = diagnose(&request, &ports).await;

@@ -37,6 +37,10 @@ pub trait StackPort: Send + Sync {
     ) -> anyhow::Result<LoadedConfig>;
     /// A Secrets Manager secret's string.
     async fn secret_value(&self, secret_id: &str) -> anyhow::Result<String>;
+    /// The stack's resources: logical id → physical id (`DescribeStackResources`).
+    async fn stack_resources(&self, name: &str) -> anyhow::Result<BTreeMap<String, String>>;
+    /// The region the checks run in.
+    fn region(&self) -> String;
     /// The configuration `function` recorded it runs, in `table`; `None` if it never did.
     async fn running_config(
         &self,

@@ -48,6 +48,10 @@ struct World {
     types: BTreeMap<String, Vec<String>>,
     dry_run: DryRunAnswer,
     parameters: BTreeMap<String, String>,
+    /// Role ARN → (action → decision) the simulator gives other than Allowed;
+    /// `simulation_fails` makes it answer with an error.
+    denied: BTreeMap<String, BTreeMap<String, super::iam::Decision>>,
+    simulation_fails: bool,
     /// Function → (parameter, version) it recorded running.
     running: BTreeMap<String, (String, i64)>,
     /// Service Quotas: `service/code` → value; a missing one is unknown there.
@@ -99,6 +103,8 @@ fn healthy() -> World {
         .into(),
         dry_run: DryRunAnswer::WouldSucceed,
         parameters: [("ScalerMaxConcurrency".to_string(), "5".to_string())].into(),
+        denied: BTreeMap::new(),
+        simulation_fails: false,
         running: ["webhook", "scaler", "reaper"]
             .iter()
             .map(|f| (f.to_string(), ("/ephemera/eph/config".to_string(), 3)))
@@ -109,6 +115,29 @@ fn healthy() -> World {
             ("lambda/L-B99A9384".to_string(), 1000.0),
         ]
         .into(),
+    }
+}
+
+#[async_trait]
+impl super::iam::IamPort for World {
+    async fn role_arn(&self, name: &str) -> anyhow::Result<String> {
+        Ok(format!("arn:aws:iam::123456789012:role/{name}"))
+    }
+    async fn simulate(
+        &self,
+        principal: &str,
+        request: &super::iam::Request,
+    ) -> anyhow::Result<super::iam::Decision> {
+        anyhow::ensure!(
+            !self.simulation_fails,
+            "IAM SimulatePrincipalPolicy: NotImplemented"
+        );
+        Ok(self
+            .denied
+            .get(principal)
+            .and_then(|actions| actions.get(request.action))
+            .cloned()
+            .unwrap_or(super::iam::Decision::Allowed))
     }
 }
 
@@ -145,6 +174,15 @@ impl StackPort for World {
     }
     async fn secret_value(&self, _: &str) -> anyhow::Result<String> {
         Ok(self.secret.clone())
+    }
+    async fn stack_resources(&self, _: &str) -> anyhow::Result<BTreeMap<String, String>> {
+        Ok(["WebhookRole", "ScalerRole", "ReaperRole", "RunnerRole"]
+            .iter()
+            .map(|id| (id.to_string(), format!("eph-{id}")))
+            .collect())
+    }
+    fn region(&self) -> String {
+        "us-east-1".into()
     }
     async fn running_config(
         &self,
@@ -276,6 +314,7 @@ async fn run(world: &World) -> Report {
         github: world,
         ec2: world,
         quotas: world,
+        iam: world,
     };
     diagnose(&request, &ports).await
 }
@@ -330,6 +369,7 @@ async fn a_healthy_deployment_passes_every_check() {
         assert_eq!(report.named(name).len(), 1, "{name}: {}", report.text());
     }
     assert_eq!(report.named("config.running").len(), 3, "{}", report.text());
+    assert_eq!(report.named("iam.simulate").len(), 4, "{}", report.text());
 }
 
 #[tokio::test]
@@ -552,6 +592,7 @@ async fn a_stack_that_cannot_be_read_is_one_failure_and_nothing_else() {
         github: &world,
         ec2: &world,
         quotas: &world,
+        iam: &world,
     };
     let report = diagnose(&request, &ports).await;
     assert_eq!(report.checks.len(), 1, "{}", report.text());
@@ -690,5 +731,120 @@ async fn a_function_on_an_older_configuration_version_is_a_warning_naming_it() {
         by("reaper").message.contains("has not run yet"),
         "{}",
         report.text()
+    );
+}
+
+fn deny(world: &mut World, role: &str, action: &str, decision: super::iam::Decision) {
+    world
+        .denied
+        .entry(format!("arn:aws:iam::123456789012:role/eph-{role}"))
+        .or_default()
+        .insert(action.into(), decision);
+}
+
+#[tokio::test]
+async fn a_role_without_an_action_fails_its_simulation_naming_the_action() {
+    let mut world = healthy();
+    deny(
+        &mut world,
+        "ScalerRole",
+        "iam:PassRole",
+        super::iam::Decision::ImplicitDeny,
+    );
+    let report = run(&world).await;
+    let (check, message, fix) = only_failure(&report);
+    assert_eq!(check, "iam.simulate");
+    assert!(
+        message.contains("iam:PassRole on arn:aws:iam::123456789012:role/eph-RunnerRole"),
+        "{message}"
+    );
+    assert!(message.contains("not allowed"), "{message}");
+    assert!(fix.contains("make deploy"), "{fix}");
+    let failed = report
+        .named("iam.simulate")
+        .into_iter()
+        .find(|c| c.status == Status::Fail)
+        .expect("failed line");
+    assert_eq!(failed.subject.as_deref(), Some("ScalerRole"));
+}
+
+#[tokio::test]
+async fn an_explicit_deny_names_boundaries_and_scps() {
+    let mut world = healthy();
+    deny(
+        &mut world,
+        "RunnerRole",
+        "dynamodb:GetItem",
+        super::iam::Decision::ExplicitDeny,
+    );
+    let report = run(&world).await;
+    let (check, message, fix) = only_failure(&report);
+    assert_eq!(check, "iam.simulate");
+    assert!(message.contains("explicitly denied"), "{message}");
+    assert!(fix.contains("permissions boundary"), "{fix}");
+}
+
+#[tokio::test]
+async fn a_simulator_that_cannot_answer_is_a_warning_per_role() {
+    let mut world = healthy();
+    world.simulation_fails = true;
+    let report = run(&world).await;
+    assert!(report.ok(), "{}", report.text());
+    let lines = report.named("iam.simulate");
+    assert_eq!(lines.len(), 4, "{}", report.text());
+    assert!(
+        lines.iter().all(|c| c.status == Status::Warn),
+        "{}",
+        report.text()
+    );
+    assert!(
+        lines[0].message.contains("cannot simulate"),
+        "{}",
+        report.text()
+    );
+}
+
+#[test]
+fn every_role_asks_for_the_calls_ephemera_makes_with_it() {
+    use super::iam::{requests, Names, Role};
+    let names = Names {
+        region: "us-east-1".into(),
+        account: "123456789012".into(),
+        deployment: "eph".into(),
+        table: "eph-runners".into(),
+        jit_table: "eph-jit".into(),
+        queue_name: "eph-jobs".into(),
+        config_parameter: "/ephemera/eph/config".into(),
+        default_config_parameter: "/ephemera/eph/config-default".into(),
+        app_key_secret_arn: "arn:aws:secretsmanager:us-east-1:123456789012:secret:key".into(),
+        webhook_secret_arn: "arn:aws:secretsmanager:us-east-1:123456789012:secret:hook".into(),
+        runner_role_arn: "arn:aws:iam::123456789012:role/eph-RunnerRole".into(),
+    };
+    let actions = |role| -> Vec<&str> { requests(role, &names).iter().map(|r| r.action).collect() };
+    assert!(actions(Role::Webhook).contains(&"sqs:SendMessage"));
+    assert!(!actions(Role::Webhook).contains(&"ec2:CreateFleet"));
+    for needed in [
+        "ec2:CreateFleet",
+        "iam:PassRole",
+        "dynamodb:TransactWriteItems",
+        "ec2:CreateTags",
+    ] {
+        assert!(actions(Role::Scaler).contains(&needed), "{needed}");
+    }
+    assert!(actions(Role::Reaper).contains(&"ec2:TerminateInstances"));
+    assert_eq!(
+        actions(Role::Runner),
+        ["dynamodb:GetItem", "dynamodb:DeleteItem"]
+    );
+    let launch = requests(Role::Scaler, &names)
+        .into_iter()
+        .find(|r| r.action == "ec2:RunInstances" && r.resource.contains(":instance/"))
+        .expect("a launch of an instance");
+    assert_eq!(
+        launch.context,
+        [(
+            "aws:RequestTag/ephemera:deployment",
+            vec!["eph".to_string()]
+        )]
     );
 }

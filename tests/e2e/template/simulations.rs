@@ -1,0 +1,94 @@
+//! The requests `ephemera doctor` simulates for each role
+//! (`ephemera_cli::doctor::iam::requests`) are ones template.yaml's own policies allow,
+//! evaluated request by request with the translated template (`policy.rs`): a healthy
+//! deployment passes `iam.simulate`, and a role that cannot make a call ephemera makes
+//! fails it. The same evaluation refuses a request the stack does not grant, so the
+//! check is not vacuous.
+
+use super::policy::{allows, context, Stack, ACCOUNT, REGION};
+use anyhow::{ensure, Context};
+use ephemera_cli::doctor::iam::{requests, Names, Role};
+use ephemera_tests::stack::{template_path, translate_template};
+use serde_json::{json, Value};
+
+/// The statements of the role with logical id `role`.
+fn statements<'t>(template: &'t Value, role: &str) -> anyhow::Result<Vec<&'t Value>> {
+    let policies = template["Resources"][role]["Properties"]["Policies"]
+        .as_array()
+        .with_context(|| format!("{role} has no inline policies"))?;
+    Ok(policies
+        .iter()
+        .flat_map(|p| match &p["PolicyDocument"]["Statement"] {
+            Value::Array(s) => s.iter().collect(),
+            other => vec![other],
+        })
+        .collect())
+}
+
+/// The part of `arn` after its last `separator`.
+fn tail(arn: &str, separator: char) -> String {
+    arn.rsplit(separator).next().unwrap_or_default().to_owned()
+}
+
+#[tokio::test]
+async fn every_request_doctor_simulates_is_one_the_templates_policies_allow() -> anyhow::Result<()>
+{
+    let template = translate_template(&template_path()).await?;
+    let stack = Stack {
+        template: &template,
+    };
+    let deployment = stack
+        .resolve(&json!({"Ref": "DeploymentName"}))
+        .context("DeploymentName")?;
+    let names = Names {
+        region: REGION.to_owned(),
+        account: ACCOUNT.to_owned(),
+        deployment: deployment.clone(),
+        table: tail(&stack.arn_of("Table")?, '/'),
+        jit_table: tail(&stack.arn_of("JitTable")?, '/'),
+        queue_name: tail(&stack.arn_of("JobsQueue")?, ':'),
+        config_parameter: format!("/ephemera/{deployment}/config"),
+        default_config_parameter: format!("/ephemera/{deployment}/config-default"),
+        app_key_secret_arn: stack.arn_of("AppKeySecret")?,
+        webhook_secret_arn: stack.arn_of("WebhookSecret")?,
+        runner_role_arn: stack.arn_of("RunnerRole")?,
+    };
+    let mut asked = 0;
+    for role in Role::ALL {
+        let statements = statements(&template, role.logical_id())?;
+        for request in requests(role, &names) {
+            let pairs: Vec<(&str, Vec<&str>)> = request
+                .context
+                .iter()
+                .map(|(key, values)| (*key, values.iter().map(String::as_str).collect()))
+                .collect();
+            ensure!(
+                allows(
+                    &stack,
+                    &statements,
+                    request.action,
+                    &request.resource,
+                    &context(pairs)
+                )?,
+                "{}: template.yaml does not allow {request:?}",
+                role.logical_id()
+            );
+            asked += 1;
+        }
+    }
+    ensure!(asked > 40, "only {asked} requests");
+    // Not vacuous: what one role is granted, another is refused.
+    let webhook = statements(&template, Role::Webhook.logical_id())?;
+    let launch = requests(Role::Scaler, &names)
+        .into_iter()
+        .find(|r| r.action == "ec2:CreateFleet")
+        .context("no launch")?;
+    ensure!(!allows(
+        &stack,
+        &webhook,
+        launch.action,
+        &launch.resource,
+        &context(vec![])
+    )?);
+    Ok(())
+}
