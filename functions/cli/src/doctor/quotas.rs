@@ -92,12 +92,16 @@ fn is_standard(class: &str) -> bool {
     ) && !matches!(class, "inf" | "dl" | "hpc")
 }
 
-/// What the pools may run at once, per vCPU quota: vCPUs, and the pools asking.
+/// Per vCPU quota: the vCPUs the pools may run at once, and the pools asking.
+pub type VcpuDemand = BTreeMap<VcpuQuota, (u64, Vec<String>)>;
+
+/// What the pools may run at once, per vCPU quota, and the instance types no quota here
+/// covers.
 pub fn vcpu_demand(
     config: &Config,
     types: &BTreeMap<String, InstanceTypeFacts>,
-) -> (BTreeMap<VcpuQuota, (u64, Vec<String>)>, Vec<String>) {
-    let mut demand: BTreeMap<VcpuQuota, (u64, Vec<String>)> = BTreeMap::new();
+) -> (VcpuDemand, Vec<String>) {
+    let mut demand = VcpuDemand::new();
     let mut uncovered = Vec::new();
     for pool in &config.pools {
         let purchases: &[Purchase] = if pool.spot {
