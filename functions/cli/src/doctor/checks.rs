@@ -1,8 +1,9 @@
 //! The checks of `ephemera doctor`, in the order a deployment depends on them: the
-//! stack and its resources, the configuration, the App key, GitHub's view of the App
-//! (JWT, permissions, events, webhook URL, installations, recent deliveries), then each
-//! pool's EC2 launch. A check whose input failed is not run (`-`), so one broken
-//! setting is reported by exactly one ✖: the check that names it.
+//! stack and its resources, the configuration (and the version each function runs),
+//! the App key, GitHub's view of the App (JWT, permissions, events, webhook URL,
+//! installations, recent deliveries), each pool's EC2 launch, then the account's quotas
+//! and the roles' simulated permissions. A check whose input failed is not run (`-`), so
+//! one broken setting is reported by exactly one ✖: the check that names it.
 
 use super::iam::{simulate_roles, IamPort, Names};
 use super::ports::{

@@ -5,8 +5,8 @@
 //! Layout: [`checks`] is the logic, over the [`ports`]; [`aws`] and [`github`] are the
 //! ports on the AWS SDK and the GitHub App client; [`report`] the lines and the JSON.
 //! The operator's own credentials make every call, so `ec2.dry_run` says whether they
-//! may launch; [`iam`] simulates the functions' and the runners' roles. [`quotas`] checks the
-//! account's EC2 vCPU and Lambda concurrency quotas (Service Quotas).
+//! may launch; [`iam`] simulates the functions' and the runners' roles; [`quotas`]
+//! checks the account's EC2 vCPU and Lambda concurrency quotas (Service Quotas).
 
 pub mod aws;
 pub mod checks;
