@@ -204,6 +204,15 @@ async fn a_chain_that_ends_in_a_runner_on_its_way_out_queues_the_job_again() {
     assert_eq!((sent[0].kind, sent[0].job_id), (MessageKind::Queued, 1));
 }
 
+/// Runner B runs for job 1 and job 1's claim names B: the hand-over is done.
+fn assert_job_1_handed_to(world: &World, runner_b: &str) {
+    assert_eq!(world.store.runner(runner_b).and_then(|r| r.job_id), Some(1));
+    assert_eq!(
+        world.store.job(1).and_then(|j| j.runner_name).as_deref(),
+        Some(runner_b)
+    );
+}
+
 #[tokio::test]
 async fn a_hand_over_whose_claim_write_fails_is_undone_then_finished_by_the_retry() {
     let world = World::new(5);
@@ -225,14 +234,7 @@ async fn a_hand_over_whose_claim_write_fails_is_undone_then_finished_by_the_retr
         Some(runner_a.clone())
     );
     a_takes_job_2(&world, &runner_a).await;
-    assert_eq!(
-        world.store.runner(&runner_b).and_then(|r| r.job_id),
-        Some(1)
-    );
-    assert_eq!(
-        world.store.job(1).and_then(|j| j.runner_name),
-        Some(runner_b)
-    );
+    assert_job_1_handed_to(&world, &runner_b);
     assert!(world.queue.take().is_empty(), "no new runner for job 1");
 }
 
@@ -246,14 +248,7 @@ async fn a_hand_over_left_half_done_is_finished_not_undone() {
     b.job_id = Some(1);
     world.store.put_runner(b);
     a_takes_job_2(&world, &runner_a).await;
-    assert_eq!(
-        world.store.runner(&runner_b).and_then(|r| r.job_id),
-        Some(1)
-    );
-    assert_eq!(
-        world.store.job(1).and_then(|j| j.runner_name),
-        Some(runner_b)
-    );
+    assert_job_1_handed_to(&world, &runner_b);
     assert!(
         world.queue.take().is_empty(),
         "job 1 is not queued again for a runner of its own"

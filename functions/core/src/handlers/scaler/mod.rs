@@ -870,13 +870,8 @@ impl Scaler {
                 // for it once the job is queued again. Should this write fail too (or the
                 // process die before it), the delivery's retry finds the runner already
                 // given the job and finishes the hand-over (`resumed`).
-                let back = RunnerUpdate {
-                    job_id: Some(taken),
-                    note: Some(format!("handing over job {} failed", job.job_id)),
-                    unchanged_since: Some(handed.updated_at),
-                    ..RunnerUpdate::default()
-                };
-                if let Err(undo) = self.store.update_runner(free, &back, clock.now()).await {
+                let why = format!("handing over job {} failed", job.job_id);
+                if let Err(undo) = self.return_runner(free, taken, &handed, why, clock).await {
                     warn!(runner = %free, job_id = job.job_id, error = %undo, "hand-over half done; the retry finishes it");
                 }
                 return Err(err.into());
@@ -884,16 +879,8 @@ impl Scaler {
         };
         if !passed {
             // The job was claimed or bound elsewhere meanwhile: the runner is free again.
-            let back = RunnerUpdate {
-                job_id: Some(taken),
-                note: Some(format!("job {} went elsewhere", job.job_id)),
-                unchanged_since: Some(handed.updated_at),
-                ..RunnerUpdate::default()
-            };
-            match self.store.update_runner(free, &back, clock.now()).await {
-                Ok(_) | Err(StoreError::Conflict(_) | StoreError::NotFound(_)) => {}
-                Err(err) => return Err(err.into()),
-            }
+            let why = format!("job {} went elsewhere", job.job_id);
+            self.return_runner(free, taken, &handed, why, clock).await?;
             return Ok(HandOver::Refused);
         }
         info!(job_id = job.job_id, runner = %free, taken_by = %taker, "queued job handed to the runner of the job its runner took");
@@ -907,6 +894,29 @@ impl Scaler {
                 .map_err(ScalerError::Requeue)?;
         }
         Ok(HandOver::Done)
+    }
+
+    /// Gives runner `free`, handed a job whose claim did not follow, its own job `taken`
+    /// back, conditional on the record the hand-over wrote; a runner that changed or went
+    /// meanwhile is left as it is.
+    async fn return_runner(
+        &self,
+        free: &str,
+        taken: u64,
+        handed: &RunnerRecord,
+        why: String,
+        clock: &Clock,
+    ) -> Result<(), StoreError> {
+        let back = RunnerUpdate {
+            job_id: Some(taken),
+            note: Some(why),
+            unchanged_since: Some(handed.updated_at),
+            ..RunnerUpdate::default()
+        };
+        match self.store.update_runner(free, &back, clock.now()).await {
+            Ok(_) | Err(StoreError::Conflict(_) | StoreError::NotFound(_)) => Ok(()),
+            Err(err) => Err(err),
+        }
     }
 
     async fn on_completed(&self, message: &QueueMessage, clock: &Clock) -> Outcome {
