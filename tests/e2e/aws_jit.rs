@@ -8,7 +8,7 @@ use ephemera_aws::jit::{
     item_key, INSTANCE_ARN, ITEM_LIFETIME, JIT_CONFIG, RUNNER, RUNNER_ID, TTL,
 };
 use ephemera_aws::{ensure_resources, sdk_config, AwsSettings, DynamoJitConfigs, ResourceNames};
-use ephemera_core::ports::{JitConfig, JitSecrets, SecretError};
+use ephemera_core::ports::{JitConfig, JitConfigStore, JitStoreError};
 use ephemera_tests::moto::Moto;
 use rand::{Rng, SeedableRng};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -142,7 +142,7 @@ async fn a_later_registration_replaces_the_config_and_a_late_earlier_one_is_refu
 
     let late = table.jit.put("i-0abc", "r", &jit(7, &first)).await;
     assert!(
-        matches!(late, Err(SecretError::Superseded { stored: 9 })),
+        matches!(late, Err(JitStoreError::Superseded { stored: 9 })),
         "{late:?}"
     );
     assert_eq!(
@@ -158,7 +158,7 @@ async fn a_refused_put_is_rejected_and_its_error_carries_no_config() -> anyhow::
     // Over DynamoDB's 400 KB item limit.
     let huge = realistic_jit_config(401 * 1024, 4);
     let err = match table.jit.put("i-0abc", "r", &jit(1, &huge)).await {
-        Err(err @ SecretError::Rejected(_)) => err,
+        Err(err @ JitStoreError::Rejected(_)) => err,
         other => anyhow::bail!("a 401 KB item was not rejected: {other:?}"),
     };
     let text = format!("{:?}", anyhow::Error::from(err));
@@ -171,7 +171,7 @@ async fn a_refused_put_is_rejected_and_its_error_carries_no_config() -> anyhow::
     let nowhere = DynamoJitConfigs::new(table.dynamodb.clone(), "no-such-table");
     let refused = nowhere.put("i-0abc", "r", &jit(1, "x")).await;
     assert!(
-        matches!(refused, Err(SecretError::Rejected(_))),
+        matches!(refused, Err(JitStoreError::Rejected(_))),
         "{refused:?}"
     );
     Ok(())

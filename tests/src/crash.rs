@@ -283,17 +283,17 @@ impl Forge for Crashing<dyn Forge> {
 }
 
 #[async_trait]
-impl JitSecrets for Crashing<dyn JitSecrets> {
+impl JitConfigStore for Crashing<dyn JitConfigStore> {
     async fn put(
         &self,
         instance_id: &str,
         runner_name: &str,
         jit: &JitConfig,
-    ) -> Result<(), SecretError> {
+    ) -> Result<(), JitStoreError> {
         self.switch.pass().await;
         self.inner.put(instance_id, runner_name, jit).await
     }
-    async fn delete(&self, instance_id: &str) -> Result<(), SecretError> {
+    async fn delete(&self, instance_id: &str) -> Result<(), JitStoreError> {
         self.switch.pass().await;
         self.inner.delete(instance_id).await
     }

@@ -1,4 +1,4 @@
-//! [`DynamoJitConfigs`]: the [`JitSecrets`] port on a small DynamoDB table of the stack.
+//! [`DynamoJitConfigs`]: the [`JitConfigStore`] port on a small DynamoDB table of the stack.
 //!
 //! One item per runner instance, keyed by the instance's ARN
 //! (`arn:<partition>:ec2:<region>:<account>:instance/<id>`), written by the scaler after
@@ -14,16 +14,16 @@
 //! thousands of writes a second, and a deleted item counts against nothing.
 //!
 //! Errors: `ConditionalCheckFailedException` on put means a later registration's config is
-//! waiting ([`SecretError::Superseded`]); throttling codes are [`SecretError::Throttled`];
+//! waiting ([`JitStoreError::Superseded`]); throttling codes are [`JitStoreError::Throttled`];
 //! `ValidationException` (e.g. an item over 400 KB) and `ResourceNotFoundException` cannot
-//! succeed on a retry ([`SecretError::Rejected`]); anything else is transient. No request
+//! succeed on a retry ([`JitStoreError::Rejected`]); anything else is transient. No request
 //! asks for the old item back, so no error ever carries a config.
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
-use ephemera_core::ports::{JitConfig, JitSecrets, SecretError};
+use ephemera_core::ports::{JitConfig, JitConfigStore, JitStoreError};
 use secrecy::ExposeSecret;
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -107,7 +107,7 @@ fn expires_at(now: SystemTime) -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-fn secret_error<E, R>(err: SdkError<E, R>) -> SecretError
+fn secret_error<E, R>(err: SdkError<E, R>) -> JitStoreError
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
     R: std::fmt::Debug + Send + Sync + 'static,
@@ -117,17 +117,17 @@ where
             "ProvisionedThroughputExceededException"
             | "ThrottlingException"
             | "RequestLimitExceeded",
-        ) => SecretError::Throttled(Box::new(err)),
+        ) => JitStoreError::Throttled(Box::new(err)),
         Some("ValidationException" | "ResourceNotFoundException") => {
-            SecretError::Rejected(Box::new(err))
+            JitStoreError::Rejected(Box::new(err))
         }
-        _ => SecretError::Transient(Box::new(err)),
+        _ => JitStoreError::Transient(Box::new(err)),
     }
 }
 
 impl DynamoJitConfigs {
     /// The runner id of the config waiting for `instance_arn`, after a refused put.
-    async fn stored_runner_id(&self, instance_arn: &str) -> Result<u64, SecretError> {
+    async fn stored_runner_id(&self, instance_arn: &str) -> Result<u64, JitStoreError> {
         let output = self
             .client
             .get_item()
@@ -148,14 +148,14 @@ impl DynamoJitConfigs {
 }
 
 #[async_trait]
-impl JitSecrets for DynamoJitConfigs {
+impl JitConfigStore for DynamoJitConfigs {
     #[instrument(skip_all, fields(instance_id, runner = %runner_name, runner_id = jit.runner_id))]
     async fn put(
         &self,
         instance_id: &str,
         runner_name: &str,
         jit: &JitConfig,
-    ) -> Result<(), SecretError> {
+    ) -> Result<(), JitStoreError> {
         let instance_arn = self.instance_arn(instance_id);
         let item = HashMap::from([
             (
@@ -193,14 +193,14 @@ impl JitSecrets for DynamoJitConfigs {
             Ok(_) => Ok(()),
             Err(err) if err.code() == Some("ConditionalCheckFailedException") => {
                 let stored = self.stored_runner_id(&instance_arn).await?;
-                Err(SecretError::Superseded { stored })
+                Err(JitStoreError::Superseded { stored })
             }
             Err(err) => Err(secret_error(err)),
         }
     }
 
     #[instrument(skip_all, fields(instance_id))]
-    async fn delete(&self, instance_id: &str) -> Result<(), SecretError> {
+    async fn delete(&self, instance_id: &str) -> Result<(), JitStoreError> {
         // Deleting an item that is not there succeeds: no condition needed.
         self.client
             .delete_item()

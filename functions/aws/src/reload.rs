@@ -103,7 +103,7 @@ impl<H> Reloading<H> {
             sources.config_version,
             sources.config_parameter
         );
-        record_running(&env, function, &sources).await;
+        record_running(&env, function, &sources);
         Ok(Reloading {
             env,
             function,
@@ -161,7 +161,7 @@ impl<H> Reloading<H> {
                 );
                 current.handler = Arc::new(handler);
                 current.fingerprint = fingerprint;
-                record_running(&self.env, self.function, &sources).await;
+                record_running(&self.env, self.function, &sources);
                 true
             }
             Err(err) => {
@@ -172,9 +172,10 @@ impl<H> Reloading<H> {
     }
 }
 
-/// Records the configuration `function` now runs; a failure is logged, never the
-/// function's (the item is for the operator's checks only).
-async fn record_running(env: &LambdaEnv, function: &str, sources: &Sources) {
+/// Records the configuration `function` now runs, in the background: the item is for
+/// the operator's checks only, so neither a cold start nor the invocation that reloaded
+/// waits for the write, and a failure is only logged.
+fn record_running(env: &LambdaEnv, function: &str, sources: &Sources) {
     let Ok(table) = env.var(crate::lambda::TABLE) else {
         return;
     };
@@ -185,9 +186,11 @@ async fn record_running(env: &LambdaEnv, function: &str, sources: &Sources) {
         at: time::OffsetDateTime::now_utc(),
     };
     let client = aws_sdk_dynamodb::Client::new(&env.sdk);
-    if let Err(err) = crate::running::record(&client, &table, &running).await {
-        warn!(error = %format!("{err:#}"), "cannot record the configuration version this function runs");
-    }
+    tokio::spawn(async move {
+        if let Err(err) = crate::running::record(&client, &table, &running).await {
+            warn!(error = %format!("{err:#}"), "cannot record the configuration version this function runs");
+        }
+    });
 }
 
 fn reload_interval() -> anyhow::Result<Duration> {

@@ -13,7 +13,7 @@
 //! - [`message`]: the versioned queue message between webhook and scaler.
 //! - [`model`]: the records kept in the table (runners, jobs, pools).
 //! - [`ports`]: the narrow traits the handlers use (`RunnerStore`, `JobQueue`, `Fleet`,
-//!   `Forge`, `JitSecrets`), with their typed errors.
+//!   `Forge`, `JitConfigStore`), with their typed errors.
 //! - [`lease`]: expiring leases, so that only one reaper runs at a time.
 //! - [`memory`]: in-memory implementations of the ports, for unit tests.
 //! - [`handlers`]: the webhook, scaler and reaper handlers, generic over the ports.

@@ -394,10 +394,10 @@ pub trait Fleet: Send + Sync {
 // ----------------------------------------------------------------------------- secrets
 
 #[derive(Debug, thiserror::Error)]
-pub enum SecretError {
-    #[error("secret store throttled the request")]
+pub enum JitStoreError {
+    #[error("JIT config store throttled the request")]
     Throttled(#[source] Cause),
-    #[error("secret store request failed")]
+    #[error("JIT config store request failed")]
     Transient(#[source] Cause),
     /// The store holds a config of a later registration for this instance: a try that
     /// lost its lease came back late. Nothing was written.
@@ -405,25 +405,25 @@ pub enum SecretError {
     Superseded { stored: u64 },
     /// The store refuses the request as it is (too large, no such table): retrying the
     /// same request cannot succeed.
-    #[error("secret store refused the request")]
+    #[error("JIT config store refused the request")]
     Rejected(#[source] Cause),
 }
 
 /// Where a runner's JIT config waits for its instance (never user data or tags).
 #[async_trait]
-pub trait JitSecrets: Send + Sync {
+pub trait JitConfigStore: Send + Sync {
     /// Stores the JIT config that only `instance_id` may read. Conditional: replaces a
     /// config of the same or an earlier registration (a lower GitHub runner id), refuses
-    /// one of a later registration with [`SecretError::Superseded`]; idempotent.
+    /// one of a later registration with [`JitStoreError::Superseded`]; idempotent.
     async fn put(
         &self,
         instance_id: &str,
         runner_name: &str,
         jit: &JitConfig,
-    ) -> Result<(), SecretError>;
+    ) -> Result<(), JitStoreError>;
 
     /// Deletes it; one already gone counts as deleted.
-    async fn delete(&self, instance_id: &str) -> Result<(), SecretError>;
+    async fn delete(&self, instance_id: &str) -> Result<(), JitStoreError>;
 }
 
 // ----------------------------------------------------------------------------- forge

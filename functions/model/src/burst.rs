@@ -228,7 +228,7 @@ fn scaler_containers(world: &World, spec: &BurstSpec) -> Vec<Arc<Scaler>> {
                 world.store_for(Caller::Scaler),
                 world.fleet_for(Caller::Scaler),
                 world.forge_for(Caller::Scaler),
-                world.secrets_for(Caller::Scaler),
+                world.jit_store_for(Caller::Scaler),
                 world.queue_for(Caller::Scaler),
             )
             .with_jitter(world.cloud.jitter());
@@ -249,7 +249,7 @@ fn peer_scaler(world: &World) -> PeerScaler {
         cloud: world.cloud.clone(),
         forge: world.forge.clone(),
         fleet: world.fleet_for(Caller::Scaler),
-        secrets: world.secrets_for(Caller::Scaler),
+        jit_store: world.jit_store_for(Caller::Scaler),
         timeline: world.timeline.clone(),
         // The peer asks for its batch the way ephemera does (count set per batch).
         request: fleet_request(&world.config.deployment, pool, 0, Market::OnDemand),
@@ -263,7 +263,7 @@ async fn reaper_schedule(world: Arc<World>) {
         world.store_for(Caller::Reaper),
         world.fleet_for(Caller::Reaper),
         world.forge_for(Caller::Reaper),
-        world.secrets_for(Caller::Reaper),
+        world.jit_store_for(Caller::Reaper),
         world.queue_for(Caller::Reaper),
     );
     loop {

@@ -8,7 +8,7 @@ use crate::report::Timeline;
 use crate::sqs::SimQueue;
 use async_trait::async_trait;
 use ephemera_core::lifecycle::InstanceStatus;
-use ephemera_core::memory::{FakeFleet, InjectedFailure, MemorySecrets, MemoryStore};
+use ephemera_core::memory::{FakeFleet, InjectedFailure, MemoryJitStore, MemoryStore};
 use ephemera_core::message::QueueMessage;
 use ephemera_core::model::{JobRecord, JobStatus, PoolRecord, RunnerRecord};
 use ephemera_core::ports::*;
@@ -315,28 +315,28 @@ impl Fleet for MeteredFleet {
 
 /// Where JIT configs wait: one DynamoDB item per instance (ephemera, after the JIT
 /// delivery change), or an SSM parameter (the peer), written at SSM's rate.
-pub struct MeteredSecrets {
-    pub inner: Arc<MemorySecrets>,
+pub struct MeteredJitStore {
+    pub inner: Arc<MemoryJitStore>,
     pub cloud: Arc<Cloud>,
     pub caller: Caller,
     pub through_ssm: bool,
 }
 
 #[async_trait]
-impl JitSecrets for MeteredSecrets {
+impl JitConfigStore for MeteredJitStore {
     async fn put(
         &self,
         instance_id: &str,
         runner: &str,
         config: &JitConfig,
-    ) -> Result<(), SecretError> {
+    ) -> Result<(), JitStoreError> {
         let cloud = &self.cloud;
         if self.through_ssm {
             cloud.count(self.caller, "SSM", "PutParameter");
             let allowed = sdk_take(cloud, "SSM", "PutParameter", cloud.quotas.ssm_put, 1.0).await;
             cloud.wait(cloud.latencies.ssm).await;
             if !allowed {
-                return Err(SecretError::Throttled(refused("ThrottlingException")));
+                return Err(JitStoreError::Throttled(refused("ThrottlingException")));
             }
         } else {
             cloud.count(self.caller, "DynamoDB", "PutItem");
@@ -345,7 +345,7 @@ impl JitSecrets for MeteredSecrets {
         self.inner.put(instance_id, runner, config).await
     }
 
-    async fn delete(&self, instance_id: &str) -> Result<(), SecretError> {
+    async fn delete(&self, instance_id: &str) -> Result<(), JitStoreError> {
         let (service, operation) = if self.through_ssm {
             ("SSM", "DeleteParameter")
         } else {

@@ -6,7 +6,7 @@
 
 use crate::cloud::{Caller, Cloud};
 use crate::github::{self, GENERATE_JITCONFIG, GET_JOB};
-use crate::metered::{MeteredFleet, MeteredSecrets};
+use crate::metered::{MeteredFleet, MeteredJitStore};
 use crate::report::Timeline;
 use crate::sqs::Stored;
 use ephemera_core::memory::FakeForge;
@@ -18,7 +18,7 @@ pub struct PeerScaler {
     pub cloud: Arc<Cloud>,
     pub forge: Arc<FakeForge>,
     pub fleet: Arc<MeteredFleet>,
-    pub secrets: Arc<MeteredSecrets>,
+    pub jit_store: Arc<MeteredJitStore>,
     pub timeline: Arc<Timeline>,
     pub request: FleetRequest,
 }
@@ -93,7 +93,7 @@ impl PeerScaler {
         let Ok(config) = self.forge.generate_jit_config(&scope, &jit).await else {
             return false;
         };
-        let delivered = self.secrets.put(instance_id, &jit.name, &config).await;
+        let delivered = self.jit_store.put(instance_id, &jit.name, &config).await;
         if delivered.is_ok() {
             self.timeline.registered();
         }

@@ -3,12 +3,12 @@
 
 use crate::cloud::{Caller, Cloud};
 use crate::github::MeteredForge;
-use crate::metered::{MeteredFleet, MeteredQueue, MeteredSecrets, MeteredStore};
+use crate::metered::{MeteredFleet, MeteredQueue, MeteredJitStore, MeteredStore};
 use crate::report::Timeline;
 use crate::sqs::SimQueue;
 use ephemera_core::config::Config;
 use ephemera_core::handlers::webhook::{WebhookHandler, WebhookRequest};
-use ephemera_core::memory::{FakeFleet, FakeForge, MemorySecrets, MemoryStore};
+use ephemera_core::memory::{FakeFleet, FakeForge, MemoryJitStore, MemoryStore};
 use ephemera_core::ports::ForgeJobState;
 use ephemera_core::webhook::{signature_header, WebhookSecrets};
 use secrecy::{ExposeSecret, SecretString};
@@ -45,7 +45,7 @@ pub struct World {
     pub store: Arc<MemoryStore>,
     pub fleet: Arc<FakeFleet>,
     pub forge: Arc<FakeForge>,
-    pub secrets: Arc<MemorySecrets>,
+    pub jit_store: Arc<MemoryJitStore>,
     pub queue: Arc<SimQueue>,
     pub timeline: Arc<Timeline>,
     /// The account's concurrent Lambda executions.
@@ -81,7 +81,7 @@ impl World {
             store: Arc::new(MemoryStore::new()),
             fleet: Arc::new(FakeFleet::new()),
             forge: Arc::new(FakeForge::new()),
-            secrets: Arc::new(MemorySecrets::new()),
+            jit_store: Arc::new(MemoryJitStore::new()),
             queue,
             timeline,
             account,
@@ -121,9 +121,9 @@ impl World {
         })
     }
 
-    pub fn secrets_for(&self, caller: Caller) -> Arc<MeteredSecrets> {
-        Arc::new(MeteredSecrets {
-            inner: self.secrets.clone(),
+    pub fn jit_store_for(&self, caller: Caller) -> Arc<MeteredJitStore> {
+        Arc::new(MeteredJitStore {
+            inner: self.jit_store.clone(),
             cloud: self.cloud.clone(),
             caller,
             through_ssm: self.through_ssm,
@@ -228,7 +228,7 @@ impl World {
         for _ in 0..BOOTSTRAP_TRIES {
             self.cloud.count(Caller::Instance, service, read);
             self.cloud.wait(self.cloud.latencies.dynamodb).await;
-            let Some((runner_name, config)) = self.secrets.take(&instance_id) else {
+            let Some((runner_name, config)) = self.jit_store.take(&instance_id) else {
                 tokio::time::sleep(BOOTSTRAP_POLL).await;
                 continue;
             };

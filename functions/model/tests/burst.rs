@@ -95,7 +95,7 @@ fn a_job_costs_the_calls_the_handlers_make() {
     assert_eq!(by_job(calls, "GitHub", "generate_jitconfig"), jit);
     let fleet_requests = world.fleet.launch_calls() as u64;
     assert_eq!(by_job(calls, "EC2", "CreateFleet"), fleet_requests);
-    let (jit_items, _) = world.secrets.calls();
+    let (jit_items, _) = world.jit_store.calls();
     // Per job: `queued` and `in_progress` sent by the webhook; the job item and the JIT
     // item put; one claim transaction; four updates creating the runner and two binding
     // it to its job; one runner read creating it and two binding it, plus one pool read

@@ -19,7 +19,7 @@ fn crashing_scaler(p: &Pipeline, switch: &Arc<CrashSwitch>) -> Arc<Scaler> {
     let store: Arc<dyn RunnerStore> = p.store.clone();
     let launcher: Arc<dyn Launcher> = p.fleet.clone();
     let forge: Arc<dyn Forge> = p.scaler_forge.clone();
-    let secrets: Arc<dyn JitSecrets> = Arc::new(p.jit_configs());
+    let secrets: Arc<dyn JitConfigStore> = Arc::new(p.jit_configs());
     let queue: Arc<dyn JobQueue> = p.queue.clone();
     Arc::new(Scaler::new(
         p.config.clone(),

@@ -9,7 +9,7 @@ use aws_sdk_ec2::types::{
     InstanceStateName, ResourceType, ShutdownBehavior, Tag, TagSpecification,
 };
 use ephemera_aws::{DynamoJitConfigs, ResourceNames};
-use ephemera_core::ports::{JitConfig, JitSecrets};
+use ephemera_core::ports::{JitConfig, JitConfigStore};
 use ephemera_core::webhook::JobAction;
 use ephemera_tests::moto::Moto;
 use ephemera_tests::sim::{self, SimFaults, SimHandle};

@@ -1,7 +1,7 @@
 //! What the handler tests share: a configuration, fakes wired together, messages.
 
 use crate::config::Config;
-use crate::memory::{FakeFleet, FakeForge, MemoryQueue, MemorySecrets, MemoryStore};
+use crate::memory::{FakeFleet, FakeForge, MemoryQueue, MemoryJitStore, MemoryStore};
 use crate::message::{MessageKind, QueueMessage, VERSION};
 use std::sync::Arc;
 use time::OffsetDateTime;
@@ -39,7 +39,7 @@ pub struct World {
     pub store: Arc<MemoryStore>,
     pub fleet: Arc<FakeFleet>,
     pub forge: Arc<FakeForge>,
-    pub secrets: Arc<MemorySecrets>,
+    pub jit_store: Arc<MemoryJitStore>,
     pub queue: Arc<MemoryQueue>,
 }
 
@@ -50,7 +50,7 @@ impl World {
             store: Arc::new(MemoryStore::new()),
             fleet: Arc::new(FakeFleet::new()),
             forge: Arc::new(FakeForge::new()),
-            secrets: Arc::new(MemorySecrets::new()),
+            jit_store: Arc::new(MemoryJitStore::new()),
             queue: Arc::new(MemoryQueue::new()),
         }
     }
@@ -61,7 +61,7 @@ impl World {
             self.store.clone(),
             self.fleet.clone(),
             self.forge.clone(),
-            self.secrets.clone(),
+            self.jit_store.clone(),
             self.queue.clone(),
         ))
     }
@@ -72,7 +72,7 @@ impl World {
             self.store.clone(),
             self.fleet.clone(),
             self.forge.clone(),
-            self.secrets.clone(),
+            self.jit_store.clone(),
             self.queue.clone(),
         )
     }

@@ -44,7 +44,7 @@ pub fn world(world: &World) -> String {
             r.id, r.name, r.online, r.busy
         ));
     }
-    lines.push(format!("JIT secrets: {:?}", world.secrets.instance_ids()));
+    lines.push(format!("JIT config: {:?}", world.jit_store.instance_ids()));
     let deliveries = world.deliveries.deliveries();
     let failed: Vec<String> = deliveries
         .iter()

@@ -284,19 +284,19 @@ impl Forge for Gate {
 }
 
 #[async_trait]
-impl JitSecrets for Gate {
+impl JitConfigStore for Gate {
     async fn put(
         &self,
         instance_id: &str,
         runner_name: &str,
         jit: &JitConfig,
-    ) -> Result<(), SecretError> {
+    ) -> Result<(), JitStoreError> {
         self.switch.pass().await;
-        self.world.secrets.put(instance_id, runner_name, jit).await
+        self.world.jit_store.put(instance_id, runner_name, jit).await
     }
-    async fn delete(&self, instance_id: &str) -> Result<(), SecretError> {
+    async fn delete(&self, instance_id: &str) -> Result<(), JitStoreError> {
         self.switch.pass().await;
-        self.world.secrets.delete(instance_id).await
+        self.world.jit_store.delete(instance_id).await
     }
 }
 

@@ -338,7 +338,7 @@ impl World {
             if known || !(eager || rng.chance(BOOT_CHANCE)) {
                 continue;
             }
-            let Some((_, config)) = self.secrets.take(&instance.id) else {
+            let Some((_, config)) = self.jit_store.take(&instance.id) else {
                 continue;
             };
             let runner_id = parse_runner_id(config.expose_secret());

@@ -1,5 +1,5 @@
 //! The invariants, read from the fakes' own state — the table, EC2, GitHub's runners,
-//! the JIT secrets, the queue — never from what the handlers report they did.
+//! the JIT config, the queue — never from what the handlers report they did.
 //!
 //! [`check_always`] holds after every step, faults and crashes included;
 //! [`check_settled`] holds once the world has settled with faults off (where a pool with
@@ -190,7 +190,7 @@ pub fn check_job_records_follow_github(world: &World) -> Result<(), String> {
 
 /// Nothing left live but each pool's warm runners: exactly `min_idle` of them, each
 /// `running` and idle, on a live instance, online on GitHub and not busy. Every other
-/// instance, GitHub runner, JIT secret, live record or slot is a leak.
+/// instance, GitHub runner, JIT config, live record or slot is a leak.
 pub fn check_at_rest(world: &World) -> Result<(), String> {
     let live = live_records(world);
     // The candidates: idle running records of pools that keep warm runners. How many,
@@ -224,9 +224,9 @@ pub fn check_at_rest(world: &World) -> Result<(), String> {
     if !runners.is_empty() {
         return Err(format!("GitHub runners leaked: {}", runners.join(", ")));
     }
-    let secrets = world.secrets.instance_ids();
+    let secrets = world.jit_store.instance_ids();
     if !secrets.is_empty() {
-        return Err(format!("JIT secrets leaked: {}", secrets.join(", ")));
+        return Err(format!("JIT config leaked: {}", secrets.join(", ")));
     }
     let left: Vec<String> = live
         .iter()

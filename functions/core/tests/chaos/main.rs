@@ -26,7 +26,7 @@
 //! instances), the slot counter equal to the live records holding a slot, and no busy
 //! runner's instance terminated; with faults off the world must come to rest within four
 //! simulated hours (no job, webhook or queue message left waiting), with no live
-//! instance, GitHub runner, JIT secret, live record or slot left but a warm pool's runners
+//! instance, GitHub runner, JIT config, live record or slot left but a warm pool's runners
 //! (exactly `min_idle` of them, running, idle and online), every job ran exactly once (or
 //! was cancelled while queued), and every job has a job item that says what GitHub says
 //! of it (`completed`, never left `queued` or `in_progress`). So that this cannot pass

@@ -389,7 +389,7 @@ impl Schedule {
                 format!("the table fails the next {} {op:?} calls", times.min(2))
             }
             8 => {
-                world.secrets.fail_next(times.min(2));
+                world.jit_store.fail_next(times.min(2));
                 format!("SSM fails the next {} calls", times.min(2))
             }
             9 => {

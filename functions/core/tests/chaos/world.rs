@@ -1,5 +1,5 @@
 //! The world one schedule runs in: the in-memory fakes of every port (the table, EC2,
-//! GitHub's runners, the JIT secrets, the App's webhook deliveries log), the jobs queue
+//! GitHub's runners, the JIT config, the App's webhook deliveries log), the jobs queue
 //! as SQS behaves, and GitHub's side of the story — its jobs, the webhook deliveries it
 //! has yet to make (redeliveries asked for included), and which runner each instance
 //! brought online (played by [`crate::github`]).
@@ -7,7 +7,7 @@
 use crate::queue::SimQueue;
 use ephemera_core::config::Config;
 use ephemera_core::memory::{
-    FakeFleet, FakeForge, MemoryDeliveries, MemorySecrets, MemoryStore, StoreOp,
+    FakeFleet, FakeForge, MemoryDeliveries, MemoryJitStore, MemoryStore, StoreOp,
 };
 use ephemera_core::message::MessageKind;
 use ephemera_core::ports::Market;
@@ -143,7 +143,7 @@ pub struct World {
     pub store: Arc<MemoryStore>,
     pub fleet: Arc<FakeFleet>,
     pub forge: Arc<FakeForge>,
-    pub secrets: Arc<MemorySecrets>,
+    pub jit_store: Arc<MemoryJitStore>,
     pub deliveries: Arc<MemoryDeliveries>,
     pub queue: Arc<SimQueue>,
     github: Mutex<GitHub>,
@@ -163,7 +163,7 @@ impl World {
             store: Arc::new(MemoryStore::new()),
             fleet: Arc::new(FakeFleet::new()),
             forge: Arc::new(FakeForge::new()),
-            secrets: Arc::new(MemorySecrets::new()),
+            jit_store: Arc::new(MemoryJitStore::new()),
             deliveries: Arc::new(MemoryDeliveries::new(DELIVERIES_PER_PAGE)),
             queue: Arc::new(SimQueue::default()),
             github: Mutex::default(),
@@ -237,7 +237,7 @@ impl World {
         for op in STORE_OPS {
             self.store.fail(op, 0);
         }
-        self.secrets.fail_next(0);
+        self.jit_store.fail_next(0);
         self.queue.fail_sends(false);
     }
 }

@@ -1,6 +1,6 @@
 //! Deletion, graceful and forced: GitHub's DELETE first (422 = busy: the record goes back
 //! to `pending_delete` and the instance is kept, with no time limit), then the instance,
-//! then the JIT secret, then `deleted` with the slot given back. Provider errors back off
+//! then the JIT config, then `deleted` with the slot given back. Provider errors back off
 //! exponentially; forced deletion logs and ignores them and finishes in one pass.
 
 use super::{Reaper, ReaperReport, Snapshot, PARALLEL_DELETES};
@@ -109,11 +109,11 @@ impl Reaper {
                 }
                 warn!(runner = %name, %instance_id, error = %error_chain(&err), "terminate failed; ignored (force)");
             }
-            if let Err(err) = self.secrets.delete(instance_id).await {
+            if let Err(err) = self.jit_store.delete(instance_id).await {
                 if !force {
                     return self.back_off(&runner, &err, clock.now()).await;
                 }
-                warn!(runner = %name, %instance_id, error = %error_chain(&err), "JIT secret delete failed; ignored (force)");
+                warn!(runner = %name, %instance_id, error = %error_chain(&err), "JIT config delete failed; ignored (force)");
             }
         }
         let at = clock.now();

@@ -61,7 +61,7 @@ mod tests {
             Arc::new(MemoryStore::default()),
             Arc::new(FakeFleet::default()),
             Arc::new(FakeForge::default()),
-            Arc::new(MemorySecrets::default()),
+            Arc::new(MemoryJitStore::default()),
             Arc::new(MemoryQueue::default()),
         )
     }

@@ -125,7 +125,7 @@ pub struct Reaper {
     store: Arc<dyn RunnerStore>,
     fleet: Arc<dyn Fleet>,
     forge: Arc<dyn Forge>,
-    secrets: Arc<dyn JitSecrets>,
+    jit_store: Arc<dyn JitConfigStore>,
     queue: Arc<dyn JobQueue>,
     /// The App's webhook deliveries, for the redelivery sweep (none: no sweep).
     deliveries: Option<Arc<dyn HookDeliveries>>,
@@ -140,7 +140,7 @@ impl Reaper {
         store: Arc<dyn RunnerStore>,
         fleet: Arc<dyn Fleet>,
         forge: Arc<dyn Forge>,
-        secrets: Arc<dyn JitSecrets>,
+        jit_store: Arc<dyn JitConfigStore>,
         queue: Arc<dyn JobQueue>,
     ) -> Reaper {
         Reaper {
@@ -148,7 +148,7 @@ impl Reaper {
             store,
             fleet,
             forge,
-            secrets,
+            jit_store,
             queue,
             deliveries: None,
             metrics: Metrics::disabled(),

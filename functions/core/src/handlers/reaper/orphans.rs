@@ -1,5 +1,5 @@
 //! Rules 4 and 5, the orphan sweeps. An instance tagged for this deployment that no live
-//! record claims is terminated (its JIT secret deleted with it) once it is older than
+//! record claims is terminated (its JIT config deleted with it) once it is older than
 //! `reaper.orphan_grace` (10 min by default) and was a suspect in the previous run too. A GitHub runner
 //! with this deployment's name prefix, offline, is removed once a consistent read shows
 //! no live record by its name — through the same DELETE as every graceful deletion, so
@@ -55,8 +55,8 @@ impl Reaper {
                 warn!(%instance_id, error = %error_chain(&err), "cannot terminate orphan instance; next run retries");
                 continue;
             }
-            if let Err(err) = self.secrets.delete(&instance_id).await {
-                warn!(%instance_id, error = %error_chain(&err), "cannot delete orphan's JIT secret");
+            if let Err(err) = self.jit_store.delete(&instance_id).await {
+                warn!(%instance_id, error = %error_chain(&err), "cannot delete orphan's JIT config");
             }
             self.metrics
                 .record(Metric::OrphansReaped, &[(Dimension::Kind, "instance")], 1.0);

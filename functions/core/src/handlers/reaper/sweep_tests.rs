@@ -52,7 +52,7 @@ async fn orphan_instance_is_terminated_once_seen_in_two_runs_and_young_ones_are_
         encoded: secrecy::SecretString::from("jit"),
     };
     world
-        .secrets
+        .jit_store
         .put("i-orphan", "lost", &secret)
         .await
         .expect("put");
@@ -64,8 +64,8 @@ async fn orphan_instance_is_terminated_once_seen_in_two_runs_and_young_ones_are_
     let state = |id: &str| world.fleet.instance(id).map(|i| i.state);
     assert_eq!(state("i-orphan"), Some(InstanceState::Terminated));
     assert!(
-        world.secrets.get("i-orphan").is_none(),
-        "orphan's JIT secret left"
+        world.jit_store.get("i-orphan").is_none(),
+        "orphan's JIT config left"
     );
     assert_eq!(state("i-young"), Some(InstanceState::Running));
     let own = runner.instance_id.expect("instance");

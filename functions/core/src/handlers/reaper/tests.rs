@@ -45,7 +45,7 @@ async fn graceful_delete_removes_from_github_then_terminates_then_frees_the_slot
         Some(InstanceState::Terminated)
     );
     assert!(world.forge.runners().is_empty());
-    assert!(world.secrets.get(&instance_id).is_none());
+    assert!(world.jit_store.get(&instance_id).is_none());
     assert_eq!(world.store.slots_used(POOL), 0);
 }
 
@@ -125,7 +125,7 @@ async fn forced_delete_ignores_provider_errors_and_finishes_in_one_pass() {
         .await
         .expect("forced");
     world.fleet.fail_terminate_times(5);
-    world.secrets.fail_next(5);
+    world.jit_store.fail_next(5);
     world.forge.fail_next(1);
     let report = world.reaper().run(now(), far()).await.expect("run");
     assert_eq!(report.deleted, 1);

@@ -85,7 +85,7 @@ async fn warm_pool_is_filled_from_zero_to_min_idle() {
         .all(|r| r.status == InstanceStatus::Running && r.instance_id.is_some()));
     assert_eq!(world.forge.runners().len(), 2, "both registered");
     assert_eq!(
-        world.secrets.instance_ids().len(),
+        world.jit_store.instance_ids().len(),
         2,
         "JIT configs delivered"
     );

@@ -147,7 +147,7 @@ async fn the_claims_of_a_batch_never_hold_the_pool_item_at_once() {
         store.clone(),
         world.fleet.clone(),
         world.forge.clone(),
-        world.secrets.clone(),
+        world.jit_store.clone(),
         world.queue.clone(),
     ));
     let items = (1..=10)

@@ -51,7 +51,7 @@ impl CreateError {
 /// How a runner came to have a working JIT config.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Registration {
-    /// Registered now; the config is in the instance's secret.
+    /// Registered now; the config is in the instance's JIT item.
     Delivered,
     /// Registered by an earlier try, whose config reached the instance: GitHub shows the
     /// runner online or busy.
@@ -323,11 +323,11 @@ impl Scaler {
             .update_runner(&runner.name, &update, clock.now())
             .await
             .map_err(CreateError::retry)?;
-        self.secrets
+        self.jit_store
             .put(instance_id, &runner.name, &jit)
             .await
             .map_err(|err| match err {
-                SecretError::Rejected(_) => CreateError::Failed(Box::new(err)),
+                JitStoreError::Rejected(_) => CreateError::Failed(Box::new(err)),
                 other => CreateError::retry(other),
             })?;
         Ok(Registration::Delivered)

@@ -5,7 +5,7 @@
 //! record and takes a pool slot. **Launch**: the runners of one pool that need an
 //! instance get one EC2 request together (spot first when the pool asks for it, then
 //! on-demand for what spot could not give). **Finish**, each runner on its own: GitHub
-//! registration, JIT config into the instance's secret, `running`.
+//! registration, JIT config into the instance's JIT item, `running`.
 //!
 //! The record is written before anything exists outside the table, and each step is
 //! written back to it, so a retried message resumes where the last try stopped and every
@@ -149,7 +149,7 @@ pub struct Scaler {
     store: Arc<dyn RunnerStore>,
     launcher: Arc<dyn Launcher>,
     forge: Arc<dyn Forge>,
-    secrets: Arc<dyn JitSecrets>,
+    jit_store: Arc<dyn JitConfigStore>,
     queue: Arc<dyn JobQueue>,
     capacity_retry: Duration,
     pace: Option<Arc<RegistrationPace>>,
@@ -166,7 +166,7 @@ impl Scaler {
         store: Arc<dyn RunnerStore>,
         launcher: Arc<dyn Launcher>,
         forge: Arc<dyn Forge>,
-        secrets: Arc<dyn JitSecrets>,
+        jit_store: Arc<dyn JitConfigStore>,
         queue: Arc<dyn JobQueue>,
     ) -> Scaler {
         Scaler {
@@ -174,7 +174,7 @@ impl Scaler {
             store,
             launcher,
             forge,
-            secrets,
+            jit_store,
             queue,
             capacity_retry: CAPACITY_RETRY,
             pace: None,

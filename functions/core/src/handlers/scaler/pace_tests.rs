@@ -13,7 +13,7 @@ fn paced(world: &World, per_second: f64, burst: f64) -> Arc<Scaler> {
             world.store.clone(),
             world.fleet.clone(),
             world.forge.clone(),
-            world.secrets.clone(),
+            world.jit_store.clone(),
             world.queue.clone(),
         )
         .with_registration_pace(pace),

@@ -32,7 +32,7 @@ async fn queued_job_gets_one_running_runner_with_its_jit_config_delivered() {
     assert!(name.starts_with("eph-linux-"));
     let instance_id = runner.instance_id.clone().expect("instance recorded");
     let (secret_owner, _) = world
-        .secrets
+        .jit_store
         .get(&instance_id)
         .expect("JIT config delivered to the instance");
     assert_eq!(secret_owner, name);
@@ -447,7 +447,7 @@ async fn two_deliveries_resuming_one_runner_at_once_launch_once() {
     let runner = world.store.runners().pop().expect("record");
     let instance_id = runner.instance_id.expect("instance recorded");
     assert!(
-        world.secrets.get(&instance_id).is_some(),
+        world.jit_store.get(&instance_id).is_some(),
         "the JIT config went to the instance the record names"
     );
 }

@@ -1,4 +1,4 @@
-//! [`MemorySecrets`]: where JIT configs wait for their instances, as a map.
+//! [`MemoryJitStore`]: where JIT configs wait for their instances, as a map.
 //!
 //! Keyed by instance id, as the DynamoDB item is keyed by the instance's ARN, so a test
 //! can check that the config went to the instance launched for the runner and that the
@@ -6,20 +6,20 @@
 //! the DynamoDB adapter's conditional put refuses it.
 
 use super::{lock, spend, InjectedFailure};
-use crate::ports::{JitConfig, JitSecrets, SecretError};
+use crate::ports::{JitConfig, JitConfigStore, JitStoreError};
 use async_trait::async_trait;
 use secrecy::SecretString;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-/// Construct with [`MemorySecrets::new`]; read with [`get`](MemorySecrets::get).
+/// Construct with [`MemoryJitStore::new`]; read with [`get`](MemoryJitStore::get).
 #[derive(Debug, Default)]
-pub struct MemorySecrets {
-    state: Mutex<SecretsState>,
+pub struct MemoryJitStore {
+    state: Mutex<JitStoreState>,
 }
 
 #[derive(Debug, Default)]
-struct SecretsState {
+struct JitStoreState {
     /// instance id → (runner name, GitHub runner id, JIT config)
     stored: BTreeMap<String, (String, u64, SecretString)>,
     failures: u32,
@@ -27,9 +27,9 @@ struct SecretsState {
     deletes: usize,
 }
 
-impl MemorySecrets {
-    pub fn new() -> MemorySecrets {
-        MemorySecrets::default()
+impl MemoryJitStore {
+    pub fn new() -> MemoryJitStore {
+        MemoryJitStore::default()
     }
 
     /// The runner name and JIT config stored for `instance_id`.
@@ -39,12 +39,12 @@ impl MemorySecrets {
         Some((runner.clone(), config.clone()))
     }
 
-    /// The instance ids that have a secret waiting, sorted.
+    /// The instance ids that have a JIT config waiting, sorted.
     pub fn instance_ids(&self) -> Vec<String> {
         lock(&self.state).stored.keys().cloned().collect()
     }
 
-    /// Reads and removes the secret for `instance_id`, as the runner's bootstrap script
+    /// Reads and removes the JIT config for `instance_id`, as the runner's bootstrap script
     /// does on its instance (no call counted, no injected failure spent).
     pub fn take(&self, instance_id: &str) -> Option<(String, SecretString)> {
         let (runner, _, config) = lock(&self.state).stored.remove(instance_id)?;
@@ -52,7 +52,7 @@ impl MemorySecrets {
     }
 
     /// Makes the next `times` calls (`put` or `delete`) fail with
-    /// [`SecretError::Transient`] and change nothing.
+    /// [`JitStoreError::Transient`] and change nothing.
     pub fn fail_next(&self, times: u32) {
         lock(&self.state).failures = times;
     }
@@ -65,23 +65,23 @@ impl MemorySecrets {
 }
 
 #[async_trait]
-impl JitSecrets for MemorySecrets {
+impl JitConfigStore for MemoryJitStore {
     async fn put(
         &self,
         instance_id: &str,
         runner_name: &str,
         jit: &JitConfig,
-    ) -> Result<(), SecretError> {
+    ) -> Result<(), JitStoreError> {
         let mut state = lock(&self.state);
         state.puts += 1;
         if spend(&mut state.failures) {
-            return Err(SecretError::Transient(Box::new(InjectedFailure(
-                "put secret",
+            return Err(JitStoreError::Transient(Box::new(InjectedFailure(
+                "put JIT config",
             ))));
         }
         if let Some((_, stored, _)) = state.stored.get(instance_id) {
             if *stored > jit.runner_id {
-                return Err(SecretError::Superseded { stored: *stored });
+                return Err(JitStoreError::Superseded { stored: *stored });
             }
         }
         let value = (runner_name.to_owned(), jit.runner_id, jit.encoded.clone());
@@ -89,12 +89,12 @@ impl JitSecrets for MemorySecrets {
         Ok(())
     }
 
-    async fn delete(&self, instance_id: &str) -> Result<(), SecretError> {
+    async fn delete(&self, instance_id: &str) -> Result<(), JitStoreError> {
         let mut state = lock(&self.state);
         state.deletes += 1;
         if spend(&mut state.failures) {
-            return Err(SecretError::Transient(Box::new(InjectedFailure(
-                "delete secret",
+            return Err(JitStoreError::Transient(Box::new(InjectedFailure(
+                "delete JIT config",
             ))));
         }
         state.stored.remove(instance_id);
@@ -115,34 +115,34 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_later_registration_replaces_and_delete_of_an_absent_secret_succeeds() {
-        let secrets = MemorySecrets::new();
-        secrets.put("i-1", "r", &jit(1, "one")).await.expect("put");
-        secrets
+    async fn a_later_registration_replaces_and_delete_of_an_absent_config_succeeds() {
+        let store = MemoryJitStore::new();
+        store.put("i-1", "r", &jit(1, "one")).await.expect("put");
+        store
             .put("i-1", "r", &jit(1, "one"))
             .await
             .expect("again");
-        secrets.put("i-1", "r", &jit(2, "two")).await.expect("put");
-        let (runner, config) = secrets.get("i-1").expect("stored");
+        store.put("i-1", "r", &jit(2, "two")).await.expect("put");
+        let (runner, config) = store.get("i-1").expect("stored");
         assert_eq!((runner.as_str(), config.expose_secret()), ("r", "two"));
-        secrets.delete("i-1").await.expect("delete");
-        secrets
+        store.delete("i-1").await.expect("delete");
+        store
             .delete("i-1")
             .await
             .expect("already gone is deleted");
-        assert!(secrets.instance_ids().is_empty());
+        assert!(store.instance_ids().is_empty());
     }
 
     #[tokio::test]
     async fn an_earlier_registration_does_not_clobber_a_later_one() {
-        let secrets = MemorySecrets::new();
-        secrets
+        let store = MemoryJitStore::new();
+        store
             .put("i-1", "r", &jit(7, "seven"))
             .await
             .expect("put");
-        let late = secrets.put("i-1", "r", &jit(6, "six")).await;
-        assert!(matches!(late, Err(SecretError::Superseded { stored: 7 })));
-        let (_, config) = secrets.get("i-1").expect("stored");
+        let late = store.put("i-1", "r", &jit(6, "six")).await;
+        assert!(matches!(late, Err(JitStoreError::Superseded { stored: 7 })));
+        let (_, config) = store.get("i-1").expect("stored");
         assert_eq!(config.expose_secret(), "seven");
     }
 }
