@@ -80,8 +80,6 @@ class FigureError(Exception):
     """A page names a figure its file does not have."""
 
 
-# ---------------------------------------------------------------------------- stamps
-
 
 def fingerprint(paths):
     """The hash of the tracked content of `paths` (blob ids and modes, as git holds them)."""
@@ -138,8 +136,6 @@ def stale(name):
     return f"{name} is older than the code it measures{since}: {regenerate}"
 
 
-# ---------------------------------------------------------------------------- values
-
 
 def load(name):
     return json.loads((ROOT / name).read_text())
@@ -187,8 +183,6 @@ def figure(name, spec):
         return f"{value / 1e6:.1f} MB"
     return number(value, int(form) if form else None)
 
-
-# ---------------------------------------------------------------------------- renderers
 
 
 def table(header, rows):
@@ -315,8 +309,6 @@ RENDERERS = {
     "model-vs-peer": render_model_vs_peer,
 }
 
-
-# ---------------------------------------------------------------------------- pages
 
 
 def pages():
