@@ -54,8 +54,8 @@ test-bootstrap: venv
 ## conformance: the GitHub simulator's recorded REST exchanges checked against GitHub's
 ## bench: the figures of docs/performance.md (webhook handling into bench/webhook.json;
 ## binary sizes and cold starts, a 1,000-job burst, the reaper over 100,000 items into
-## bench/results.json), each stamped with the code it measured (tests/docs/figures.py);
-## then `make docs-figures` writes them into the pages
+## bench/results.json), each stamped with the code it measured (tests/docs/figures.py),
+## then written into the pages (as `make docs-figures` does)
 bench: venv
 	@mkdir -p bench
 	EPHEMERA_BENCH_WEBHOOK_OUT=$(CURDIR)/bench/webhook.json \
@@ -66,6 +66,7 @@ bench: venv
 	MOTO_SERVER=$(CURDIR)/$(VENV)/bin/moto_server target/debug/bench \
 		--webhook bench/webhook.json --bin-dir target/release --out bench/results.json $(BENCH_ARGS)
 	$(VENV)/bin/python tests/docs/figures.py --stamp bench/results.json
+	$(VENV)/bin/python tests/docs/figures.py --write
 
 ## OpenAPI description (@octokit/openapi, pinned in tests/conformance), and known-bad
 ## exchanges (wrong path, method, body) shown to be rejected
@@ -86,13 +87,14 @@ conformance: venv
 
 ## bench-model: bursts of 100, 1,000 and 10,000 jobs on a model of AWS's and GitHub's
 ## quotas (the real handlers on the in-memory ports, simulated time; a few minutes on
-## 2 cores) into bench/model.json, stamped with the code it measured; see
-## docs/performance.md "At scale"
+## 2 cores) into bench/model.json, stamped with the code it measured and written into
+## the pages; see docs/performance.md "At scale"
 bench-model: venv
 	@mkdir -p bench
 	$(CARGO) build --release -p ephemera-model --bin bench-model
 	target/release/bench-model --out bench/model.json $(BENCH_MODEL_ARGS)
 	$(VENV)/bin/python tests/docs/figures.py --stamp bench/model.json
+	$(VENV)/bin/python tests/docs/figures.py --write
 
 ## check-figures: every figure of README.md and docs/ is what its bench file holds, and
 ## every bench file is as new as the code it measures (tests/docs/figures.py says which
