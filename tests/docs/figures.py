@@ -8,9 +8,9 @@ A page holds measured figures only in two forms, both written from bench/*.json:
   `PATH|N` rounds to N decimals, `PATH|MB` writes bytes as megabytes.
 
 Each bench file carries a `source` stamp: the paths of the code it measures and a hash of
-their tracked content as git's index holds it (`git ls-files -s`). `make bench*` stamps what it writes; the check
-recomputes the hash, so a file older than the code it measures fails, naming the command
-that regenerates it.
+their tracked content as git's index holds it (`git ls-files -s`). `make bench*` stamps
+what it writes; the check recomputes the hash, so a file older than the code it measures
+fails, naming the command that regenerates it.
 
     python tests/docs/figures.py --check            # make check-figures (in make test)
     python tests/docs/figures.py --write            # make docs-figures
