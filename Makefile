@@ -7,7 +7,7 @@ VENV := .venv
 VENV_STAMP := $(VENV)/.installed-$(shell cat requirements-dev.txt constraints-dev.txt | sha256sum | cut -c1-12)
 CARGO ?= cargo
 
-.PHONY: all venv demo up test test-rust test-bootstrap bench bench-model lint fmt clean-venv
+.PHONY: all venv demo up test test-rust test-bootstrap bench bench-model check-figures docs-figures lint fmt clean-venv
 
 all: test
 
@@ -34,8 +34,9 @@ up: venv
 	MOTO_SERVER=$(CURDIR)/$(VENV)/bin/moto_server EPHEMERA_BIN=$(CURDIR)/target/debug/ephemera \
 		target/debug/demo --up --config infra/config.example.yaml
 
-## test: formatting, lints, unit, adapter and end-to-end tests, and the runner bootstrap
-test: venv lint lint-infra test-rust test-bootstrap conformance
+## test: formatting, lints, unit, adapter and end-to-end tests, the runner bootstrap, and
+## the figures of README.md and docs/ against the bench files
+test: venv lint lint-infra check-figures test-rust test-bootstrap conformance
 
 test-rust: venv
 	$(CARGO) build --workspace --bins   # the CLI tests drive the built `ephemera` binary
@@ -51,16 +52,21 @@ test-bootstrap: venv
 	MOTO_SERVER=$(CURDIR)/$(VENV)/bin/moto_server $(VENV)/bin/python -m unittest discover -s tests/bootstrap -v
 
 ## conformance: the GitHub simulator's recorded REST exchanges checked against GitHub's
-## bench: the figures in the README (webhook handling, binary sizes and cold starts, a
-## 1,000-job burst, the reaper over 100,000 items) into bench/results.json
+## bench: the figures of docs/performance.md (webhook handling into bench/webhook.json;
+## binary sizes and cold starts, a 1,000-job burst, the reaper over 100,000 items into
+## bench/results.json), each stamped with the code it measured (tests/docs/figures.py),
+## then written into the pages (as `make docs-figures` does)
 bench: venv
 	@mkdir -p bench
 	EPHEMERA_BENCH_WEBHOOK_OUT=$(CURDIR)/bench/webhook.json \
 		$(CARGO) bench -p ephemera-core --bench webhook
+	$(VENV)/bin/python tests/docs/figures.py --stamp bench/webhook.json
 	$(CARGO) build --release -p ephemera-webhook -p ephemera-scaler -p ephemera-reaper
 	$(CARGO) build --workspace --bins   # the bench binary, built as make test builds it (no rebuild)
 	MOTO_SERVER=$(CURDIR)/$(VENV)/bin/moto_server target/debug/bench \
 		--webhook bench/webhook.json --bin-dir target/release --out bench/results.json $(BENCH_ARGS)
+	$(VENV)/bin/python tests/docs/figures.py --stamp bench/results.json
+	$(VENV)/bin/python tests/docs/figures.py --write
 
 ## OpenAPI description (@octokit/openapi, pinned in tests/conformance), and known-bad
 ## exchanges (wrong path, method, body) shown to be rejected
@@ -81,11 +87,25 @@ conformance: venv
 
 ## bench-model: bursts of 100, 1,000 and 10,000 jobs on a model of AWS's and GitHub's
 ## quotas (the real handlers on the in-memory ports, simulated time; a few minutes on
-## 2 cores) into bench/model.json; see README "At scale"
-bench-model:
+## 2 cores) into bench/model.json, stamped with the code it measured and written into
+## the pages; see docs/performance.md "At scale"
+bench-model: venv
 	@mkdir -p bench
 	$(CARGO) build --release -p ephemera-model --bin bench-model
 	target/release/bench-model --out bench/model.json $(BENCH_MODEL_ARGS)
+	$(VENV)/bin/python tests/docs/figures.py --stamp bench/model.json
+	$(VENV)/bin/python tests/docs/figures.py --write
+
+## check-figures: every figure of README.md and docs/ is what its bench file holds, and
+## every bench file is as new as the code it measures (tests/docs/figures.py says which
+## file is stale and which command regenerates it)
+check-figures: venv
+	$(VENV)/bin/python tests/docs/figures.py --check
+	$(VENV)/bin/python -m unittest discover -s tests/docs
+
+## docs-figures: write the figures of README.md and docs/ from bench/*.json
+docs-figures: venv
+	$(VENV)/bin/python tests/docs/figures.py --write
 
 lint:
 	$(CARGO) fmt --all --check

@@ -1,0 +1,81 @@
+"""The figure check fails on a page that quotes what its bench file does not hold, and on a
+bench file older than the code it measures (`make check-figures`)."""
+
+import json
+import shutil
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import figures  # noqa: E402
+
+MODEL = {
+    "seed": 1,
+    "bursts": [{"jobs": 1000, "settings": "default", "all_registered_s": 297.5}],
+    "peer": {},
+}
+
+
+class FigureCheck(unittest.TestCase):
+    def setUp(self):
+        self.root = Path(tempfile.mkdtemp())
+        self.addCleanup(shutil.rmtree, self.root)
+        (self.root / "bench").mkdir()
+        (self.root / "docs").mkdir()
+        (self.root / "bench/model.json").write_text(json.dumps(MODEL))
+        self.saved = figures.ROOT, figures.BENCHES, figures.fingerprint
+        self.addCleanup(self.restore)
+        figures.ROOT = self.root
+        figures.BENCHES = {"bench/model.json": {"command": "make bench-model", "paths": ["functions/model/src"]}}
+        figures.fingerprint = lambda paths: "today"
+        self.stamp("today")
+
+    def restore(self):
+        figures.ROOT, figures.BENCHES, figures.fingerprint = self.saved
+
+    def stamp(self, sha):
+        data = dict(MODEL, source={"paths": ["functions/model/src"], "sha256": sha})
+        (self.root / "bench/model.json").write_text(json.dumps(data))
+
+    def page(self, figure):
+        marker = "<!--fig bench/model.json bursts[jobs=1000,settings=default].all_registered_s-->"
+        (self.root / "README.md").write_text(f"All registered after {marker}{figure}<!--/fig--> s.\n")
+
+    def test_a_page_quoting_its_file_passes(self):
+        self.page("297.5")
+        self.assertEqual(figures.check(), 0)
+
+    def test_a_changed_figure_fails(self):
+        self.page("297.6")
+        self.assertEqual(figures.check(), 1)
+
+    def test_write_puts_the_file_figure_back(self):
+        self.page("290")
+        figures.write()
+        self.assertIn("-->297.5<!--/fig-->", (self.root / "README.md").read_text())
+        self.assertEqual(figures.check(), 0)
+
+    def test_a_block_edited_by_hand_fails(self):
+        self.page("297.5")
+        block = figures.render_model_vs_peer()
+        (self.root / "docs/performance.md").write_text(
+            f"<!-- figures:model-vs-peer -->\n{block}edited\n<!-- /figures -->\n"
+        )
+        self.assertEqual(figures.check(), 1)
+
+    def test_a_bench_file_older_than_its_code_fails_naming_the_command(self):
+        self.page("297.5")
+        self.stamp("yesterday")
+        self.assertIn("make bench-model", figures.stale("bench/model.json"))
+        self.assertEqual(figures.check(), 1)
+
+    def test_an_unstamped_bench_file_fails(self):
+        self.page("297.5")
+        (self.root / "bench/model.json").write_text(json.dumps(MODEL))
+        self.assertIn("no source stamp", figures.stale("bench/model.json"))
+
+
+if __name__ == "__main__":
+    unittest.main()
