@@ -80,7 +80,7 @@ async fn world() -> anyhow::Result<World> {
 /// test world does it for them.
 async fn functions_run_the_current_configuration(world: &World) -> anyhow::Result<()> {
     let ssm = aws_sdk_ssm::Client::new(&world.sdk);
-    let loaded = ephemera_aws::lambda::load_config_or_default(
+    let loaded = ephemera_aws::config_source::load_config_or_default(
         &ssm,
         world.stack.output("ConfigParameterName")?,
         Some(world.stack.output("DefaultConfigParameterName")?),
