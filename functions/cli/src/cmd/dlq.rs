@@ -13,7 +13,7 @@
 use crate::errors::aws;
 use crate::exit::{Failure, Outcome, USAGE};
 use crate::render::{age, colour_stdout, Cell, Table};
-use crate::target::{Deployment, QueueArg, StackArgs, TableArg, TargetArgs};
+use crate::target::{Deployment, DeploymentCommand, QueueArg, StackArgs, TableArg, TargetArgs};
 use crate::views::print_json;
 use anyhow::Context;
 use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
@@ -49,11 +49,15 @@ pub struct ListArgs {
     table: TableArg,
 }
 
-impl ListArgs {
-    pub fn target(&self) -> TargetArgs {
+impl DeploymentCommand for ListArgs {
+    fn target(&self) -> TargetArgs {
         TargetArgs::new(&self.stack)
             .queue(&self.queue)
             .table(&self.table)
+    }
+
+    async fn run(self, deployment: &mut Deployment) -> Outcome {
+        list(deployment, self).await
     }
 }
 
@@ -68,9 +72,13 @@ pub struct RedriveArgs {
     queue: QueueArg,
 }
 
-impl RedriveArgs {
-    pub fn target(&self) -> TargetArgs {
+impl DeploymentCommand for RedriveArgs {
+    fn target(&self) -> TargetArgs {
         TargetArgs::new(&self.stack).queue(&self.queue)
+    }
+
+    async fn run(self, deployment: &mut Deployment) -> Outcome {
+        redrive(deployment, self).await
     }
 }
 

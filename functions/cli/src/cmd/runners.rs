@@ -9,8 +9,8 @@
 use crate::exit::{Failure, Outcome, BUSY, GITHUB, NOT_FOUND, REFUSED};
 use crate::render::{age, colour_stdout, or_dash, when, Cell, Table};
 use crate::target::{
-    ConfigFileArg, ConfigParameterArg, Deployment, GitHubArgs, GitHubKeyArgs, StackArgs, TableArg,
-    TargetArgs,
+    ConfigFileArg, ConfigParameterArg, Deployment, DeploymentCommand, GitHubArgs, GitHubKeyArgs,
+    StackArgs, TableArg, TargetArgs,
 };
 use crate::views::{print_json, RunnerDetail, RunnerRow};
 use clap::builder::PossibleValue;
@@ -42,9 +42,13 @@ pub struct ListArgs {
     table: TableArg,
 }
 
-impl ListArgs {
-    pub fn target(&self) -> TargetArgs {
+impl DeploymentCommand for ListArgs {
+    fn target(&self) -> TargetArgs {
         TargetArgs::new(&self.stack).table(&self.table)
+    }
+
+    async fn run(self, deployment: &mut Deployment) -> Outcome {
+        list(deployment, self).await
     }
 }
 
@@ -85,9 +89,13 @@ pub struct ShowArgs {
     table: TableArg,
 }
 
-impl ShowArgs {
-    pub fn target(&self) -> TargetArgs {
+impl DeploymentCommand for ShowArgs {
+    fn target(&self) -> TargetArgs {
         TargetArgs::new(&self.stack).table(&self.table)
+    }
+
+    async fn run(self, deployment: &mut Deployment) -> Outcome {
+        show(deployment, self).await
     }
 }
 
@@ -117,15 +125,19 @@ pub struct DeleteArgs {
     github: GitHubKeyArgs,
 }
 
-impl DeleteArgs {
-    pub fn target(&self) -> TargetArgs {
+impl DeploymentCommand for DeleteArgs {
+    fn target(&self) -> TargetArgs {
         TargetArgs::new(&self.stack)
             .table(&self.table)
             .config_parameter(&self.config_parameter)
     }
 
-    pub fn github(&self) -> GitHubArgs {
+    fn github(&self) -> GitHubArgs {
         GitHubArgs::new(&self.config, Some(&self.github))
+    }
+
+    async fn run(self, deployment: &mut Deployment) -> Outcome {
+        delete(deployment, self).await
     }
 }
 

@@ -24,7 +24,7 @@ use aws_config::SdkConfig;
 use aws_sdk_ec2::error::ProvideErrorMetadata;
 use aws_sdk_ec2::types::{InstanceType, LaunchTemplateSpecification};
 use aws_sdk_sqs::types::QueueAttributeName;
-use ephemera_aws::lambda::{load_config_or_default, LoadedConfig};
+use ephemera_aws::config_source::{load_config_or_default, LoadedConfig};
 use ephemera_aws::running::RunningConfig;
 use std::collections::BTreeMap;
 

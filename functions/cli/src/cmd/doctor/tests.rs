@@ -5,7 +5,7 @@ use super::checks::{diagnose, Ports, Request, APP_KEY_PLACEHOLDER};
 use super::ports::*;
 use super::report::{Report, Status};
 use async_trait::async_trait;
-use ephemera_aws::lambda::LoadedConfig;
+use ephemera_aws::config_source::LoadedConfig;
 use ephemera_core::config::Config;
 use ephemera_core::ports::{ForgeError, HookDelivery};
 use ephemera_github::AppDescription;
