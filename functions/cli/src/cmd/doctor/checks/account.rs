@@ -2,7 +2,17 @@
 //! Quotas against what the pools and the scaler may use), and `iam.simulate` (the
 //! functions' and the runners' roles, simulated for the calls they make).
 
-use super::*;
+use super::{Ports, Request};
+use crate::cmd::doctor::iam::{simulate_roles, Names};
+use crate::cmd::doctor::quotas;
+use crate::cmd::doctor::report::{Check, Report};
+use crate::errors::describe;
+use ephemera_aws::stack::{
+    APP_KEY_SECRET, CONFIG_PARAMETER_NAME, DEFAULT_CONFIG_PARAMETER_NAME, JIT_TABLE_NAME,
+    QUEUE_URL, TABLE_NAME, WEBHOOK_SECRET,
+};
+use ephemera_core::config::Config;
+use std::collections::BTreeMap;
 
 /// `iam.simulate`, per role of the stack.
 pub(super) async fn iam_checks(

@@ -1,7 +1,13 @@
 //! The App key: the secret holds a real RSA private key, not the placeholder a new
 //! stack puts there, and the GitHub port is built with it.
 
-use super::*;
+use super::{Ports, Request, APP_KEY_PLACEHOLDER};
+use crate::cmd::doctor::ports::GitHubPort;
+use crate::cmd::doctor::report::{Check, Report};
+use crate::errors::describe;
+use ephemera_aws::stack::APP_KEY_SECRET;
+use ephemera_core::config::Config;
+use std::collections::BTreeMap;
 
 /// `github.app_key`: the secret holds a real RSA private key; the GitHub port built
 /// with it.

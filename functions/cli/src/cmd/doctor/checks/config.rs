@@ -1,7 +1,14 @@
 //! The configuration: the one the functions read parses and validates, and each
 //! function runs the parameter's current version.
 
-use super::*;
+use super::Request;
+use crate::cmd::doctor::ports::StackPort;
+use crate::cmd::doctor::report::{Check, Report};
+use crate::errors::describe;
+use ephemera_aws::config_source::LoadedConfig;
+use ephemera_aws::running::FUNCTIONS;
+use ephemera_aws::stack::{CONFIG_PARAMETER_NAME, DEFAULT_CONFIG_PARAMETER_NAME, TABLE_NAME};
+use std::collections::BTreeMap;
 
 /// `config.valid`: the configuration the functions read parses and validates.
 pub(super) async fn config_check(

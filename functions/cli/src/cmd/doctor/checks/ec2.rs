@@ -1,7 +1,12 @@
 //! Each pool's EC2 launch: the launch template, subnets and security groups exist, the
 //! instance types run the image's architecture, and a dry-run launch is allowed.
 
-use super::*;
+use crate::cmd::doctor::ports::{DryRunAnswer, DryRunLaunch, Ec2Port};
+use crate::cmd::doctor::report::{Check, Report};
+use crate::errors::describe;
+use ephemera_aws::stack::LAUNCH_TEMPLATE_NAME;
+use ephemera_core::config::{Config, PoolConfig};
+use std::collections::BTreeMap;
 
 /// `ec2.launch_template`, `ec2.subnets`, `ec2.security_groups`, `ec2.architecture` and
 /// `ec2.dry_run` for one pool.

@@ -2,7 +2,13 @@
 //! needs are granted, the webhook URL is the stack's, the App is installed where the
 //! pools need it, and recent deliveries reached the webhook.
 
-use super::*;
+use super::Request;
+use crate::cmd::doctor::ports::GitHubPort;
+use crate::cmd::doctor::report::{Check, Report};
+use ephemera_aws::stack::{APP_KEY_SECRET, WEBHOOK_URL};
+use ephemera_core::config::{Config, Scope};
+use ephemera_core::ports::ForgeError;
+use std::collections::BTreeMap;
 
 /// The App permissions ephemera's calls need: runners registered and removed on the
 /// organization (`scope: org`) or the repositories (`scope: repo`), and jobs read by

@@ -24,22 +24,13 @@ use github::github_checks;
 pub use github::{accounts_to_check, needed_permissions};
 use stack::stack_checks;
 
-use super::iam::{simulate_roles, IamPort, Names};
-use super::ports::{
-    DryRunAnswer, DryRunLaunch, Ec2Port, GitHubConnector, GitHubPort, QuotaPort, StackPort,
-};
-use super::quotas;
+use super::iam::IamPort;
+use super::ports::{Ec2Port, GitHubConnector, QuotaPort, StackPort};
 use super::report::{Check, Report};
-use crate::errors::describe;
-use ephemera_aws::config_source::LoadedConfig;
-use ephemera_aws::running::FUNCTIONS;
 use ephemera_aws::stack::{
-    APP_KEY_SECRET, CONFIG_PARAMETER_NAME, DEFAULT_CONFIG_PARAMETER_NAME, JIT_TABLE_NAME,
-    LAUNCH_TEMPLATE_NAME, QUEUE_URL, TABLE_NAME, WEBHOOK_SECRET, WEBHOOK_URL,
+    APP_KEY_SECRET, CONFIG_PARAMETER_NAME, DEFAULT_CONFIG_PARAMETER_NAME, LAUNCH_TEMPLATE_NAME,
+    QUEUE_URL, TABLE_NAME,
 };
-use ephemera_core::config::{Config, PoolConfig, Scope};
-use ephemera_core::ports::ForgeError;
-use std::collections::BTreeMap;
 
 /// What template.yaml puts into the App key secret it creates.
 pub const APP_KEY_PLACEHOLDER: &str = "not-set-put-the-github-app-private-key-pem-here";

@@ -1,7 +1,12 @@
 //! The stack itself: its status, the outputs every other check reads, and the table
 //! and queue they name.
 
-use super::*;
+use super::{Request, REQUIRED_OUTPUTS};
+use crate::cmd::doctor::ports::StackPort;
+use crate::cmd::doctor::report::{Check, Report};
+use crate::errors::describe;
+use ephemera_aws::stack::{QUEUE_URL, TABLE_NAME};
+use std::collections::BTreeMap;
 
 /// `stack.status`, `stack.outputs`, `stack.table`, `stack.queue`; the outputs and the
 /// parameters, unless the stack cannot be read.
