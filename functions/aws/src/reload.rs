@@ -9,10 +9,13 @@
 //! [`FORCED_CHECK_GAP`]. A check that fails keeps the handler it has. Every build logs
 //! the configuration version it runs and records it in the runners table
 //! ([`crate::running`], when the function has `EPHEMERA_TABLE`), for `ephemera doctor`.
+//!
+//! The environment is [`crate::lambda`]'s and the reading of the parameter
+//! [`crate::config_source`]'s; this module uses both, and neither uses it.
 
 use crate::lambda::{
-    LambdaEnv, CONFIG_PARAMETER, GITHUB_KEY_SECRET_ID, TABLE, WEBHOOK_PREVIOUS_SECRET_ID,
-    WEBHOOK_SECRET_ID,
+    app_key_fix, LambdaEnv, CONFIG_PARAMETER, GITHUB_KEY_SECRET_ID, TABLE,
+    WEBHOOK_PREVIOUS_SECRET_ID, WEBHOOK_SECRET_ID,
 };
 use anyhow::Context;
 use ephemera_core::config::Config;
@@ -52,9 +55,9 @@ impl Sources {
             .with_context(|| format!("secret {var} was not read"))
     }
 
-    /// The GitHub App's private key among these sources, checked to be a PEM private key:
-    /// the stack creates the secret with a placeholder, and an error here names the
-    /// secret and the fix.
+    /// The GitHub App's private key among these sources, checked to be a PEM private
+    /// key: the stack creates the secret with a placeholder, and an error here names
+    /// the secret and the fix.
     pub fn app_key(&self, env: &LambdaEnv) -> anyhow::Result<SecretString> {
         let id = env.var(GITHUB_KEY_SECRET_ID)?;
         let key = &self.secret(GITHUB_KEY_SECRET_ID)?.value;
@@ -62,14 +65,14 @@ impl Sources {
             anyhow::bail!(
                 "secret {id} does not hold a PEM private key (a new stack holds a \
                  placeholder); {}",
-                crate::lambda::app_key_fix(&id)
+                app_key_fix(&id)
             );
         }
         Ok(key.clone())
     }
 
-    /// The webhook secrets among these sources: the current one and, during a rotation, the
-    /// previous one (the secret named by `EPHEMERA_WEBHOOK_PREVIOUS_SECRET_ID` when set,
+    /// The webhook secrets among these sources: the current one and, during a rotation,
+    /// the previous one (the secret named by `EPHEMERA_WEBHOOK_PREVIOUS_SECRET_ID` when set,
     /// else the secret's own previous value within its rotation window).
     pub fn webhook_secrets(&self) -> anyhow::Result<WebhookSecrets> {
         let current = self.secret(WEBHOOK_SECRET_ID)?;
