@@ -17,11 +17,11 @@
 //! NoSuchResourceException for EC2's vCPU quotas and Lambda's concurrent executions, and
 //! it has no GetAWSDefaultServiceQuota), so here `quotas.vcpu` and `lambda.concurrency`
 //! warn that the quota is unknown, and nothing else may warn. The "quota too low" setups
-//! are tested on the ports (`functions/cli/src/doctor/tests.rs`: on-demand, spot, a G
-//! type, Lambda concurrency). moto does not implement IAM's SimulatePrincipalPolicy
-//! either: `iam.simulate` warns for each role here; its decisions are tested on the
-//! ports, and the requests it makes are checked against template.yaml's policies by
-//! `template::simulations`.
+//! are tested on the ports (`functions/cli/src/cmd/doctor/tests/account.rs`:
+//! on-demand, spot, a G type, Lambda concurrency). moto does not implement IAM's
+//! SimulatePrincipalPolicy either: `iam.simulate` warns for each role here; its
+//! decisions are tested on the ports, and the requests it makes are checked against
+//! template.yaml's policies by `template::simulations`.
 
 use crate::cli::ephemera;
 use anyhow::{ensure, Context};
@@ -80,7 +80,7 @@ async fn world() -> anyhow::Result<World> {
 /// test world does it for them.
 async fn functions_run_the_current_configuration(world: &World) -> anyhow::Result<()> {
     let ssm = aws_sdk_ssm::Client::new(&world.sdk);
-    let loaded = ephemera_aws::lambda::load_config_or_default(
+    let loaded = ephemera_aws::config_source::load_config_or_default(
         &ssm,
         world.stack.output("ConfigParameterName")?,
         Some(world.stack.output("DefaultConfigParameterName")?),

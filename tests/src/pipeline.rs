@@ -114,7 +114,7 @@ fn spawn_scaler_loops(
     loops: usize,
 ) {
     for _ in 0..loops {
-        tasks.spawn(ephemera_cli::local::drain_queue(
+        tasks.spawn(ephemera_cli::cmd::local::drain_queue(
             scaler.clone(),
             queue.clone(),
         ));
@@ -255,7 +255,7 @@ impl Pipeline {
         );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let webhook_url = format!("http://{}/webhook", listener.local_addr()?);
-        let router = ephemera_cli::local::webhook_router(handler);
+        let router = ephemera_cli::cmd::local::webhook_router(handler);
         tasks.spawn(async move { Ok(axum::serve(listener, router).await?) });
         sim.set_webhook_url(&webhook_url);
 
@@ -288,7 +288,8 @@ impl Pipeline {
         );
         if let Some(interval) = options.reaper_interval {
             let reaper = reaper.clone();
-            tasks.spawn(async move { ephemera_cli::local::reap_every(reaper, interval).await });
+            tasks
+                .spawn(async move { ephemera_cli::cmd::local::reap_every(reaper, interval).await });
         }
         Ok(Pipeline {
             moto,

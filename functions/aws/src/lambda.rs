@@ -12,13 +12,9 @@
 //! `EPHEMERA_INSTANCE_ARN_PREFIX` (`arn:<partition>:ec2:<region>:<account>:instance/`),
 //! optionally `EPHEMERA_RELOAD_SECONDS` (see [`crate::reload`]).
 
-use crate::reload::Sources;
 use crate::{sdk_config, AwsSettings, DynamoJitConfigs, DynamoRunnerStore, Ec2Fleet, SqsJobQueue};
-use anyhow::Context;
 use aws_config::SdkConfig;
 use ephemera_core::config::Config;
-use ephemera_core::webhook::WebhookSecrets;
-use secrecy::SecretString;
 use std::collections::HashMap;
 
 /// JSON logs on stdout, as CloudWatch reads them; `RUST_LOG` filters.
@@ -192,24 +188,9 @@ impl LambdaEnv {
         )
     }
 
-    /// The GitHub App's private key among `sources`, checked to be a PEM private key:
-    /// the stack creates the secret with a placeholder, and an error here names the
-    /// secret and the fix.
-    pub fn app_key(&self, sources: &Sources) -> anyhow::Result<SecretString> {
-        let id = self.var(GITHUB_KEY_SECRET_ID)?;
-        let key = &sources.secret(GITHUB_KEY_SECRET_ID)?.value;
-        if !crate::secrets::looks_like_pem_key(key) {
-            anyhow::bail!(
-                "secret {id} does not hold a PEM private key (a new stack holds a \
-                 placeholder); {}",
-                app_key_fix(&id)
-            );
-        }
-        Ok(key.clone())
-    }
-
     /// The App key's secret, for the GitHub client to read again when GitHub refuses
-    /// the key it has (see [`ephemera_github::AppKeySource`]).
+    /// the key it has (the
+    /// [`AppKeySource`](ephemera_core::ports::AppKeySource) port).
     pub fn app_key_source(&self) -> anyhow::Result<std::sync::Arc<crate::secrets::AppKeySecret>> {
         Ok(std::sync::Arc::new(crate::secrets::AppKeySecret {
             client: aws_sdk_secretsmanager::Client::new(&self.sdk),
@@ -229,21 +210,6 @@ impl LambdaEnv {
         ))
     }
 
-    /// The webhook secrets among `sources`: the current one and, during a rotation, the
-    /// previous one (the secret named by `EPHEMERA_WEBHOOK_PREVIOUS_SECRET_ID` when set,
-    /// else the secret's own previous value within its rotation window).
-    pub fn webhook_secrets(&self, sources: &Sources) -> anyhow::Result<WebhookSecrets> {
-        let current = sources.secret(WEBHOOK_SECRET_ID)?;
-        let previous = match sources.secrets.get(WEBHOOK_PREVIOUS_SECRET_ID) {
-            Some(explicit) => Some(explicit.value.clone()),
-            None => current.previous.clone(),
-        };
-        Ok(WebhookSecrets {
-            current: current.value.clone(),
-            previous,
-        })
-    }
-
     /// The secrets the webhook reads: the current one, and the explicit previous one
     /// when `EPHEMERA_WEBHOOK_PREVIOUS_SECRET_ID` is set.
     pub fn webhook_secret_vars(&self) -> Vec<&'static str> {
@@ -261,91 +227,4 @@ impl LambdaEnv {
 /// per handler, shared with its GitHub client.
 pub fn metrics(config: &Config) -> ephemera_core::metrics::Metrics {
     ephemera_core::metrics::Metrics::stdout(&config.deployment)
-}
-
-/// Reads and validates the configuration kept in the SSM parameter `name`, with the
-/// parameter's version.
-pub async fn load_config_version(
-    client: &aws_sdk_ssm::Client,
-    name: &str,
-) -> anyhow::Result<(Config, i64)> {
-    let loaded = load_config_or_default(client, name, None).await?;
-    Ok((loaded.config, loaded.version))
-}
-
-/// A configuration, the parameter it was read from and that parameter's version.
-#[derive(Debug)]
-pub struct LoadedConfig {
-    pub config: Config,
-    pub parameter: String,
-    pub version: i64,
-}
-
-/// Reads and validates the configuration in the SSM parameter `name` or, while `name`
-/// does not exist (nothing was pushed yet), in `default` (the stack's own).
-pub async fn load_config_or_default(
-    client: &aws_sdk_ssm::Client,
-    name: &str,
-    default: Option<&str>,
-) -> anyhow::Result<LoadedConfig> {
-    for parameter in std::iter::once(name).chain(default) {
-        if let Some((text, version)) = read_parameter(client, parameter).await? {
-            let config = Config::parse(&format!("ssm:{parameter}"), &text)?;
-            return Ok(LoadedConfig {
-                config,
-                parameter: parameter.to_owned(),
-                version,
-            });
-        }
-    }
-    let also = default
-        .map(|default| format!(" (nor does the stack's default {default})"))
-        .unwrap_or_default();
-    anyhow::bail!(
-        "reading configuration parameter {name}: it does not exist{also}; write it with \
-         `ephemera config push FILE --config-parameter {name}`"
-    )
-}
-
-/// The parameter's value and version; `None` when it does not exist.
-async fn read_parameter(
-    client: &aws_sdk_ssm::Client,
-    name: &str,
-) -> anyhow::Result<Option<(String, i64)>> {
-    let output = match client
-        .get_parameter()
-        .name(name)
-        .with_decryption(true)
-        .send()
-        .await
-    {
-        Ok(output) => output,
-        Err(err)
-            if err
-                .as_service_error()
-                .is_some_and(|e| e.is_parameter_not_found()) =>
-        {
-            return Ok(None);
-        }
-        Err(err) => {
-            return Err(
-                anyhow::Error::new(err).context(format!("reading configuration parameter {name}"))
-            )
-        }
-    };
-    let parameter = output
-        .parameter()
-        .with_context(|| format!("configuration parameter {name} has no value"))?;
-    let text = parameter
-        .value()
-        .with_context(|| format!("configuration parameter {name} has no value"))?;
-    Ok(Some((text.to_owned(), parameter.version())))
-}
-
-/// Reads and validates the configuration kept in the SSM parameter `name`.
-pub async fn load_config_parameter(
-    client: &aws_sdk_ssm::Client,
-    name: &str,
-) -> anyhow::Result<Config> {
-    Ok(load_config_version(client, name).await?.0)
 }

@@ -8,13 +8,15 @@
 //! the reaper's lease); [`ec2`] (with [`tags`]) launches, lists and terminates runner
 //! instances; [`jit`] hands JIT configs to instances; [`sqs`] is the jobs queue;
 //! [`unrouted`] keeps the jobs no pool takes; [`secrets`] reads Secrets Manager;
-//! [`client`] builds the SDK configuration with its timeouts; [`lambda`] and [`reload`]
-//! are what the functions share at cold start and how they follow their configuration
-//! and secrets; [`bootstrap`] creates the resources for local runs and tests; [`stack`]
+//! [`client`] builds the SDK configuration with its timeouts; [`lambda`] is what the
+//! functions share at cold start (environment, adapters), [`config_source`] reads the
+//! configuration from SSM, and [`reload`] follows it and the secrets (it uses the other
+//! two, never the reverse); [`bootstrap`] creates the resources for local runs and tests; [`stack`]
 //! reads a deployed stack's outputs for the operator CLI.
 
 pub mod bootstrap;
 pub mod client;
+pub mod config_source;
 pub mod dynamo;
 pub mod ec2;
 mod image;

@@ -9,10 +9,18 @@
 //! [`FORCED_CHECK_GAP`]. A check that fails keeps the handler it has. Every build logs
 //! the configuration version it runs and records it in the runners table
 //! ([`crate::running`], when the function has `EPHEMERA_TABLE`), for `ephemera doctor`.
+//!
+//! The environment is [`crate::lambda`]'s and the reading of the parameter
+//! [`crate::config_source`]'s; this module uses both, and neither uses it.
 
-use crate::lambda::{LambdaEnv, CONFIG_PARAMETER};
+use crate::lambda::{
+    app_key_fix, LambdaEnv, CONFIG_PARAMETER, GITHUB_KEY_SECRET_ID, TABLE,
+    WEBHOOK_PREVIOUS_SECRET_ID, WEBHOOK_SECRET_ID,
+};
 use anyhow::Context;
 use ephemera_core::config::Config;
+use ephemera_core::webhook::WebhookSecrets;
+use secrecy::SecretString;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -45,6 +53,37 @@ impl Sources {
         self.secrets
             .get(var)
             .with_context(|| format!("secret {var} was not read"))
+    }
+
+    /// The GitHub App's private key among these sources, checked to be a PEM private
+    /// key: the stack creates the secret with a placeholder, and an error here names
+    /// the secret and the fix.
+    pub fn app_key(&self, env: &LambdaEnv) -> anyhow::Result<SecretString> {
+        let id = env.var(GITHUB_KEY_SECRET_ID)?;
+        let key = &self.secret(GITHUB_KEY_SECRET_ID)?.value;
+        if !crate::secrets::looks_like_pem_key(key) {
+            anyhow::bail!(
+                "secret {id} does not hold a PEM private key (a new stack holds a \
+                 placeholder); {}",
+                app_key_fix(&id)
+            );
+        }
+        Ok(key.clone())
+    }
+
+    /// The webhook secrets among these sources: the current one and, during a rotation,
+    /// the previous one (the secret named by `EPHEMERA_WEBHOOK_PREVIOUS_SECRET_ID` when set,
+    /// else the secret's own previous value within its rotation window).
+    pub fn webhook_secrets(&self) -> anyhow::Result<WebhookSecrets> {
+        let current = self.secret(WEBHOOK_SECRET_ID)?;
+        let previous = match self.secrets.get(WEBHOOK_PREVIOUS_SECRET_ID) {
+            Some(explicit) => Some(explicit.value.clone()),
+            None => current.previous.clone(),
+        };
+        Ok(WebhookSecrets {
+            current: current.value.clone(),
+            previous,
+        })
     }
 
     /// What changes when any source changes.
@@ -176,7 +215,7 @@ impl<H> Reloading<H> {
 /// the operator's checks only, so neither a cold start nor the invocation that reloaded
 /// waits for the write, and a failure is only logged.
 fn record_running(env: &LambdaEnv, function: &str, sources: &Sources) {
-    let Ok(table) = env.var(crate::lambda::TABLE) else {
+    let Ok(table) = env.var(TABLE) else {
         return;
     };
     let running = crate::running::RunningConfig {
@@ -210,12 +249,12 @@ async fn read_sources(env: &LambdaEnv, secret_vars: &[String]) -> anyhow::Result
     let ssm = aws_sdk_ssm::Client::new(&env.sdk);
     let default = env.default_config_parameter();
     let loaded =
-        crate::lambda::load_config_or_default(&ssm, &parameter, default.as_deref()).await?;
+        crate::config_source::load_config_or_default(&ssm, &parameter, default.as_deref()).await?;
     let client = aws_sdk_secretsmanager::Client::new(&env.sdk);
     let mut secrets = HashMap::new();
     for var in secret_vars {
         let id = env.var(var)?;
-        let with_previous = var == crate::lambda::WEBHOOK_SECRET_ID;
+        let with_previous = var == WEBHOOK_SECRET_ID;
         let secret = crate::secrets::read_versioned(&client, &id, with_previous).await?;
         secrets.insert(var.clone(), secret);
     }

@@ -6,6 +6,7 @@
 
 use anyhow::Context;
 use aws_sdk_secretsmanager::Client;
+use ephemera_core::ports::{AppKeyError, AppKeySource};
 use secrecy::{ExposeSecret, SecretString};
 
 /// The string value of `secret_id`.
@@ -22,8 +23,8 @@ pub async fn read_secret(client: &Client, secret_id: &str) -> anyhow::Result<Sec
     Ok(SecretString::from(value))
 }
 
-/// The GitHub App's private key as it is in Secrets Manager now: what the GitHub client
-/// reads again when GitHub refuses the key it has (a key rotated in the App's settings
+/// The GitHub App's private key as it is in Secrets Manager now (the
+/// [`AppKeySource`] port): what the GitHub client reads again when GitHub refuses the key it has (a key rotated in the App's settings
 /// and put into the secret).
 pub struct AppKeySecret {
     pub client: Client,
@@ -31,13 +32,13 @@ pub struct AppKeySecret {
 }
 
 #[async_trait::async_trait]
-impl ephemera_github::AppKeySource for AppKeySecret {
-    async fn current_key(&self) -> Result<SecretString, Box<dyn std::error::Error + Send + Sync>> {
-        let key = read_secret(&self.client, &self.secret_id).await?;
+impl AppKeySource for AppKeySecret {
+    async fn current_key(&self) -> Result<SecretString, AppKeyError> {
+        let key = read_secret(&self.client, &self.secret_id)
+            .await
+            .map_err(|error| AppKeyError::Unreadable(error.into()))?;
         if !looks_like_pem_key(&key) {
-            return Err(
-                format!("secret {} does not hold a PEM private key", self.secret_id).into(),
-            );
+            return Err(AppKeyError::NotAKey { place: self.name() });
         }
         Ok(key)
     }

@@ -6,7 +6,9 @@
 //! `TableName` (the DynamoDB table), `QueueUrl` (the jobs queue) and
 //! `ConfigParameterName` (the SSM parameter that holds the configuration YAML, written by
 //! `ephemera config push`; the stack never creates it) and `DefaultConfigParameterName`
-//! (the stack's own configuration, used while nothing was pushed).
+//! (the stack's own configuration, used while nothing was pushed). `ephemera doctor`
+//! also reads `GitHubAppKeySecret`, `WebhookSecret`, `JitTableName` and
+//! `LaunchTemplateName`. Every output key the CLI reads is a constant here.
 
 use anyhow::Context;
 use aws_config::SdkConfig;
@@ -22,6 +24,14 @@ pub const CONFIG_PARAMETER_NAME: &str = "ConfigParameterName";
 
 /// Output key of the stack's default configuration parameter.
 pub const DEFAULT_CONFIG_PARAMETER_NAME: &str = "DefaultConfigParameterName";
+/// Output key of the GitHub App key secret's ARN.
+pub const APP_KEY_SECRET: &str = "GitHubAppKeySecret";
+/// Output key of the webhook secret's ARN.
+pub const WEBHOOK_SECRET: &str = "WebhookSecret";
+/// Output key of the JIT config table's name.
+pub const JIT_TABLE_NAME: &str = "JitTableName";
+/// Output key of the runner launch template's name.
+pub const LAUNCH_TEMPLATE_NAME: &str = "LaunchTemplateName";
 
 /// What a deployment's stack tells about it; an output the stack lacks is `None`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -6,10 +6,10 @@
 //! after the command's full name; `local` keeps its own flags. Every command's `--help`
 //! ends with examples.
 
+use crate::cmd::{config, dlq, doctor, jobs, local, pools, runners};
 use crate::errors::describe;
 use crate::exit::Failure;
-use crate::target::{Deployment, GitHubArgs};
-use crate::{config_cmd, dlq, doctor, pools, runners};
+use crate::target::on_deployment;
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
@@ -76,8 +76,8 @@ enum Command {
     Doctor(doctor::DoctorArgs),
     /// Run the webhook, scaler and reaper in one process (on a laptop against the moto
     /// emulator, or against real AWS).
-    #[command(after_help = crate::local::LOCAL_HELP)]
-    Local(crate::local::LocalArgs),
+    #[command(after_help = local::LOCAL_HELP)]
+    Local(local::LocalArgs),
 }
 
 #[derive(Subcommand)]
@@ -115,7 +115,7 @@ enum JobsCommand {
   ephemera jobs list --stack ephemera
   ephemera jobs list --stack ephemera --status queued --pool linux-x64
   ephemera jobs list --stack ephemera --status unrouted --json")]
-    List(pools::JobsListArgs),
+    List(jobs::JobsListArgs),
     /// The scaler's dead-letter queue: the messages it gave up on.
     Dlq {
         #[command(subcommand)]
@@ -147,67 +147,36 @@ enum ConfigCommand {
     /// Check a file: every problem with its file, line and field (exit code 7).
     #[command(after_help = "Examples:
   ephemera config validate infra/config.example.yaml")]
-    Validate(config_cmd::ValidateArgs),
+    Validate(config::ValidateArgs),
     /// Check a file, then write it to the deployment's configuration parameter.
     #[command(after_help = "Examples:
   ephemera config push infra/config.example.yaml --stack ephemera
   ephemera config push big.yaml --config-parameter /ephemera/config --advanced-tier")]
-    Push(config_cmd::PushArgs),
+    Push(config::PushArgs),
 }
 
 /// Runs the command line; what `main` returns.
 pub async fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
-        Command::Local(args) => crate::local::run(args).await.map_err(Failure::from),
+        Command::Local(args) => local::run(args).await.map_err(Failure::from),
         Command::Runners { command } => match command {
-            RunnersCommand::List(args) => {
-                let mut deployment = Deployment::new(args.target(), GitHubArgs::default()).await;
-                runners::list(&mut deployment, args).await
-            }
-            RunnersCommand::Show(args) => {
-                let mut deployment = Deployment::new(args.target(), GitHubArgs::default()).await;
-                runners::show(&mut deployment, args).await
-            }
-            RunnersCommand::Delete(args) => {
-                let mut deployment = Deployment::new(args.target(), args.github()).await;
-                runners::delete(&mut deployment, args).await
-            }
+            RunnersCommand::List(args) => on_deployment(args).await,
+            RunnersCommand::Show(args) => on_deployment(args).await,
+            RunnersCommand::Delete(args) => on_deployment(args).await,
         },
-        Command::Pools(args) => {
-            let mut deployment = Deployment::new(args.target(), args.github()).await;
-            pools::pools(&mut deployment, args).await
-        }
+        Command::Pools(args) => on_deployment(args).await,
         Command::Jobs { command } => match command {
-            JobsCommand::List(args) => {
-                let mut deployment = Deployment::new(args.target(), GitHubArgs::default()).await;
-                pools::jobs(&mut deployment, args).await
-            }
-            JobsCommand::Dlq {
-                command: DlqCommand::List(args),
-            } => {
-                let mut deployment = Deployment::new(args.target(), GitHubArgs::default()).await;
-                dlq::list(&mut deployment, args).await
-            }
-            JobsCommand::Dlq {
-                command: DlqCommand::Redrive(args),
-            } => {
-                let mut deployment = Deployment::new(args.target(), GitHubArgs::default()).await;
-                dlq::redrive(&mut deployment, args).await
-            }
+            JobsCommand::List(args) => on_deployment(args).await,
+            JobsCommand::Dlq { command } => match command {
+                DlqCommand::List(args) => on_deployment(args).await,
+                DlqCommand::Redrive(args) => on_deployment(args).await,
+            },
         },
-        Command::Doctor(args) => {
-            let mut deployment = Deployment::new(args.target(), GitHubArgs::default()).await;
-            doctor::doctor(&mut deployment, args).await
-        }
-        Command::Config {
-            command: ConfigCommand::Validate(args),
-        } => config_cmd::validate(args),
-        Command::Config {
-            command: ConfigCommand::Push(args),
-        } => {
-            let mut deployment = Deployment::new(args.target(), GitHubArgs::default()).await;
-            config_cmd::push(&mut deployment, args).await
-        }
+        Command::Doctor(args) => on_deployment(args).await,
+        Command::Config { command } => match command {
+            ConfigCommand::Validate(args) => config::validate(args),
+            ConfigCommand::Push(args) => on_deployment(args).await,
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

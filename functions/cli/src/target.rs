@@ -8,7 +8,7 @@
 //! resources directly and win over the stack. The configuration comes from `--config
 //! FILE`, else from the deployment's SSM parameter.
 
-use crate::exit::{Failure, GITHUB, INVALID_CONFIG, USAGE};
+use crate::exit::{Failure, Outcome, GITHUB, INVALID_CONFIG, USAGE};
 use crate::render::Progress;
 use anyhow::Context;
 use aws_config::SdkConfig;
@@ -141,6 +141,29 @@ impl GitHubArgs {
     }
 }
 
+/// A command run on a deployment: the options that say where it is, and the command.
+/// [`on_deployment`] is the one set-up they all share.
+pub trait DeploymentCommand: Sized {
+    /// Where the deployment is, from the options the command takes.
+    fn target(&self) -> TargetArgs;
+
+    /// The configuration file and the GitHub App options, for the commands that take
+    /// them.
+    fn github(&self) -> GitHubArgs {
+        GitHubArgs::default()
+    }
+
+    /// Runs the command on the deployment set up from [`Self::target`] and
+    /// [`Self::github`].
+    fn run(self, deployment: &mut Deployment) -> impl std::future::Future<Output = Outcome>;
+}
+
+/// Sets up the deployment `command` names (nothing is read yet), then runs it there.
+pub async fn on_deployment(command: impl DeploymentCommand) -> Outcome {
+    let mut deployment = Deployment::new(command.target(), command.github()).await;
+    command.run(&mut deployment).await
+}
+
 /// A deployment being talked to; everything is read on first use and kept.
 pub struct Deployment {
     pub target: TargetArgs,
@@ -270,7 +293,7 @@ impl Deployment {
                     let default = self.default_config_parameter().await?;
                     self.progress.wait(format!("reading configuration {name}"));
                     let ssm = aws_sdk_ssm::Client::new(&self.sdk);
-                    let loaded = ephemera_aws::lambda::load_config_or_default(
+                    let loaded = ephemera_aws::config_source::load_config_or_default(
                         &ssm,
                         &name,
                         default.as_deref(),

@@ -592,3 +592,27 @@ pub trait HookDeliveries: Send + Sync {
     /// attempt (the webhook handles a repeated event idempotently).
     async fn redeliver(&self, id: u64) -> Result<(), ForgeError>;
 }
+
+// ----------------------------------------------------------------------------- app key
+
+/// Why the App's private key could not be read again.
+#[derive(Debug, thiserror::Error)]
+pub enum AppKeyError {
+    /// The store could not be read; its own error says why.
+    #[error("{0}")]
+    Unreadable(Cause),
+    /// The store holds something that is not a PEM private key (a new stack's
+    /// placeholder). `place` names it, as [`AppKeySource::name`] does.
+    #[error("{place} does not hold a PEM private key")]
+    NotAKey { place: String },
+}
+
+/// Where the App's private key is kept (a secret store), read again when GitHub
+/// refuses the key in use. The GitHub client takes one; the mains wire the store.
+#[async_trait]
+pub trait AppKeySource: Send + Sync {
+    /// The key as it is there now, PEM. Read-only; every call reads the store.
+    async fn current_key(&self) -> Result<SecretString, AppKeyError>;
+    /// Where the key is kept, for the log.
+    fn name(&self) -> String;
+}

@@ -4,8 +4,9 @@
 //! HTTP connection pool, the signing key, and the caches (installation tokens,
 //! installation ids, runner-group ids) that keep the API calls per job low.
 
-use crate::auth::{AppKey, AppKeySource, KeySlot, TokenCache};
+use crate::auth::{AppKey, KeySlot, TokenCache};
 use crate::retry::RetryPolicy;
+use ephemera_core::ports::AppKeySource;
 use secrecy::SecretString;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;

@@ -1,10 +1,10 @@
-//! One call to GitHub's REST API: headers, retries, the refresh of a refused token, and
-//! the counting and logging of every HTTP request.
+//! One call to GitHub's REST API: headers, retries, and the counting and logging of
+//! every HTTP request.
 //!
-//! [`GitHubApp::send`] makes a call with a given bearer (the App JWT or an installation
-//! token) and retries it per the [`RetryPolicy`](crate::RetryPolicy);
-//! [`GitHubApp::as_installation`] adds the installation token and, when GitHub answers
-//! 401 (a token revoked or expired early), fetches a new token and tries once more.
+//! [`GitHubApp::send`] makes a call with the bearer it is given (the App JWT or an
+//! installation token) and retries it per the [`RetryPolicy`](crate::RetryPolicy). Which
+//! bearer, and what to do when GitHub refuses it, is [`crate::auth`]'s business: this
+//! layer only sends.
 
 use crate::client::GitHubApp;
 use crate::outcome::{classify, rate_limit_remaining, Outcome};
@@ -14,7 +14,7 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT};
 use reqwest::Method;
 use secrecy::{ExposeSecret, SecretString};
 use serde::de::DeserializeOwned;
-use tracing::{debug, warn};
+use tracing::debug;
 
 pub(crate) use crate::outcome::Endpoint;
 
@@ -119,29 +119,6 @@ pub(crate) enum HttpError {
 }
 
 impl GitHubApp {
-    /// Makes `call` as the installation, refreshing its token once if GitHub refuses it.
-    pub(crate) async fn as_installation(
-        &self,
-        installation_id: u64,
-        endpoint: &Endpoint,
-        call: &Call,
-    ) -> Result<Reply, ForgeError> {
-        let token = self.installation_token(installation_id).await?;
-        match self.send(endpoint, call, &token).await {
-            Err(ForgeError::Unauthorized) => {
-                warn!(
-                    installation_id,
-                    endpoint = endpoint.name,
-                    "token refused; fetching a new one"
-                );
-                self.tokens.forget(installation_id);
-                let token = self.installation_token(installation_id).await?;
-                self.send(endpoint, call, &token).await
-            }
-            other => other,
-        }
-    }
-
     /// Makes `call` with `bearer`, retrying throttling and transient failures.
     pub(crate) async fn send(
         &self,

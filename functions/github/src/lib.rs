@@ -8,11 +8,13 @@
 //!
 //! Layout:
 //! - `client`: configuration, [`GitHubApp`] itself, and its call accounting.
-//! - `auth`: the App JWT (and the re-read of a rotated key), installation lookup, and
-//!   the installation-token cache.
+//! - `auth`: the App JWT (and the re-read of a rotated key through the
+//!   [`AppKeySource`](ephemera_core::ports::AppKeySource) port), installation lookup, the
+//!   installation-token cache, and the calls made as the App or as an installation,
+//!   with the 401 retry.
 //! - `outcome`: what an HTTP answer means (a pure function of status, headers, body).
 //! - `retry`: exponential backoff with full jitter inside a time budget.
-//! - `http`: one API call: headers, retries, the 401 refresh, counting and logging.
+//! - `http`: one API call with a given bearer: headers, retries, counting and logging.
 //! - `forge`: the [`Forge`](ephemera_core::ports::Forge) methods and response shapes.
 //! - `list`: listing a scope's runners, paginated ([`GitHubApp::list_runners`]).
 //! - `app`: the App's own description, webhook URL and installations (`ephemera doctor`).
@@ -41,6 +43,6 @@ mod stub;
 mod tests;
 
 pub use app::AppDescription;
-pub use auth::{AppKeySource, KEY_REREAD_GAP};
+pub use auth::KEY_REREAD_GAP;
 pub use client::{CallCount, ConfigError, GitHubApp, GitHubAppConfig};
 pub use retry::RetryPolicy;

@@ -363,8 +363,8 @@ struct Rotated {
 }
 
 #[async_trait::async_trait]
-impl crate::AppKeySource for Rotated {
-    async fn current_key(&self) -> Result<SecretString, Box<dyn std::error::Error + Send + Sync>> {
+impl ephemera_core::ports::AppKeySource for Rotated {
+    async fn current_key(&self) -> Result<SecretString, ephemera_core::ports::AppKeyError> {
         self.reads.fetch_add(1, Ordering::SeqCst);
         Ok(SecretString::from(self.pem.to_owned()))
     }

@@ -40,7 +40,7 @@ fn build(env: &LambdaEnv, sources: &Sources) -> anyhow::Result<Reaper> {
     let forge = GitHubApp::new(GitHubAppConfig {
         api_url: config.github.api_url.clone(),
         app_id: config.github.app_id,
-        private_key: env.app_key(sources)?,
+        private_key: sources.app_key(env)?,
         retry: Default::default(),
     })
     .map_err(|err| env.unusable_app_key(err))?

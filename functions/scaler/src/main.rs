@@ -58,7 +58,7 @@ fn build(
     let forge = GitHubApp::new(GitHubAppConfig {
         api_url: config.github.api_url.clone(),
         app_id: config.github.app_id,
-        private_key: env.app_key(sources)?,
+        private_key: sources.app_key(env)?,
         retry: Default::default(),
     })
     .map_err(|err| env.unusable_app_key(err))?

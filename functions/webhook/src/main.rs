@@ -27,7 +27,7 @@ async fn start() -> anyhow::Result<Reloading<WebhookHandler>> {
 /// for `ephemera jobs list --status unrouted`.
 fn build(env: &LambdaEnv, sources: &Sources) -> anyhow::Result<WebhookHandler> {
     let queue = Arc::new(env.queue()?);
-    let handler = WebhookHandler::new(sources.config.clone(), env.webhook_secrets(sources)?, queue)
+    let handler = WebhookHandler::new(sources.config.clone(), sources.webhook_secrets()?, queue)
         .with_metrics(metrics(&sources.config));
     Ok(match env.unrouted_jobs() {
         Some(unrouted) => handler.with_unrouted(Arc::new(unrouted)),

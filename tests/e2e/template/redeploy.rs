@@ -6,7 +6,7 @@
 
 use crate::cli::{config_yaml, ephemera, stdout_of, Scratch};
 use anyhow::ensure;
-use ephemera_aws::lambda::load_config_or_default;
+use ephemera_aws::config_source::load_config_or_default;
 use ephemera_aws::AwsSettings;
 use ephemera_tests::moto::Moto;
 use ephemera_tests::pipeline::workspace_path;

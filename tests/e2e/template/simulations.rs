@@ -1,13 +1,13 @@
 //! The requests `ephemera doctor` simulates for each role
-//! (`ephemera_cli::doctor::iam::requests`) are ones template.yaml's own policies allow,
-//! evaluated request by request with the translated template (`policy.rs`): a healthy
+//! (`ephemera_cli::cmd::doctor::iam::requests`) are ones template.yaml's own policies
+//! allow, evaluated request by request with the translated template (`policy.rs`): a healthy
 //! deployment passes `iam.simulate`, and a role that cannot make a call ephemera makes
 //! fails it. The same evaluation refuses a request the stack does not grant, so the
 //! check is not vacuous.
 
 use super::policy::{allows, context, Stack, ACCOUNT, REGION};
 use anyhow::{ensure, Context};
-use ephemera_cli::doctor::iam::{requests, Names, Role};
+use ephemera_cli::cmd::doctor::iam::{requests, Names, Role};
 use ephemera_tests::stack::{template_path, translate_template};
 use serde_json::{json, Value};
 

@@ -7,7 +7,7 @@ use anyhow::{ensure, Context};
 use aws_sdk_dynamodb::types::TimeToLiveStatus;
 use aws_sdk_ec2::types::LaunchTemplateHttpTokensState;
 use aws_sdk_sqs::types::QueueAttributeName;
-use ephemera_aws::lambda::load_config_or_default;
+use ephemera_aws::config_source::load_config_or_default;
 use ephemera_aws::{bootstrap::MAX_RECEIVE_COUNT, DynamoJitConfigs};
 use ephemera_aws::{read_secret, AwsSettings, DynamoRunnerStore, Ec2Fleet, SqsJobQueue};
 use ephemera_core::handlers::reaper::Reaper;
@@ -268,7 +268,7 @@ async fn a_job_runs_on_the_stack_template_yaml_creates() -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let webhook_url = format!("http://{}/webhook", listener.local_addr()?);
     let mut tasks = tokio::task::JoinSet::new();
-    let router = ephemera_cli::local::webhook_router(handler);
+    let router = ephemera_cli::cmd::local::webhook_router(handler);
     tasks.spawn(async move { Ok::<_, anyhow::Error>(axum::serve(listener, router).await?) });
     sim.set_webhook_url(&webhook_url);
     let scaler = Arc::new(Scaler::new(
@@ -279,7 +279,7 @@ async fn a_job_runs_on_the_stack_template_yaml_creates() -> anyhow::Result<()> {
         jit.clone(),
         queue.clone(),
     ));
-    tasks.spawn(ephemera_cli::local::drain_queue(scaler, queue.clone()));
+    tasks.spawn(ephemera_cli::cmd::local::drain_queue(scaler, queue.clone()));
     let reaper = Arc::new(Reaper::new(
         config.clone(),
         store.clone(),
@@ -288,7 +288,7 @@ async fn a_job_runs_on_the_stack_template_yaml_creates() -> anyhow::Result<()> {
         jit,
         queue.clone(),
     ));
-    tasks.spawn(ephemera_cli::local::reap_every(
+    tasks.spawn(ephemera_cli::cmd::local::reap_every(
         reaper,
         Duration::from_millis(500),
     ));

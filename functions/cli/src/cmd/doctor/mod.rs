@@ -19,7 +19,7 @@ pub mod report;
 mod tests;
 
 use crate::exit::{Failure, Outcome, CHECK_FAILED, USAGE};
-use crate::target::{Deployment, StackArgs, TargetArgs};
+use crate::target::{Deployment, DeploymentCommand, StackArgs, TargetArgs};
 use crate::views::print_json;
 use checks::{diagnose, Ports, Request};
 use clap::Args;
@@ -44,9 +44,13 @@ pub struct DoctorArgs {
     stack: StackArgs,
 }
 
-impl DoctorArgs {
-    pub fn target(&self) -> TargetArgs {
+impl DeploymentCommand for DoctorArgs {
+    fn target(&self) -> TargetArgs {
         TargetArgs::new(&self.stack)
+    }
+
+    async fn run(self, deployment: &mut Deployment) -> Outcome {
+        doctor(deployment, self).await
     }
 }
 

@@ -1,5 +1,4 @@
-//! `ephemera pools` and `ephemera jobs list`: how full each pool is, what waits, and
-//! which jobs no pool takes.
+//! `ephemera pools`: how full each pool is and what waits in the jobs queue.
 //!
 //! Pools are those of the configuration (`--config FILE` or the deployment's parameter),
 //! in its order, then any pool known only from records (a pool since removed from the
@@ -8,22 +7,19 @@
 
 use crate::errors::aws;
 use crate::exit::Outcome;
-use crate::render::{age, colour_stdout, or_dash, Cell, Table};
+use crate::render::{colour_stdout, or_dash, Cell, Table};
 use crate::target::{
-    ConfigFileArg, ConfigParameterArg, Deployment, GitHubArgs, QueueArg, StackArgs, TableArg,
-    TargetArgs,
+    ConfigFileArg, ConfigParameterArg, Deployment, DeploymentCommand, GitHubArgs, QueueArg,
+    StackArgs, TableArg, TargetArgs,
 };
-use crate::views::{print_json, JobRow, PoolRow, UNROUTED};
+use crate::views::{print_json, PoolRow};
 use anyhow::Context;
-use clap::{Args, ValueEnum};
-use ephemera_aws::DynamoUnroutedJobs;
+use clap::Args;
 use ephemera_core::lifecycle::{InstanceStatus, RunnerStatus};
 use ephemera_core::model::{JobRecord, JobStatus, RunnerRecord};
 use ephemera_core::ports::RunnerStore;
-use ephemera_core::unrouted::{UnroutedJob, UnroutedJobs};
 use serde::Serialize;
 use std::collections::BTreeMap;
-use time::OffsetDateTime;
 
 #[derive(Args, Debug)]
 pub struct PoolsArgs {
@@ -42,63 +38,20 @@ pub struct PoolsArgs {
     config: ConfigFileArg,
 }
 
-impl PoolsArgs {
-    pub fn target(&self) -> TargetArgs {
+impl DeploymentCommand for PoolsArgs {
+    fn target(&self) -> TargetArgs {
         TargetArgs::new(&self.stack)
             .table(&self.table)
             .queue(&self.queue)
             .config_parameter(&self.config_parameter)
     }
 
-    pub fn github(&self) -> GitHubArgs {
+    fn github(&self) -> GitHubArgs {
         GitHubArgs::new(&self.config, None)
     }
-}
 
-/// A job status on the command line: the statuses of job records, and `unrouted` for
-/// the jobs no pool takes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum JobFilter {
-    Queued,
-    #[value(name = "in_progress")]
-    InProgress,
-    Completed,
-    /// Jobs no pool takes (kept 7 days).
-    Unrouted,
-}
-
-impl JobFilter {
-    fn status(self) -> Option<JobStatus> {
-        match self {
-            JobFilter::Queued => Some(JobStatus::Queued),
-            JobFilter::InProgress => Some(JobStatus::InProgress),
-            JobFilter::Completed => Some(JobStatus::Completed),
-            JobFilter::Unrouted => None,
-        }
-    }
-}
-
-#[derive(Args, Debug)]
-pub struct JobsListArgs {
-    /// Only jobs in these statuses (repeatable or comma-separated; default: queued and
-    /// in_progress). `unrouted`: jobs no pool has all the labels of, with their labels.
-    #[arg(long, value_name = "STATUS", value_delimiter = ',', value_enum)]
-    status: Vec<JobFilter>,
-    /// Only jobs routed to this pool.
-    #[arg(long, value_name = "POOL")]
-    pool: Option<String>,
-    /// JSON on stdout: `{"jobs": [...]}`.
-    #[arg(long)]
-    json: bool,
-    #[command(flatten)]
-    stack: StackArgs,
-    #[command(flatten)]
-    table: TableArg,
-}
-
-impl JobsListArgs {
-    pub fn target(&self) -> TargetArgs {
-        TargetArgs::new(&self.stack).table(&self.table)
+    async fn run(self, deployment: &mut Deployment) -> Outcome {
+        pools(deployment, self).await
     }
 }
 
@@ -116,11 +69,6 @@ struct QueueDepth {
     delayed: u64,
     /// Messages in the queue's dead-letter queue, when it has one.
     dead_letter: Option<u64>,
-}
-
-#[derive(Serialize)]
-struct JobList {
-    jobs: Vec<JobRow>,
 }
 
 pub async fn pools(deployment: &mut Deployment, args: PoolsArgs) -> Outcome {
@@ -277,8 +225,8 @@ async fn queue_depth(
     let dead_letter = match attributes.get(&A::RedrivePolicy) {
         Some(policy) => {
             let sqs = aws_sdk_sqs::Client::new(&deployment.sdk);
-            let dlq = crate::dlq::dead_letter_url(&sqs, policy).await?;
-            Some(crate::dlq::depth(&sqs, &dlq).await?)
+            let dlq = super::dlq::dead_letter_url(&sqs, policy).await?;
+            Some(super::dlq::depth(&sqs, &dlq).await?)
         }
         None => None,
     };
@@ -288,71 +236,4 @@ async fn queue_depth(
         delayed: get(A::ApproximateNumberOfMessagesDelayed),
         dead_letter,
     }))
-}
-
-pub async fn jobs(deployment: &mut Deployment, args: JobsListArgs) -> Outcome {
-    let store = deployment.store().await?;
-    let filters = if args.status.is_empty() {
-        vec![JobFilter::Queued, JobFilter::InProgress]
-    } else {
-        args.status
-    };
-    let statuses: Vec<JobStatus> = filters.iter().filter_map(|f| f.status()).collect();
-    deployment.progress.wait("reading jobs");
-    let mut jobs = store.list_jobs(&statuses).await?;
-    let unrouted = if filters.contains(&JobFilter::Unrouted) {
-        let table = deployment.table().await?;
-        DynamoUnroutedJobs::new(aws_sdk_dynamodb::Client::new(&deployment.sdk), table)
-            .list_unrouted()
-            .await?
-    } else {
-        Vec::new()
-    };
-    deployment.progress.clear();
-    jobs.retain(|j| args.pool.as_ref().is_none_or(|pool| &j.pool == pool));
-    jobs.sort_by_key(|j| (j.received_at, j.job_id));
-    let now = OffsetDateTime::now_utc();
-    // An unrouted job has no pool: `--pool` leaves none of them.
-    let unrouted: Vec<&UnroutedJob> = unrouted.iter().filter(|_| args.pool.is_none()).collect();
-    if args.json {
-        let mut rows: Vec<JobRow> = jobs.iter().map(|j| JobRow::new(j, now)).collect();
-        rows.extend(unrouted.iter().map(|j| JobRow::unrouted(j, now)));
-        print_json(&JobList { jobs: rows })?;
-        return Ok(());
-    }
-    if jobs.is_empty() && unrouted.is_empty() {
-        println!("no jobs");
-        return Ok(());
-    }
-    let mut table = Table::new(&["JOB", "STATUS", "POOL", "REPO", "RUNNER", "AGE", "LABELS"]);
-    for j in &jobs {
-        table.row(vec![
-            j.job_id.to_string().into(),
-            Cell::status(j.status.as_str()),
-            j.pool.as_str().into(),
-            format!("{}/{}", j.owner, j.repo).into(),
-            or_dash(j.runner_name.as_deref()).into(),
-            age(j.received_at, now).into(),
-            j.labels.join(",").into(),
-        ]);
-    }
-    for j in &unrouted {
-        table.row(vec![
-            j.job_id.to_string().into(),
-            Cell::status(UNROUTED),
-            "-".into(),
-            format!("{}/{}", j.owner, j.repo).into(),
-            "-".into(),
-            age(j.received_at, now).into(),
-            j.labels.join(",").into(),
-        ]);
-    }
-    print!("{}", table.render(colour_stdout()));
-    if !unrouted.is_empty() {
-        println!(
-            "\nunrouted: no pool has all of these labels (a pool takes a job when its labels \
-             contain all of the job's); check runs-on against the pools' labels"
-        );
-    }
-    Ok(())
 }

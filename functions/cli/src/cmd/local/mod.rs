@@ -1,32 +1,35 @@
 //! `ephemera local`: the three handlers in one process — an HTTP listener for webhooks,
 //! a long-poll loop that drains the queue into the scaler, and the reaper on a timer —
 //! wired to the same adapters the Lambda functions use.
+//!
+//! Layout: this module is the command (its options and the wiring of the parts);
+//! [`inputs`] checks and reads what the chosen parts need (the webhook secret, the App
+//! key); [`loops`] holds the parts themselves, public so the end-to-end tests drive
+//! exactly what `ephemera local` runs.
+
+mod inputs;
+mod loops;
+
+use inputs::{aws_sdk_sqs_client, github_app, missing_inputs, webhook_secrets_from_env};
+use loops::shutdown_signal;
+pub use loops::{drain_queue, reap_every, webhook_router};
 
 use anyhow::{bail, Context};
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::IntoResponse;
-use axum::routing::post;
 use clap::{Args, ValueEnum};
 use ephemera_aws::{
     AwsSettings, DynamoJitConfigs, DynamoRunnerStore, DynamoUnroutedJobs, Ec2Fleet, SqsJobQueue,
 };
 use ephemera_core::config::{ranges, Config};
 use ephemera_core::handlers::reaper::Reaper;
-use ephemera_core::handlers::scaler::{BatchItem, Scaler};
-use ephemera_core::handlers::webhook::{WebhookHandler, WebhookRequest};
+use ephemera_core::handlers::scaler::Scaler;
+use ephemera_core::handlers::webhook::WebhookHandler;
 use ephemera_core::metrics::Metrics;
-use ephemera_core::webhook::WebhookSecrets;
-use ephemera_github::{GitHubApp, GitHubAppConfig};
-use secrecy::SecretString;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use time::OffsetDateTime;
 use tokio::task::JoinSet;
-use tracing::{error, info, warn};
+use tracing::info;
 
 /// What `ephemera local --help` adds after the options: the environment it reads.
 pub const LOCAL_HELP: &str = "\
@@ -240,181 +243,6 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
 /// `--reaper-interval`: 1s to 1d (a zero interval would spin, a huge one overflow).
 fn reaper_interval(text: &str) -> Result<Duration, String> {
     ranges::parse_duration_in(text, ranges::REAPER_INTERVAL)
-}
-
-fn aws_sdk_sqs_client(sdk: &aws_config::SdkConfig) -> aws_sdk_sqs::Client {
-    aws_sdk_sqs::Client::new(sdk)
-}
-
-/// Every input the chosen parts need and do not have, reported at once before anything
-/// starts (a listener, a bootstrap): the webhook secret, the App key, and credentials
-/// for an emulator (which takes any, while the SDK would otherwise ask the instance
-/// metadata service and fail with a message about its session token).
-fn missing_inputs(args: &LocalArgs, parts: &[Part]) -> anyhow::Result<()> {
-    let set = |name: &str| std::env::var(name).is_ok_and(|v| !v.is_empty());
-    let mut missing = Vec::new();
-    if parts.contains(&Part::Webhook) && !set("EPHEMERA_WEBHOOK_SECRET") {
-        missing.push("EPHEMERA_WEBHOOK_SECRET must hold the webhook secret (the webhook part)");
-    }
-    let github = parts.contains(&Part::Scaler) || parts.contains(&Part::Reaper);
-    if github && args.github_app_key.is_none() {
-        missing.push(
-            "--github-app-key FILE (or EPHEMERA_GITHUB_APP_KEY_FILE): the App's private key \
-             (the scaler and reaper parts)",
-        );
-    }
-    let credentials = set("AWS_ACCESS_KEY_ID") || set("AWS_PROFILE");
-    if args.endpoint_url.is_some() && !credentials {
-        missing.push(
-            "AWS credentials: an emulator takes any, e.g. AWS_ACCESS_KEY_ID=testing \
-             AWS_SECRET_ACCESS_KEY=testing",
-        );
-    }
-    if missing.is_empty() {
-        return Ok(());
-    }
-    bail!("ephemera local cannot start:\n  {}", missing.join("\n  "))
-}
-
-fn webhook_secrets_from_env() -> anyhow::Result<WebhookSecrets> {
-    let current = std::env::var("EPHEMERA_WEBHOOK_SECRET")
-        .context("EPHEMERA_WEBHOOK_SECRET must hold the webhook secret")?;
-    if current.is_empty() {
-        bail!("EPHEMERA_WEBHOOK_SECRET is empty");
-    }
-    let previous = std::env::var("EPHEMERA_WEBHOOK_SECRET_PREVIOUS")
-        .ok()
-        .filter(|s| !s.is_empty());
-    Ok(WebhookSecrets {
-        current: SecretString::from(current),
-        previous: previous.map(SecretString::from),
-    })
-}
-
-fn github_app(config: &Config, args: &LocalArgs) -> anyhow::Result<GitHubApp> {
-    let key_file = args.github_app_key.as_ref().context(
-        "--github-app-key (or EPHEMERA_GITHUB_APP_KEY_FILE) must name the App's private key",
-    )?;
-    let pem = std::fs::read_to_string(key_file)
-        .with_context(|| format!("cannot read the GitHub App key {}", key_file.display()))?;
-    let api_url = args
-        .github_api_url
-        .clone()
-        .unwrap_or(config.github.api_url.clone());
-    let app = GitHubApp::new(GitHubAppConfig {
-        api_url,
-        app_id: config.github.app_id,
-        private_key: SecretString::from(pem),
-        retry: Default::default(),
-    })
-    .with_context(|| format!("GitHub App key {}", key_file.display()))?;
-    Ok(app)
-}
-
-/// The webhook listener's routes: `POST /webhook`.
-pub fn webhook_router(handler: Arc<WebhookHandler>) -> axum::Router {
-    axum::Router::new()
-        .route("/webhook", post(webhook))
-        .with_state(handler)
-}
-
-async fn webhook(
-    State(handler): State<Arc<WebhookHandler>>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> impl IntoResponse {
-    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    let request = WebhookRequest {
-        event: header("x-github-event"),
-        delivery_id: header("x-github-delivery"),
-        signature: header("x-hub-signature-256"),
-        body: &body,
-    };
-    let response = handler.handle(request, OffsetDateTime::now_utc()).await;
-    let status = StatusCode::from_u16(response.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    (
-        status,
-        [("content-type", "application/json")],
-        response.body(),
-    )
-}
-
-/// Long-polls the queue and hands each batch to the scaler; only messages that were
-/// handled are deleted, the rest come back after the visibility timeout (and end in the
-/// DLQ after the queue's maxReceiveCount).
-pub async fn drain_queue(scaler: Arc<Scaler>, queue: Arc<SqsJobQueue>) -> anyhow::Result<()> {
-    loop {
-        let messages = match queue.receive(10, 2).await {
-            Ok(messages) => messages,
-            Err(err) => {
-                warn!(error = %ephemera_core::handlers::error_chain(&err), "queue receive failed");
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                continue;
-            }
-        };
-        if messages.is_empty() {
-            continue;
-        }
-        let items = messages
-            .iter()
-            .map(|m| BatchItem {
-                message_id: m.message_id.clone(),
-                body: m.body.clone(),
-            })
-            .collect();
-        let failed = scaler.handle_batch(items, OffsetDateTime::now_utc()).await;
-        for message in messages.iter().filter(|m| failed.contains(&m.message_id)) {
-            // Retried after a short backoff rather than the queue's full visibility
-            // timeout; the queue's maxReceiveCount still dead-letters a poison message.
-            let delay = Duration::from_secs(u64::from(message.receive_count.clamp(1, 30)));
-            if let Err(err) = queue.retry_after(&message.receipt_handle, delay).await {
-                warn!(message_id = %message.message_id, error = %ephemera_core::handlers::error_chain(&err), "could not shorten the retry delay");
-            }
-        }
-        for message in messages.iter().filter(|m| !failed.contains(&m.message_id)) {
-            if let Err(err) = queue.delete(&message.receipt_handle).await {
-                warn!(message_id = %message.message_id, error = %ephemera_core::handlers::error_chain(&err), "delete failed; the message will come back");
-            }
-        }
-    }
-}
-
-pub async fn reap_every(reaper: Arc<Reaper>, interval: Duration) -> anyhow::Result<()> {
-    let mut ticker = tokio::time::interval(interval);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        ticker.tick().await;
-        // Runs follow one another (a slow run delays the next), so a run may take its
-        // time; the deadline only bounds one run, as the Lambda's timeout does.
-        let deadline = tokio::time::Instant::now() + interval.max(Duration::from_secs(30));
-        match reaper.run(OffsetDateTime::now_utc(), deadline).await {
-            Ok(report) => tracing::debug!(?report, "reaper run"),
-            Err(err) => {
-                error!(error = %ephemera_core::handlers::error_chain(&err), "reaper run failed")
-            }
-        }
-    }
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(term) => term,
-                Err(_) => {
-                    let _ = ctrl_c.await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = ctrl_c.await;
 }
 
 #[cfg(test)]

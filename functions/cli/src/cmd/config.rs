@@ -10,7 +10,7 @@
 //! invocation after that check.
 
 use crate::exit::{Failure, Outcome, INVALID_CONFIG, REFUSED};
-use crate::target::{ConfigParameterArg, Deployment, StackArgs, TargetArgs};
+use crate::target::{ConfigParameterArg, Deployment, DeploymentCommand, StackArgs, TargetArgs};
 use anyhow::Context;
 use aws_sdk_ssm::types::{ParameterTier, ParameterType};
 use clap::Args;
@@ -48,9 +48,13 @@ pub struct PushArgs {
     config_parameter: ConfigParameterArg,
 }
 
-impl PushArgs {
-    pub fn target(&self) -> TargetArgs {
+impl DeploymentCommand for PushArgs {
+    fn target(&self) -> TargetArgs {
         TargetArgs::new(&self.stack).config_parameter(&self.config_parameter)
+    }
+
+    async fn run(self, deployment: &mut Deployment) -> Outcome {
+        push(deployment, self).await
     }
 }
 

@@ -3,7 +3,7 @@
 //! with the AWS SDK and the GitHub App client.
 
 use async_trait::async_trait;
-use ephemera_aws::lambda::LoadedConfig;
+use ephemera_aws::config_source::LoadedConfig;
 use ephemera_aws::running::RunningConfig;
 use ephemera_core::ports::{ForgeError, HookDelivery};
 use ephemera_github::AppDescription;

@@ -1,0 +1,102 @@
+//! The checks of `ephemera doctor`, in the order a deployment depends on them: the
+//! stack and its resources, the configuration (and the version each function runs),
+//! the App key, GitHub's view of the App (JWT, permissions, events, webhook URL,
+//! installations, recent deliveries), each pool's EC2 launch, then the account's quotas
+//! and the roles' simulated permissions. A check whose input failed is not run (`-`), so
+//! one broken setting is reported by exactly one ✖: the check that names it.
+//!
+//! This module runs them in that order ([`diagnose`]); each area has its file:
+//! [`stack`], [`config`], [`app_key`], [`github`] (the App as GitHub sees it), [`ec2`]
+//! (per pool) and [`account`] (quotas and the roles' permissions).
+
+mod account;
+mod app_key;
+mod config;
+mod ec2;
+mod github;
+mod stack;
+
+use account::{iam_checks, quota_checks};
+use app_key::app_key_check;
+use config::{config_check, running_checks};
+use ec2::pool_checks;
+use github::github_checks;
+pub use github::{accounts_to_check, needed_permissions};
+use stack::stack_checks;
+
+use super::iam::IamPort;
+use super::ports::{Ec2Port, GitHubConnector, QuotaPort, StackPort};
+use super::report::{Check, Report};
+use ephemera_aws::stack::{
+    APP_KEY_SECRET, CONFIG_PARAMETER_NAME, DEFAULT_CONFIG_PARAMETER_NAME, LAUNCH_TEMPLATE_NAME,
+    QUEUE_URL, TABLE_NAME,
+};
+
+/// What template.yaml puts into the App key secret it creates.
+pub const APP_KEY_PLACEHOLDER: &str = "not-set-put-the-github-app-private-key-pem-here";
+
+/// The outputs every other check reads.
+const REQUIRED_OUTPUTS: [&str; 6] = [
+    TABLE_NAME,
+    QUEUE_URL,
+    CONFIG_PARAMETER_NAME,
+    DEFAULT_CONFIG_PARAMETER_NAME,
+    APP_KEY_SECRET,
+    LAUNCH_TEMPLATE_NAME,
+];
+
+/// What the operator asked for.
+#[derive(Debug, Clone, Default)]
+pub struct Request {
+    pub stack: String,
+    /// The webhook URL the App must have, instead of the stack's `WebhookUrl` output.
+    pub webhook_url: Option<String>,
+    /// The GitHub API URL, instead of the configuration's `github.api_url`.
+    pub github_api_url: Option<String>,
+    /// More organizations (`ORG`) or repositories (`OWNER/REPO`) the App must be
+    /// installed on, beyond those the pools name.
+    pub accounts: Vec<String>,
+}
+
+/// The ports the checks read through.
+pub struct Ports<'a> {
+    pub stack: &'a dyn StackPort,
+    pub github: &'a dyn GitHubConnector,
+    pub ec2: &'a dyn Ec2Port,
+    pub quotas: &'a dyn QuotaPort,
+    pub iam: &'a dyn IamPort,
+}
+
+/// Runs every check; never fails itself (a failed call is a failed check).
+pub async fn diagnose(request: &Request, ports: &Ports<'_>) -> Report {
+    let mut report = Report {
+        stack: request.stack.clone(),
+        checks: Vec::new(),
+    };
+    let Some((outputs, parameters)) = stack_checks(request, ports.stack, &mut report).await else {
+        return report;
+    };
+    let loaded = config_check(request, &outputs, ports.stack, &mut report).await;
+    running_checks(&outputs, loaded.as_ref(), ports.stack, &mut report).await;
+    let config = loaded.map(|loaded| loaded.config);
+    let github = app_key_check(request, &outputs, config.as_ref(), ports, &mut report).await;
+    github_checks(
+        request,
+        &outputs,
+        config.as_ref(),
+        github.as_deref(),
+        &mut report,
+    )
+    .await;
+    match &config {
+        Some(config) => {
+            for pool in &config.pools {
+                pool_checks(config, pool, &outputs, ports.ec2, &mut report).await;
+            }
+        }
+        None => report.push(Check::skip("ec2.pools", "config.valid failed")),
+    }
+    quota_checks(config.as_ref(), &parameters, ports, &mut report).await;
+    iam_checks(request, &outputs, config.as_ref(), ports, &mut report).await;
+    report
+}

@@ -1,0 +1,123 @@
+//! The three parts `ephemera local` runs: the webhook listener, the queue drain into
+//! the scaler, and the reaper on a timer; and the signal that stops them.
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::post;
+use ephemera_aws::SqsJobQueue;
+use ephemera_core::handlers::reaper::Reaper;
+use ephemera_core::handlers::scaler::{BatchItem, Scaler};
+use ephemera_core::handlers::webhook::{WebhookHandler, WebhookRequest};
+use std::sync::Arc;
+use std::time::Duration;
+use time::OffsetDateTime;
+use tracing::{error, warn};
+
+/// The webhook listener's routes: `POST /webhook`.
+pub fn webhook_router(handler: Arc<WebhookHandler>) -> axum::Router {
+    axum::Router::new()
+        .route("/webhook", post(webhook))
+        .with_state(handler)
+}
+
+async fn webhook(
+    State(handler): State<Arc<WebhookHandler>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> impl IntoResponse {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let request = WebhookRequest {
+        event: header("x-github-event"),
+        delivery_id: header("x-github-delivery"),
+        signature: header("x-hub-signature-256"),
+        body: &body,
+    };
+    let response = handler.handle(request, OffsetDateTime::now_utc()).await;
+    let status = StatusCode::from_u16(response.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (
+        status,
+        [("content-type", "application/json")],
+        response.body(),
+    )
+}
+
+/// Long-polls the queue and hands each batch to the scaler; only messages that were
+/// handled are deleted, the rest come back after the visibility timeout (and end in the
+/// DLQ after the queue's maxReceiveCount).
+pub async fn drain_queue(scaler: Arc<Scaler>, queue: Arc<SqsJobQueue>) -> anyhow::Result<()> {
+    loop {
+        let messages = match queue.receive(10, 2).await {
+            Ok(messages) => messages,
+            Err(err) => {
+                warn!(error = %ephemera_core::handlers::error_chain(&err), "queue receive failed");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        if messages.is_empty() {
+            continue;
+        }
+        let items = messages
+            .iter()
+            .map(|m| BatchItem {
+                message_id: m.message_id.clone(),
+                body: m.body.clone(),
+            })
+            .collect();
+        let failed = scaler.handle_batch(items, OffsetDateTime::now_utc()).await;
+        for message in messages.iter().filter(|m| failed.contains(&m.message_id)) {
+            // Retried after a short backoff rather than the queue's full visibility
+            // timeout; the queue's maxReceiveCount still dead-letters a poison message.
+            let delay = Duration::from_secs(u64::from(message.receive_count.clamp(1, 30)));
+            if let Err(err) = queue.retry_after(&message.receipt_handle, delay).await {
+                warn!(message_id = %message.message_id, error = %ephemera_core::handlers::error_chain(&err), "could not shorten the retry delay");
+            }
+        }
+        for message in messages.iter().filter(|m| !failed.contains(&m.message_id)) {
+            if let Err(err) = queue.delete(&message.receipt_handle).await {
+                warn!(message_id = %message.message_id, error = %ephemera_core::handlers::error_chain(&err), "delete failed; the message will come back");
+            }
+        }
+    }
+}
+
+pub async fn reap_every(reaper: Arc<Reaper>, interval: Duration) -> anyhow::Result<()> {
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        // Runs follow one another (a slow run delays the next), so a run may take its
+        // time; the deadline only bounds one run, as the Lambda's timeout does.
+        let deadline = tokio::time::Instant::now() + interval.max(Duration::from_secs(30));
+        match reaper.run(OffsetDateTime::now_utc(), deadline).await {
+            Ok(report) => tracing::debug!(?report, "reaper run"),
+            Err(err) => {
+                error!(error = %ephemera_core::handlers::error_chain(&err), "reaper run failed")
+            }
+        }
+    }
+}
+
+/// Ctrl-C, or SIGTERM where there are signals.
+pub(super) async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => term,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
