@@ -133,6 +133,7 @@ class World:
         self.key_id = "ASIA" + secrets.token_hex(8).upper()
         self.secret_key = secrets.token_urlsafe(30).replace("-", "+").replace("_", "/")
         self.session_token = "IQoJb3JpZ2luX2Vj" + secrets.token_urlsafe(300)
+        self.imds_secret_key = self.secret_key  # what IMDS hands out (a test may make it wrong)
         self.token_failures = 0  # the next N token requests answer 500
         self.read_failures = 0  # the next N metadata reads answer 500
         self.dynamo_answer = None  # an AWS error to answer instead of the emulator
@@ -200,7 +201,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 "LastUpdated": "2026-11-25T19:00:00Z",
                 "Type": "AWS-HMAC",
                 "AccessKeyId": self.world.key_id,
-                "SecretAccessKey": self.world.secret_key,
+                "SecretAccessKey": self.world.imds_secret_key,
                 "Token": self.world.session_token,
                 "Expiration": "2026-11-26T01:00:00Z",
             },
@@ -306,13 +307,15 @@ echo installdependencies >>"$STUB_DIR/calls.log"
 """
 
 
-def runner_tarball():
+def runner_tarball(extra=()):
+    """The stub runner's tarball; `extra` (name, text) files make another one."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
         for name, text in [
             ("run.sh", RUN_SH),
             ("config.sh", "#!/bin/bash\nexit 0\n"),
             ("bin/installdependencies.sh", INSTALL_DEPENDENCIES),
+            *extra,
         ]:
             data = text.encode()
             info = tarfile.TarInfo(name)

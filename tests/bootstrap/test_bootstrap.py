@@ -76,7 +76,7 @@ class BootstrapScript(harness.BootstrapHarness):
         self.assertEqual(status, 0, output)
         puts = [s for m, p, s in self.world.requests if m == "PUT"]
         self.assertEqual(puts[:4], [500, 500, 500, 200], puts)
-        self.assertIn("imds: token, attempt 3 of 5 failed", output)
+        self.assertIn("imds: attempt 3 of 5 failed", output)
         self.assert_ran_once_and_deleted()
         self.assert_powered_off_once()
 
