@@ -10,7 +10,7 @@ import time
 import unittest
 
 import harness
-from harness import LATEST, OS_RELEASE, RUNNER_USER, SCRIPT_TIMEOUT, runner_tarball
+from harness import LATEST, OS_RELEASE, SCRIPT_TIMEOUT, runner_tarball
 
 
 class BootstrapScript(harness.BootstrapHarness):

@@ -8,7 +8,7 @@ import time
 import unittest
 
 import harness
-from harness import ACCESS_DENIED, BUCKET_PREFIX, LATEST, runner_tarball
+from fakes import ACCESS_DENIED, BUCKET_PREFIX, LATEST, TABLE, runner_tarball
 
 
 class JitConfigRead(harness.BootstrapHarness):
@@ -24,7 +24,7 @@ class JitConfigRead(harness.BootstrapHarness):
         self.assertTrue(self.jit_item_left())
 
     def test_a_missing_table_prints_its_code_on_the_first_attempt(self):
-        self.dynamo.delete_table(TableName=harness.TABLE)
+        self.dynamo.delete_table(TableName=TABLE)
         status, output = self.run_script("al2023")
         self.assert_failed(status, "jit-config", "ResourceNotFoundException")
         self.assertEqual(self.aws_calls(), ["get-item ResourceNotFoundException"])

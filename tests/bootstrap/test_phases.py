@@ -7,7 +7,7 @@ import shutil
 import unittest
 
 import harness
-from harness import LATEST
+from fakes import LATEST, ROLE
 
 
 class TwoPhases(harness.BootstrapHarness):
@@ -129,6 +129,24 @@ class TwoPhases(harness.BootstrapHarness):
         self.assert_failed(status, "packages", "apt-get install failed 5 times")
         self.assertIsNone(self.runner())
 
+    # ---- the user data
+
+    def test_the_script_fits_ec2_user_data_with_the_longest_settings_line(self):
+        # EC2 takes at most 16 KB of user data before base64: template.yaml's export line
+        # of settings, then this script verbatim.
+        settings = {
+            "EPHEMERA_DEPLOYMENT": "d" * 32,
+            "EPHEMERA_JIT_TABLE": "d" * 32 + "-jit",
+            "EPHEMERA_RUNNER_VERSION": "2.336.10",
+            "EPHEMERA_RUNNER_SHA256_X64": "0" * 64,
+            "EPHEMERA_RUNNER_SHA256_ARM64": "0" * 64,
+            "EPHEMERA_RUNNER_BUCKET_URL": f"https://{'b' * 63}.s3.ap-southeast-2.amazonaws.com/ephemera/runner",
+            "EPHEMERA_GITHUB_URL": "https://github.example-enterprise.com",
+        }
+        line = "#!/bin/bash\nexport " + " ".join(f"{k}='{v}'" for k, v in settings.items()) + "\n"
+        size = len(line.encode()) + len(harness.SCRIPT.read_bytes())
+        self.assertLessEqual(size, 16 * 1024, f"{size} bytes of user data")
+
     # ---- a minimal AL2023
 
     def test_a_minimal_al2023_without_the_aws_cli_or_snap_reads_its_jit_config(self):
@@ -141,7 +159,7 @@ class TwoPhases(harness.BootstrapHarness):
         self.assertEqual(self.aws_calls(), ["get-item item", "delete-item ok"])
         self.assertEqual(self.world.bad_signatures, [])
         credentials = [p for m, p, s in self.world.requests if "/iam/security-credentials/" in p]
-        self.assertEqual(credentials[-1], f"/latest/meta-data/iam/security-credentials/{harness.ROLE}")
+        self.assertEqual(credentials[-1], f"/latest/meta-data/iam/security-credentials/{ROLE}")
         self.assert_ran_once_and_deleted()
         self.assert_powered_off_once()
 
