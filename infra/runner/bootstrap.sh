@@ -14,7 +14,7 @@ deployment="${EPHEMERA_DEPLOYMENT:-}"
 jit_table="${EPHEMERA_JIT_TABLE:-$deployment-jit}"
 runner_user="${EPHEMERA_RUNNER_USER:-runner}"
 runner_dir="${EPHEMERA_RUNNER_DIR:-/opt/actions-runner}"
-runner_version="${EPHEMERA_RUNNER_VERSION:-2.336.0}"
+runner_version="${EPHEMERA_RUNNER_VERSION:-latest}"
 bucket="${EPHEMERA_RUNNER_BUCKET_URL:-}"
 bucket="${bucket%/}"
 jit_wait="${EPHEMERA_JIT_WAIT:-600}"
@@ -30,7 +30,7 @@ api="$github/api/v3" # GHES
 api="${EPHEMERA_GITHUB_API_URL:-$api}"
 os_release="${EPHEMERA_OS_RELEASE:-/etc/os-release}"
 console="${EPHEMERA_CONSOLE:-/dev/console}"
-# Written by install when done: start trusts it instead of asking dnf or apt.
+# Written by install when done: start trusts it, not dnf or apt.
 marker="$runner_dir/.ephemera-installed"
 step=start
 failed=""
@@ -41,9 +41,8 @@ log() { printf '%s ephemera-bootstrap: %s\n' "$(date -u +%FT%TZ)" "$*" >&2; }
 # One line on the console and stderr (the log), then out through the EXIT trap.
 fail() {
   failed=1
-  local line="ephemera-bootstrap: FAILED $step: $*"
-  if [ -w "$console" ]; then printf '%s\n' "$line" >>"$console" 2>/dev/null || true; fi
-  printf '%s %s\n' "$(date -u +%FT%TZ)" "$line" >&2
+  if [ -w "$console" ]; then echo "ephemera-bootstrap: FAILED $step: $*" >>"$console" || true; fi
+  log "FAILED $step: $*"
   exit 1
 }
 
@@ -85,10 +84,7 @@ case "$phase" in install | start) ;; *) fail "unknown phase '$phase' (install or
 token=""
 imds_token() {
   token="$(curl -sSf --connect-timeout 2 --max-time 10 -X PUT "$imds/api/token" \
-    -H 'X-aws-ec2-metadata-token-ttl-seconds: 21600')" && [ -n "$token" ] || {
-    token=""
-    return 1
-  }
+    -H 'X-aws-ec2-metadata-token-ttl-seconds: 21600')" && [ -n "$token" ] || { token="" && false; }
 }
 # path -> value; a failed attempt gets a fresh token (in the caller's subshell).
 metadata() {
@@ -212,13 +208,6 @@ published_sum() {
 download_runner() {
   local url tarball="$runner_dir.tar.gz" actual
   step=runner-download
-  if [ "$runner_version" = latest ]; then
-    # The release page redirects to the newest tag; no API call, no rate limit.
-    url="$(retry "${fetch[@]}" -o /dev/null -w '%{url_effective}' \
-      "$github/actions/runner/releases/latest")" ||
-      fail "could not find the latest runner release"
-    runner_version="${url##*/v}"
-  fi
   [[ "$runner_version" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] ||
     fail "the runner version is not 2.x.y: '$runner_version'"
   name="actions-runner-linux-$arch-$runner_version.tar.gz"
@@ -263,19 +252,26 @@ install_missing() {
     baked="$(sed -n 's/^runner=//p' "$marker")"
     [ -x "$runner_dir/run.sh" ] || baked=""
   fi
-  # "latest" takes the image's runner.
+  # "latest": the image's runner, or this script's pin (no lookup at boot).
   [ "$runner_version" != latest ] || [ "${baked#* }" != "$arch" ] || runner_version="${baked% *}"
+  [ "$runner_version" != latest ] || runner_version=2.336.0
   if [ -n "$packages" ] && [ "$baked" = "$runner_version $arch" ]; then
     log "packages and runner $runner_version in the image: nothing to install"
     return 0
   fi
   if [ -n "$packages" ]; then log "packages in the image ($family)"; else install_packages; fi
+  step=runner-download
   if [ "$baked" = "$runner_version $arch" ]; then
     log "runner $runner_version in the image"
   elif [ -x "$runner_dir/run.sh" ] && [ ! -r "$marker" ]; then
-    log "using the runner preinstalled in $runner_dir (it updates itself if GitHub asks)"
+    log "using the runner preinstalled in $runner_dir (it may update itself)"
   else
-    [ -z "$bucket" ] || credentials || fail "no instance role credentials from IMDS"
+    if [ -n "$bucket" ]; then
+      # S3 refuses unsigned x-amz-* headers; curl signs them from 7.86 on.
+      { [[ "$(curl -V)" =~ ^curl\ ([0-9]+)\.([0-9]+) ]] && ((BASH_REMATCH[1] > 7 || BASH_REMATCH[2] > 85)); } ||
+        fail "the runner bucket needs curl 7.86+: bake the runner, or take it from GitHub"
+      credentials || fail "no instance role credentials from IMDS"
+    fi
     download_runner
     baked="$runner_version $arch"
   fi
@@ -294,7 +290,7 @@ if [ "$phase" = install ]; then
   region=""
   [ -z "$bucket" ] || imds_start
   install_missing
-  log "installed: $(tr '\n' ' ' <"$marker")"
+  log installed
   exit 0
 fi
 

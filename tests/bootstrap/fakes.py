@@ -104,14 +104,15 @@ class World:
         self.tarballs = {}  # arch -> bytes served
         self.sums = {}  # arch -> the published SHA-256
         self.bucket = {}  # object name under BUCKET_PREFIX -> bytes
+        self.versions = {LATEST}  # the runner releases GitHub has
 
     def publish(self, arch, tarball):
         self.tarballs[arch] = tarball
         self.sums[arch] = sha256(tarball)
 
-    def release_notes(self):
+    def release_notes(self, version):
         lines = [
-            f"- actions-runner-linux-{a}-{LATEST}.tar.gz <!-- BEGIN SHA linux-{a} -->{s}<!-- END SHA linux-{a} -->"
+            f"- actions-runner-linux-{a}-{version}.tar.gz <!-- BEGIN SHA linux-{a} -->{s}<!-- END SHA linux-{a} -->"
             for a, s in sorted(self.sums.items())
         ]
         return "## SHA-256 Checksums\r\n\r\n" + "\r\n".join(lines) + "\r\n"
@@ -192,18 +193,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if name in self.world.bucket:
                 return self.answer(200, self.world.bucket[name])
             return self.answer(404, b"<Error><Code>NoSuchKey</Code></Error>")
-        if path == "/actions/runner/releases/latest":
-            return self.answer(302, headers=[("Location", f"/actions/runner/releases/tag/v{LATEST}")])
-        if path == f"/actions/runner/releases/tag/v{LATEST}":
-            return self.answer(200, b"release page")
-        if path == f"/api/v3/repos/actions/runner/releases/tags/v{LATEST}":
-            release = {"tag_name": f"v{LATEST}", "body": self.world.release_notes()}
-            return self.answer(200, json.dumps(release).encode())
-        prefix = f"/actions/runner/releases/download/v{LATEST}/actions-runner-linux-"
-        if path.startswith(prefix) and path.endswith(f"-{LATEST}.tar.gz"):
-            arch = path[len(prefix) : -len(f"-{LATEST}.tar.gz")]
-            if arch in self.world.tarballs:
-                return self.answer(200, self.world.tarballs[arch])
+        release = re.fullmatch(r"/api/v3/repos/actions/runner/releases/tags/v([0-9.]+)", path)
+        if release and release[1] in self.world.versions:
+            notes = {"tag_name": f"v{release[1]}", "body": self.world.release_notes(release[1])}
+            return self.answer(200, json.dumps(notes).encode())
+        download = re.fullmatch(r"/actions/runner/releases/download/v([0-9.]+)/actions-runner-linux-(\w+)-\1\.tar\.gz", path)
+        if download and download[1] in self.world.versions and download[2] in self.world.tarballs:
+            return self.answer(200, self.world.tarballs[download[2]])
         self.answer(404)
 
     def do_POST(self):

@@ -4,6 +4,8 @@
 # GHES-shaped host here: its API under /api/v3) or the deployment's bucket, its SHA-256
 # checked every time against the pinned or published sum.
 
+import re
+import shutil
 import time
 import unittest
 
@@ -95,11 +97,20 @@ class RunnerDownload(harness.BootstrapHarness):
         self.assert_failed(status, "runner-download", "no published SHA-256 for actions-runner-linux-x64")
         self.assertEqual(self.downloads(), [], "never downloaded unverifiable")
 
-    def test_latest_resolves_through_the_release_redirect(self):
+    def test_latest_with_no_runner_in_the_image_takes_the_script_pin_without_a_lookup(self):
+        pin = re.search(r"runner_version=([0-9]+\.[0-9]+\.[0-9]+)$", harness.SCRIPT.read_text(), re.M)[1]
+        self.world.versions.add(pin)
         self.put_jit()
         status, output = self.run_script("al2023", arch="aarch64", runner_version="latest")
         self.assertEqual(status, 0, output)
-        self.assertEqual(self.downloads(), [self.tarball_path("arm64")])
+        self.assertEqual(
+            self.network_fetches(),
+            [
+                f"/api/v3/repos/actions/runner/releases/tags/v{pin}",
+                f"/actions/runner/releases/download/v{pin}/actions-runner-linux-arm64-{pin}.tar.gz",
+            ],
+            "no lookup of the newest release",
+        )
         self.assert_ran_once_and_deleted()
 
     def put_in_bucket(self, arch="x64", published=None):
@@ -125,6 +136,18 @@ class RunnerDownload(harness.BootstrapHarness):
         self.assertEqual(status, 0, output)
         self.assertEqual(self.world.bad_signatures, [])
         self.assertTrue((self.tmp / "actions-runner/run.sh").exists())
+
+    def test_the_bucket_with_a_curl_older_than_7_86_fails_named(self):
+        # Ubuntu 22.04's curl 7.81 signs only content-type;host;x-amz-date: S3 would refuse
+        # the unsigned x-amz-security-token, so the script says so instead of a bare 403.
+        real = shutil.which("curl", path="/usr/bin:/bin")
+        self.stub("curl", f'#!/bin/bash\n[ "$1" != -V ] || {{ echo "curl 7.81.0 (x86_64-pc-linux-gnu)"; exit 0; }}\nexec {real} "$@"\n')
+        self.put_in_bucket()
+        self.put_jit()
+        status, output = self.run_script("ubuntu2204", runner_bucket_url=self.base + BUCKET_PREFIX)
+        self.assert_failed(status, "runner-download", "the runner bucket needs curl 7.86+")
+        self.assertEqual(self.network_fetches(), [])
+        self.assertIsNone(self.runner())
 
     def test_a_bucket_sum_that_differs_fails_the_boot_named(self):
         self.put_in_bucket(published="f" * 64)
