@@ -26,12 +26,21 @@ TABLE = "eph-jit"
 LATEST = "2.330.0"
 BUCKET_PREFIX = "/eph-artifacts/runner"
 
-ACCESS_DENIED = {
-    "__type": "com.amazon.coral.service#AccessDeniedException",
-    "Message": f"User: arn:aws:sts::{ACCOUNT}:assumed-role/{ROLE}/{INSTANCE} is not authorized to "
-    f"perform: dynamodb:GetItem on resource: arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{TABLE}",
-}
-THROTTLED = {"__type": "com.amazonaws.dynamodb.v20120810#ThrottlingException", "message": "Rate exceeded"}
+# AWS errors as DynamoDB answers them: (HTTP status, JSON body).
+ACCESS_DENIED = (
+    400,
+    {
+        "__type": "com.amazon.coral.service#AccessDeniedException",
+        "Message": f"User: arn:aws:sts::{ACCOUNT}:assumed-role/{ROLE}/{INSTANCE} is not authorized to "
+        f"perform: dynamodb:GetItem on resource: arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{TABLE}",
+    },
+)
+THROTTLED = (400, {"__type": "com.amazonaws.dynamodb.v20120810#ThrottlingException", "message": "Rate exceeded"})
+UNAVAILABLE = (503, {"__type": "com.amazon.coral.availability#ServiceUnavailableException", "message": ""})
+EXPIRED = (
+    400,
+    {"__type": "com.amazon.coral.service#ExpiredTokenException", "message": "The security token included in the request is expired"},
+)
 
 
 
@@ -95,8 +104,8 @@ class World:
         self.imds_secret_key = self.secret_key  # what IMDS hands out (a test may make it wrong)
         self.token_failures = 0  # the next N token requests answer 500
         self.read_failures = 0  # the next N metadata reads answer 500
-        self.dynamo_answer = None  # an AWS error to answer instead of the emulator
-        self.dynamo_throttles = 0  # the next N DynamoDB requests answer ThrottlingException
+        self.dynamo_answer = None  # an AWS error (status, body) to answer instead of the emulator
+        self.dynamo_errors = []  # AWS errors (status, body) for the next requests, in turn
         self.lock = threading.Lock()
         self.requests = []  # (method, path, status)
         self.dynamo = []  # "get-item item", "get-item none", "delete-item ok", "<op> <code>"
@@ -216,12 +225,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.answer(400, json.dumps(error).encode())
         with self.world.lock:
             error = self.world.dynamo_answer
-            if error is None and self.world.dynamo_throttles > 0:
-                self.world.dynamo_throttles -= 1
-                error = THROTTLED
+            if error is None and self.world.dynamo_errors:
+                error = self.world.dynamo_errors.pop(0)
         if error is not None:
-            self.world.dynamo.append(f"{operation} {error['__type'].split('#')[1]}")
-            return self.answer(400, json.dumps(error).encode())
+            self.world.dynamo.append(f"{operation} {error[1]['__type'].split('#')[1]}")
+            return self.answer(error[0], json.dumps(error[1]).encode())
         status, answer = self.forward(body)
         if status != 200:
             outcome = json.loads(answer).get("__type", "?").split("#")[-1]

@@ -10,7 +10,17 @@ import time
 import unittest
 
 import harness
-from fakes import ACCESS_DENIED, BUCKET_PREFIX, LATEST, TABLE, runner_tarball
+from fakes import (
+    ACCESS_DENIED,
+    BUCKET_PREFIX,
+    EXPIRED,
+    LATEST,
+    ROLE,
+    TABLE,
+    THROTTLED,
+    UNAVAILABLE,
+    runner_tarball,
+)
 
 
 class JitConfigRead(harness.BootstrapHarness):
@@ -41,12 +51,31 @@ class JitConfigRead(harness.BootstrapHarness):
         self.assertIsNone(self.runner())
 
     def test_throttling_is_ridden_out(self):
-        self.world.dynamo_throttles = 2
+        self.world.dynamo_errors = [THROTTLED, THROTTLED]
         self.put_jit()
         status, output = self.run_script("al2023")
         self.assertEqual(status, 0, output)
         self.assertEqual(self.aws_calls()[:3], ["get-item ThrottlingException"] * 2 + ["get-item item"])
         self.assertIn("jit-config: ThrottlingException: Rate exceeded (HTTP 400) (attempt 1)", output)
+        self.assert_ran_once_and_deleted()
+
+    def test_a_service_fault_is_ridden_out(self):
+        self.world.dynamo_errors = [UNAVAILABLE]
+        self.put_jit()
+        status, output = self.run_script("al2023")
+        self.assertEqual(status, 0, output)
+        self.assertEqual(self.aws_calls()[:2], ["get-item ServiceUnavailableException", "get-item item"])
+        self.assertIn("(HTTP 503)", output)
+        self.assert_ran_once_and_deleted()
+
+    def test_expired_credentials_are_read_again_from_imds(self):
+        self.world.dynamo_errors = [EXPIRED]
+        self.put_jit()
+        status, output = self.run_script("al2023")
+        self.assertEqual(status, 0, output)
+        self.assertEqual(self.aws_calls()[:2], ["get-item ExpiredTokenException", "get-item item"])
+        reads = [p for m, p, s in self.world.requests if p == f"/latest/meta-data/iam/security-credentials/{ROLE}"]
+        self.assertEqual(len(reads), 2, "the role's credentials read again")
         self.assert_ran_once_and_deleted()
 
 
