@@ -114,6 +114,7 @@ class World:
         self.sums = {}  # arch -> the published SHA-256
         self.bucket = {}  # object name under BUCKET_PREFIX -> bytes
         self.versions = {LATEST}  # the runner releases GitHub has
+        self.escape_html = False  # the release API escapes < and > in JSON strings
 
     def publish(self, arch, tarball):
         self.tarballs[arch] = tarball
@@ -204,8 +205,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.answer(404, b"<Error><Code>NoSuchKey</Code></Error>")
         release = re.fullmatch(r"/api/v3/repos/actions/runner/releases/tags/v([0-9.]+)", path)
         if release and release[1] in self.world.versions:
-            notes = {"tag_name": f"v{release[1]}", "body": self.world.release_notes(release[1])}
-            return self.answer(200, json.dumps(notes).encode())
+            notes = json.dumps({"tag_name": f"v{release[1]}", "body": self.world.release_notes(release[1])})
+            if self.world.escape_html:
+                notes = notes.replace("<", "\\u003c").replace(">", "\\u003e")
+            return self.answer(200, notes.encode())
         download = re.fullmatch(r"/actions/runner/releases/download/v([0-9.]+)/actions-runner-linux-(\w+)-\1\.tar\.gz", path)
         if download and download[1] in self.world.versions and download[2] in self.world.tarballs:
             return self.answer(200, self.world.tarballs[download[2]])

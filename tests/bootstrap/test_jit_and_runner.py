@@ -94,6 +94,14 @@ class RunnerDownload(harness.BootstrapHarness):
         self.assertIn(f"(SHA-256 {self.world.sums['x64']})", output)
         self.assert_ran_once_and_deleted()
 
+    def test_the_sum_is_found_in_release_notes_with_escaped_markup(self):
+        self.world.escape_html = True
+        self.put_jit()
+        status, output = self.run_script("al2023")
+        self.assertEqual(status, 0, output)
+        self.assertIn(f"(SHA-256 {self.world.sums['x64']})", output)
+        self.assert_ran_once_and_deleted()
+
     def test_a_checksum_mismatch_fails_the_boot_named(self):
         # Not the tarball whose sum was published.
         self.world.tarballs["x64"] = runner_tarball(extra=[("bin/implant.sh", "#!/bin/bash\n")])
