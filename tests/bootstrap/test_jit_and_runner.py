@@ -28,10 +28,10 @@ class JitConfigRead(harness.BootstrapHarness):
         self.world.dynamo_answer = ACCESS_DENIED
         self.put_jit()
         started = time.monotonic()
-        status, output = self.run_script("al2023", jit_pause=5)
+        status, output = self.run_script("al2023", jit_pause=30)
         self.assert_failed(status, "jit-config", "AccessDeniedException: User: arn:aws:sts::")
         self.assertEqual(self.aws_calls(), ["get-item AccessDeniedException"], "one attempt, no retry")
-        self.assertLess(time.monotonic() - started, 5, "no pause before failing")
+        self.assertLess(time.monotonic() - started, 25, "no pause before failing")
         self.assertIsNone(self.runner())
         self.assertTrue(self.jit_item_left())
 
