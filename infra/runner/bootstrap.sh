@@ -5,8 +5,9 @@
 #   bootstrap.sh [start]  the user data: installs what the marker lacks (all of it on a
 #                         stock image), reads and deletes this instance's JIT config (curl
 #                         --aws-sigv4, no AWS CLI), runs the runner once, powers off.
-# Needs bash, coreutils, sed, tar, curl 7.75+. A failure prints "ephemera-bootstrap: FAILED
-# <step>: <reason>" on the console. The JIT config, token and keys are never printed.
+# Needs bash, coreutils, grep, sed, tar, curl 7.75+. A failure prints one line,
+# "ephemera-bootstrap: FAILED <step>: <reason>", on the console. The JIT config, the
+# token and the role's keys are never printed.
 set -euo pipefail
 
 phase="${1:-start}"
