@@ -1,39 +1,23 @@
 #!/usr/bin/env bash
-# ephemera runner bootstrap: the user data of every runner instance.
-#
-# template.yaml embeds this file verbatim in the launch template, after a line that
-# exports the deployment's settings (a test checks that the two copies agree):
-#   EPHEMERA_DEPLOYMENT      deployment name
-#   EPHEMERA_JIT_TABLE       the DynamoDB table holding JIT configs (default
-#                            $EPHEMERA_DEPLOYMENT-jit), one item per instance ARN
-#   EPHEMERA_RUNNER_USER     the non-root user the runner runs as (created if missing)
-#   EPHEMERA_RUNNER_DIR      where the Actions runner lives; used as is when run.sh is
-#                            there already (runner preinstalled in the AMI)
-#   EPHEMERA_RUNNER_VERSION  the runner release to download otherwise ("latest" or 2.x.y)
-#   EPHEMERA_JIT_WAIT        seconds to wait for the JIT config before giving up
-# and, for tests (tests/bootstrap/), where it looks and what it touches: EPHEMERA_IMDS_URL,
-# EPHEMERA_GITHUB_URL, EPHEMERA_OS_RELEASE, EPHEMERA_CONSOLE, EPHEMERA_LOG, and the retry
-# bounds EPHEMERA_TRIES, EPHEMERA_PAUSE, EPHEMERA_JIT_TRIES, EPHEMERA_JIT_PAUSE.
-#
-# Amazon Linux 2023 (x86_64, arm64) and Ubuntu 22.04/24.04: it installs what the runner
-# needs (libicu, lttng-ust, OpenSSL, Kerberos, zlib), git and Docker (running, with the
-# runner user in its group), then reads the JIT config, starts the runner with it as the
-# runner user, and powers off when the runner exits.
-#
-# The JIT config comes from the JIT table, never from user data or tags: the instance role
-# may get and delete only the item keyed by this instance's ARN, and it is read once and
-# deleted at once. Neither it nor the metadata token is ever printed.
-# Every failure prints one line, "ephemera-bootstrap: FAILED <step>: <reason>", on the
-# console (the EC2 console output) and in the log. Whatever happens, the instance powers
-# off at the end, and its shutdown behaviour (terminate) ends it; the reaper cleans up
-# records of runners that never came online.
+# ephemera runner bootstrap (settings: the EPHEMERA_* below; README: "Runner images").
+#   bootstrap.sh install  the image recipe: packages, git, Docker, the runner user, the
+#                         pinned runner (SHA-256 checked), and a marker file saying so.
+#   bootstrap.sh [start]  the user data: installs what the marker lacks (all of it on a
+#                         stock image), reads and deletes this instance's JIT config (curl
+#                         --aws-sigv4, no AWS CLI), runs the runner once, powers off.
+# Needs bash, coreutils, grep, sed, tar, curl 7.75+. A failure prints one line,
+# "ephemera-bootstrap: FAILED <step>: <reason>", on the console. The JIT config, the
+# token and the role's keys are never printed.
 set -euo pipefail
 
+phase="${1:-start}"
 deployment="${EPHEMERA_DEPLOYMENT:-}"
 jit_table="${EPHEMERA_JIT_TABLE:-$deployment-jit}"
 runner_user="${EPHEMERA_RUNNER_USER:-runner}"
 runner_dir="${EPHEMERA_RUNNER_DIR:-/opt/actions-runner}"
 runner_version="${EPHEMERA_RUNNER_VERSION:-latest}"
+bucket="${EPHEMERA_RUNNER_BUCKET_URL:-}"
+bucket="${bucket%/}"
 jit_wait="${EPHEMERA_JIT_WAIT:-600}"
 jit_pause="${EPHEMERA_JIT_PAUSE:-2}"
 jit_tries="${EPHEMERA_JIT_TRIES:-$((jit_wait / 2 + 1))}"
@@ -41,28 +25,25 @@ tries="${EPHEMERA_TRIES:-10}"
 pause="${EPHEMERA_PAUSE:-3}"
 imds="${EPHEMERA_IMDS_URL:-http://169.254.169.254}/latest"
 github="${EPHEMERA_GITHUB_URL:-https://github.com}"
+github="${github%/}"
+api="$github/api/v3" # GHES
+[ "$github" != https://github.com ] || api=https://api.github.com
+api="${EPHEMERA_GITHUB_API_URL:-$api}"
 os_release="${EPHEMERA_OS_RELEASE:-/etc/os-release}"
 console="${EPHEMERA_CONSOLE:-/dev/console}"
-log_file="${EPHEMERA_LOG:-/var/log/ephemera-bootstrap.log}"
-export PATH="$PATH:/usr/local/bin:/snap/bin"
-
+# Written by install when done: start trusts it, not dnf or apt.
+marker="$runner_dir/.ephemera-installed"
 step=start
 failed=""
+fetch=(curl -sSfL --connect-timeout 5 --max-time 600)
 
-# To stderr, so that what a function prints is not taken for its answer.
-log() {
-  printf '%s ephemera-bootstrap: %s\n' "$(date -u +%FT%TZ)" "$*" >&2
-}
+log() { printf '%s ephemera-bootstrap: %s\n' "$(date -u +%FT%TZ)" "$*" >&2; }
 
-# One line on the console and on stderr (which the log keeps), then out: the EXIT trap
-# powers off.
+# One line on the console and stderr (the log), then out through the EXIT trap.
 fail() {
   failed=1
-  local line="ephemera-bootstrap: FAILED $step: $*"
-  if [ -w "$console" ]; then
-    printf '%s\n' "$line" >>"$console" 2>/dev/null || true
-  fi
-  printf '%s %s\n' "$(date -u +%FT%TZ)" "$line" >&2
+  if [ -w "$console" ]; then echo "ephemera-bootstrap: FAILED $step: $*" >>"$console" || true; fi
+  log "FAILED $step: $*"
   exit 1
 }
 
@@ -70,11 +51,9 @@ finish() {
   local status=$?
   trap - EXIT
   set +e
-  if [ "$status" -ne 0 ] && [ -z "$failed" ]; then
-    # A command failed under set -e: still one FAILED line.
-    failed=1
-    ( fail "exit status $status" )
-  fi
+  # A command that failed under set -e: still one FAILED line.
+  if [ "$status" -ne 0 ] && [ -z "$failed" ]; then (fail "exit status $status"); fi
+  [ "$phase" = start ] || exit "$status"
   log "exiting with status $status; powering off"
   # The launch template sets InstanceInitiatedShutdownBehavior=terminate.
   poweroff || shutdown -h now || systemctl poweroff
@@ -82,212 +61,301 @@ finish() {
 }
 trap finish EXIT
 trap 'exit 143' TERM INT HUP
+exec > >(tee -a "${EPHEMERA_LOG:-/var/log/ephemera-bootstrap.log}") 2>&1
 
-# Everything this script says goes to the console (cloud-init's output) and the log.
-exec > >(tee -a "$log_file") 2>&1
-
-# Runs "$@" up to $tries times, $pause seconds apart; false when every attempt failed.
+# "$@" up to $tries times, $pause s apart; false when every attempt failed.
 retry() {
   local i
   for ((i = 1; i <= tries; i++)); do
-    if "$@"; then
-      return 0
-    fi
+    "$@" && return 0
     log "$step: attempt $i of $tries failed"
-    if [ "$i" -lt "$tries" ]; then
-      sleep "$pause"
-    fi
+    [ "$i" -eq "$tries" ] || sleep "$pause"
   done
   return 1
 }
 
-[ -n "$deployment" ] || fail "EPHEMERA_DEPLOYMENT is not set"
+# String "$1" of the JSON on stdin, if plain (no escapes: base64, ids, ARNs, codes).
+json() { tr -d '\n' | sed -n "s/.*\"$1\"[[:space:]]*:[[:space:]]*\"\\([^\"\\\\]*\\)\".*/\\1/p"; }
+
+case "$phase" in install | start) ;; *) fail "unknown phase '$phase' (install or start)" ;; esac
+[ "$phase" = install ] || [ -n "$deployment" ] || fail "EPHEMERA_DEPLOYMENT is not set"
 [ "$runner_user" != root ] || fail "the runner must not run as root"
 
-# ---- instance metadata (IMDSv2 only: a session token, then reads with it)
-step=imds
+# ---- IMDSv2: a session token, then reads with it
 token=""
 imds_token() {
   token="$(curl -sSf --connect-timeout 2 --max-time 10 -X PUT "$imds/api/token" \
-    -H 'X-aws-ec2-metadata-token-ttl-seconds: 300')" && [ -n "$token" ] || {
-    token=""
-    return 1
-  }
+    -H 'X-aws-ec2-metadata-token-ttl-seconds: 21600')" && [ -n "$token" ] || { token="" && false; }
 }
-# path -> its value, $tries attempts; an attempt that fails fetches a fresh token for the
-# next (in the caller's subshell: the script's own token stays as it was).
+# path -> value; a failed attempt gets a fresh token (in the caller's subshell).
 metadata() {
   local value="" i
   for ((i = 1; i <= tries; i++)); do
-    if { [ -n "$token" ] || imds_token; } &&
-      value="$(curl -sSf --connect-timeout 2 --max-time 10 \
-        -H "X-aws-ec2-metadata-token: $token" "$imds/$1")" && [ -n "$value" ]; then
+    if { [ -n "$token" ] || imds_token; } && value="$(curl -sSf --connect-timeout 2 \
+      --max-time 10 -H "X-aws-ec2-metadata-token: $token" "$imds/$1")" && [ -n "$value" ]; then
       printf '%s' "$value"
       return 0
     fi
     token=""
     log "imds: reading $1, attempt $i of $tries failed"
-    if [ "$i" -lt "$tries" ]; then
-      sleep "$pause"
-    fi
+    [ "$i" -eq "$tries" ] || sleep "$pause"
   done
   return 1
 }
-# The token first, on its own, so that its failure says so.
-for ((i = 1; i <= tries; i++)); do
-  if imds_token; then
-    break
-  fi
-  log "imds: token, attempt $i of $tries failed"
-  if [ "$i" -lt "$tries" ]; then
-    sleep "$pause"
-  fi
-done
-[ -n "$token" ] || fail "no IMDSv2 token from $imds after $tries attempts"
-instance_id="$(metadata meta-data/instance-id)" || fail "no instance id from IMDS"
-region="$(metadata meta-data/placement/region)" || fail "no region from IMDS"
-partition="$(metadata meta-data/services/partition)" || fail "no partition from IMDS"
-document="$(metadata dynamic/instance-identity/document)" ||
-  fail "no instance identity document from IMDS"
-unset token
-account="$(printf '%s' "$document" | sed -n 's/.*"accountId" *: *"\([0-9]*\)".*/\1/p')"
-[ -n "$account" ] || fail "no accountId in the instance identity document"
-# The key is what the role's credentials carry as ec2:SourceInstanceARN.
-instance_arn="arn:$partition:ec2:$region:$account:instance/$instance_id"
-key="{\"instance_arn\":{\"S\":\"$instance_arn\"}}"
-log "instance $instance_id in $region ($(uname -m))"
+imds_start() {
+  step=imds
+  retry imds_token || fail "no IMDSv2 token from $imds after $tries attempts"
+  region="$(metadata meta-data/placement/region)" || fail "no region from IMDS"
+}
 
-# ---- packages: the runner's dependencies, git, Docker
-step=packages
-os_id=""
-os_version=""
-os_like=""
-if [ -r "$os_release" ]; then
-  os_id="$(sed -n 's/^ID=//p' "$os_release" | tr -d '"')"
-  os_version="$(sed -n 's/^VERSION_ID=//p' "$os_release" | tr -d '"')"
-  os_like="$(sed -n 's/^ID_LIKE=//p' "$os_release" | tr -d '"')"
-fi
-case "$os_id $os_like" in
-  amzn* | *fedora* | *rhel*) family=dnf ;;
-  ubuntu* | debian* | *debian*) family=apt ;;
-  *) fail "unsupported OS '$os_id $os_version' in $os_release (Amazon Linux 2023 or Ubuntu)" ;;
-esac
-log "installing the runner's dependencies, git and Docker on $os_id $os_version ($family)"
-if [ "$family" = dnf ]; then
-  # The runner's installdependencies.sh does not know Amazon Linux 2023: its list here.
-  retry dnf install -y libicu lttng-ust openssl-libs krb5-libs zlib git docker tar gzip \
-    shadow-utils sudo || fail "dnf install failed $tries times"
-else
-  export DEBIAN_FRONTEND=noninteractive
-  case "$os_version" in
-    22.04) icu=libicu70 ;;
-    24.04) icu=libicu74 ;;
-    *) icu="" ;; # installdependencies.sh picks one
-  esac
+# ---- AWS requests signed with the instance role's credentials
+key_id=""
+secret=""
+session=""
+credentials() {
+  local role doc
+  role="$(metadata meta-data/iam/security-credentials/)" || return 1
+  doc="$(metadata "meta-data/iam/security-credentials/${role%%$'\n'*}")" || return 1
+  key_id="$(printf '%s' "$doc" | json AccessKeyId)"
+  secret="$(printf '%s' "$doc" | json SecretAccessKey)"
+  session="$(printf '%s' "$doc" | json Token)"
+  [ -n "$key_id" ] && [ -n "$secret" ] && [ -n "$session" ]
+}
+# curl for service $1; the keys on stdin, as a command line is readable by all.
+signed() {
+  local service="$1"
+  shift
+  printf 'user = "%s:%s"\nheader = "x-amz-security-token: %s"\n' "$key_id" "$secret" "$session" |
+    curl -K - --aws-sigv4 "aws:amz:$region:$service" "$@"
+}
+# S3 GET; S3 wants the payload's hash: a GET's is the empty string's.
+s3_get() {
+  signed s3 -sSf --connect-timeout 5 --max-time 600 \
+    -H 'x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855' "$@"
+}
+# DynamoDB operation $1, body $2 -> $status, $body; false only when nothing answered.
+dynamodb() {
+  local out
+  out="$(signed dynamodb -sS --connect-timeout 5 --max-time 30 \
+    -H 'Content-Type: application/x-amz-json-1.0' -H "X-Amz-Target: DynamoDB_20120810.$1" \
+    --data-binary "$2" -w '\n%{http_code}' "$dynamodb_url")" || return 1
+  status="${out##*$'\n'}"
+  body="${out%$'\n'*}"
+}
+# "AccessDeniedException: <message> (HTTP 400)" of the last answer.
+aws_error() {
+  local type message
+  type="$(printf '%s' "$body" | json __type)"
+  message="$(printf '%s' "$body" | json '[Mm]essage')"
+  printf '%s: %s (HTTP %s)' "${type##*#}" "${message:0:300}" "$status"
+}
+
+# ---- packages: required in one transaction; optional (lttng-ust, .NET tracing only)
+# one by one, best effort
+apt_get() {
   # cloud-init and unattended-upgrades hold the dpkg lock at boot: wait for it.
-  apt_get() { apt-get -o DPkg::Lock::Timeout=300 -q "$@"; }
-  retry apt_get update || fail "apt-get update failed $tries times"
-  # shellcheck disable=SC2086 # $icu is one package name or none
-  retry apt_get install -y --no-install-recommends ca-certificates curl tar git \
-    docker.io sudo libkrb5-3 zlib1g $icu || fail "apt-get install failed $tries times"
-fi
-if ! command -v aws >/dev/null 2>&1; then
-  # Ubuntu images have no AWS CLI; its snap is AWS's documented install.
-  step=aws-cli
-  timeout 600 snap wait system seed.loaded || true
-  retry snap install aws-cli --classic || fail "could not install the AWS CLI"
-fi
-
-step=runner-user
-if ! id "$runner_user" >/dev/null 2>&1; then
-  useradd --create-home --shell /bin/bash "$runner_user" ||
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 -q "$@"
+}
+install_packages() {
+  local optional=lttng-ust package pm=(dnf install -y)
+  step=packages
+  log "installing the runner's dependencies, git and Docker on $os ($family)"
+  if [ "$family" = dnf ]; then
+    # The runner's installdependencies.sh does not know Amazon Linux 2023.
+    retry "${pm[@]}" libicu openssl-libs krb5-libs zlib git docker tar gzip shadow-utils \
+      sudo || fail "dnf install failed $tries times"
+  else
+    pm=(apt_get install -y --no-install-recommends) optional=liblttng-ust1 package=""
+    case "$os" in
+      *" 22.04") package=libicu70 ;;
+      *" 24.04") package=libicu74 optional=liblttng-ust1t64 ;;
+    esac
+    retry apt_get update || fail "apt-get update failed $tries times"
+    # shellcheck disable=SC2086 # one ICU package or none
+    retry "${pm[@]}" ca-certificates curl tar git docker.io sudo libkrb5-3 zlib1g $package ||
+      fail "apt-get install failed $tries times"
+  fi
+  for package in $optional; do
+    "${pm[@]}" "$package" || log "optional package $package not installed; going on"
+  done
+  step=runner-user
+  id "$runner_user" >/dev/null 2>&1 || useradd --create-home --shell /bin/bash "$runner_user" ||
     fail "could not create the user $runner_user"
-fi
-step=docker
-systemctl enable --now docker || fail "could not start Docker"
-usermod -aG docker "$runner_user" || fail "could not add $runner_user to the docker group"
+  step=docker
+  systemctl enable --now docker || fail "could not start Docker"
+  usermod -aG docker "$runner_user" || fail "could not add $runner_user to the docker group"
+}
 
-# ---- the Actions runner: preinstalled, or downloaded
-step=runner-download
-if [ -x "$runner_dir/run.sh" ]; then
-  log "using the runner preinstalled in $runner_dir (it updates itself if GitHub asks)"
-else
+# ---- the runner: pinned, its published SHA-256 checked on every download
+# Sets $sum (or is false) and $sum_from.
+published_sum() {
+  local pinned="EPHEMERA_RUNNER_SHA256_${arch^^}" text
+  sum="${!pinned:-}" sum_from="$pinned"
+  if [ -z "$sum" ] && [ -n "$bucket" ]; then
+    sum_from="$bucket/$name.sha256"
+    text="$(retry s3_get "$sum_from")" || return 1
+    sum="${text%%[[:space:]]*}"
+  elif [ -z "$sum" ]; then
+    # The release notes give each tarball's sum between these comments.
+    sum_from="the release notes of v$runner_version at $api"
+    text="$(retry "${fetch[@]}" "$api/repos/actions/runner/releases/tags/v$runner_version")" ||
+      return 1
+    sum="$(printf '%s' "$text" | tr -d '\n' |
+      sed -nE "s/.*BEGIN SHA linux-$arch --(>|\\\\u003e)([0-9a-fA-F]{64}).*/\\2/p")"
+  fi
+  sum="$(printf '%s' "$sum" | tr A-F a-f)"
+  [[ "$sum" =~ ^[0-9a-f]{64}$ ]]
+}
+download_runner() {
+  local url tarball="$runner_dir.tar.gz" actual
+  step=runner-download
+  [[ "$runner_version" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] ||
+    fail "the runner version is not 2.x.y: '$runner_version'"
+  name="actions-runner-linux-$arch-$runner_version.tar.gz"
+  published_sum || fail "no published SHA-256 for $name from $sum_from"
+  mkdir -p "$runner_dir"
+  log "downloading the Actions runner $runner_version ($arch)"
+  local get=("${fetch[@]}")
+  url="$github/actions/runner/releases/download/v$runner_version/$name"
+  [ -z "$bucket" ] || get=(s3_get) url="$bucket/$name"
+  retry "${get[@]}" -o "$tarball" "$url" || fail "could not download $url"
+  actual="$(sha256sum "$tarball" | cut -d' ' -f1)"
+  if [ "$actual" != "$sum" ]; then
+    rm -f "$tarball"
+    fail "checksum mismatch for $url: SHA-256 $actual, published $sum ($sum_from)"
+  fi
+  # Another version's files (an older bake) would mix with these.
+  rm -rf "${runner_dir:?}/bin" "${runner_dir:?}/externals"
+  tar -xzf "$tarball" -C "$runner_dir" || fail "could not unpack $url"
+  rm -f "$tarball"
+  log "runner $runner_version in $runner_dir (SHA-256 $actual)"
+}
+
+# ---- install: what the marker does not vouch for
+install_missing() {
+  local like packages="" baked=""
+  step=packages
+  # shellcheck source=/dev/null
+  os="$(. "$os_release" && echo "${ID:-} ${VERSION_ID:-}:${ID_LIKE:-}")" || os=unknown
+  like="${os#*:}" os="${os%%:*}"
+  case "$os $like" in
+    amzn* | *fedora* | *rhel*) family=dnf ;;
+    ubuntu* | debian* | *debian*) family=apt ;;
+    *) fail "unsupported OS '$os' in $os_release (Amazon Linux 2023 or Ubuntu)" ;;
+  esac
   case "$(uname -m)" in
     aarch64 | arm64) arch=arm64 ;;
     x86_64) arch=x64 ;;
     *) fail "unsupported machine $(uname -m)" ;;
   esac
-  if [ "$runner_version" = latest ]; then
-    # The release page redirects to the newest tag; no API call, no rate limit.
-    latest_url() {
-      curl -sSfL --connect-timeout 5 --max-time 60 -o /dev/null -w '%{url_effective}' \
-        "$github/actions/runner/releases/latest"
-    }
-    latest="$(retry latest_url)" || fail "could not find the latest runner release"
-    runner_version="${latest##*/v}"
-    case "$runner_version" in
-      [0-9]*.[0-9]*.[0-9]*) ;;
-      *) fail "the latest runner release is not a version: '$runner_version'" ;;
-    esac
+  if [ -r "$marker" ]; then
+    grep -qx "packages=$family" "$marker" && packages=1
+    baked="$(sed -n 's/^runner=//p' "$marker")"
+    [ -x "$runner_dir/run.sh" ] || baked=""
   fi
-  url="$github/actions/runner/releases/download/v$runner_version/actions-runner-linux-$arch-$runner_version.tar.gz"
-  log "downloading the Actions runner $runner_version ($arch)"
-  mkdir -p "$runner_dir"
-  tarball="$runner_dir.tar.gz"
-  retry curl -sSfL --connect-timeout 5 --max-time 600 -o "$tarball" "$url" ||
-    fail "could not download $url"
-  tar -xzf "$tarball" -C "$runner_dir" || fail "could not unpack $url"
-  rm -f "$tarball"
-fi
-if [ "$family" = apt ] && [ -x "$runner_dir/bin/installdependencies.sh" ]; then
-  # The runner's own list for Ubuntu (lttng-ust, OpenSSL, Kerberos, zlib, an ICU).
-  step=runner-dependencies
-  if ! retry "$runner_dir/bin/installdependencies.sh"; then
-    [ -n "$icu" ] || fail "installdependencies.sh failed, and no ICU is known for $os_id $os_version"
-    log "installdependencies.sh failed; going on with $icu and the packages above"
+  # "latest": the image's runner, or this script's pin (no lookup at boot).
+  [ "$runner_version" != latest ] || [ "${baked#* }" != "$arch" ] || runner_version="${baked% *}"
+  [ "$runner_version" != latest ] || runner_version=2.336.0
+  if [ -n "$packages" ] && [ "$baked" = "$runner_version $arch" ]; then
+    log "packages and runner $runner_version in the image: nothing to install"
+    return 0
   fi
-fi
-chown -R "$runner_user:" "$runner_dir" || fail "could not give $runner_dir to $runner_user"
+  if [ -n "$packages" ]; then log "packages in the image ($family)"; else install_packages; fi
+  step=runner-download
+  if [ "$baked" = "$runner_version $arch" ]; then
+    log "runner $runner_version in the image"
+  elif [ -x "$runner_dir/run.sh" ] && [ ! -r "$marker" ]; then
+    log "using the runner preinstalled in $runner_dir (it may update itself)"
+  else
+    if [ -n "$bucket" ]; then
+      # S3 refuses unsigned x-amz-* headers; curl signs them from 7.86 on.
+      { [[ "$(curl -V)" =~ ^curl\ ([0-9]+)\.([0-9]+) ]] && ((BASH_REMATCH[1] > 7 || BASH_REMATCH[2] > 85)); } ||
+        fail "the runner bucket needs curl 7.86+: bake the runner, or take it from GitHub"
+      credentials || fail "no instance role credentials from IMDS"
+    fi
+    download_runner
+    baked="$runner_version $arch"
+  fi
+  if [ -z "$packages" ] && [ "$family" = apt ] && [ -x "$runner_dir/bin/installdependencies.sh" ]; then
+    # The runner's own list for Ubuntu (lttng-ust, OpenSSL, Kerberos, zlib, an ICU).
+    step=runner-dependencies
+    retry "$runner_dir/bin/installdependencies.sh" ||
+      log "installdependencies.sh failed; going on with the packages above"
+  fi
+  step=runner-download
+  chown -R "$runner_user:" "$runner_dir" || fail "could not give $runner_dir to $runner_user"
+  { echo "packages=$family" && [ -z "$baked" ] || echo "runner=$baked"; } >"$marker"
+}
 
-# ---- the JIT config: read once, deleted at once
+if [ "$phase" = install ]; then
+  region=""
+  [ -z "$bucket" ] || imds_start
+  install_missing
+  log installed
+  exit 0
+fi
+
+# ---- start: who this instance is
+imds_start
+instance_id="$(metadata meta-data/instance-id)" || fail "no instance id from IMDS"
+partition="$(metadata meta-data/services/partition)" || fail "no partition from IMDS"
+domain="$(metadata meta-data/services/domain)" || fail "no services domain from IMDS"
+account="$(metadata dynamic/instance-identity/document | json accountId)" || true
+[ -n "$account" ] || fail "no accountId in the instance identity document from IMDS"
+# The key is what the role's credentials carry as ec2:SourceInstanceARN.
+instance_arn="arn:$partition:ec2:$region:$account:instance/$instance_id"
+dynamodb_url="${EPHEMERA_DYNAMODB_URL:-https://dynamodb.$region.$domain}"
+log "instance $instance_id in $region ($(uname -m))"
+
+install_missing
+step=docker
+systemctl start docker || fail "could not start Docker"
+
+# ---- the JIT config: read once, deleted at once; an AWS error fails at once, but for
+# throttling and the service's own faults (retried, as an absent item is)
 step=jit-config
+credentials || fail "no instance role credentials from IMDS"
 log "waiting for the JIT config of $instance_arn in $jit_table"
+key="{\"TableName\":\"$jit_table\",\"Key\":{\"instance_arn\":{\"S\":\"$instance_arn\"}}"
 jit_config=""
 deadline=$((SECONDS + jit_wait))
 for ((i = 1; i <= jit_tries; i++)); do
-  # An absent item prints None.
-  if jit_config="$(aws dynamodb get-item --region "$region" --table-name "$jit_table" \
-    --key "$key" --consistent-read --projection-expression jit_config \
-    --query Item.jit_config.S --output text 2>/dev/null)" &&
-    [ -n "$jit_config" ] && [ "$jit_config" != None ]; then
-    break
+  if ! dynamodb GetItem "$key,\"ConsistentRead\":true,\"ProjectionExpression\":\"jit_config\"}"; then
+    log "jit-config: no answer from $dynamodb_url (attempt $i of $jit_tries)"
+  elif [ "$status" = 200 ]; then
+    # An absent item is "{}".
+    jit_config="$(printf '%s' "$body" | json 'jit_config"[[:space:]]*:[[:space:]]*{[[:space:]]*"S')"
+    [ -z "$jit_config" ] || break
+    [[ "$body" != *'"jit_config"'* ]] || fail "the item's jit_config is not a plain string"
+    [ $((i % 10)) -ne 1 ] || log "no JIT config yet (attempt $i of $jit_tries)"
+  else
+    case "$(aws_error)" in
+      ExpiredToken*) credentials || fail "no fresh instance role credentials from IMDS" ;;
+      Throttling* | ProvisionedThroughput* | RequestLimit* | LimitExceeded* | InternalServer* | \
+        ServiceUnavailable*) log "jit-config: $(aws_error) (attempt $i)" ;;
+      *) [ "$status" -ge 500 ] || fail "$(aws_error) from $dynamodb_url on $jit_table"
+        log "jit-config: $(aws_error) (attempt $i)" ;;
+    esac
   fi
-  jit_config=""
-  if [ "$SECONDS" -ge "$deadline" ] || [ "$i" -eq "$jit_tries" ]; then
-    break
-  fi
-  if [ $((i % 10)) -eq 1 ]; then
-    log "no JIT config yet (attempt $i of $jit_tries)"
-  fi
+  [ "$SECONDS" -lt "$deadline" ] && [ "$i" -lt "$jit_tries" ] || break
   sleep "$jit_pause"
 done
-[ -n "$jit_config" ] ||
-  fail "no JIT config in $jit_table after $i attempts and ${SECONDS}s (limit ${jit_wait}s)"
+body=""
+[ -n "$jit_config" ] || fail "no JIT config in $jit_table after $i attempts and ${SECONDS}s (limit ${jit_wait}s)"
 # One use only: nobody may read it again, not even this instance.
 delete_jit() {
-  aws dynamodb delete-item --region "$region" --table-name "$jit_table" --key "$key" \
-    >/dev/null
+  dynamodb DeleteItem "$key}" || return 1
+  [ "$status" = 200 ] || { log "jit-config: delete: $(aws_error)" && return 1; }
 }
 retry delete_jit || log "could not delete the JIT config of $instance_arn (the reaper will)"
+unset token key_id secret session
 
 # ---- the runner, as the runner user, once
 step=runner
 log "starting the runner as $runner_user"
 cd "$runner_dir"
-status=0
-sudo -u "$runner_user" -H -- ./run.sh --jitconfig "$jit_config" || status=$?
+rc=0
+sudo -u "$runner_user" -H -- ./run.sh --jitconfig "$jit_config" || rc=$?
 unset jit_config
-if [ "$status" -ne 0 ]; then
-  fail "the runner exited with status $status"
-fi
+[ "$rc" -eq 0 ] || fail "the runner exited with status $rc"
 log "runner exited with status 0"

@@ -1,0 +1,291 @@
+# The endpoints a runner's boot talks to, faked on 127.0.0.1 for tests/bootstrap: IMDS
+# (IMDSv2, with the instance role's credentials), GitHub (the runner's releases, and the
+# release API whose notes publish each tarball's SHA-256, at a GHES-shaped /api/v3), the
+# deployment's runner bucket, and a DynamoDB front that checks every request's SigV4
+# signature against the role's keys, as AWS does, then forwards it to the strict moto
+# emulator (or answers an AWS error itself). Also the stub runner's tarball.
+
+import hashlib
+import hmac
+import http.server
+import io
+import json
+import re
+import secrets
+import tarfile
+import threading
+import urllib.error
+import urllib.request
+
+REGION = "us-east-1"
+ACCOUNT = "123456789012"
+INSTANCE = "i-0123456789abcdef0"
+ARN = f"arn:aws:ec2:{REGION}:{ACCOUNT}:instance/{INSTANCE}"
+ROLE = "eph-runner"
+TABLE = "eph-jit"
+LATEST = "2.330.0"
+BUCKET_PREFIX = "/eph-artifacts/runner"
+
+# AWS errors as DynamoDB answers them: (HTTP status, JSON body).
+ACCESS_DENIED = (
+    400,
+    {
+        "__type": "com.amazon.coral.service#AccessDeniedException",
+        "Message": f"User: arn:aws:sts::{ACCOUNT}:assumed-role/{ROLE}/{INSTANCE} is not authorized to "
+        f"perform: dynamodb:GetItem on resource: arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{TABLE}",
+    },
+)
+THROTTLED = (400, {"__type": "com.amazonaws.dynamodb.v20120810#ThrottlingException", "message": "Rate exceeded"})
+UNAVAILABLE = (503, {"__type": "com.amazon.coral.availability#ServiceUnavailableException", "message": ""})
+EXPIRED = (
+    400,
+    {"__type": "com.amazon.coral.service#ExpiredTokenException", "message": "The security token included in the request is expired"},
+)
+
+
+
+def sha256(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def sigv4_problem(method, path, headers, body, world, service):
+    """None when the request is signed with the role's credentials for `service`, as
+    AWS checks it (SigV4: canonical request, string to sign, derived key); else why not."""
+    auth = headers.get("Authorization", "")
+    found = re.fullmatch(
+        r"AWS4-HMAC-SHA256 Credential=([^/]+)/(\d{8})/([^/]+)/([^/]+)/aws4_request,"
+        r" ?SignedHeaders=([a-z0-9;-]+), ?Signature=([0-9a-f]{64})",
+        auth,
+    )
+    if not found:
+        return "not signed with SigV4"
+    key_id, day, region, signed_service, signed, signature = found.groups()
+    if key_id != world.key_id or region != REGION or signed_service != service:
+        return f"signed as {key_id} for {region}/{signed_service}"
+    if headers.get("X-Amz-Security-Token") != world.session_token:
+        return "no x-amz-security-token with the role's session token"
+    names = signed.split(";")
+    if "host" not in names:
+        return "host not signed"
+    canonical = "\n".join(
+        [
+            method,
+            path.split("?")[0],
+            path.partition("?")[2],
+            "".join(f"{n}:{' '.join((headers.get(n) or '').split())}\n" for n in names),
+            signed,
+            headers.get("x-amz-content-sha256") or sha256(body),
+        ]
+    )
+    amz_date = headers.get("X-Amz-Date", "")
+    to_sign = "\n".join(
+        ["AWS4-HMAC-SHA256", amz_date, f"{day}/{region}/{service}/aws4_request", sha256(canonical.encode())]
+    )
+    key = ("AWS4" + world.secret_key).encode()
+    for part in [day, region, service, "aws4_request"]:
+        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+    if not hmac.compare_digest(hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest(), signature):
+        return "signature does not match"
+    return None
+
+
+# ---------------------------------------------------------------- the fake endpoints
+
+
+class World:
+    """What the fake endpoints answer, and what they were asked."""
+
+    def __init__(self, moto_url):
+        self.moto_url = moto_url
+        self.token = "imds-token-" + secrets.token_hex(16)
+        self.key_id = "ASIA" + secrets.token_hex(8).upper()
+        self.secret_key = secrets.token_urlsafe(30).replace("-", "+").replace("_", "/")
+        self.session_token = "IQoJb3JpZ2luX2Vj" + secrets.token_urlsafe(300)
+        self.imds_secret_key = self.secret_key  # what IMDS hands out (a test may make it wrong)
+        self.token_failures = 0  # the next N token requests answer 500
+        self.read_failures = 0  # the next N metadata reads answer 500
+        self.dynamo_answer = None  # an AWS error (status, body) to answer instead of the emulator
+        self.dynamo_errors = []  # AWS errors (status, body) for the next requests, in turn
+        self.lock = threading.Lock()
+        self.requests = []  # (method, path, status)
+        self.dynamo = []  # "get-item item", "get-item none", "delete-item ok", "<op> <code>"
+        self.bad_signatures = []
+        self.tarballs = {}  # arch -> bytes served
+        self.sums = {}  # arch -> the published SHA-256
+        self.bucket = {}  # object name under BUCKET_PREFIX -> bytes
+        self.versions = {LATEST}  # the runner releases GitHub has
+        self.escape_html = False  # the release API escapes < and > in JSON strings
+
+    def publish(self, arch, tarball):
+        self.tarballs[arch] = tarball
+        self.sums[arch] = sha256(tarball)
+
+    def release_notes(self, version):
+        lines = [
+            f"- actions-runner-linux-{a}-{version}.tar.gz <!-- BEGIN SHA linux-{a} -->{s}<!-- END SHA linux-{a} -->"
+            for a, s in sorted(self.sums.items())
+        ]
+        return "## SHA-256 Checksums\r\n\r\n" + "\r\n".join(lines) + "\r\n"
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    world: World = None
+
+    def log_message(self, *args):
+        pass
+
+    def answer(self, status, body=b"", headers=()):
+        with self.world.lock:
+            self.world.requests.append((self.command, self.path, status))
+        self.send_response(status)
+        for name, value in headers:
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_PUT(self):
+        if self.path != "/latest/api/token" or not self.headers.get("X-aws-ec2-metadata-token-ttl-seconds"):
+            return self.answer(400)
+        with self.world.lock:
+            failing = self.world.token_failures > 0
+            if failing:
+                self.world.token_failures -= 1
+        if failing:
+            return self.answer(500, b"hiccup")
+        self.answer(200, self.world.token.encode())
+
+    def metadata(self, path):
+        if self.headers.get("X-aws-ec2-metadata-token") != self.world.token:
+            return self.answer(401)
+        with self.world.lock:
+            failing = self.world.read_failures > 0
+            if failing:
+                self.world.read_failures -= 1
+        if failing:
+            return self.answer(500, b"hiccup")
+        document = json.dumps({"accountId": ACCOUNT, "region": REGION, "instanceId": INSTANCE})
+        credentials = json.dumps(
+            {
+                "Code": "Success",
+                "LastUpdated": "2026-11-25T19:00:00Z",
+                "Type": "AWS-HMAC",
+                "AccessKeyId": self.world.key_id,
+                "SecretAccessKey": self.world.imds_secret_key,
+                "Token": self.world.session_token,
+                "Expiration": "2026-11-26T01:00:00Z",
+            },
+            indent=2,
+        )
+        values = {
+            "/latest/meta-data/instance-id": INSTANCE,
+            "/latest/meta-data/placement/region": REGION,
+            "/latest/meta-data/services/partition": "aws",
+            "/latest/meta-data/services/domain": "amazonaws.com",
+            "/latest/dynamic/instance-identity/document": document,
+            "/latest/meta-data/iam/security-credentials/": ROLE,
+            f"/latest/meta-data/iam/security-credentials/{ROLE}": credentials,
+        }
+        if path in values:
+            return self.answer(200, values[path].encode())
+        return self.answer(404)
+
+    def do_GET(self):
+        path = self.path
+        if path.startswith("/latest/"):
+            return self.metadata(path)
+        if path.startswith(BUCKET_PREFIX + "/"):
+            problem = sigv4_problem("GET", path, self.headers, b"", self.world, "s3")
+            if problem:
+                self.world.bad_signatures.append(f"GET {path}: {problem}")
+                return self.answer(403, b"<Error><Code>SignatureDoesNotMatch</Code></Error>")
+            name = path[len(BUCKET_PREFIX) + 1 :]
+            if name in self.world.bucket:
+                return self.answer(200, self.world.bucket[name])
+            return self.answer(404, b"<Error><Code>NoSuchKey</Code></Error>")
+        release = re.fullmatch(r"/api/v3/repos/actions/runner/releases/tags/v([0-9.]+)", path)
+        if release and release[1] in self.world.versions:
+            notes = json.dumps({"tag_name": f"v{release[1]}", "body": self.world.release_notes(release[1])})
+            if self.world.escape_html:
+                notes = notes.replace("<", "\\u003c").replace(">", "\\u003e")
+            return self.answer(200, notes.encode())
+        download = re.fullmatch(r"/actions/runner/releases/download/v([0-9.]+)/actions-runner-linux-(\w+)-\1\.tar\.gz", path)
+        if download and download[1] in self.world.versions and download[2] in self.world.tarballs:
+            return self.answer(200, self.world.tarballs[download[2]])
+        self.answer(404)
+
+    def do_POST(self):
+        if self.path != "/dynamodb":
+            return self.answer(404)
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        operation = {"DynamoDB_20120810.GetItem": "get-item", "DynamoDB_20120810.DeleteItem": "delete-item"}.get(
+            self.headers.get("X-Amz-Target", ""), "unexpected"
+        )
+        problem = sigv4_problem("POST", self.path, self.headers, body, self.world, "dynamodb")
+        if problem:
+            self.world.bad_signatures.append(f"{operation}: {problem}")
+            error = {"__type": "com.amazon.coral.service#InvalidSignatureException", "message": problem}
+            return self.answer(400, json.dumps(error).encode())
+        with self.world.lock:
+            error = self.world.dynamo_answer
+            if error is None and self.world.dynamo_errors:
+                error = self.world.dynamo_errors.pop(0)
+        if error is not None:
+            self.world.dynamo.append(f"{operation} {error[1]['__type'].split('#')[1]}")
+            return self.answer(error[0], json.dumps(error[1]).encode())
+        status, answer = self.forward(body)
+        if status != 200:
+            outcome = json.loads(answer).get("__type", "?").split("#")[-1]
+        elif operation == "get-item":
+            outcome = "item" if "Item" in json.loads(answer) else "none"
+        else:
+            outcome = "ok"
+        self.world.dynamo.append(f"{operation} {outcome}")
+        self.answer(status, answer, [("Content-Type", "application/x-amz-json-1.0")])
+
+    def forward(self, body):
+        names = ["Authorization", "X-Amz-Date", "X-Amz-Target", "X-Amz-Security-Token", "Content-Type"]
+        request = urllib.request.Request(
+            self.world.moto_url + "/",
+            data=body,
+            method="POST",
+            headers={n: self.headers[n] for n in names if self.headers.get(n)},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return response.status, response.read()
+        except urllib.error.HTTPError as err:
+            return err.code, err.read()
+
+
+RUN_SH = """#!/bin/bash
+# Stub Actions runner: records its arguments, the user sudo ran it as, and where.
+{
+  printf 'user=%s\\n' "${STUB_RAN_AS:-}"
+  printf 'cwd=%s\\n' "$PWD"
+  printf 'arg=%s\\n' "$@"
+} >"$STUB_DIR/runner.log"
+exit "${STUB_RUNNER_EXIT:-0}"
+"""
+INSTALL_DEPENDENCIES = """#!/bin/bash
+# Stub of the runner's bin/installdependencies.sh.
+echo installdependencies >>"$STUB_DIR/calls.log"
+"""
+
+
+def runner_tarball(extra=()):
+    """The stub runner's tarball; `extra` (name, text) files make another one."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, text in [
+            ("run.sh", RUN_SH),
+            ("config.sh", "#!/bin/bash\nexit 0\n"),
+            ("bin/installdependencies.sh", INSTALL_DEPENDENCIES),
+            *extra,
+        ]:
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mode = 0o755
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
