@@ -106,8 +106,9 @@ async fn the_launch_template_reads_its_image_at_each_launch() -> anyhow::Result<
     let resources = resolve["Resource"].to_string();
     ensure!(
         resources.contains(":${AWS::AccountId}:parameter${RunnerAmi}")
-            && resources.contains("::parameter${RunnerAmi}"),
-        "on the deployment's parameter and on a public one: {resources}"
+            && resources.contains("::parameter${RunnerAmi}")
+            && resources.contains("parameter/ephemera/${DeploymentName}/runner-image/*"),
+        "on the deployment's parameter, a public one and the image stack's: {resources}"
     );
     Ok(())
 }
