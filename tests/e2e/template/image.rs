@@ -65,27 +65,33 @@ fn the_install_component_carries_bootstrap_sh_as_it_is() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The role that launches (the one allowed ec2:CreateFleet).
+/// The statements of the role that launches (the one allowed ec2:CreateFleet).
 fn launcher_statements(template: &Value) -> anyhow::Result<Vec<&Value>> {
     let resources = template["Resources"].as_object().context("resources")?;
-    let launchers: Vec<&Value> = resources
+    let mut launchers = resources
         .values()
         .filter(|r| r["Type"] == "AWS::IAM::Role")
-        .flat_map(|r| r["Properties"]["Policies"].as_array().into_iter().flatten())
-        .flat_map(|p| {
-            p["PolicyDocument"]["Statement"]
+        .map(|r| {
+            r["Properties"]["Policies"]
                 .as_array()
                 .into_iter()
                 .flatten()
+                .flat_map(|p| {
+                    p["PolicyDocument"]["Statement"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                })
+                .collect::<Vec<&Value>>()
         })
-        .collect();
-    ensure!(
-        launchers
-            .iter()
-            .any(|s| s["Action"].to_string().contains("ec2:CreateFleet")),
-        "a role launches"
-    );
-    Ok(launchers)
+        .filter(|statements| {
+            statements
+                .iter()
+                .any(|s| s["Action"].to_string().contains("ec2:CreateFleet"))
+        });
+    let launcher = launchers.next().context("a role launches")?;
+    ensure!(launchers.next().is_none(), "one role launches");
+    Ok(launcher)
 }
 
 #[tokio::test]
