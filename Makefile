@@ -117,18 +117,26 @@ fmt:
 clean-venv:
 	rm -rf $(VENV)
 
-## lint-infra: template.yaml (cfn-lint, sam validate --lint), the runner bootstrap script
+## lint-infra: template.yaml and the image stack (cfn-lint, sam validate --lint; the image
+## stack's install component carries bootstrap.sh as it is), the runner bootstrap script
 ## (shellcheck) and the example configuration against its JSON Schema
-.PHONY: build deploy lint-infra
+.PHONY: build deploy lint-infra image-component
 SAM := SAM_CLI_TELEMETRY=0 $(CURDIR)/$(VENV)/bin/sam
 
 lint-infra: venv
-	$(VENV)/bin/cfn-lint template.yaml
+	$(VENV)/bin/cfn-lint template.yaml infra/image/template.yaml
 	AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-us-east-1} $(SAM) validate --lint
+	AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-us-east-1} $(SAM) validate --lint -t infra/image/template.yaml
+	$(VENV)/bin/python infra/image/component.py --check
 	$(VENV)/bin/shellcheck infra/runner/bootstrap.sh
 	$(VENV)/bin/python -c 'import json, sys, yaml, jsonschema; \
 		jsonschema.validate(yaml.safe_load(open(sys.argv[2])), json.load(open(sys.argv[1])))' \
 		infra/config.schema.json infra/config.example.yaml
+
+## image-component: infra/image/template.yaml's install component, made again from
+## infra/runner/bootstrap.sh (run it after every change of the script)
+image-component: venv
+	$(VENV)/bin/python infra/image/component.py
 
 ## build: the three functions as Lambda `bootstrap` binaries (.aws-sam/build), for the
 ## template's Architecture: arm64 by default, `make build ARCH=x86_64` otherwise.

@@ -5,8 +5,9 @@
 //! its `moto_server` executable. moto runs in-process under `strict_moto`, a WSGI layer
 //! that refuses what AWS refuses (SSM sizes and rates, DynamoDB transaction conflicts
 //! and limits, SQS sizes and delays, Lambda's recursion cut-off, CreateFleet partial
-//! fulfilment as a fault) and takes DynamoDB requests one at a time, as DynamoDB
-//! isolates transactions. Strict is on by default; its settings come from
+//! fulfilment as a fault), resolves a launch template's `resolve:ssm:` image at launch
+//! as EC2 does, and takes DynamoDB requests one at a time, as DynamoDB isolates
+//! transactions. Strict is on by default; its settings come from
 //! `EPHEMERA_STRICT_SETTINGS` (JSON) or `EPHEMERA_STRICT_SETTINGS_FILE` at start, and
 //! from [`Moto::set_strict`] at run time.
 

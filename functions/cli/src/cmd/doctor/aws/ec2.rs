@@ -71,6 +71,8 @@ impl Ec2Port for AwsPorts {
             .describe_launch_template_versions()
             .launch_template_name(name)
             .versions("$Default")
+            // The stack's template names its image as resolve:ssm:...: the AMI it is now.
+            .resolve_alias(true)
             .send()
             .await
         {
