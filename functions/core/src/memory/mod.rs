@@ -14,15 +14,17 @@
 mod deliveries;
 mod fleet;
 mod forge;
-mod queue;
+mod intercept;
 mod jit_store;
+mod queue;
 mod store;
 
 pub use deliveries::MemoryDeliveries;
 pub use fleet::{FakeFleet, FleetFailure};
 pub use forge::{FakeForge, ForgeCalls, ForgeFailure};
-pub use queue::MemoryQueue;
+pub use intercept::{Arg, AsArg, Call, Conflicted, CrashSwitch, Hook, Intercept, Refusal};
 pub use jit_store::MemoryJitStore;
+pub use queue::MemoryQueue;
 pub use store::{MemoryStore, StoreOp};
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
