@@ -223,7 +223,7 @@ impl Pipeline {
         ));
         let ec2 = Arc::new(Ec2Fleet::new(counted_ec2(&sdk, &calls), DEPLOYMENT));
         let fleet = Arc::new(FaultyFleet::new(ec2));
-        let secrets = Arc::new(DynamoJitConfigs::new(
+        let jit_store = Arc::new(DynamoJitConfigs::new(
             counted_dynamodb(&sdk, &calls),
             &resources.jit_table,
         ));
@@ -265,7 +265,7 @@ impl Pipeline {
                 store.clone(),
                 fleet.clone(),
                 scaler_forge.clone(),
-                secrets.clone(),
+                jit_store.clone(),
                 queue.clone(),
             )
             .with_capacity_retry(options.capacity_retry)
@@ -281,7 +281,7 @@ impl Pipeline {
                 store.clone(),
                 fleet.clone(),
                 reaper_forge.clone(),
-                secrets,
+                jit_store,
                 queue.clone(),
             )
             .with_metrics(options.metrics.clone()),
@@ -374,7 +374,7 @@ impl Pipeline {
     }
 
     /// Whether the JIT config of `instance_id` waits in the JIT table.
-    pub async fn jit_secret_exists(&self, instance_id: &str) -> anyhow::Result<bool> {
+    pub async fn jit_config_exists(&self, instance_id: &str) -> anyhow::Result<bool> {
         let jit = self.jit_configs();
         let item = aws_sdk_dynamodb::Client::new(&self.sdk)
             .get_item()

@@ -191,7 +191,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
         if let Ok(prefix) = std::env::var("EPHEMERA_INSTANCE_ARN_PREFIX") {
             jit = jit.with_instance_arn_prefix(prefix);
         }
-        let secrets = Arc::new(jit);
+        let jit_store = Arc::new(jit);
         if parts.contains(&Part::Scaler) {
             let scaler = Arc::new(
                 Scaler::new(
@@ -199,7 +199,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
                     store.clone(),
                     fleet.clone(),
                     forge.clone(),
-                    secrets.clone(),
+                    jit_store.clone(),
                     queue.clone(),
                 )
                 .with_metrics(metrics.clone()),
@@ -214,7 +214,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
                     store,
                     fleet,
                     forge.clone(),
-                    secrets,
+                    jit_store,
                     queue.clone(),
                 )
                 .with_deliveries(forge)

@@ -4,7 +4,7 @@
 //! Delete removes the runner from GitHub first — the DELETE is GitHub's own "is it
 //! busy?" check, so a runner that is running a job is never marked for deletion — and
 //! only then moves the record to `pending_delete` (`pending_force_delete` with
-//! `--force`). The reaper does the rest: the instance, the JIT secret, the pool slot.
+//! `--force`). The reaper does the rest: the instance, the JIT config, the pool slot.
 
 use crate::exit::{Failure, Outcome, BUSY, GITHUB, NOT_FOUND, REFUSED};
 use crate::render::{age, colour_stdout, or_dash, when, Cell, Table};

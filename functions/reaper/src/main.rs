@@ -53,7 +53,7 @@ fn build(env: &LambdaEnv, sources: &Sources) -> anyhow::Result<Reaper> {
         store.clone(),
         Arc::new(env.fleet(&config)),
         forge.clone(),
-        Arc::new(env.jit_secrets()?),
+        Arc::new(env.jit_store()?),
         Arc::new(env.queue()?),
     )
     .with_deliveries(forge)

@@ -69,7 +69,7 @@ fn build(
         Arc::new(env.store()?),
         Arc::new(env.fleet(&config)),
         Arc::new(forge),
-        Arc::new(env.jit_secrets()?),
+        Arc::new(env.jit_store()?),
         Arc::new(env.queue()?),
     )
     .with_metrics(metrics)

@@ -45,7 +45,7 @@ async fn live_records(p: &Pipeline) -> anyhow::Result<Vec<RunnerRecord>> {
     Ok(live)
 }
 
-/// What is leaked: instances, GitHub runners and JIT secrets without a live record, and
+/// What is leaked: instances, GitHub runners and JIT configs without a live record, and
 /// a pool counter that differs from the slots held.
 async fn leaks(p: &Pipeline) -> anyhow::Result<Vec<String>> {
     let live = live_records(p).await?;
@@ -72,7 +72,7 @@ async fn leaks(p: &Pipeline) -> anyhow::Result<Vec<String>> {
     for instance_arn in p.waiting_jit_configs().await? {
         let instance_id = instance_arn.rsplit('/').next().unwrap_or_default();
         if !instances.contains(instance_id) {
-            leaks.push(format!("JIT secret {instance_arn}"));
+            leaks.push(format!("JIT config {instance_arn}"));
         }
     }
     let held = live.iter().filter(|r| r.slot_held).count() as u32;
