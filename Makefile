@@ -97,18 +97,25 @@ fmt:
 clean-venv:
 	rm -rf $(VENV)
 
-## lint-infra: template.yaml (cfn-lint, sam validate --lint), the runner bootstrap script
-## (shellcheck) and the example configuration against its JSON Schema
-.PHONY: build deploy lint-infra
+## lint-infra: template.yaml (cfn-lint, sam validate --lint, its user data the runner
+## bootstrap script as `make user-data` writes it), the runner bootstrap script and the
+## user-data script (shellcheck) and the example configuration against its JSON Schema
+.PHONY: build deploy lint-infra user-data
 SAM := SAM_CLI_TELEMETRY=0 $(CURDIR)/$(VENV)/bin/sam
 
 lint-infra: venv
 	$(VENV)/bin/cfn-lint template.yaml
 	AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-us-east-1} $(SAM) validate --lint
-	$(VENV)/bin/shellcheck infra/runner/bootstrap.sh
+	$(VENV)/bin/shellcheck infra/runner/bootstrap.sh infra/user-data.sh
+	infra/user-data.sh --check
 	$(VENV)/bin/python -c 'import json, sys, yaml, jsonschema; \
 		jsonschema.validate(yaml.safe_load(open(sys.argv[2])), json.load(open(sys.argv[1])))' \
 		infra/config.schema.json infra/config.example.yaml
+
+## user-data: writes the runner launch template's UserData in template.yaml from
+## infra/runner/bootstrap.sh (edit the script, then run this)
+user-data:
+	infra/user-data.sh
 
 ## build: the three functions as Lambda `bootstrap` binaries (.aws-sam/build), for the
 ## template's Architecture: arm64 by default, `make build ARCH=x86_64` otherwise.

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # ephemera runner bootstrap: the user data of every runner instance.
 #
-# template.yaml embeds this file verbatim in the launch template, after a line that
-# exports the deployment's settings (a test checks that the two copies agree):
+# template.yaml embeds this file verbatim in the launch template (make user-data writes
+# it there; make lint-infra and a test fail when the copy differs), after a line that
+# exports the deployment's settings:
 #   EPHEMERA_DEPLOYMENT      deployment name
 #   EPHEMERA_JIT_TABLE       the DynamoDB table holding JIT configs (default
 #                            $EPHEMERA_DEPLOYMENT-jit), one item per instance ARN

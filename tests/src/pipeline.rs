@@ -9,7 +9,7 @@ use crate::moto::Moto;
 use crate::sim::{self, SimConfig, SimFaults, SimHandle};
 use anyhow::{bail, Context};
 use aws_config::SdkConfig;
-use ephemera_aws::bootstrap::{ensure_resources, ResourceNames};
+use ephemera_aws::provision::{ensure_resources, ResourceNames};
 use ephemera_aws::{AwsSettings, DynamoJitConfigs, DynamoRunnerStore, Ec2Fleet, SqsJobQueue};
 use ephemera_core::config::Config;
 use ephemera_core::handlers::reaper::{Reaper, ReaperReport};

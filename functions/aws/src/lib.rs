@@ -10,10 +10,9 @@
 //! [`unrouted`] keeps the jobs no pool takes; [`secrets`] reads Secrets Manager;
 //! [`client`] builds the SDK configuration with its timeouts; [`lambda`] and [`reload`]
 //! are what the functions share at cold start and how they follow their configuration
-//! and secrets; [`bootstrap`] creates the resources for local runs and tests; [`stack`]
+//! and secrets; [`provision`] creates the resources for local runs and tests; [`stack`]
 //! reads a deployed stack's outputs for the operator CLI.
 
-pub mod bootstrap;
 pub mod client;
 pub mod dynamo;
 pub mod ec2;
@@ -22,6 +21,7 @@ pub mod items;
 pub mod jit;
 pub mod lambda;
 pub mod launch;
+pub mod provision;
 pub mod reload;
 pub mod running;
 pub mod secrets;
@@ -30,12 +30,12 @@ pub mod stack;
 pub mod tags;
 pub mod unrouted;
 
-pub use bootstrap::{ensure_resources, ResourceNames, Resources};
 pub use client::{sdk_config, AwsSettings};
 pub use dynamo::DynamoRunnerStore;
 pub use ec2::Ec2Fleet;
 pub use items::runner_to_item;
 pub use jit::DynamoJitConfigs;
+pub use provision::{ensure_resources, ResourceNames, Resources};
 pub use secrets::read_secret;
 pub use sqs::{ReceivedMessage, SqsJobQueue};
 pub use unrouted::DynamoUnroutedJobs;

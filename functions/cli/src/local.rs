@@ -141,7 +141,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
     let sdk = ephemera_aws::sdk_config(&settings).await;
     let names = resource_names(&config.deployment, &args);
     let (table, queue_url) = if args.bootstrap {
-        let made = ephemera_aws::bootstrap::ensure_resources(&sdk, &names).await?;
+        let made = ephemera_aws::provision::ensure_resources(&sdk, &names).await?;
         info!(table = %made.table, queue_url = %made.queue_url, "resources ready");
         (made.table, made.queue_url)
     } else {

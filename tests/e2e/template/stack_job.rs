@@ -8,7 +8,7 @@ use aws_sdk_dynamodb::types::TimeToLiveStatus;
 use aws_sdk_ec2::types::LaunchTemplateHttpTokensState;
 use aws_sdk_sqs::types::QueueAttributeName;
 use ephemera_aws::lambda::load_config_or_default;
-use ephemera_aws::{bootstrap::MAX_RECEIVE_COUNT, DynamoJitConfigs};
+use ephemera_aws::{provision::MAX_RECEIVE_COUNT, DynamoJitConfigs};
 use ephemera_aws::{read_secret, AwsSettings, DynamoRunnerStore, Ec2Fleet, SqsJobQueue};
 use ephemera_core::handlers::reaper::Reaper;
 use ephemera_core::handlers::scaler::Scaler;
