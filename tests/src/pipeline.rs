@@ -230,13 +230,9 @@ impl Pipeline {
         let private_key =
             std::fs::read_to_string(workspace_path("tests/fixtures/github-app-test-key.pem"))?;
         let github_app = || {
-            GitHubApp::new(GitHubAppConfig {
-                api_url: sim.url.clone(),
-                app_id: APP_ID,
-                private_key: SecretString::from(private_key.clone()),
-                retry: Default::default(),
-            })
-            .map(|app| Arc::new(app.with_metrics(options.metrics.clone())))
+            let key = SecretString::from(private_key.clone());
+            GitHubApp::new(GitHubAppConfig::new(&sim.url, APP_ID, key))
+                .map(|app| Arc::new(app.with_metrics(options.metrics.clone())))
         };
         let (scaler_forge, reaper_forge) = (github_app()?, github_app()?);
 

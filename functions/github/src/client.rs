@@ -30,6 +30,29 @@ pub struct GitHubAppConfig {
     pub retry: RetryPolicy,
 }
 
+impl GitHubAppConfig {
+    /// The App `app_id` at `api_url`, signing with `private_key`, retried by the default
+    /// policy.
+    pub fn new(
+        api_url: impl Into<String>,
+        app_id: u64,
+        private_key: SecretString,
+    ) -> GitHubAppConfig {
+        GitHubAppConfig {
+            api_url: api_url.into(),
+            app_id,
+            private_key,
+            retry: RetryPolicy::default(),
+        }
+    }
+
+    /// The same App, retried by `retry`.
+    pub fn with_retry(mut self, retry: RetryPolicy) -> GitHubAppConfig {
+        self.retry = retry;
+        self
+    }
+}
+
 /// Why a [`GitHubApp`] could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {

@@ -37,15 +37,12 @@ async fn start() -> anyhow::Result<Reloading<Reaper>> {
 fn build(env: &LambdaEnv, sources: &Sources) -> anyhow::Result<Reaper> {
     let config = sources.config.clone();
     let metrics = metrics(&config);
-    let forge = GitHubApp::new(GitHubAppConfig {
-        api_url: config.github.api_url.clone(),
-        app_id: config.github.app_id,
-        private_key: env.app_key(sources)?,
-        retry: Default::default(),
-    })
-    .map_err(|err| env.unusable_app_key(err))?
-    .with_key_source(env.app_key_source()?)
-    .with_metrics(metrics.clone());
+    let github = &config.github;
+    let key = env.app_key(sources)?;
+    let forge = GitHubApp::new(GitHubAppConfig::new(&github.api_url, github.app_id, key))
+        .map_err(|err| env.unusable_app_key(err))?
+        .with_key_source(env.app_key_source()?)
+        .with_metrics(metrics.clone());
     let forge = Arc::new(forge);
     let store = Arc::new(env.store()?);
     Ok(Reaper::new(

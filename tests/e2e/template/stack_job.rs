@@ -253,12 +253,13 @@ async fn a_job_runs_on_the_stack_template_yaml_creates() -> anyhow::Result<()> {
         )?),
     );
     let key_id = env(&stack, "ScalerFunction", "EPHEMERA_GITHUB_KEY_SECRET_ID")?;
-    let forge = Arc::new(GitHubApp::new(GitHubAppConfig {
-        api_url: config.github.api_url.clone(),
-        app_id: config.github.app_id,
-        private_key: read_secret(&secrets_manager, key_id).await?,
-        retry: Default::default(),
-    })?);
+    let key = read_secret(&secrets_manager, key_id).await?;
+    let github = &config.github;
+    let forge = Arc::new(GitHubApp::new(GitHubAppConfig::new(
+        &github.api_url,
+        github.app_id,
+        key,
+    ))?);
     let hook_id = env(&stack, "WebhookFunction", "EPHEMERA_WEBHOOK_SECRET_ID")?;
     let secrets = WebhookSecrets {
         current: read_secret(&secrets_manager, hook_id).await?,

@@ -29,8 +29,7 @@ pub const WEBHOOK_SECRET: &str = "WebhookSecret";
 pub const JIT_TABLE_NAME: &str = "JitTableName";
 /// Output key of the runner launch template's name.
 pub const LAUNCH_TEMPLATE_NAME: &str = "LaunchTemplateName";
-/// What template.yaml puts into the App key secret it creates.
-pub const APP_KEY_PLACEHOLDER: &str = "not-set-put-the-github-app-private-key-pem-here";
+pub use ephemera_aws::stack::APP_KEY_PLACEHOLDER;
 
 /// The outputs every other check reads.
 const REQUIRED_OUTPUTS: [&str; 6] = [
