@@ -184,40 +184,40 @@ impl From<Refusal> for ForgeError {
 }
 
 /// How an argument shows itself to a hook.
-pub trait AsArg<'a> {
-    fn as_arg(self) -> Arg<'a>;
+pub trait IntoArg<'a> {
+    fn into_arg(self) -> Arg<'a>;
 }
 
-impl<'a> AsArg<'a> for &'a str {
-    fn as_arg(self) -> Arg<'a> {
+impl<'a> IntoArg<'a> for &'a str {
+    fn into_arg(self) -> Arg<'a> {
         Arg::Text(self)
     }
 }
 
-impl<'a> AsArg<'a> for u64 {
-    fn as_arg(self) -> Arg<'a> {
+impl<'a> IntoArg<'a> for u64 {
+    fn into_arg(self) -> Arg<'a> {
         Arg::Number(self)
     }
 }
 
 /// Arguments that show themselves as the variant given.
-macro_rules! as_arg {
+macro_rules! into_arg {
     ($($variant:ident: $ty:ty),* $(,)?) => {$(
-        impl<'a> AsArg<'a> for &'a $ty {
-            fn as_arg(self) -> Arg<'a> {
+        impl<'a> IntoArg<'a> for &'a $ty {
+            fn into_arg(self) -> Arg<'a> {
                 Arg::$variant(self)
             }
         }
     )*};
 }
 
-as_arg!(Launch: FleetRequest, Update: RunnerUpdate, Transition: Transition);
+into_arg!(Launch: FleetRequest, Update: RunnerUpdate, Transition: Transition);
 
 /// Arguments a hook sees only as [`Arg::Other`].
 macro_rules! other_arg {
     ($($ty:ty),* $(,)?) => {$(
-        impl<'a> AsArg<'a> for $ty {
-            fn as_arg(self) -> Arg<'a> {
+        impl<'a> IntoArg<'a> for $ty {
+            fn into_arg(self) -> Arg<'a> {
                 Arg::Other
             }
         }
@@ -249,7 +249,7 @@ macro_rules! intercept {
         #[async_trait]
         impl<P: $port + ?Sized, H: Hook + ?Sized> $port for Intercept<P, H> {
             $(async fn $name(&self $(, $arg: $ty)*) -> $out {
-                let args = [$(AsArg::as_arg($arg)),*];
+                let args = [$(IntoArg::into_arg($arg)),*];
                 let call = Call { port: stringify!($port), name: stringify!($name), args: &args };
                 self.hook.before(&call).await?;
                 let outcome = self.inner.$name($($arg),*).await;

@@ -22,7 +22,7 @@ mod store;
 pub use deliveries::MemoryDeliveries;
 pub use fleet::{FakeFleet, FleetFailure};
 pub use forge::{FakeForge, ForgeCalls, ForgeFailure};
-pub use intercept::{Arg, AsArg, Call, Conflicted, CrashSwitch, Hook, Intercept, Refusal};
+pub use intercept::{Arg, Call, Conflicted, CrashSwitch, Hook, Intercept, IntoArg, Refusal};
 pub use jit_store::MemoryJitStore;
 pub use queue::MemoryQueue;
 pub use store::{MemoryStore, StoreOp};
