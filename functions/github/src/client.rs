@@ -46,6 +46,11 @@ impl GitHubAppConfig {
         }
     }
 
+    /// The App the deployment's configuration names, signing with `private_key`.
+    pub fn of(github: &ephemera_core::config::GitHubConfig, private_key: SecretString) -> Self {
+        GitHubAppConfig::new(&github.api_url, github.app_id, private_key)
+    }
+
     /// The same App, retried by `retry`.
     pub fn with_retry(mut self, retry: RetryPolicy) -> GitHubAppConfig {
         self.retry = retry;

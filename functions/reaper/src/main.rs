@@ -37,9 +37,7 @@ async fn start() -> anyhow::Result<Reloading<Reaper>> {
 fn build(env: &LambdaEnv, sources: &Sources) -> anyhow::Result<Reaper> {
     let config = sources.config.clone();
     let metrics = metrics(&config);
-    let github = &config.github;
-    let key = env.app_key(sources)?;
-    let forge = GitHubApp::new(GitHubAppConfig::new(&github.api_url, github.app_id, key))
+    let forge = GitHubApp::new(GitHubAppConfig::of(&config.github, env.app_key(sources)?))
         .map_err(|err| env.unusable_app_key(err))?
         .with_key_source(env.app_key_source()?)
         .with_metrics(metrics.clone());

@@ -254,12 +254,7 @@ async fn a_job_runs_on_the_stack_template_yaml_creates() -> anyhow::Result<()> {
     );
     let key_id = env(&stack, "ScalerFunction", "EPHEMERA_GITHUB_KEY_SECRET_ID")?;
     let key = read_secret(&secrets_manager, key_id).await?;
-    let github = &config.github;
-    let forge = Arc::new(GitHubApp::new(GitHubAppConfig::new(
-        &github.api_url,
-        github.app_id,
-        key,
-    ))?);
+    let forge = Arc::new(GitHubApp::new(GitHubAppConfig::of(&config.github, key))?);
     let hook_id = env(&stack, "WebhookFunction", "EPHEMERA_WEBHOOK_SECRET_ID")?;
     let secrets = WebhookSecrets {
         current: read_secret(&secrets_manager, hook_id).await?,
