@@ -315,3 +315,72 @@ intercept!(HookDeliveries {
     fn list_deliveries(&self, cursor: Option<&str>) -> Result<DeliveryPage, ForgeError>;
     fn redeliver(&self, id: u64) -> Result<(), ForgeError>;
 });
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handlers::test_support::job;
+    use crate::memory::MemoryStore;
+    use std::sync::Mutex;
+
+    /// Refuses `get_job` and writes down every call it sees, and how each ended.
+    #[derive(Default)]
+    struct Recorder {
+        seen: Mutex<Vec<String>>,
+    }
+
+    #[async_trait]
+    impl Hook for Recorder {
+        async fn before(&self, call: &Call<'_>) -> Result<(), Refusal> {
+            let seen = format!("{}.{} {:?}", call.port, call.name, call.args);
+            self.seen.lock().expect("seen").push(seen);
+            if call.is("get_job") {
+                return Err(Refusal::Throttled(Box::new(Conflicted("no".into()))));
+            }
+            Ok(())
+        }
+
+        fn after(&self, call: &Call<'_>, outcome: &dyn Any) {
+            let stored = outcome.downcast_ref::<Result<JobRecord, StoreError>>();
+            let ended = format!("{} ok: {}", call.name, matches!(stored, Some(Ok(_))));
+            self.seen.lock().expect("seen").push(ended);
+        }
+    }
+
+    #[tokio::test]
+    async fn the_hook_sees_each_call_and_may_fail_it_with_the_ports_error() {
+        let recorder = Arc::new(Recorder::default());
+        let store = Intercept::new(Arc::new(MemoryStore::new()), &recorder);
+        store.record_job(&job(7)).await.expect("recorded");
+        let refused = store.get_job(7).await;
+        assert!(
+            matches!(refused, Err(StoreError::Throttled(_))),
+            "{refused:?}"
+        );
+        let seen = recorder.seen.lock().expect("seen").clone();
+        assert_eq!(
+            seen,
+            [
+                "RunnerStore.record_job [Other]",
+                "record_job ok: true",
+                "RunnerStore.get_job [Number(7)]",
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn an_armed_switch_stops_the_call_past_its_count() {
+        let switch = CrashSwitch::new();
+        let store = Intercept::new(Arc::new(MemoryStore::new()), &switch);
+        switch.arm(1);
+        store.record_job(&job(7)).await.expect("first call passes");
+        let second = tokio::time::timeout(Duration::from_millis(50), store.get_job(7));
+        assert!(second.await.is_err(), "the second call returned");
+        tokio::time::timeout(Duration::from_millis(50), switch.crashed())
+            .await
+            .expect("the switch says it crashed");
+        assert_eq!(switch.calls(), 2);
+        switch.disarm();
+        assert!(store.get_job(7).await.expect("read").is_some());
+    }
+}

@@ -10,6 +10,9 @@
 //!
 //! State sits behind a `std::sync::Mutex` that is never held across an `.await`, so
 //! every port call is atomic, as the transactions it stands for are.
+//!
+//! [`Intercept`] wraps any port, fake or real, and hands each call to a [`Hook`] before
+//! and after it: the one way tests add crashes, refusals, latency or watches to a port.
 
 mod deliveries;
 mod fleet;
