@@ -118,9 +118,10 @@ clean-venv:
 	rm -rf $(VENV)
 
 ## lint-infra: template.yaml and the image stack (cfn-lint, sam validate --lint; the image
-## stack's install component carries bootstrap.sh as it is), the runner bootstrap script
+## stack's install component carries bootstrap.sh as it is, and template.yaml's user data
+## is the script as `make user-data` writes it), the runner bootstrap and user-data scripts
 ## (shellcheck) and the example configuration against its JSON Schema
-.PHONY: build deploy lint-infra image-component
+.PHONY: build deploy lint-infra image-component user-data
 SAM := SAM_CLI_TELEMETRY=0 $(CURDIR)/$(VENV)/bin/sam
 
 lint-infra: venv
@@ -128,7 +129,8 @@ lint-infra: venv
 	AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-us-east-1} $(SAM) validate --lint
 	AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-us-east-1} $(SAM) validate --lint -t infra/image/template.yaml
 	$(VENV)/bin/python infra/image/component.py --check
-	$(VENV)/bin/shellcheck infra/runner/bootstrap.sh
+	$(VENV)/bin/shellcheck infra/runner/bootstrap.sh infra/user-data.sh
+	infra/user-data.sh --check
 	$(VENV)/bin/python -c 'import json, sys, yaml, jsonschema; \
 		jsonschema.validate(yaml.safe_load(open(sys.argv[2])), json.load(open(sys.argv[1])))' \
 		infra/config.schema.json infra/config.example.yaml
@@ -137,6 +139,11 @@ lint-infra: venv
 ## infra/runner/bootstrap.sh (run it after every change of the script)
 image-component: venv
 	$(VENV)/bin/python infra/image/component.py
+
+## user-data: writes the runner launch template's UserData in template.yaml from
+## infra/runner/bootstrap.sh (edit the script, then run this)
+user-data:
+	infra/user-data.sh
 
 ## build: the three functions as Lambda `bootstrap` binaries (.aws-sam/build), for the
 ## template's Architecture: arm64 by default, `make build ARCH=x86_64` otherwise.

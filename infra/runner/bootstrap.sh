@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# ephemera runner bootstrap (settings: the EPHEMERA_* below; README: "Runner images").
+# ephemera runner bootstrap (settings: the EPHEMERA_* below; docs/deploying.md).
+# `make user-data` copies it into template.yaml, `make image-component` into the image.
 #   bootstrap.sh install  the image recipe: packages, git, Docker, the runner user, the
 #                         pinned runner (SHA-256 checked), and a marker file saying so.
 #   bootstrap.sh [start]  the user data: installs what the marker lacks (all of it on a

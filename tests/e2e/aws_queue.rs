@@ -1,7 +1,7 @@
 //! The SQS jobs queue against moto: a message goes round trip intact, and one that is
 //! received too often without being deleted lands in the DLQ.
 
-use ephemera_aws::bootstrap::MAX_RECEIVE_COUNT;
+use ephemera_aws::provision::MAX_RECEIVE_COUNT;
 use ephemera_aws::{ensure_resources, sdk_config, AwsSettings, ResourceNames, SqsJobQueue};
 use ephemera_core::message::{MessageKind, QueueMessage, VERSION};
 use ephemera_core::ports::JobQueue;
@@ -45,7 +45,7 @@ async fn queue_round_trips_a_message() -> anyhow::Result<()> {
     queue.delete(&received[0].receipt_handle).await?;
     assert!(queue.receive(10, 0).await?.is_empty());
     assert_eq!(queue.approximate_depth().await?, 0);
-    // Bootstrapping again finds the same resources.
+    // Provisioning again finds the same resources.
     let again = ensure_resources(&config, &ResourceNames::for_deployment("eph")).await?;
     assert_eq!(again, resources);
     Ok(())

@@ -45,7 +45,7 @@ async fn two_hundred_jobs_with_duplicates_never_exceed_max_runners_and_run_once_
         // production, not every second, or the emulator does little else.
         capacity_retry: ephemera_core::handlers::scaler::CAPACITY_RETRY,
         // A runner whose job another runner took, with no queued job left for it, is
-        // reaped once idle this long (reconciliation rule 11).
+        // reaped once idle this long (`ephemeral_idle`).
         pool_extra: "    idle_timeout: 30s\n".to_owned(),
         job_duration: Duration::from_millis(500),
         pickup_delay: Duration::from_millis(100),

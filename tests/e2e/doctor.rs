@@ -25,6 +25,7 @@
 
 use crate::cli::ephemera;
 use anyhow::{ensure, Context};
+use ephemera_aws::stack::APP_KEY_PLACEHOLDER as PLACEHOLDER;
 use ephemera_tests::moto::Moto;
 use ephemera_tests::pipeline::workspace_path;
 use ephemera_tests::sim::{self, SimConfig, SimHandle};
@@ -38,7 +39,6 @@ const WEBHOOK_SECRET: &str = "doctor-webhook-secret";
 /// Where the App's webhook should go (the Function URL moto cannot make).
 const WEBHOOK_URL: &str = "https://doc-hook.lambda-url.us-east-1.on.aws/";
 const ORG: &str = "acme";
-const PLACEHOLDER: &str = "not-set-put-the-github-app-private-key-pem-here";
 
 struct World {
     moto: Moto,

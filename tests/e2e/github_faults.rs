@@ -54,7 +54,7 @@ async fn create_jobs(p: &Pipeline, count: usize) -> anyhow::Result<Vec<u64>> {
 
 /// Waits until every job has run and every runner record is `deleted` (a creation whose
 /// job went to another runner while GitHub failed it is released by the reaper once its
-/// creation lease is over, rule 13); returns the records of the jobs' runners, one per
+/// creation lease is over, `creation_stalled`); returns the records of the jobs' runners, one per
 /// job, in the order of `jobs`.
 async fn all_run_and_reaped(
     p: &Pipeline,

@@ -41,8 +41,8 @@ async fn one_job_gets_one_runner_which_runs_it_and_is_reaped() -> anyhow::Result
         Some(InstanceState::Terminated)
     );
     assert!(
-        !p.jit_secret_exists(&instance_id).await?,
-        "JIT secret left behind"
+        !p.jit_config_exists(&instance_id).await?,
+        "JIT config left behind"
     );
     let instances = ephemera_core::ports::Fleet::describe(p.fleet.inner()).await?;
     assert_eq!(instances.len(), 1, "one job, one instance: {instances:?}");

@@ -2,7 +2,6 @@
 //! helpers the pipeline tests and `make demo` share.
 
 pub mod calls;
-pub mod crash;
 pub mod faults;
 pub mod functions;
 pub mod logs;

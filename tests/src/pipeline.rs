@@ -9,7 +9,7 @@ use crate::moto::Moto;
 use crate::sim::{self, SimConfig, SimFaults, SimHandle};
 use anyhow::{bail, Context};
 use aws_config::SdkConfig;
-use ephemera_aws::bootstrap::{ensure_resources, ResourceNames};
+use ephemera_aws::provision::{ensure_resources, ResourceNames};
 use ephemera_aws::{AwsSettings, DynamoJitConfigs, DynamoRunnerStore, Ec2Fleet, SqsJobQueue};
 use ephemera_core::config::Config;
 use ephemera_core::handlers::reaper::{Reaper, ReaperReport};
@@ -223,20 +223,16 @@ impl Pipeline {
         ));
         let ec2 = Arc::new(Ec2Fleet::new(counted_ec2(&sdk, &calls), DEPLOYMENT));
         let fleet = Arc::new(FaultyFleet::new(ec2));
-        let secrets = Arc::new(DynamoJitConfigs::new(
+        let jit_store = Arc::new(DynamoJitConfigs::new(
             counted_dynamodb(&sdk, &calls),
             &resources.jit_table,
         ));
         let private_key =
             std::fs::read_to_string(workspace_path("tests/fixtures/github-app-test-key.pem"))?;
         let github_app = || {
-            GitHubApp::new(GitHubAppConfig {
-                api_url: sim.url.clone(),
-                app_id: APP_ID,
-                private_key: SecretString::from(private_key.clone()),
-                retry: Default::default(),
-            })
-            .map(|app| Arc::new(app.with_metrics(options.metrics.clone())))
+            let key = SecretString::from(private_key.clone());
+            GitHubApp::new(GitHubAppConfig::new(&sim.url, APP_ID, key))
+                .map(|app| Arc::new(app.with_metrics(options.metrics.clone())))
         };
         let (scaler_forge, reaper_forge) = (github_app()?, github_app()?);
 
@@ -265,7 +261,7 @@ impl Pipeline {
                 store.clone(),
                 fleet.clone(),
                 scaler_forge.clone(),
-                secrets.clone(),
+                jit_store.clone(),
                 queue.clone(),
             )
             .with_capacity_retry(options.capacity_retry)
@@ -281,7 +277,7 @@ impl Pipeline {
                 store.clone(),
                 fleet.clone(),
                 reaper_forge.clone(),
-                secrets,
+                jit_store,
                 queue.clone(),
             )
             .with_metrics(options.metrics.clone()),
@@ -375,7 +371,7 @@ impl Pipeline {
     }
 
     /// Whether the JIT config of `instance_id` waits in the JIT table.
-    pub async fn jit_secret_exists(&self, instance_id: &str) -> anyhow::Result<bool> {
+    pub async fn jit_config_exists(&self, instance_id: &str) -> anyhow::Result<bool> {
         let jit = self.jit_configs();
         let item = aws_sdk_dynamodb::Client::new(&self.sdk)
             .get_item()

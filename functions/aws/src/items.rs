@@ -1,10 +1,14 @@
 //! The DynamoDB item layout: the only module that knows attribute names.
 //!
-//! One table holds three kinds of item, told apart by the key prefix and by `kind`:
-//! runners (`RUNNER#<name>`), jobs (`JOB#<job_id>`) and pools (`POOL#<name>`). Runner and
-//! job items carry `status` and `next_attempt_at` (unix milliseconds), the key of the
-//! `by-status` index through which the reaper finds its work; job statuses never share a
-//! name with runner statuses, so one index serves both. `ttl` is unix seconds, as
+//! The runners table holds six kinds of item, told apart by the key prefix and by
+//! `kind`: runners (`RUNNER#<name>`), jobs (`JOB#<job_id>`) and pools (`POOL#<name>`),
+//! laid out here; unrouted jobs (`UNROUTED#<job_id>`, [`crate::unrouted`]), leases
+//! (`LEASE#<name>`, the store's lease module) and the configuration each function runs
+//! (`RUNNING#<function>`, [`crate::running`]), each laid out by its own module with the
+//! constants shared from here. Runner, job and unrouted items carry `status` and
+//! `next_attempt_at` (unix milliseconds), the key of the `by-status` index through which
+//! the reaper finds its work; job statuses never share a name with runner statuses, so
+//! one index serves both. JIT configs wait in a table of their own ([`crate::jit`]). `ttl` is unix seconds, as
 //! DynamoDB's time-to-live expects. An absent `Option` is an absent attribute.
 
 use aws_sdk_dynamodb::types::AttributeValue;

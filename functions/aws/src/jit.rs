@@ -107,7 +107,7 @@ fn expires_at(now: SystemTime) -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-fn secret_error<E, R>(err: SdkError<E, R>) -> JitStoreError
+fn jit_store_error<E, R>(err: SdkError<E, R>) -> JitStoreError
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
     R: std::fmt::Debug + Send + Sync + 'static,
@@ -138,7 +138,7 @@ impl DynamoJitConfigs {
             .consistent_read(true)
             .send()
             .await
-            .map_err(secret_error)?;
+            .map_err(jit_store_error)?;
         let stored = output.item.as_ref().and_then(|item| item.get(RUNNER_ID));
         Ok(match stored {
             Some(AttributeValue::N(id)) => id.parse().unwrap_or_default(),
@@ -195,7 +195,7 @@ impl JitConfigStore for DynamoJitConfigs {
                 let stored = self.stored_runner_id(&instance_arn).await?;
                 Err(JitStoreError::Superseded { stored })
             }
-            Err(err) => Err(secret_error(err)),
+            Err(err) => Err(jit_store_error(err)),
         }
     }
 
@@ -208,7 +208,7 @@ impl JitConfigStore for DynamoJitConfigs {
             .set_key(Some(item_key(&self.instance_arn(instance_id))))
             .send()
             .await
-            .map_err(secret_error)?;
+            .map_err(jit_store_error)?;
         Ok(())
     }
 }

@@ -179,7 +179,7 @@ impl LambdaEnv {
     /// JIT config items in `EPHEMERA_JIT_TABLE`, keyed by ARNs under
     /// `EPHEMERA_INSTANCE_ARN_PREFIX`, which the runner role's policy compares with the
     /// caller's instance.
-    pub fn jit_secrets(&self) -> anyhow::Result<DynamoJitConfigs> {
+    pub fn jit_store(&self) -> anyhow::Result<DynamoJitConfigs> {
         let table = self.var(JIT_TABLE)?;
         let prefix = self.var(INSTANCE_ARN_PREFIX)?;
         Ok(

@@ -11,10 +11,9 @@
 //! [`client`] builds the SDK configuration with its timeouts; [`lambda`] is what the
 //! functions share at cold start (environment, adapters), [`config_source`] reads the
 //! configuration from SSM, and [`reload`] follows it and the secrets (it uses the other
-//! two, never the reverse); [`bootstrap`] creates the resources for local runs and tests; [`stack`]
+//! two, never the reverse); [`provision`] creates the resources for local runs and tests; [`stack`]
 //! reads a deployed stack's outputs for the operator CLI.
 
-pub mod bootstrap;
 pub mod client;
 pub mod config_source;
 pub mod dynamo;
@@ -24,6 +23,7 @@ pub mod items;
 pub mod jit;
 pub mod lambda;
 pub mod launch;
+pub mod provision;
 pub mod reload;
 pub mod running;
 pub mod secrets;
@@ -32,12 +32,12 @@ pub mod stack;
 pub mod tags;
 pub mod unrouted;
 
-pub use bootstrap::{ensure_resources, ResourceNames, Resources};
 pub use client::{sdk_config, AwsSettings};
 pub use dynamo::DynamoRunnerStore;
 pub use ec2::Ec2Fleet;
 pub use items::runner_to_item;
 pub use jit::DynamoJitConfigs;
+pub use provision::{ensure_resources, ResourceNames, Resources};
 pub use secrets::read_secret;
 pub use sqs::{ReceivedMessage, SqsJobQueue};
 pub use unrouted::DynamoUnroutedJobs;

@@ -136,7 +136,7 @@ mod tests {
 
     #[test]
     fn the_stack_placeholder_is_not_a_key() {
-        let placeholder = SecretString::from("not-set-put-the-github-app-private-key-pem-here");
+        let placeholder = SecretString::from(crate::stack::APP_KEY_PLACEHOLDER);
         assert!(!looks_like_pem_key(&placeholder));
         let pem = SecretString::from(
             "-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----\n",

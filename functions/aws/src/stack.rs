@@ -33,6 +33,10 @@ pub const JIT_TABLE_NAME: &str = "JitTableName";
 /// Output key of the runner launch template's name.
 pub const LAUNCH_TEMPLATE_NAME: &str = "LaunchTemplateName";
 
+/// What template.yaml puts into the App key secret it creates, until the operator puts
+/// the key there: the functions and `ephemera doctor` name it as not a key.
+pub const APP_KEY_PLACEHOLDER: &str = "not-set-put-the-github-app-private-key-pem-here";
+
 /// What a deployment's stack tells about it; an output the stack lacks is `None`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StackOutputs {
@@ -99,6 +103,13 @@ pub async fn stack_outputs(sdk: &SdkConfig, name: &str) -> anyhow::Result<StackO
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_template_creates_the_app_key_secret_with_the_placeholder() {
+        let template = include_str!("../../../template.yaml");
+        let line = format!("SecretString: {APP_KEY_PLACEHOLDER}\n");
+        assert!(template.contains(&line), "template.yaml lacks {line:?}");
+    }
 
     #[test]
     fn known_outputs_are_picked_and_others_ignored() {

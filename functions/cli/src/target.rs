@@ -325,18 +325,16 @@ impl Deployment {
             .with_context(|| format!("cannot read the GitHub App key {}", key_file.display()))?;
         let api_url = self.github.github_api_url.clone();
         let config = self.config().await?;
-        let app = GitHubApp::new(GitHubAppConfig {
-            api_url: api_url.unwrap_or_else(|| config.github.api_url.clone()),
-            app_id: config.github.app_id,
-            private_key: SecretString::from(pem),
-            retry: Default::default(),
-        })
-        .map_err(|err| {
-            Failure::new(
-                GITHUB,
-                anyhow::Error::new(err).context(format!("GitHub App key {}", key_file.display())),
-            )
-        })?;
+        let api_url = api_url.unwrap_or_else(|| config.github.api_url.clone());
+        let key = SecretString::from(pem);
+        let app = GitHubApp::new(GitHubAppConfig::new(api_url, config.github.app_id, key))
+            .map_err(|err| {
+                Failure::new(
+                    GITHUB,
+                    anyhow::Error::new(err)
+                        .context(format!("GitHub App key {}", key_file.display())),
+                )
+            })?;
         Ok(app)
     }
 }

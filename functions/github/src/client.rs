@@ -31,6 +31,34 @@ pub struct GitHubAppConfig {
     pub retry: RetryPolicy,
 }
 
+impl GitHubAppConfig {
+    /// The App `app_id` at `api_url`, signing with `private_key`, retried by the default
+    /// policy.
+    pub fn new(
+        api_url: impl Into<String>,
+        app_id: u64,
+        private_key: SecretString,
+    ) -> GitHubAppConfig {
+        GitHubAppConfig {
+            api_url: api_url.into(),
+            app_id,
+            private_key,
+            retry: RetryPolicy::default(),
+        }
+    }
+
+    /// The App the deployment's configuration names, signing with `private_key`.
+    pub fn of(github: &ephemera_core::config::GitHubConfig, private_key: SecretString) -> Self {
+        GitHubAppConfig::new(&github.api_url, github.app_id, private_key)
+    }
+
+    /// The same App, retried by `retry`.
+    pub fn with_retry(mut self, retry: RetryPolicy) -> GitHubAppConfig {
+        self.retry = retry;
+        self
+    }
+}
+
 /// Why a [`GitHubApp`] could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {

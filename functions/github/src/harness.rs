@@ -31,16 +31,15 @@ impl Harness {
         let stub = Stub::start(with_tokens(handler)).await;
         let clock = Arc::new(Mutex::new(START));
         let now = clock.clone();
-        let app = GitHubApp::new(GitHubAppConfig {
-            api_url: format!("{}/", stub.url),
-            app_id: 4242,
-            private_key: SecretString::from(PRIVATE_KEY.to_owned()),
-            retry: RetryPolicy {
-                max_attempts: 4,
-                base_delay: Duration::from_millis(1),
-                budget: Duration::from_secs(2),
-            },
-        })
+        let retry = RetryPolicy {
+            max_attempts: 4,
+            base_delay: Duration::from_millis(1),
+            budget: Duration::from_secs(2),
+        };
+        let key = SecretString::from(PRIVATE_KEY.to_owned());
+        let app = GitHubApp::new(
+            GitHubAppConfig::new(format!("{}/", stub.url), 4242, key).with_retry(retry),
+        )
         .expect("app")
         .with_clock(move || *now.lock().expect("clock"));
         Harness { app, clock, stub }

@@ -337,17 +337,13 @@ async fn unreachable_github_is_transient() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let url = format!("http://{}", closed.local_addr().expect("address"));
     drop(closed);
-    let app = GitHubApp::new(GitHubAppConfig {
-        api_url: url,
-        app_id: 1,
-        private_key: SecretString::from(PRIVATE_KEY.to_owned()),
-        retry: RetryPolicy {
-            max_attempts: 2,
-            base_delay: Duration::from_millis(1),
-            budget: Duration::from_secs(2),
-        },
-    })
-    .expect("app");
+    let retry = RetryPolicy {
+        max_attempts: 2,
+        base_delay: Duration::from_millis(1),
+        budget: Duration::from_secs(2),
+    };
+    let key = SecretString::from(PRIVATE_KEY.to_owned());
+    let app = GitHubApp::new(GitHubAppConfig::new(url, 1, key).with_retry(retry)).expect("app");
     let result = app.remove_runner(&org(), 5).await;
     assert!(matches!(result, Err(ForgeError::Transient(_))));
     assert_eq!(

@@ -3,12 +3,15 @@
 
 use crate::cloud::{Caller, Cloud};
 use crate::github::MeteredForge;
-use crate::metered::{MeteredFleet, MeteredJitStore, MeteredQueue, MeteredStore};
+use crate::metered::{
+    FleetMeter, JitStoreMeter, MeteredFleet, MeteredJitStore, MeteredQueue, MeteredStore,
+    QueueMeter, StoreMeter,
+};
 use crate::report::Timeline;
 use crate::sqs::SimQueue;
 use ephemera_core::config::Config;
 use ephemera_core::handlers::webhook::{WebhookHandler, WebhookRequest};
-use ephemera_core::memory::{FakeFleet, FakeForge, MemoryJitStore, MemoryStore};
+use ephemera_core::memory::{FakeFleet, FakeForge, Intercept, MemoryJitStore, MemoryStore};
 use ephemera_core::ports::ForgeJobState;
 use ephemera_core::webhook::{signature_header, WebhookSecrets};
 use secrecy::{ExposeSecret, SecretString};
@@ -95,22 +98,23 @@ impl World {
     }
 
     pub fn store_for(&self, caller: Caller) -> Arc<MeteredStore> {
-        Arc::new(MeteredStore {
-            inner: self.store.clone(),
+        let meter = StoreMeter {
             cloud: self.cloud.clone(),
             caller,
             timeline: self.timeline.clone(),
-        })
+        };
+        Intercept::new(self.store.clone(), &Arc::new(meter))
     }
 
     pub fn fleet_for(&self, caller: Caller) -> Arc<MeteredFleet> {
-        Arc::new(MeteredFleet {
-            inner: self.fleet.clone(),
+        let meter = FleetMeter {
+            fleet: self.fleet.clone(),
             cloud: self.cloud.clone(),
             caller,
             timeline: self.timeline.clone(),
             launched: self.launched.clone(),
-        })
+        };
+        Intercept::new(self.fleet.clone(), &Arc::new(meter))
     }
 
     pub fn forge_for(&self, caller: Caller) -> Arc<MeteredForge> {
@@ -122,20 +126,20 @@ impl World {
     }
 
     pub fn jit_store_for(&self, caller: Caller) -> Arc<MeteredJitStore> {
-        Arc::new(MeteredJitStore {
-            inner: self.jit_store.clone(),
+        let meter = JitStoreMeter {
             cloud: self.cloud.clone(),
             caller,
             through_ssm: self.through_ssm,
-        })
+        };
+        Intercept::new(self.jit_store.clone(), &Arc::new(meter))
     }
 
     pub fn queue_for(&self, caller: Caller) -> Arc<MeteredQueue> {
-        Arc::new(MeteredQueue {
-            inner: self.queue.clone(),
+        let meter = QueueMeter {
             cloud: self.cloud.clone(),
             caller,
-        })
+        };
+        Intercept::new(self.queue.clone(), &Arc::new(meter))
     }
 
     /// GitHub queues job `job_id`.

@@ -37,15 +37,10 @@ async fn start() -> anyhow::Result<Reloading<Reaper>> {
 fn build(env: &LambdaEnv, sources: &Sources) -> anyhow::Result<Reaper> {
     let config = sources.config.clone();
     let metrics = metrics(&config);
-    let forge = GitHubApp::new(GitHubAppConfig {
-        api_url: config.github.api_url.clone(),
-        app_id: config.github.app_id,
-        private_key: sources.app_key(env)?,
-        retry: Default::default(),
-    })
-    .map_err(|err| env.unusable_app_key(err))?
-    .with_key_source(env.app_key_source()?)
-    .with_metrics(metrics.clone());
+    let forge = GitHubApp::new(GitHubAppConfig::of(&config.github, sources.app_key(env)?))
+        .map_err(|err| env.unusable_app_key(err))?
+        .with_key_source(env.app_key_source()?)
+        .with_metrics(metrics.clone());
     let forge = Arc::new(forge);
     let store = Arc::new(env.store()?);
     Ok(Reaper::new(
@@ -53,7 +48,7 @@ fn build(env: &LambdaEnv, sources: &Sources) -> anyhow::Result<Reaper> {
         store.clone(),
         Arc::new(env.fleet(&config)),
         forge.clone(),
-        Arc::new(env.jit_secrets()?),
+        Arc::new(env.jit_store()?),
         Arc::new(env.queue()?),
     )
     .with_deliveries(forge)

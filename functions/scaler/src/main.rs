@@ -55,21 +55,16 @@ fn build(
 ) -> anyhow::Result<Scaler> {
     let config = sources.config.clone();
     let metrics = metrics(&config);
-    let forge = GitHubApp::new(GitHubAppConfig {
-        api_url: config.github.api_url.clone(),
-        app_id: config.github.app_id,
-        private_key: sources.app_key(env)?,
-        retry: Default::default(),
-    })
-    .map_err(|err| env.unusable_app_key(err))?
-    .with_key_source(env.app_key_source()?)
-    .with_metrics(metrics.clone());
+    let forge = GitHubApp::new(GitHubAppConfig::of(&config.github, sources.app_key(env)?))
+        .map_err(|err| env.unusable_app_key(err))?
+        .with_key_source(env.app_key_source()?)
+        .with_metrics(metrics.clone());
     Ok(Scaler::new(
         config.clone(),
         Arc::new(env.store()?),
         Arc::new(env.fleet(&config)),
         Arc::new(forge),
-        Arc::new(env.jit_secrets()?),
+        Arc::new(env.jit_store()?),
         Arc::new(env.queue()?),
     )
     .with_metrics(metrics)

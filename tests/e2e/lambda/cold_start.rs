@@ -2,13 +2,12 @@
 //! variable at once, before any network call; and for the App key secret still holding
 //! the stack's placeholder, the secret's name and the command that fixes it.
 
+use ephemera_aws::stack::APP_KEY_PLACEHOLDER as PLACEHOLDER;
 use ephemera_tests::functions::{environment, put_secret, run_until_exit, HungEndpoint};
 use ephemera_tests::moto::Moto;
 use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(60);
-/// What template.yaml puts into the App key secret of a new stack.
-const PLACEHOLDER: &str = "not-set-put-the-github-app-private-key-pem-here";
 
 #[tokio::test]
 async fn every_missing_variable_is_named_at_once_before_any_network_call() -> anyhow::Result<()> {

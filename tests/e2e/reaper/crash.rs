@@ -1,15 +1,15 @@
 //! Crash injection: the scaler is stopped dead between each pair of its external calls
 //! (after 0, 1, 2, ... calls, until one run completes without a crash), and after at
 //! most two reaper runs nothing is leaked: every instance and GitHub runner of the
-//! deployment has a live record, no JIT secret waits for an instance without one, and
+//! deployment has a live record, no JIT config waits for an instance without one, and
 //! the pool counter equals the slots the live records hold. And a job handed to the
 //! record the scaler died on runs on it.
 
 use super::*;
 use ephemera_core::handlers::scaler::Scaler;
+use ephemera_core::memory::{CrashSwitch, Intercept};
 use ephemera_core::message::QueueMessage;
 use ephemera_core::ports::*;
-use ephemera_tests::crash::{CrashSwitch, Crashing};
 use ephemera_tests::pipeline::{PipelineOptions, LABELS};
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -19,15 +19,15 @@ fn crashing_scaler(p: &Pipeline, switch: &Arc<CrashSwitch>) -> Arc<Scaler> {
     let store: Arc<dyn RunnerStore> = p.store.clone();
     let launcher: Arc<dyn Launcher> = p.fleet.clone();
     let forge: Arc<dyn Forge> = p.scaler_forge.clone();
-    let secrets: Arc<dyn JitConfigStore> = Arc::new(p.jit_configs());
+    let jit_store: Arc<dyn JitConfigStore> = Arc::new(p.jit_configs());
     let queue: Arc<dyn JobQueue> = p.queue.clone();
     Arc::new(Scaler::new(
         p.config.clone(),
-        Crashing::new(store, switch),
-        Crashing::new(launcher, switch),
-        Crashing::new(forge, switch),
-        Crashing::new(secrets, switch),
-        Crashing::new(queue, switch),
+        Intercept::new(store, switch),
+        Intercept::new(launcher, switch),
+        Intercept::new(forge, switch),
+        Intercept::new(jit_store, switch),
+        Intercept::new(queue, switch),
     ))
 }
 
@@ -45,7 +45,7 @@ async fn live_records(p: &Pipeline) -> anyhow::Result<Vec<RunnerRecord>> {
     Ok(live)
 }
 
-/// What is leaked: instances, GitHub runners and JIT secrets without a live record, and
+/// What is leaked: instances, GitHub runners and JIT configs without a live record, and
 /// a pool counter that differs from the slots held.
 async fn leaks(p: &Pipeline) -> anyhow::Result<Vec<String>> {
     let live = live_records(p).await?;
@@ -72,7 +72,7 @@ async fn leaks(p: &Pipeline) -> anyhow::Result<Vec<String>> {
     for instance_arn in p.waiting_jit_configs().await? {
         let instance_id = instance_arn.rsplit('/').next().unwrap_or_default();
         if !instances.contains(instance_id) {
-            leaks.push(format!("JIT secret {instance_arn}"));
+            leaks.push(format!("JIT config {instance_arn}"));
         }
     }
     let held = live.iter().filter(|r| r.slot_held).count() as u32;

@@ -1,7 +1,8 @@
 //! The rules that act on what creation and GitHub left behind, end to end: a creation
-//! that failed after launching and registering (rule 3), a warm pool scaled down to
-//! `min_idle` (rule 9), idle ephemeral runners with no job left for them (rule 11), and a
-//! deletion through three EC2 failures, graceful (it backs off) and forced (it does not).
+//! that failed after launching and registering (`creation_failed`), a warm pool scaled
+//! down to `min_idle` (`static_idle`), idle ephemeral runners with no job left for them
+//! (`ephemeral_idle`), and a deletion through three EC2 failures, graceful (it backs
+//! off) and forced (it does not).
 
 use super::*;
 use ephemera_core::backoff;
@@ -86,7 +87,7 @@ async fn cancel(p: &Pipeline, job_id: u64) -> anyhow::Result<()> {
 }
 
 /// Asserts that the runner `name` is gone everywhere: record `deleted` without a slot,
-/// instance terminated, not on GitHub, no JIT secret.
+/// instance terminated, not on GitHub, no JIT config.
 async fn assert_gone(p: &Pipeline, name: &str) -> anyhow::Result<()> {
     let gone = record(p, name).await?;
     assert_eq!(gone.status, InstanceStatus::Deleted, "{name}");
@@ -98,7 +99,10 @@ async fn assert_gone(p: &Pipeline, name: &str) -> anyhow::Result<()> {
         "{name}"
     );
     assert!(on_github(p, name).is_none(), "{name} still on GitHub");
-    assert!(!p.jit_secret_exists(instance_id).await?, "{name}'s secret");
+    assert!(
+        !p.jit_config_exists(instance_id).await?,
+        "{name}'s JIT config"
+    );
     Ok(())
 }
 
@@ -107,7 +111,7 @@ fn queued(p: &Pipeline, job_id: u64) -> QueueMessage {
     queued_message("rule3", job_id, p.sim.snapshot().jobs[&job_id].run_id)
 }
 
-/// Rule 3, one run: the answer to the JIT registration is lost (GitHub registered the
+/// `creation_failed`, one run: the answer to the JIT registration is lost (GitHub registered the
 /// runner, the scaler never learnt its id), the retried delivery meets 409 "already
 /// exists" and the record goes to `error` holding a launched instance and a registration
 /// only findable by name. One reaper run terminates the one and removes the other.
@@ -121,13 +125,13 @@ async fn error_after_launch_and_registration_is_cleaned_in_one_run() -> anyhow::
     let p = Pipeline::start(options).await?;
     lose_webhooks(&p)?;
     let forge = Arc::new(FaultyForge::new(p.scaler_forge.clone()));
-    let secrets = Arc::new(p.jit_configs());
+    let jit_store = Arc::new(p.jit_configs());
     let scaler = Arc::new(Scaler::new(
         p.config.clone(),
         p.store.clone(),
         p.fleet.clone(),
         forge.clone(),
-        secrets,
+        jit_store,
         p.queue.clone(),
     ));
     let job_id = p.sim.create_job("octo-org", "app", &LABELS, None).await?;
@@ -165,7 +169,7 @@ async fn error_after_launch_and_registration_is_cleaned_in_one_run() -> anyhow::
         Some(InstanceState::Running)
     );
 
-    // Before the job's queued grace is over, so only rule 3 has anything to do.
+    // Before the job's queued grace is over, so only `creation_failed` has anything to do.
     let report = p.reap_at(at + minutes(2) + Duration::from_secs(30)).await?;
     assert_eq!(
         (report.sent_to_delete, report.deleted),
@@ -189,7 +193,7 @@ async fn error_after_launch_and_registration_is_cleaned_in_one_run() -> anyhow::
     Ok(())
 }
 
-/// Rule 9, one run: three static runners, idle since three successive reaper runs, are
+/// `static_idle`, one run: three static runners, idle since three successive reaper runs, are
 /// all past `idle_timeout`; the run deletes the two idle longest (GitHub first) and keeps
 /// the most recently idle one for `min_idle`, in that run and every later one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -248,7 +252,7 @@ async fn warm_pool_is_scaled_down_to_min_idle_in_one_run() -> anyhow::Result<()>
     Ok(())
 }
 
-/// Rule 11: two ephemeral runners idle past `idle_timeout`; while one job of their pool
+/// `ephemeral_idle`: two ephemeral runners idle past `idle_timeout`; while one job of their pool
 /// is still queued (either could take it) neither is touched, and once that job is
 /// cancelled too, one run deletes both.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -406,7 +410,7 @@ async fn force_delete_finishes_in_one_run_despite_ec2_failures_and_the_orphan_sw
         Some(InstanceState::Running),
         "the failed terminate was ignored, not retried"
     );
-    assert!(!p.jit_secret_exists(&instance_id).await?);
+    assert!(!p.jit_config_exists(&instance_id).await?);
 
     let past_grace = at + p.config.reaper.orphan_grace + minutes(1);
     for run in 2..=4 {

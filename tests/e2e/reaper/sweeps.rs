@@ -173,7 +173,7 @@ async fn set_counter(p: &Pipeline, table: &str, slots_used: u32) -> anyhow::Resu
 }
 
 fn table_name() -> String {
-    ephemera_aws::bootstrap::ResourceNames::for_deployment("eph").table
+    ephemera_aws::provision::ResourceNames::for_deployment("eph").table
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

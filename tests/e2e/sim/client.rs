@@ -18,17 +18,13 @@ fn client(sim: &SimHandle) -> GitHubApp {
         "/fixtures/github-app-test-key.pem"
     ))
     .expect("key fixture");
-    GitHubApp::new(GitHubAppConfig {
-        api_url: sim.url.clone(),
-        app_id: 4242,
-        private_key: SecretString::from(pem),
-        retry: RetryPolicy {
-            max_attempts: 6,
-            base_delay: Duration::from_millis(20),
-            budget: Duration::from_secs(8),
-        },
-    })
-    .expect("client")
+    let retry = RetryPolicy {
+        max_attempts: 6,
+        base_delay: Duration::from_millis(20),
+        budget: Duration::from_secs(8),
+    };
+    GitHubApp::new(GitHubAppConfig::new(&sim.url, 4242, SecretString::from(pem)).with_retry(retry))
+        .expect("client")
 }
 
 fn scope(repo: Option<&str>, installation_id: Option<u64>) -> RunnerScope {

@@ -259,8 +259,8 @@ fn user_data_is_the_bootstrap_script(template: &Value) -> anyhow::Result<()> {
         .context("the user data is not a Fn::Join ending in the script")?;
     ensure!(
         embedded == script,
-        "the user data in template.yaml differs from infra/runner/bootstrap.sh: copy the \
-         script into the RunnerLaunchTemplate's UserData (indented) after editing it"
+        "the user data in template.yaml differs from infra/runner/bootstrap.sh: run \
+         `make user-data` after editing the script"
     );
     // EC2 takes at most 16 KB of user data before base64: the script, and the line of
     // settings before it (well under 512 bytes).

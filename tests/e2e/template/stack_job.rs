@@ -8,7 +8,7 @@ use aws_sdk_dynamodb::types::TimeToLiveStatus;
 use aws_sdk_ec2::types::LaunchTemplateHttpTokensState;
 use aws_sdk_sqs::types::QueueAttributeName;
 use ephemera_aws::config_source::load_config_or_default;
-use ephemera_aws::{bootstrap::MAX_RECEIVE_COUNT, DynamoJitConfigs};
+use ephemera_aws::{provision::MAX_RECEIVE_COUNT, DynamoJitConfigs};
 use ephemera_aws::{read_secret, AwsSettings, DynamoRunnerStore, Ec2Fleet, SqsJobQueue};
 use ephemera_core::handlers::reaper::Reaper;
 use ephemera_core::handlers::scaler::Scaler;
@@ -253,12 +253,8 @@ async fn a_job_runs_on_the_stack_template_yaml_creates() -> anyhow::Result<()> {
         )?),
     );
     let key_id = env(&stack, "ScalerFunction", "EPHEMERA_GITHUB_KEY_SECRET_ID")?;
-    let forge = Arc::new(GitHubApp::new(GitHubAppConfig {
-        api_url: config.github.api_url.clone(),
-        app_id: config.github.app_id,
-        private_key: read_secret(&secrets_manager, key_id).await?,
-        retry: Default::default(),
-    })?);
+    let key = read_secret(&secrets_manager, key_id).await?;
+    let forge = Arc::new(GitHubApp::new(GitHubAppConfig::of(&config.github, key))?);
     let hook_id = env(&stack, "WebhookFunction", "EPHEMERA_WEBHOOK_SECRET_ID")?;
     let secrets = WebhookSecrets {
         current: read_secret(&secrets_manager, hook_id).await?,

@@ -21,7 +21,7 @@ use axum::extract::State;
 use axum::routing::{get, post};
 use axum::Router;
 use clap::Parser;
-use ephemera_aws::bootstrap::{ensure_resources, ResourceNames};
+use ephemera_aws::provision::{ensure_resources, ResourceNames};
 use ephemera_aws::AwsSettings;
 use ephemera_core::lifecycle::InstanceStatus;
 use ephemera_core::metrics::{Dimension, Metric, Metrics};

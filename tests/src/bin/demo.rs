@@ -123,7 +123,7 @@ async fn run(args: &Args) -> anyhow::Result<()> {
     }
 
     let sdk = ephemera_aws::sdk_config(&AwsSettings::emulator(&moto.endpoint)).await;
-    let names = ephemera_aws::bootstrap::ResourceNames::for_deployment(&config.deployment);
+    let names = ephemera_aws::provision::ResourceNames::for_deployment(&config.deployment);
     let store = DynamoRunnerStore::new(aws_sdk_dynamodb::Client::new(&sdk), &names.table);
     let fleet = Ec2Fleet::new(aws_sdk_ec2::Client::new(&sdk), &config.deployment);
 

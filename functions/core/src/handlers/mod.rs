@@ -9,7 +9,7 @@ pub mod scaler;
 pub mod webhook;
 
 #[cfg(test)]
-mod test_support;
+pub(crate) mod test_support;
 
 /// The message of an error and of every cause below it, for logs and for the `last_error`
 /// an operator reads on a record.

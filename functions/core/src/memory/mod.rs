@@ -10,10 +10,14 @@
 //!
 //! State sits behind a `std::sync::Mutex` that is never held across an `.await`, so
 //! every port call is atomic, as the transactions it stands for are.
+//!
+//! [`Intercept`] wraps any port, fake or real, and hands each call to a [`Hook`] before
+//! and after it: the one way tests add crashes, refusals, latency or watches to a port.
 
 mod deliveries;
 mod fleet;
 mod forge;
+mod intercept;
 mod jit_store;
 mod queue;
 mod store;
@@ -21,6 +25,7 @@ mod store;
 pub use deliveries::MemoryDeliveries;
 pub use fleet::{FakeFleet, FleetFailure};
 pub use forge::{FakeForge, ForgeCalls, ForgeFailure};
+pub use intercept::{Arg, Call, Conflicted, CrashSwitch, Hook, Intercept, IntoArg, Refusal};
 pub use jit_store::MemoryJitStore;
 pub use queue::MemoryQueue;
 pub use store::{MemoryStore, StoreOp};

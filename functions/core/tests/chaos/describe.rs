@@ -3,7 +3,7 @@
 
 use crate::world::{JobState, World};
 
-/// Records, jobs, instances, GitHub runners, secrets and the queue, one per line.
+/// Records, jobs, instances, GitHub runners, JIT configs and the queue, one per line.
 pub fn world(world: &World) -> String {
     let mut lines = Vec::new();
     for pool in &world.config.pools {

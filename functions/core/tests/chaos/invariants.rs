@@ -224,9 +224,9 @@ pub fn check_at_rest(world: &World) -> Result<(), String> {
     if !runners.is_empty() {
         return Err(format!("GitHub runners leaked: {}", runners.join(", ")));
     }
-    let secrets = world.jit_store.instance_ids();
-    if !secrets.is_empty() {
-        return Err(format!("JIT config leaked: {}", secrets.join(", ")));
+    let waiting = world.jit_store.instance_ids();
+    if !waiting.is_empty() {
+        return Err(format!("JIT config leaked: {}", waiting.join(", ")));
     }
     let left: Vec<String> = live
         .iter()

@@ -4,11 +4,12 @@
 //! single-threaded runtime, where every port call is a point at which another invocation
 //! may run.
 
-use crate::gate::{CrashSwitch, Gate};
+use crate::gate::Gate;
 use crate::queue::Stored;
 use crate::world::World;
 use ephemera_core::handlers::reaper::Reaper;
 use ephemera_core::handlers::scaler::{BatchItem, Scaler};
+use ephemera_core::memory::CrashSwitch;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -40,6 +41,21 @@ pub enum Ended {
     Crashed,
 }
 
+/// Arms `switch` to crash after `crash_after` calls, or never.
+fn arm(switch: &CrashSwitch, crash_after: Option<usize>) {
+    match crash_after {
+        Some(calls) => switch.arm(calls),
+        None => switch.disarm(),
+    }
+}
+
+/// A new switch armed as [`arm`] does.
+fn armed(crash_after: Option<usize>) -> Arc<CrashSwitch> {
+    let switch = CrashSwitch::new();
+    arm(&switch, crash_after);
+    switch
+}
+
 type Running = Pin<Box<dyn Future<Output = Ended> + Send>>;
 
 /// Runs `future`, or gives up on it (drops it) when its switch stops a call.
@@ -57,15 +73,15 @@ fn scaler(
     crash_after: Option<usize>,
     now: OffsetDateTime,
 ) -> Running {
-    let switch = CrashSwitch::new(crash_after);
+    let switch = armed(crash_after);
     let gate = Gate::new(world, &switch);
     let scaler = Arc::new(Scaler::new(
         world.config.clone(),
-        gate.clone(),
-        gate.clone(),
-        gate.clone(),
-        gate.clone(),
-        gate,
+        gate.store,
+        gate.fleet,
+        gate.forge,
+        gate.jit_store,
+        gate.queue,
     ));
     let items: Vec<BatchItem> = received
         .iter()
@@ -88,7 +104,7 @@ fn reaper(
     crash_after: Option<usize>,
     now: OffsetDateTime,
 ) -> Running {
-    switch.arm(crash_after);
+    arm(switch, crash_after);
     let reaper = reaper.clone();
     let switch = switch.clone();
     Box::pin(async move {
@@ -112,17 +128,17 @@ pub struct ReaperHandle {
 
 impl ReaperHandle {
     pub fn new(world: &Arc<World>) -> ReaperHandle {
-        let switch = CrashSwitch::new(None);
+        let switch = CrashSwitch::new();
         let gate = Gate::new(world, &switch);
         let reaper = Reaper::new(
             world.config.clone(),
-            gate.clone(),
-            gate.clone(),
-            gate.clone(),
-            gate.clone(),
-            gate.clone(),
+            gate.store,
+            gate.fleet,
+            gate.forge,
+            gate.jit_store,
+            gate.queue,
         )
-        .with_deliveries(gate);
+        .with_deliveries(gate.deliveries);
         ReaperHandle { reaper, switch }
     }
 }

@@ -19,16 +19,13 @@ impl GitHubConnector for AppConnector {
         app_id: u64,
         private_key_pem: &str,
     ) -> Result<Box<dyn GitHubPort>, String> {
-        let app = GitHubApp::new(GitHubAppConfig {
-            api_url: api_url.to_owned(),
-            app_id,
-            private_key: SecretString::from(private_key_pem.to_owned()),
-            retry: RetryPolicy {
-                max_attempts: 1,
-                ..RetryPolicy::default()
-            },
-        })
-        .map_err(|err| err.to_string())?;
+        let key = SecretString::from(private_key_pem.to_owned());
+        let once = RetryPolicy {
+            max_attempts: 1,
+            ..RetryPolicy::default()
+        };
+        let app = GitHubApp::new(GitHubAppConfig::new(api_url.to_owned(), app_id, key).with_retry(once))
+            .map_err(|err| err.to_string())?;
         Ok(Box::new(AppPort(app)))
     }
 }

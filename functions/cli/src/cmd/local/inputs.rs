@@ -68,12 +68,8 @@ pub(super) fn github_app(config: &Config, args: &LocalArgs) -> anyhow::Result<Gi
         .github_api_url
         .clone()
         .unwrap_or(config.github.api_url.clone());
-    let app = GitHubApp::new(GitHubAppConfig {
-        api_url,
-        app_id: config.github.app_id,
-        private_key: SecretString::from(pem),
-        retry: Default::default(),
-    })
-    .with_context(|| format!("GitHub App key {}", key_file.display()))?;
+    let key = SecretString::from(pem);
+    let app = GitHubApp::new(GitHubAppConfig::new(api_url, config.github.app_id, key))
+        .with_context(|| format!("GitHub App key {}", key_file.display()))?;
     Ok(app)
 }

@@ -144,7 +144,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
     let sdk = ephemera_aws::sdk_config(&settings).await;
     let names = resource_names(&config.deployment, &args);
     let (table, queue_url) = if args.bootstrap {
-        let made = ephemera_aws::bootstrap::ensure_resources(&sdk, &names).await?;
+        let made = ephemera_aws::provision::ensure_resources(&sdk, &names).await?;
         info!(table = %made.table, queue_url = %made.queue_url, "resources ready");
         (made.table, made.queue_url)
     } else {
@@ -194,7 +194,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
         if let Ok(prefix) = std::env::var("EPHEMERA_INSTANCE_ARN_PREFIX") {
             jit = jit.with_instance_arn_prefix(prefix);
         }
-        let secrets = Arc::new(jit);
+        let jit_store = Arc::new(jit);
         if parts.contains(&Part::Scaler) {
             let scaler = Arc::new(
                 Scaler::new(
@@ -202,7 +202,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
                     store.clone(),
                     fleet.clone(),
                     forge.clone(),
-                    secrets.clone(),
+                    jit_store.clone(),
                     queue.clone(),
                 )
                 .with_metrics(metrics.clone()),
@@ -217,7 +217,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
                     store,
                     fleet,
                     forge.clone(),
-                    secrets,
+                    jit_store,
                     queue.clone(),
                 )
                 .with_deliveries(forge)

@@ -1,4 +1,4 @@
-//! Rule 10, slot counter drift: each pool's counter should equal the slots its live
+//! `slot_drift`, slot counter drift: each pool's counter should equal the slots its live
 //! records hold. The records come from the status index, which lags and is read one
 //! status at a time, while the scaler claims concurrently; so a difference is repaired
 //! only when the counter has not changed for [`COUNTER_SETTLE`], the same difference
@@ -42,7 +42,7 @@ impl Reaper {
                 .repair_pool_counter(&pool, &counter, held, now)
                 .await?
             {
-                warn!(%pool, counter = counter.slots_used, live = held, "pool counter drifted; repaired");
+                warn!(rule = "slot_drift", %pool, counter = counter.slots_used, live = held, "pool counter drifted; repaired");
                 repaired += 1;
             }
             self.memory().drift.remove(&pool);

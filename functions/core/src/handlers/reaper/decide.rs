@@ -42,25 +42,39 @@ pub const WARM_STALL: Duration = Duration::from_secs(10 * 60);
 /// Why a live record is sent to `pending_delete`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Cleanup {
-    /// Rule 1: the runner never came online.
+    /// `never_online`: the runner never came online.
     BootstrapTimeout,
-    /// Rule 2: a reaper died in the middle of deleting it.
+    /// `delete_interrupted`: a reaper died in the middle of deleting it.
     StuckDeleting,
-    /// Rule 3: creation failed; what was made is cleaned.
+    /// `creation_failed`: creation failed; what was made is cleaned.
     CreationFailed,
-    /// Rule 6: the `running` record's instance is gone, terminated or stopped.
+    /// `instance_gone`: the `running` record's instance is gone, terminated or stopped.
     InstanceGone,
-    /// Rule 9: a static runner idle past `idle_timeout`, above the pool's `min_idle`.
+    /// `static_idle`: a static runner idle past `idle_timeout`, above the pool's
+    /// `min_idle`.
     IdleStatic,
-    /// Rule 11: an ephemeral runner idle past `idle_timeout` with no queued job left
-    /// in its pool (its job was cancelled or taken by another runner), above `min_idle`.
+    /// `ephemeral_idle`: an ephemeral runner idle past `idle_timeout` with no queued job
+    /// left in its pool (its job was cancelled or taken by another runner), above `min_idle`.
     IdleNoWork,
-    /// Rule 12: a warm runner (no job) whose creation made no progress for
+    /// `warm_stalled`: a warm runner (no job) whose creation made no progress for
     /// [`WARM_STALL`].
     WarmStalled,
 }
 
 impl Cleanup {
+    /// The rule's stable name, in its log lines and the docs.
+    pub fn rule(self) -> &'static str {
+        match self {
+            Cleanup::BootstrapTimeout => "never_online",
+            Cleanup::StuckDeleting => "delete_interrupted",
+            Cleanup::CreationFailed => "creation_failed",
+            Cleanup::InstanceGone => "instance_gone",
+            Cleanup::IdleStatic => "static_idle",
+            Cleanup::IdleNoWork => "ephemeral_idle",
+            Cleanup::WarmStalled => "warm_stalled",
+        }
+    }
+
     /// The reason written on the record.
     pub fn reason(self) -> &'static str {
         match self {
@@ -80,18 +94,18 @@ impl Cleanup {
 pub enum Verdict {
     /// Send it to `pending_delete`.
     Clean(Cleanup),
-    /// Rule 7: it is running a job and is due for a look at whether that job ended (on
+    /// `missed_completed`: it is running a job and is due for a look at whether that job ended (on
     /// the job, or on the runner when the record names no job).
     CheckJob,
-    /// Rule 14: it is idle on GitHub and due for a look at whether GitHub still knows it
+    /// `forgotten_by_github`: it is idle on GitHub and due for a look at whether GitHub still knows it
     /// (a runner that took another job and was removed, its webhooks lost).
     CheckRunner,
-    /// Rule 13: it is `pending_create` or `creating` for a job, past the creation lease
+    /// `creation_stalled`: it is `pending_create` or `creating` for a job, past the creation lease
     /// and not online: the delivery creating it died, and nothing may resume it (its job's
     /// deliveries find the job taken, or a job was handed to it). Its job, read again, says
     /// which: still queued and claimed by it, its creation is resumed; else it is released.
     StalledCreation,
-    /// Rule 12: it is `creating`, past the creation lease, and its runner has come
+    /// `came_online`: it is `creating`, past the creation lease, and its runner has come
     /// online (it took a job, or became idle after one): the delivery creating it died
     /// after handing over the JIT config, before it wrote `running`. No delivery resumes
     /// it (its job is no longer queued) and no other rule looks at a `creating` runner
@@ -155,10 +169,11 @@ pub fn idle_runner_could_take(live: &[RunnerRecord], job: &JobRecord, now: Offse
     })
 }
 
-/// The verdict on every live record that needs one (rules 1, 2, 3, 6, 7, 9 and 11, the
-/// stalled warm launch, a runner online while its record says `creating`, and a stalled
-/// creation for a job).
-/// `instances` is EC2's answer, `None` when it could not be read (rule 6 then waits);
+/// The verdict on every live record that needs one (`never_online`,
+/// `delete_interrupted`, `creation_failed`, `instance_gone`, `missed_completed`,
+/// `static_idle`, `ephemeral_idle`, `warm_stalled`, `came_online`, `creation_stalled`
+/// and `forgotten_by_github`).
+/// `instances` is EC2's answer, `None` when it could not be read (`instance_gone` then waits);
 /// `queued_jobs` every job the table holds as queued.
 pub fn verdicts(
     config: &Config,
@@ -193,7 +208,7 @@ pub fn verdicts(
     out
 }
 
-/// What rule 11 needs to know beyond the record.
+/// What `ephemeral_idle` needs to know beyond the record.
 struct IdleWork<'a> {
     /// Every job the table holds as queued.
     queued_jobs: &'a [JobRecord],
@@ -278,7 +293,7 @@ fn verdict(
     }
 }
 
-/// Rule 9: the idle static runners past their pool's `idle_timeout`, but for those the
+/// `static_idle`: the idle static runners past their pool's `idle_timeout`, but for those the
 /// pool keeps warm (`spared`).
 fn idle_static_runners(
     config: &Config,
@@ -312,7 +327,7 @@ fn unbound(record: &RunnerRecord, queued: &HashSet<u64>) -> bool {
     record.job_id.is_none_or(|job| !queued.contains(&job))
 }
 
-/// Per pool, the `min_idle` most recently idle unbound runners (rules 9 and 11 spare
+/// Per pool, the `min_idle` most recently idle unbound runners (`static_idle` and `ephemeral_idle` spare
 /// them, whatever their age): the warm pool that the reaper also tops up, so the two
 /// never fight.
 fn kept_warm<'a>(
@@ -389,7 +404,7 @@ pub fn warm_shortfall(
         .collect()
 }
 
-/// Rule 4: instances of this deployment that no live record claims, launched more than
+/// `orphan_instance`: instances of this deployment that no live record claims, launched more than
 /// `grace` ago (`reaper.orphan_grace`: the scaler records the instance id right after
 /// the launch call returns, so anything older lost its record) and not already on their
 /// way out. (Candidates: the reaper acts
@@ -419,7 +434,7 @@ pub fn orphan_instances(
         .collect()
 }
 
-/// Rule 5: GitHub runners named for this deployment, offline, that no live record
+/// `orphan_github_runner`: GitHub runners named for this deployment, offline, that no live record
 /// names. (The reaper reads each record again, consistently, before removing one.)
 pub fn orphan_runners<'a>(
     deployment: &str,
@@ -434,7 +449,7 @@ pub fn orphan_runners<'a>(
         .collect()
 }
 
-/// Rule 10: the slots the live records of each pool hold (every configured pool
+/// `slot_drift`: the slots the live records of each pool hold (every configured pool
 /// appears, at zero if it has none).
 pub fn slots_held(config: &Config, live: &[RunnerRecord]) -> BTreeMap<String, u32> {
     let mut held: BTreeMap<String, u32> =

@@ -44,7 +44,7 @@ fn idle_since_is_the_latest_idle_entry_or_the_last_change() {
 #[test]
 fn pending_runner_times_out_only_after_its_pool_bootstrap_timeout() {
     let config = config(5);
-    // A runner created for a job (a stalled creation is rule 13's, below).
+    // A runner created for a job (a stalled creation is `creation_stalled`'s, below).
     let mut for_a_job = record(
         "eph-linux-a",
         InstanceStatus::Running,

@@ -1,4 +1,4 @@
-//! Rule 8, missed `queued` and lost launches: a job the table still holds as `queued`
+//! `missed_queued`, missed `queued` and lost launches: a job the table still holds as `queued`
 //! with no live runner, [`QUEUED_GRACE`] after it was received, is looked up on GitHub.
 //! Still queued: its message is rebuilt and sent again, and the job is looked at again
 //! in [`JOB_RECHECK`]. Started or finished: the job item is moved forward. Jobs of a
@@ -63,7 +63,7 @@ impl Reaper {
                 ClaimState::Served => continue,
                 ClaimState::Idle => {
                     if let Err(err) = self.check_moved_on(&job, now).await {
-                        warn!(job_id = job.job_id, error = %err, "cannot check queued job; next run retries");
+                        warn!(rule = "missed_queued", job_id = job.job_id, error = %err, "cannot check queued job; next run retries");
                     }
                     continue;
                 }
@@ -87,7 +87,7 @@ impl Reaper {
                 // it is looked up.
                 if idle_runner_could_take(&snapshot.runners, &job, now) {
                     if let Err(err) = self.check_moved_on(&job, now).await {
-                        warn!(job_id = job.job_id, error = %err, "cannot check queued job; next run retries");
+                        warn!(rule = "missed_queued", job_id = job.job_id, error = %err, "cannot check queued job; next run retries");
                     }
                 }
                 continue;
@@ -96,7 +96,7 @@ impl Reaper {
                 Ok(JobCheck::Requeued) => requeued += 1,
                 Ok(JobCheck::Moved | JobCheck::Waiting) => {}
                 Err(err) => {
-                    warn!(job_id = job.job_id, error = %err, "cannot check queued job; next run retries")
+                    warn!(rule = "missed_queued", job_id = job.job_id, error = %err, "cannot check queued job; next run retries")
                 }
             }
         }
@@ -151,7 +151,7 @@ impl Reaper {
                 let mut seen = job.clone();
                 seen.updated_at = now;
                 self.store.advance_job(&seen, status, None).await?;
-                info!(job_id = job.job_id, %status, "job of an idle runner had moved on unseen; job item advanced");
+                info!(rule = "missed_queued", job_id = job.job_id, %status, "job of an idle runner had moved on unseen; job item advanced");
             }
             None => {
                 self.store
@@ -187,7 +187,7 @@ impl Reaper {
             let mut seen = job.clone();
             seen.updated_at = now;
             self.store.advance_job(&seen, status, None).await?;
-            info!(job_id = job.job_id, %status, "queued job had moved on unseen; job item advanced");
+            info!(rule = "missed_queued", job_id = job.job_id, %status, "queued job had moved on unseen; job item advanced");
             return Ok(JobCheck::Moved);
         }
         if let Some(runner) = dead_claim {
@@ -205,7 +205,7 @@ impl Reaper {
             &[(Dimension::Pool, job.pool.as_str())],
             1.0,
         );
-        info!(job_id = job.job_id, pool = %job.pool, "queued job had no runner; queued again");
+        info!(rule = "missed_queued", job_id = job.job_id, pool = %job.pool, "queued job had no runner; queued again");
         Ok(JobCheck::Requeued)
     }
 }

@@ -1,4 +1,4 @@
-//! Rules 4 and 5, the orphan sweeps. An instance tagged for this deployment that no live
+//! `orphan_instance` and `orphan_github_runner`, the orphan sweeps. An instance tagged for this deployment that no live
 //! record claims is terminated (its JIT config deleted with it) once it is older than
 //! `reaper.orphan_grace` (10 min by default) and was a suspect in the previous run too. A GitHub runner
 //! with this deployment's name prefix, offline, is removed once a consistent read shows
@@ -52,15 +52,15 @@ impl Reaper {
         let mut reaped = 0;
         for instance_id in confirmed {
             if let Err(err) = self.fleet.terminate(&instance_id).await {
-                warn!(%instance_id, error = %error_chain(&err), "cannot terminate orphan instance; next run retries");
+                warn!(rule = "orphan_instance", %instance_id, error = %error_chain(&err), "cannot terminate orphan instance; next run retries");
                 continue;
             }
             if let Err(err) = self.jit_store.delete(&instance_id).await {
-                warn!(%instance_id, error = %error_chain(&err), "cannot delete orphan's JIT config");
+                warn!(rule = "orphan_instance", %instance_id, error = %error_chain(&err), "cannot delete orphan's JIT config");
             }
             self.metrics
                 .record(Metric::OrphansReaped, &[(Dimension::Kind, "instance")], 1.0);
-            info!(%instance_id, "orphan instance terminated");
+            info!(rule = "orphan_instance", %instance_id, "orphan instance terminated");
             self.memory().orphan_instances.remove(&instance_id);
             reaped += 1;
         }
@@ -92,7 +92,7 @@ impl Reaper {
             let listed = match self.forge.list_runners(&scope).await {
                 Ok(listed) => listed,
                 Err(err) => {
-                    warn!(owner = %scope.owner, error = %error_chain(&err), "cannot list GitHub runners");
+                    warn!(rule = "orphan_github_runner", owner = %scope.owner, error = %error_chain(&err), "cannot list GitHub runners");
                     continue;
                 }
             };
@@ -113,7 +113,7 @@ impl Reaper {
             Ok(Some(record)) if record.status.is_live() => return false,
             Ok(_) => {}
             Err(err) => {
-                warn!(runner = %orphan.name, error = %error_chain(&err), "cannot read runner record");
+                warn!(rule = "orphan_github_runner", runner = %orphan.name, error = %error_chain(&err), "cannot read runner record");
                 return false;
             }
         }
@@ -124,16 +124,16 @@ impl Reaper {
                     &[(Dimension::Kind, "github_runner")],
                     1.0,
                 );
-                info!(runner = %orphan.name, runner_id = orphan.id, "orphan GitHub runner removed");
+                info!(rule = "orphan_github_runner", runner = %orphan.name, runner_id = orphan.id, "orphan GitHub runner removed");
                 true
             }
             Ok(RunnerRemoval::NotFound) => false,
             Ok(RunnerRemoval::Busy) => {
-                info!(runner = %orphan.name, "orphan GitHub runner is running a job; kept");
+                info!(rule = "orphan_github_runner", runner = %orphan.name, "orphan GitHub runner is running a job; kept");
                 false
             }
             Err(err) => {
-                warn!(runner = %orphan.name, error = %error_chain(&err), "cannot remove orphan GitHub runner");
+                warn!(rule = "orphan_github_runner", runner = %orphan.name, error = %error_chain(&err), "cannot remove orphan GitHub runner");
                 false
             }
         }

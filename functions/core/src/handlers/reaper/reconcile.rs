@@ -118,7 +118,8 @@ impl Reaper {
             }
             let moved = match verdict {
                 Verdict::Clean(cleanup) => {
-                    self.send_to_delete(&record, cleanup.reason(), now).await?
+                    self.send_to_delete(&record, cleanup.rule(), cleanup.reason(), now)
+                        .await?
                 }
                 Verdict::CheckJob => self.check_job(&record, now).await?,
                 Verdict::CheckRunner => self.check_runner(&record, now).await?,
@@ -144,6 +145,7 @@ impl Reaper {
     pub(super) async fn send_to_delete(
         &self,
         record: &RunnerRecord,
+        rule: &'static str,
         reason: &str,
         now: OffsetDateTime,
     ) -> Result<Option<RunnerRecord>, StoreError> {
@@ -151,7 +153,7 @@ impl Reaper {
             Transition::new(record.status, InstanceStatus::PendingDelete, now).because(reason);
         match self.store.transition(&record.name, &to_delete).await {
             Ok(moved) => {
-                info!(runner = %record.name, pool = %record.pool, from = %record.status, reason, "runner sent to be deleted");
+                info!(rule, runner = %record.name, pool = %record.pool, from = %record.status, reason, "runner sent to be deleted");
                 Ok(Some(moved))
             }
             // It moved since it was read (the scaler or an operator got there first).
@@ -160,7 +162,7 @@ impl Reaper {
         }
     }
 
-    /// Rule 12: a runner that came online while its record still said `creating` is
+    /// `came_online`: a runner that came online while its record still said `creating` is
     /// recorded `running`, from exactly `creating`.
     async fn record_created(
         &self,
@@ -171,7 +173,7 @@ impl Reaper {
             .because("runner came online; its creation stopped before recording it");
         match self.store.transition(&record.name, &to_running).await {
             Ok(_) => {
-                info!(runner = %record.name, pool = %record.pool, runner_status = %record.runner_status, "runner online while still creating; recorded running");
+                info!(rule = "came_online", runner = %record.name, pool = %record.pool, runner_status = %record.runner_status, "runner online while still creating; recorded running");
                 Ok(())
             }
             // It moved since it was read (a delivery finished it, or it was deleted).
@@ -180,7 +182,7 @@ impl Reaper {
         }
     }
 
-    /// Rule 7: has the job of this active runner ended without its `completed` reaching
+    /// `missed_completed`: has the job of this active runner ended without its `completed` reaching
     /// us? The table's job item is asked first, GitHub only if that still says running.
     /// An ephemeral runner whose job ended goes to be deleted; a static one is idle
     /// again. Otherwise the next look is in [`JOB_CHECK_INTERVAL`].
@@ -207,7 +209,7 @@ impl Reaper {
                     settled == Some(JobStatus::Completed)
                 }
                 Err(err) => {
-                    warn!(runner = %record.name, job_id, error = %error_chain(&err), "cannot read job from GitHub; looking again later");
+                    warn!(rule = "missed_completed", runner = %record.name, job_id, error = %error_chain(&err), "cannot read job from GitHub; looking again later");
                     false
                 }
             },
@@ -225,7 +227,9 @@ impl Reaper {
         }
         let reason = format!("job {job_id} completed (webhook missed)");
         if record.ephemeral {
-            return self.send_to_delete(record, &reason, now).await;
+            return self
+                .send_to_delete(record, "missed_completed", &reason, now)
+                .await;
         }
         let update = RunnerUpdate {
             runner_status: Some(RunnerStatus::Idle),
@@ -233,11 +237,11 @@ impl Reaper {
             ..RunnerUpdate::default()
         };
         self.store.update_runner(&record.name, &update, now).await?;
-        info!(runner = %record.name, job_id, "static runner's job ended unseen; runner idle again");
+        info!(rule = "missed_completed", runner = %record.name, job_id, "static runner's job ended unseen; runner idle again");
         Ok(None)
     }
 
-    /// Rule 7 for an active runner that names no job (seen busy before any `in_progress`
+    /// `missed_completed` for an active runner that names no job (seen busy before any `in_progress`
     /// named it, which then never came): GitHub's view of the runner says whether its
     /// job ended. A static runner GitHub shows not busy is idle again; a runner GitHub no
     /// longer knows (an ephemeral one, removed after its job) is released past the grace.
@@ -262,12 +266,12 @@ impl Reaper {
                     ..RunnerUpdate::default()
                 };
                 self.store.update_runner(&record.name, &update, now).await?;
-                info!(runner = %record.name, "static runner's job ended unseen; runner idle again");
+                info!(rule = "missed_completed", runner = %record.name, "static runner's job ended unseen; runner idle again");
                 return Ok(None);
             }
             Ok(Some(_)) => {}
             Err(err) => {
-                warn!(runner = %record.name, error = %error_chain(&err), "cannot read runner from GitHub; looking again later");
+                warn!(rule = "missed_completed", runner = %record.name, error = %error_chain(&err), "cannot read runner from GitHub; looking again later");
             }
         }
         let next = now + JOB_CHECK_INTERVAL;

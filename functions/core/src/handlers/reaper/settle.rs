@@ -1,6 +1,6 @@
-//! Records that nothing else would move: a creation for a job that stalled (rule 13), a
-//! runner GitHub no longer knows (rule 14), and the job items the reaper learns have
-//! moved on (rule 15: they follow GitHub's status).
+//! Records that nothing else would move: a creation for a job that stalled
+//! (`creation_stalled`), a runner GitHub no longer knows (`forgotten_by_github`), and the
+//! job items the reaper learns have moved on (`job_follows_github`).
 //!
 //! A stalled creation is resumed when its job is still queued and claimed by it (a fresh
 //! `queued` message takes the scaler through the creation again, under its lease), and
@@ -38,7 +38,7 @@ pub(super) fn settled_status(state: Option<ForgeJobState>) -> Option<JobStatus> 
 }
 
 impl Reaper {
-    /// Rule 13: resumes or releases a creation for a job that stalled past its lease.
+    /// `creation_stalled`: resumes or releases a creation for a job that stalled past its lease.
     /// Returns the record if it was sent to be deleted.
     pub(super) async fn resume_or_release(
         &self,
@@ -53,7 +53,9 @@ impl Reaper {
         let claimed = job.filter(|job| job.waits_for(&record.name));
         let Some(job) = claimed else {
             let reason = format!("creation stalled and job {job_id} no longer waits for it");
-            return self.send_to_delete(record, &reason, now).await;
+            return self
+                .send_to_delete(record, "creation_stalled", &reason, now)
+                .await;
         };
         match self
             .queue
@@ -61,10 +63,10 @@ impl Reaper {
             .await
         {
             Ok(()) => {
-                info!(runner = %record.name, job_id, status = %record.status, "creation stalled past its lease; resumed");
+                info!(rule = "creation_stalled", runner = %record.name, job_id, status = %record.status, "creation stalled past its lease; resumed");
             }
             Err(err) => {
-                warn!(runner = %record.name, job_id, error = %error_chain(&err), "cannot resume a stalled creation; next run tries again");
+                warn!(rule = "creation_stalled", runner = %record.name, job_id, error = %error_chain(&err), "cannot resume a stalled creation; next run tries again");
             }
         }
         Ok(None)
@@ -81,11 +83,11 @@ impl Reaper {
         let mut seen = job.clone();
         seen.updated_at = now;
         self.store.advance_job(&seen, status, None).await?;
-        info!(job_id = job.job_id, %status, "job item follows GitHub's status");
+        info!(rule = "job_follows_github", job_id = job.job_id, %status, "job item follows GitHub's status");
         Ok(())
     }
 
-    /// Rule 14 for an idle runner: asks GitHub whether it still knows it; if not (past
+    /// `forgotten_by_github` for an idle runner: asks GitHub whether it still knows it; if not (past
     /// the grace), releases it, else looks again in [`super::JOB_CHECK_INTERVAL`].
     pub(super) async fn check_runner(
         &self,
@@ -102,7 +104,7 @@ impl Reaper {
         Ok(None)
     }
 
-    /// Rule 14: a registered runner that GitHub no longer knows, past the grace, is
+    /// `forgotten_by_github`: a registered runner that GitHub no longer knows, past the grace, is
     /// released (see [`Reaper::release_forgotten`]). An error reading GitHub changes
     /// nothing.
     pub(super) async fn release_if_forgotten(
@@ -120,7 +122,7 @@ impl Reaper {
             Ok(None) => self.release_forgotten(record, now).await,
             Ok(Some(_)) => Ok(None),
             Err(err) => {
-                warn!(runner = %record.name, error = %error_chain(&err), "cannot read runner from GitHub");
+                warn!(rule = "forgotten_by_github", runner = %record.name, error = %error_chain(&err), "cannot read runner from GitHub");
                 Ok(None)
             }
         }
@@ -138,12 +140,15 @@ impl Reaper {
             return Ok(None);
         }
         let reason = "GitHub no longer knows the runner (it ran a job unseen)";
-        let Some(moved) = self.send_to_delete(record, reason, now).await? else {
+        let Some(moved) = self
+            .send_to_delete(record, "forgotten_by_github", reason, now)
+            .await?
+        else {
             return Ok(None);
         };
         if let Some(job_id) = record.job_id {
             if let Err(err) = self.free_job_of(record, job_id, now).await {
-                warn!(runner = %record.name, job_id, error = %err, "cannot free the job of a forgotten runner; rule 8 takes it up");
+                warn!(rule = "forgotten_by_github", runner = %record.name, job_id, error = %err, "cannot free the job of a forgotten runner; missed_queued takes it up");
             }
         }
         Ok(Some(moved))
@@ -172,14 +177,14 @@ impl Reaper {
                 self.queue
                     .send(&QueueMessage::queued_again(&job, "forgotten"))
                     .await?;
-                info!(job_id, runner = %record.name, "job of a runner GitHub no longer knows queued again");
+                info!(rule = "forgotten_by_github", job_id, runner = %record.name, "job of a runner GitHub no longer knows queued again");
             }
             None => {}
         }
         Ok(())
     }
 
-    /// Rule 15: job items still `in_progress` whose runner is no longer live (reaped
+    /// `job_follows_github`: job items still `in_progress` whose runner is no longer live (reaped
     /// after a missed `completed`, or never ours), a few per run: each follows GitHub.
     /// Returns how many were settled.
     pub(super) async fn settle_running_jobs(
@@ -230,7 +235,7 @@ impl Reaper {
                 }
                 Ok(_) => {}
                 Err(err) => {
-                    warn!(job_id = job.job_id, error = %error_chain(&err), "cannot read job from GitHub; next run retries");
+                    warn!(rule = "job_follows_github", job_id = job.job_id, error = %error_chain(&err), "cannot read job from GitHub; next run retries");
                 }
             }
         }

@@ -1,4 +1,4 @@
-//! Rules 13–15 on the in-memory fakes: a stalled creation resumed or released, a runner
+//! `creation_stalled`, `forgotten_by_github` and `job_follows_github` on the in-memory fakes: a stalled creation resumed or released, a runner
 //! GitHub no longer knows released with its job queued again, and job items that follow
 //! GitHub once their runner is gone — each made to happen, then shown to converge within
 //! the stated number of runs.

@@ -47,13 +47,13 @@ async fn orphan_instance_is_terminated_once_seen_in_two_runs_and_young_ones_are_
         .fleet
         .put_instance(instance("i-orphan", now() - minutes(30)));
     world.fleet.put_instance(instance("i-young", now()));
-    let secret = crate::ports::JitConfig {
+    let jit = crate::ports::JitConfig {
         runner_id: 9,
         encoded: secrecy::SecretString::from("jit"),
     };
     world
         .jit_store
-        .put("i-orphan", "lost", &secret)
+        .put("i-orphan", "lost", &jit)
         .await
         .expect("put");
     let reaper = world.reaper();
@@ -324,7 +324,7 @@ async fn full_pool_idle_runner_is_not_kept_for_a_job_cancelled_unseen() {
         updated_at: now(),
     });
     world.forge.set_job_state(15, ForgeJobState::Completed);
-    // The pool is full with the idle runner, which rule 11 keeps while job 15 is queued.
+    // The pool is full with the idle runner, which `ephemeral_idle` keeps while job 15 is queued.
     reaper.run(now() + minutes(4), far()).await.expect("run");
     assert_eq!(
         world.store.job(15).map(|j| j.status),

@@ -8,7 +8,7 @@
 //!
 //! Every crash leaves a record: a reservation whose message was never sent, or whose
 //! creation died, stays job-less in `pending_create` or `creating` and counts as on its
-//! way until [`WARM_STALL`] passes without progress; then rule 12 cleans it (and whatever
+//! way until [`WARM_STALL`] passes without progress; then `warm_stalled` cleans it (and whatever
 //! was made for it) and the next top-up replaces it.
 
 #[cfg(doc)]

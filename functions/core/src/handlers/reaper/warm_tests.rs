@@ -281,7 +281,7 @@ async fn ephemeral_warm_runner_takes_a_job_and_its_spare_becomes_the_warm_one() 
     assert_eq!(
         world.store.runner(&own).map(|r| r.status),
         Some(InstanceStatus::Running),
-        "rule 11 spares it while the pool is at min_idle: {later:?}"
+        "ephemeral_idle spares it while the pool is at min_idle: {later:?}"
     );
     assert_eq!(later.warm_requested, 0);
 

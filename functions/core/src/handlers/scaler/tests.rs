@@ -31,11 +31,11 @@ async fn queued_job_gets_one_running_runner_with_its_jit_config_delivered() {
     assert_eq!(runner.runner_status, RunnerStatus::Pending);
     assert!(name.starts_with("eph-linux-"));
     let instance_id = runner.instance_id.clone().expect("instance recorded");
-    let (secret_owner, _) = world
+    let (jit_owner, _) = world
         .jit_store
         .get(&instance_id)
         .expect("JIT config delivered to the instance");
-    assert_eq!(secret_owner, name);
+    assert_eq!(jit_owner, name);
     assert!(runner.github_runner_id.is_some());
     assert_eq!(world.store.job(1).and_then(|j| j.runner_name), Some(name));
     assert_eq!(world.store.slots_used(POOL), 1);

@@ -33,7 +33,7 @@ use ephemera_aws::stack::{
 };
 
 /// What template.yaml puts into the App key secret it creates.
-pub const APP_KEY_PLACEHOLDER: &str = "not-set-put-the-github-app-private-key-pem-here";
+pub use ephemera_aws::stack::APP_KEY_PLACEHOLDER;
 
 /// The outputs every other check reads.
 const REQUIRED_OUTPUTS: [&str; 6] = [

@@ -1,8 +1,8 @@
-//! Creating ephemera's resources where they are missing: the table, the JIT config table,
-//! the queue and its DLQ, and the runner launch template.
+//! Provisioning: creating ephemera's resources where they are missing (the table, the
+//! JIT config table, the queue and its DLQ, and the runner launch template).
 //!
-//! SAM creates these in a real deployment; `ephemera local --bootstrap` and the tests
-//! create them here, against moto or a scratch account. Every step accepts a resource
+//! SAM creates these in a real deployment; `ephemera local --bootstrap` (the flag's name
+//! predates this module's) and the tests create them here, against moto or a scratch account. Every step accepts a resource
 //! that already exists, so running it twice is harmless.
 
 use crate::{items, jit};

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Writes the runner launch template's user data in template.yaml from
+# infra/runner/bootstrap.sh: the literal block that ends the UserData's Fn::Join becomes
+# the script, indented, every other line of the template as it was.
+#
+#   infra/user-data.sh           rewrites template.yaml (make user-data)
+#   infra/user-data.sh --check   fails if template.yaml is not what it would write
+#                                (make lint-infra)
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+template=template.yaml
+script=infra/runner/bootstrap.sh
+
+# The template with the first literal block ("- |") after "UserData:" replaced by the
+# script, indented two columns deeper than its "- |"; the blank lines that follow the
+# block are kept.
+render() {
+  awk -v script="$script" '
+    function emit(line) {
+      while ((getline line < script) > 0) print (line == "" ? "" : pad line)
+      close(script)
+    }
+    state == 0 && /UserData:/ { state = 1 }
+    state == 1 && /^ *- \|$/ {
+      print
+      match($0, /^ */)
+      pad = ""
+      for (i = 0; i < RLENGTH + 2; i++) pad = pad " "
+      emit()
+      state = 2
+      next
+    }
+    state == 2 {
+      if ($0 == "") { blanks++; next }
+      if (index($0, pad) == 1) { blanks = 0; next }
+      for (; blanks > 0; blanks--) print ""
+      state = 3
+    }
+    { print }
+    END {
+      if (state < 2) { print "no literal block after UserData: in the template" > "/dev/stderr"; exit 1 }
+    }
+  ' "$template"
+}
+
+rendered="$(mktemp)"
+trap 'rm -f "$rendered"' EXIT
+render > "$rendered"
+
+if [[ "${1:-}" == "--check" ]]; then
+  if ! cmp -s "$rendered" "$template"; then
+    echo "template.yaml's user data is not infra/runner/bootstrap.sh: run make user-data" >&2
+    diff -u "$template" "$rendered" | head -n 40 >&2 || true
+    exit 1
+  fi
+else
+  cat "$rendered" > "$template"
+fi
