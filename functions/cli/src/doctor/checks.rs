@@ -170,6 +170,7 @@ async fn quota_checks(
         None => report.push(Check::skip("quotas.vcpu", "config.valid failed")),
     }
     quotas::lambda_check(parameters, ports.quotas, report).await;
+    super::flood::webhook_concurrency_check(parameters, ports.quotas, report).await;
 }
 
 /// `stack.status`, `stack.outputs`, `stack.table`, `stack.queue`; the outputs and the

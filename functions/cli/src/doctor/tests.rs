@@ -102,7 +102,11 @@ fn healthy() -> World {
         ]
         .into(),
         dry_run: DryRunAnswer::WouldSucceed,
-        parameters: [("ScalerMaxConcurrency".to_string(), "5".to_string())].into(),
+        parameters: [
+            ("ScalerMaxConcurrency".to_string(), "5".to_string()),
+            ("WebhookReservedConcurrency".to_string(), "50".to_string()),
+        ]
+        .into(),
         denied: BTreeMap::new(),
         simulation_fails: false,
         running: ["webhook", "scaler", "reaper"]
@@ -677,6 +681,10 @@ async fn lambda_concurrency_below_the_scalers_fails_the_lambda_check() {
     world
         .parameters
         .insert("ScalerMaxConcurrency".into(), "10".into());
+    // Deployed as such an account must be, reserving nothing for the webhook.
+    world
+        .parameters
+        .insert("WebhookReservedConcurrency".into(), "0".into());
     let report = run(&world).await;
     let (check, message, fix) = only_failure(&report);
     assert_eq!(check, "lambda.concurrency");
