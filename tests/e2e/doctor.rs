@@ -15,13 +15,14 @@
 //!
 //! moto implements Service Quotas for the `vpc` service only (GetServiceQuota answers
 //! NoSuchResourceException for EC2's vCPU quotas and Lambda's concurrent executions, and
-//! it has no GetAWSDefaultServiceQuota), so here `quotas.vcpu` and `lambda.concurrency`
-//! warn that the quota is unknown, and nothing else may warn. The "quota too low" setups
-//! are tested on the ports (`functions/cli/src/cmd/doctor/tests/account.rs`:
-//! on-demand, spot, a G type, Lambda concurrency). moto does not implement IAM's
-//! SimulatePrincipalPolicy either: `iam.simulate` warns for each role here; its
-//! decisions are tested on the ports, and the requests it makes are checked against
-//! template.yaml's policies by `template::simulations`.
+//! it has no GetAWSDefaultServiceQuota), so here `quotas.vcpu`, `lambda.concurrency` and
+//! `webhook.concurrency` warn that the quota is unknown, and nothing else may warn. The
+//! "quota too low" setups are tested on the ports
+//! (`functions/cli/src/cmd/doctor/tests/account.rs`: on-demand, spot, a G type, Lambda
+//! concurrency; `functions/cli/src/cmd/doctor/flood.rs`: the webhook's reservation).
+//! moto does not implement IAM's SimulatePrincipalPolicy either: `iam.simulate` warns for
+//! each role here; its decisions are tested on the ports, and the requests it makes are
+//! checked against template.yaml's policies by `template::simulations`.
 
 use crate::cli::ephemera;
 use anyhow::{ensure, Context};
@@ -151,9 +152,10 @@ async fn only_failure(world: &World, check: &str) -> anyhow::Result<Value> {
 
 /// The checks moto cannot answer (see the module's comment), with what they say: they
 /// warn here and pass on AWS.
-const UNANSWERED_BY_MOTO: [(&str, &str); 3] = [
+const UNANSWERED_BY_MOTO: [(&str, &str); 4] = [
     ("quotas.vcpu", "Service Quotas does not know"),
     ("lambda.concurrency", "Service Quotas does not know"),
+    ("webhook.concurrency", "Service Quotas does not know"),
     ("iam.simulate", "cannot simulate the role's policies"),
 ];
 
@@ -229,6 +231,7 @@ async fn doctor_passes_a_healthy_stack_and_names_each_broken_setting() -> anyhow
         "ec2.dry_run",
         "quotas.vcpu",
         "lambda.concurrency",
+        "webhook.concurrency",
         "iam.simulate",
     ] {
         ensure!(names.contains(&expected), "{expected} not run: {report:#}");

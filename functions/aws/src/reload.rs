@@ -157,6 +157,12 @@ impl<H> Reloading<H> {
         })
     }
 
+    /// The handler in use, without any check: for what must not cost a call (the
+    /// webhook's refusal of a request from its headers).
+    pub async fn current(&self) -> Arc<H> {
+        self.current.lock().await.handler.clone()
+    }
+
     /// The handler to use now, built again first if a due check found a change.
     pub async fn handler(&self) -> Arc<H> {
         let mut current = self.current.lock().await;

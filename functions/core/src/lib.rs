@@ -9,6 +9,7 @@
 //! - [`lifecycle`]: instance and runner statuses, and the one transition table.
 //! - [`config`]: the operator's YAML, typed and validated.
 //! - [`webhook`]: signature verification and the `workflow_job` fields we read.
+//! - [`screen`]: the refusal of a flood's requests from their headers alone.
 //! - [`routing`]: which pool a job's labels go to.
 //! - [`message`]: the versioned queue message between webhook and scaler.
 //! - [`model`]: the records kept in the table (runners, jobs, pools).
@@ -35,6 +36,7 @@ pub mod names;
 pub mod pace;
 pub mod ports;
 pub mod routing;
+pub mod screen;
 pub mod unrouted;
 pub mod webhook;
 

@@ -3,7 +3,8 @@
 
 use ephemera_aws::lambda::{cold_start, init_tracing, metrics, LambdaEnv, WEBHOOK_VARS};
 use ephemera_aws::reload::{Reloading, Sources};
-use ephemera_core::handlers::webhook::{WebhookHandler, WebhookRequest};
+use ephemera_core::handlers::webhook::{WebhookHandler, WebhookRequest, WebhookResponse};
+use ephemera_core::screen::Rejection;
 use lambda_http::{service_fn, Body, Error, Request, Response};
 use std::sync::Arc;
 
@@ -46,14 +47,28 @@ async fn handle(
         signature: header("x-hub-signature-256"),
         body: request.body().as_ref(),
     };
-    let now = time::OffsetDateTime::now_utc();
-    let mut response = webhook.handler().await.handle(delivery, now).await;
-    // Refused with the secrets in hand: they may have rotated since they were read.
-    if response.status == 401 && webhook.check_now().await {
-        response = webhook.handler().await.handle(delivery, now).await;
-    }
+    // What the headers refuse is answered before any check of the sources (a call).
+    let refused = webhook.current().await.refusal(delivery);
+    let response = match refused {
+        Some(refused) => refused,
+        None => verified(webhook, delivery).await,
+    };
     Ok(Response::builder()
         .status(response.status)
         .header("content-type", "application/json")
         .body(Body::from(response.body()))?)
+}
+
+/// A delivery the headers did not refuse, handled; a signature that does not match is
+/// tried again once after a check of the secrets: they may have rotated since read.
+async fn verified(
+    webhook: &Reloading<WebhookHandler>,
+    delivery: WebhookRequest<'_>,
+) -> WebhookResponse {
+    let now = time::OffsetDateTime::now_utc();
+    let response = webhook.handler().await.handle(delivery, now).await;
+    if response.rejected == Some(Rejection::BadSignature) && webhook.check_now().await {
+        return webhook.handler().await.handle(delivery, now).await;
+    }
+    response
 }

@@ -80,6 +80,7 @@ async fn main() -> anyhow::Result<()> {
         let webhook: Value = serde_json::from_str(&text)
             .with_context(|| format!("{} is not JSON", path.display()))?;
         results.insert("webhook".into(), webhook["webhook"].clone());
+        results.insert("webhook_refused".into(), webhook["webhook_refused"].clone());
     }
     results.insert("functions".into(), functions(&args).await?);
     if !args.functions_only {
@@ -500,6 +501,18 @@ fn millis(duration: Duration) -> f64 {
 }
 
 fn print_table(results: &Value) {
+    if let Some(rows) = results["webhook_refused"].as_array() {
+        println!("\nwebhook refusals, one core (CPU time as a share of a genuine queued delivery)");
+        for row in rows {
+            let number = |key: &str| row[key].as_f64().unwrap_or(f64::NAN);
+            println!(
+                "{:<34} {:>12} refused/s {:>7.3}",
+                row["payload"].as_str().unwrap_or(""),
+                number("events_per_second"),
+                number("share_of_genuine")
+            );
+        }
+    }
     if let Some(rows) = results["webhook"].as_array() {
         println!("\nwebhook handling, one core (verify + parse + route + message; no queue call)");
         println!(

@@ -1,5 +1,8 @@
-//! The webhook handler: verify, parse, route, enqueue — and answer GitHub fast.
+//! The webhook handler: screen, verify, parse, route, enqueue — and answer GitHub fast.
 //!
+//! What the headers alone refuse ([`crate::screen`]) is answered before the body is
+//! hashed or read, and counted in `WebhookRejected` by reason, as a signature that does
+//! not match is.
 //! It never touches EC2, and the table only to leave a trace of a job no pool takes
 //! ([`crate::unrouted`]). Everything it does not understand it answers with 202 and
 //! drops, so GitHub's delivery log stays green for events that are not for us.
@@ -11,13 +14,14 @@ use crate::metrics::{Dimension, Metric, Metrics};
 use crate::names;
 use crate::ports::JobQueue;
 use crate::routing::route;
+use crate::screen::{screen, Headers, Rejection};
 use crate::unrouted::{UnroutedJob, UnroutedJobs};
 use crate::webhook::{
     parse_workflow_job, verify_signature, JobAction, WebhookSecrets, WorkflowJobEvent,
 };
 use std::sync::Arc;
 use time::OffsetDateTime;
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 /// The parts of an HTTP delivery the handler reads.
 #[derive(Debug, Clone, Copy)]
@@ -36,6 +40,8 @@ pub struct WebhookRequest<'a> {
 pub struct WebhookResponse {
     pub status: u16,
     pub message: String,
+    /// Why the request was refused, if it was.
+    pub rejected: Option<Rejection>,
 }
 
 impl WebhookResponse {
@@ -43,6 +49,25 @@ impl WebhookResponse {
         WebhookResponse {
             status,
             message: message.into(),
+            rejected: None,
+        }
+    }
+
+    /// The answer to a refused request: 401 for a signature missing or wrong, 413 for a
+    /// body too large; an event ephemera does not take is acknowledged (202) so that
+    /// GitHub's delivery log stays green for events sent to every App, and a request
+    /// without any event is a 400.
+    fn refused(rejection: Rejection, event: Option<&str>) -> WebhookResponse {
+        let (status, message) = match (rejection, event) {
+            (Rejection::NoSignature, _) => (401, "missing X-Hub-Signature-256 header"),
+            (Rejection::BadSignature, _) => (401, "invalid signature"),
+            (Rejection::TooLarge, _) => (413, "body too large"),
+            (Rejection::UnknownEvent, Some(_)) => (202, "event ignored"),
+            (Rejection::UnknownEvent, None) => (400, "missing X-GitHub-Event header"),
+        };
+        WebhookResponse {
+            rejected: Some(rejection),
+            ..WebhookResponse::new(status, message)
         }
     }
 
@@ -89,21 +114,60 @@ impl WebhookHandler {
         self
     }
 
+    /// The answer to a request its headers (and its length) refuse, counted; `None` for
+    /// one worth verifying. It reads no body and makes no call, so the Lambda function
+    /// asks it before anything else, and [`WebhookHandler::handle`] asks it first too.
+    pub fn refusal(&self, request: WebhookRequest<'_>) -> Option<WebhookResponse> {
+        let headers = Headers {
+            event: request.event,
+            signature: request.signature,
+            length: request.body.len() as u64,
+        };
+        self.refusal_of(headers, request.delivery_id)
+    }
+
+    /// [`WebhookHandler::refusal`] from the headers alone, before the body is read (its
+    /// length from `Content-Length`), for a server that reads the body itself.
+    pub fn refusal_of(
+        &self,
+        headers: Headers<'_>,
+        delivery_id: Option<&str>,
+    ) -> Option<WebhookResponse> {
+        let rejection = screen(headers).err()?;
+        // Debug only: under a flood an info line per request would cost more than the
+        // refusal; the metric counts them.
+        debug!(delivery_id, reason = rejection.reason(), "webhook refused");
+        Some(self.reject(rejection, headers.event))
+    }
+
+    /// Counts a refusal and answers it.
+    pub fn reject(&self, rejection: Rejection, event: Option<&str>) -> WebhookResponse {
+        self.metrics.record(
+            Metric::WebhookRejected,
+            &[(Dimension::Reason, rejection.reason())],
+            1.0,
+        );
+        self.metrics.flush();
+        WebhookResponse::refused(rejection, event)
+    }
+
     /// Handles one delivery received at `now`.
     pub async fn handle(
         &self,
         request: WebhookRequest<'_>,
         now: OffsetDateTime,
     ) -> WebhookResponse {
-        if let Err(err) = verify_signature(&self.secrets, request.signature, request.body) {
-            info!(delivery_id = request.delivery_id, reason = %err, "webhook refused");
-            return WebhookResponse::new(401, format!("invalid signature: {err}"));
+        if let Some(refused) = self.refusal(request) {
+            return refused;
         }
-        match request.event {
-            Some("workflow_job") => {}
-            Some("ping") => return WebhookResponse::new(200, "pong"),
-            Some(other) => return WebhookResponse::new(202, format!("event {other} ignored")),
-            None => return WebhookResponse::new(400, "missing X-GitHub-Event header"),
+        if let Err(err) = verify_signature(&self.secrets, request.signature, request.body) {
+            // A wrong signature of the right form: an attack, or a secret that differs
+            // from GitHub's (the alarm on this reason says which to look for).
+            info!(delivery_id = request.delivery_id, reason = %err, "webhook refused");
+            return self.reject(Rejection::BadSignature, request.event);
+        }
+        if request.event == Some("ping") {
+            return WebhookResponse::new(200, "pong");
         }
         let message = match self.message_for(request, now).await {
             Ok(message) => message,
@@ -242,3 +306,7 @@ impl WebhookHandler {
 #[cfg(test)]
 #[path = "webhook_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "webhook_refusal_tests.rs"]
+mod refusal_tests;

@@ -47,7 +47,8 @@ pub enum Dimension {
     Deployment,
     /// The pool's name.
     Pool,
-    /// Why a launch failed, a short snake_case word such as `capacity` or `provider`.
+    /// Why a launch failed or the webhook refused a request, a short snake_case word such
+    /// as `capacity`, `provider` or `no_signature`.
     Reason,
     /// How a runner was deleted: `graceful` or `forced`.
     Mode,
@@ -124,6 +125,9 @@ pub enum Metric {
     RunnersByStatus,
     /// Failed `workflow_job` webhook deliveries the reaper asked GitHub to redeliver.
     Redeliveries,
+    /// Requests the webhook refused, by reason (`crate::screen::Rejection::reason`):
+    /// `no_signature`, `bad_signature`, `too_large`, `unknown_event`.
+    WebhookRejected,
 }
 
 use Dimension::{Deployment, Endpoint, Kind, Mode, Outcome, Pool, Reason, Repository, Status};
@@ -158,7 +162,7 @@ const fn timing(name: &'static str) -> Spec {
 
 impl Metric {
     /// Every metric, for tests and documentation.
-    pub const ALL: [Metric; 16] = [
+    pub const ALL: [Metric; 17] = [
         Metric::JobsQueued,
         Metric::JobsUnrouted,
         Metric::RunnersLaunched,
@@ -175,6 +179,7 @@ impl Metric {
         Metric::GitHubRateLimitRemaining,
         Metric::RunnersByStatus,
         Metric::Redeliveries,
+        Metric::WebhookRejected,
     ];
 
     fn spec(self) -> Spec {
@@ -192,6 +197,7 @@ impl Metric {
             Metric::Reenqueued => count("Reenqueued", BY_POOL),
             Metric::CapacityDeferrals => count("CapacityDeferrals", BY_POOL),
             Metric::Redeliveries => count("Redeliveries", &[Deployment]),
+            Metric::WebhookRejected => count("WebhookRejected", &[Deployment, Reason]),
             Metric::GitHubCalls => count("GitHubCalls", &[Deployment, Endpoint, Outcome]),
             Metric::GitHubRateLimitRemaining => Spec {
                 aggregation: Aggregation::Samples,

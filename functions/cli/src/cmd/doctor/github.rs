@@ -24,8 +24,9 @@ impl GitHubConnector for AppConnector {
             max_attempts: 1,
             ..RetryPolicy::default()
         };
-        let app = GitHubApp::new(GitHubAppConfig::new(api_url.to_owned(), app_id, key).with_retry(once))
-            .map_err(|err| err.to_string())?;
+        let app =
+            GitHubApp::new(GitHubAppConfig::new(api_url.to_owned(), app_id, key).with_retry(once))
+                .map_err(|err| err.to_string())?;
         Ok(Box::new(AppPort(app)))
     }
 }

@@ -6,10 +6,12 @@
 //! ports on the AWS SDK and the GitHub App client; [`report`] the lines and the JSON.
 //! The operator's own credentials make every call, so `ec2.dry_run` says whether they
 //! may launch; [`iam`] simulates the functions' and the runners' roles; [`quotas`]
-//! checks the account's EC2 vCPU and Lambda concurrency quotas (Service Quotas).
+//! checks the account's EC2 vCPU and Lambda concurrency quotas (Service Quotas), and
+//! [`flood`] what the webhook may reserve of the latter.
 
 pub mod aws;
 pub mod checks;
+pub mod flood;
 pub mod github;
 pub mod iam;
 pub mod ports;

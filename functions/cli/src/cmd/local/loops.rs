@@ -1,15 +1,15 @@
 //! The three parts `ephemera local` runs: the webhook listener, the queue drain into
 //! the scaler, and the reaper on a timer; and the signal that stops them.
 
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::IntoResponse;
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use ephemera_aws::SqsJobQueue;
 use ephemera_core::handlers::reaper::Reaper;
 use ephemera_core::handlers::scaler::{BatchItem, Scaler};
-use ephemera_core::handlers::webhook::{WebhookHandler, WebhookRequest};
+use ephemera_core::handlers::webhook::{WebhookHandler, WebhookRequest, WebhookResponse};
+use ephemera_core::screen::{Headers, Rejection, MAX_BODY_BYTES};
 use std::sync::Arc;
 use std::time::Duration;
 use time::OffsetDateTime;
@@ -22,25 +22,41 @@ pub fn webhook_router(handler: Arc<WebhookHandler>) -> axum::Router {
         .with_state(handler)
 }
 
-async fn webhook(
-    State(handler): State<Arc<WebhookHandler>>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> impl IntoResponse {
-    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    let request = WebhookRequest {
+/// `POST /webhook`: the headers screened before the body is read (a `Content-Length`
+/// over the limit refuses it unread), then the body, read up to the limit, handled.
+async fn webhook(State(handler): State<Arc<WebhookHandler>>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
+    let headers = Headers {
         event: header("x-github-event"),
-        delivery_id: header("x-github-delivery"),
         signature: header("x-hub-signature-256"),
+        length: header("content-length")
+            .and_then(|length| length.parse().ok())
+            .unwrap_or(0),
+    };
+    let delivery_id = header("x-github-delivery");
+    if let Some(refused) = handler.refusal_of(headers, delivery_id) {
+        return answer(refused);
+    }
+    // Without a Content-Length (chunked), the limit stops the read; a body that fails
+    // to arrive whole is refused as too large, its likeliest cause.
+    let body = match axum::body::to_bytes(body, MAX_BODY_BYTES as usize).await {
+        Ok(body) => body,
+        Err(_) => return answer(handler.reject(Rejection::TooLarge, headers.event)),
+    };
+    let request = WebhookRequest {
+        event: headers.event,
+        delivery_id,
+        signature: headers.signature,
         body: &body,
     };
-    let response = handler.handle(request, OffsetDateTime::now_utc()).await;
+    answer(handler.handle(request, OffsetDateTime::now_utc()).await)
+}
+
+fn answer(response: WebhookResponse) -> Response {
     let status = StatusCode::from_u16(response.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    (
-        status,
-        [("content-type", "application/json")],
-        response.body(),
-    )
+    let body = response.body();
+    (status, [("content-type", "application/json")], body).into_response()
 }
 
 /// Long-polls the queue and hands each batch to the scaler; only messages that were

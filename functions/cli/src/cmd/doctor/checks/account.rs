@@ -86,4 +86,5 @@ pub(super) async fn quota_checks(
         None => report.push(Check::skip("quotas.vcpu", "config.valid failed")),
     }
     quotas::lambda_check(parameters, ports.quotas, report).await;
+    crate::cmd::doctor::flood::webhook_concurrency_check(parameters, ports.quotas, report).await;
 }

@@ -70,6 +70,10 @@ async fn lambda_concurrency_below_the_scalers_fails_the_lambda_check() {
     world
         .parameters
         .insert("ScalerMaxConcurrency".into(), "10".into());
+    // Deployed as such an account must be, reserving nothing for the webhook.
+    world
+        .parameters
+        .insert("WebhookReservedConcurrency".into(), "0".into());
     let report = run(&world).await;
     let (check, message, fix) = only_failure(&report);
     assert_eq!(check, "lambda.concurrency");

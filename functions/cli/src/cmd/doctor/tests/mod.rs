@@ -108,7 +108,11 @@ fn healthy() -> World {
         ]
         .into(),
         dry_run: DryRunAnswer::WouldSucceed,
-        parameters: [("ScalerMaxConcurrency".to_string(), "5".to_string())].into(),
+        parameters: [
+            ("ScalerMaxConcurrency".to_string(), "5".to_string()),
+            ("WebhookReservedConcurrency".to_string(), "50".to_string()),
+        ]
+        .into(),
         denied: BTreeMap::new(),
         simulation_fails: false,
         running: ["webhook", "scaler", "reaper"]
