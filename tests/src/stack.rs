@@ -255,6 +255,17 @@ pub async fn create_stack(moto: &Moto, template: &Path, spec: &StackSpec) -> any
     apply_stack(moto, template, spec, "create", &[]).await
 }
 
+/// Translates `template` and creates it as a stack in `moto`, with `overrides` of the
+/// parameters `spec` gives (e.g. `RunnerAmi`).
+pub async fn create_stack_with(
+    moto: &Moto,
+    template: &Path,
+    spec: &StackSpec,
+    overrides: &[(&str, &str)],
+) -> anyhow::Result<Stack> {
+    apply_stack(moto, template, spec, "create", overrides).await
+}
+
 /// Translates `template` again and updates the stack `spec` created with it, as a
 /// redeploy (`sam deploy`) does: the same parameters, but for `overrides`.
 pub async fn update_stack(

@@ -292,7 +292,10 @@ impl JitConfigStore for Gate {
         jit: &JitConfig,
     ) -> Result<(), JitStoreError> {
         self.switch.pass().await;
-        self.world.jit_store.put(instance_id, runner_name, jit).await
+        self.world
+            .jit_store
+            .put(instance_id, runner_name, jit)
+            .await
     }
     async fn delete(&self, instance_id: &str) -> Result<(), JitStoreError> {
         self.switch.pass().await;
