@@ -10,7 +10,7 @@
 use anyhow::{ensure, Context};
 use aws_sdk_ec2::types::{Filter, InstanceAttributeName};
 use base64::Engine;
-use ephemera_aws::lambda::load_config_or_default;
+use ephemera_aws::lambda::{load_config_or_default, LAUNCH_TEMPLATE_VERSION};
 use ephemera_aws::{AwsSettings, Ec2Fleet};
 use ephemera_core::handlers::scaler::fleet_request;
 use ephemera_core::ports::{Launcher, Market};
@@ -70,7 +70,9 @@ impl World {
             .config;
         let pool = config.pools.first().context("the stack's default pool")?;
         let request = fleet_request(&config.deployment, pool, 1, Market::OnDemand);
-        let fleet = Ec2Fleet::new(self.ec2(), &config.deployment);
+        let version = stack.function_env("ScalerFunction", LAUNCH_TEMPLATE_VERSION)?;
+        let fleet =
+            Ec2Fleet::new(self.ec2(), &config.deployment).with_stack_template_version(version);
         let launch = fleet.launch(&request).await?;
         launch
             .instance_ids
