@@ -356,6 +356,24 @@ mod tests {
         ));
     }
 
+    fn offline_fleet() -> Ec2Fleet {
+        let config = aws_sdk_ec2::Config::builder()
+            .behavior_version(aws_sdk_ec2::config::BehaviorVersion::latest())
+            .region(aws_sdk_ec2::config::Region::new("us-east-1"))
+            .build();
+        Ec2Fleet::new(Client::from_conf(config), "eph")
+    }
+
+    #[test]
+    fn the_deployments_template_launches_the_version_its_stack_last_wrote() {
+        let stack = TemplateVersion::Stack;
+        assert_eq!(offline_fleet().version_name(&stack), LATEST_VERSION);
+        let told = offline_fleet().with_stack_template_version("7");
+        assert_eq!(told.version_name(&stack), "7");
+        let own = TemplateVersion::Named("$Default".to_owned());
+        assert_eq!(told.version_name(&own), "$Default", "a pool's own template");
+    }
+
     #[test]
     fn unknown_states_count_as_alive() {
         assert_eq!(
