@@ -16,7 +16,7 @@ use aws_sdk_ec2::types::{
 use base64::Engine;
 use ephemera_aws::{sdk_config, AwsSettings, Ec2Fleet};
 use ephemera_core::names::launch_template_name;
-use ephemera_core::ports::{FleetRequest, Launcher, Market};
+use ephemera_core::ports::{FleetRequest, Launcher, Market, TemplateVersion};
 use ephemera_tests::moto::Moto;
 
 const USER_DATA: &str = "#!/bin/bash\necho bootstrap\n";
@@ -139,6 +139,7 @@ async fn an_ami_pool_launches_through_the_deployment_template_with_its_image() -
         pool: "ubuntu".to_owned(),
         count: 2,
         launch_template: launch_template_name("eph"),
+        template_version: TemplateVersion::Stack,
         ami: Some(ubuntu.clone()),
         instance_types: vec!["t3.micro".to_owned(), "t3.small".to_owned()],
         subnets: subnets.clone(),
@@ -296,6 +297,7 @@ async fn a_deployment_template_on_an_ubuntu_image_gets_its_root_volume_on_sda1(
         pool: "linux".to_owned(),
         count: 1,
         launch_template: launch_template_name("eph"),
+        template_version: TemplateVersion::Stack,
         ami: None,
         instance_types: vec!["t3.micro".to_owned()],
         subnets: Vec::new(),

@@ -4,7 +4,9 @@
 use aws_sdk_ec2::types::{Filter, InstanceStateName};
 use ephemera_aws::tags;
 use ephemera_aws::{ensure_resources, sdk_config, AwsSettings, Ec2Fleet, ResourceNames};
-use ephemera_core::ports::{Fleet, FleetError, FleetRequest, InstanceState, Launcher, Market};
+use ephemera_core::ports::{
+    Fleet, FleetError, FleetRequest, InstanceState, Launcher, Market, TemplateVersion,
+};
 use ephemera_tests::moto::Moto;
 
 fn request(count: u32) -> FleetRequest {
@@ -12,6 +14,7 @@ fn request(count: u32) -> FleetRequest {
         pool: "linux".to_owned(),
         count,
         launch_template: "eph-runner".to_owned(),
+        template_version: TemplateVersion::Stack,
         ami: None,
         instance_types: vec!["t3.micro".to_owned(), "t3.small".to_owned()],
         subnets: Vec::new(),

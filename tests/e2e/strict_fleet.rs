@@ -9,7 +9,7 @@ use aws_sdk_ec2::types::{
     InstanceType, TargetCapacitySpecificationRequest,
 };
 use ephemera_aws::{ensure_resources, sdk_config, AwsSettings, Ec2Fleet, ResourceNames};
-use ephemera_core::ports::{FleetError, FleetRequest, Launcher, Market};
+use ephemera_core::ports::{FleetError, FleetRequest, Launcher, Market, TemplateVersion};
 use ephemera_tests::moto::Moto;
 use serde_json::json;
 
@@ -105,6 +105,7 @@ async fn instant_fleet_launches_part_and_answers_one_error_per_failed_override(
         pool: "linux".to_owned(),
         count: 3,
         launch_template: resources.launch_template.clone(),
+        template_version: TemplateVersion::Stack,
         ami: None,
         instance_types: vec!["t3.micro".to_owned(), "t3.small".to_owned()],
         subnets: vec![zone_b.clone(), zone_a.clone()],

@@ -1,13 +1,14 @@
 //! template.yaml, tested rather than only linted: its IAM posture read from the
 //! translated template (the runner role's evaluated request by request), and one job run
-//! end to end on the stack it creates in moto, and a redeploy that keeps a pushed
-//! configuration; every request `ephemera doctor` simulates for a role is one the
-//! template's policies allow; and the baked runner image's stack (infra/image/) as far as
-//! moto carries it.
+//! end to end on the stack it creates in moto, a redeploy that keeps a pushed
+//! configuration, and stack updates that reach the next launch; every request `ephemera
+//! doctor` simulates for a role is one the template's policies allow; and the baked
+//! runner image's stack (infra/image/) as far as moto carries it.
 
 mod iam;
 mod image;
 mod instance_role;
+mod launch_version;
 mod policy;
 mod redeploy;
 mod simulations;

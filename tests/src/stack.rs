@@ -256,7 +256,7 @@ pub async fn create_stack(moto: &Moto, template: &Path, spec: &StackSpec) -> any
 }
 
 /// Translates `template` and creates it as a stack in `moto`, with `overrides` of the
-/// template's parameters (e.g. `RunnerAmi`).
+/// parameters `spec` gives (e.g. `RunnerAmi`).
 pub async fn create_stack_with(
     moto: &Moto,
     template: &Path,

@@ -12,7 +12,7 @@ use aws_sdk_ec2::config::http::HttpResponse;
 use aws_sdk_ec2::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_ec2::types::InstanceStateName;
 use aws_sdk_ec2::Client;
-use ephemera_core::ports::{Fleet, FleetError, Instance, InstanceState};
+use ephemera_core::ports::{Fleet, FleetError, Instance, InstanceState, TemplateVersion};
 use time::OffsetDateTime;
 use tracing::{instrument, warn};
 
@@ -23,7 +23,13 @@ pub struct Ec2Fleet {
     pub(crate) deployment: String,
     /// Root devices of the images launches run ([`crate::image`]).
     pub(crate) roots: crate::image::RootCache,
+    /// The version of the deployment's own launch template that launches use.
+    pub(crate) stack_template_version: String,
 }
+
+/// The version of the deployment's launch template launched when the stack names none:
+/// the newest, since CloudFormation never moves the default version.
+pub const LATEST_VERSION: &str = "$Latest";
 
 impl Ec2Fleet {
     pub fn new(client: Client, deployment: impl Into<String>) -> Self {
@@ -31,6 +37,24 @@ impl Ec2Fleet {
             client,
             deployment: deployment.into(),
             roots: Default::default(),
+            stack_template_version: LATEST_VERSION.to_owned(),
+        }
+    }
+
+    /// Launches of the deployment's own template use `version`, the
+    /// `LatestVersionNumber` the stack passes to the functions (template.yaml), so a
+    /// stack update reaches the functions with their new configuration. Unless set,
+    /// [`LATEST_VERSION`].
+    pub fn with_stack_template_version(mut self, version: impl Into<String>) -> Self {
+        self.stack_template_version = version.into();
+        self
+    }
+
+    /// The version `version` names for EC2.
+    pub(crate) fn version_name<'a>(&'a self, version: &'a TemplateVersion) -> &'a str {
+        match version {
+            TemplateVersion::Stack => &self.stack_template_version,
+            TemplateVersion::Named(name) => name,
         }
     }
 }
@@ -330,6 +354,24 @@ mod tests {
             fleet_shortfall(&[], 1, 2),
             Some(FleetError::CapacityUnavailable(_))
         ));
+    }
+
+    fn offline_fleet() -> Ec2Fleet {
+        let config = aws_sdk_ec2::Config::builder()
+            .behavior_version(aws_sdk_ec2::config::BehaviorVersion::latest())
+            .region(aws_sdk_ec2::config::Region::new("us-east-1"))
+            .build();
+        Ec2Fleet::new(Client::from_conf(config), "eph")
+    }
+
+    #[test]
+    fn the_deployments_template_launches_the_version_its_stack_last_wrote() {
+        let stack = TemplateVersion::Stack;
+        assert_eq!(offline_fleet().version_name(&stack), LATEST_VERSION);
+        let told = offline_fleet().with_stack_template_version("7");
+        assert_eq!(told.version_name(&stack), "7");
+        let own = TemplateVersion::Named("$Default".to_owned());
+        assert_eq!(told.version_name(&own), "$Default", "a pool's own template");
     }
 
     #[test]

@@ -6,13 +6,18 @@
 //! image whose root device is another (`/dev/sda1` on Ubuntu) would get that volume as
 //! an extra disk and keep its small default root. So before a launch the image it will
 //! run — the pool's `ami`, or else the template's own image (the stack's `RunnerAmi`,
-//! which may name an Ubuntu image as well) — is read (DescribeImages), and when its root
-//! device is not the one the template's single mapping names, that mapping is offered on
-//! the image's root device instead. A template with several mappings is left as it is:
-//! which of them is the root cannot be told apart safely.
+//! which may name an Ubuntu image as well) — is read (DescribeImages) from the template
+//! version the launch uses, and when its root device is not the one the template's
+//! single mapping names, the override maps that volume on the image's root device and
+//! removes the template's device. CreateFleet merges an override's mappings into the
+//! template's by device name: one on a device the template does not map is added, and
+//! only `NoDevice` removes one
+//! (<https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_FleetBlockDeviceMappingRequest.html>).
+//! A template with several mappings is left as it is: which of them is the root cannot
+//! be told apart safely.
 //!
-//! The answer is kept for [`ROOT_TTL`] per template and image, so a warm scaler reads
-//! the two descriptions once every few minutes, not once per launch.
+//! The answer is kept for [`ROOT_TTL`] per template, version and image, so a warm scaler
+//! reads the two descriptions once every few minutes, not once per launch.
 
 use crate::ec2::fleet_error;
 use crate::Ec2Fleet;
@@ -37,20 +42,28 @@ pub(crate) struct ImageOverride {
     pub block_devices: Vec<FleetBlockDeviceMappingRequest>,
 }
 
-/// Answers of [`Ec2Fleet::image_override`] by template and pool image, with when they
-/// were read.
-pub(crate) type RootCache = Arc<Mutex<HashMap<(String, Option<String>), (Instant, ImageOverride)>>>;
+/// Answers of [`Ec2Fleet::image_override`] by template, version and pool image, with
+/// when they were read.
+pub(crate) type RootCache = Arc<Mutex<HashMap<RootKey, (Instant, ImageOverride)>>>;
+
+/// Template, version and pool image.
+pub(crate) type RootKey = (String, String, Option<String>);
 
 impl Ec2Fleet {
-    /// The override launching through `template` with the pool's `ami` (or the
-    /// template's own image): two reads, the template's default version and the image's
-    /// root device, reused for [`ROOT_TTL`].
+    /// The override launching `version` of `template` with the pool's `ami` (or the
+    /// template's own image): two reads, that template version and the image's root
+    /// device, reused for [`ROOT_TTL`].
     pub(crate) async fn image_override(
         &self,
         template: &str,
+        version: &str,
         ami: Option<&str>,
     ) -> Result<ImageOverride, FleetError> {
-        let key = (template.to_owned(), ami.map(str::to_owned));
+        let key = (
+            template.to_owned(),
+            version.to_owned(),
+            ami.map(str::to_owned),
+        );
         {
             let cache = self.roots.lock().unwrap_or_else(|e| e.into_inner());
             if let Some((read, answer)) = cache.get(&key) {
@@ -59,7 +72,7 @@ impl Ec2Fleet {
                 }
             }
         }
-        let answer = self.read_image_override(template, ami).await?;
+        let answer = self.read_image_override(template, version, ami).await?;
         let mut cache = self.roots.lock().unwrap_or_else(|e| e.into_inner());
         cache.insert(key, (Instant::now(), answer.clone()));
         Ok(answer)
@@ -68,13 +81,14 @@ impl Ec2Fleet {
     async fn read_image_override(
         &self,
         template: &str,
+        version: &str,
         ami: Option<&str>,
     ) -> Result<ImageOverride, FleetError> {
         let versions = self
             .client
             .describe_launch_template_versions()
             .launch_template_name(template)
-            .versions("$Default")
+            .versions(version)
             // An image named `resolve:ssm:...` comes back as the AMI id it resolves to.
             .resolve_alias(true)
             .send()
@@ -111,7 +125,7 @@ impl Ec2Fleet {
             Err(err) => return Err(err),
         };
         Ok(ImageOverride {
-            block_devices: root_volume_on(&root, mappings).into_iter().collect(),
+            block_devices: root_volume_on(&root, mappings),
             ..unchanged
         })
     }
@@ -138,17 +152,21 @@ impl Ec2Fleet {
     }
 }
 
-/// The template's single EBS mapping moved onto `root`; `None` when it names `root`
-/// already, or the template has no mapping, several, or one that is not an EBS volume.
+/// The template's single EBS mapping moved onto `root`: the volume on `root`, and
+/// `NoDevice` on the template's device so that it is not added as a second disk. Empty
+/// when it names `root` already, or the template has no mapping, several, or one that is
+/// not an EBS volume.
 fn root_volume_on(
     root: &str,
     mappings: &[LaunchTemplateBlockDeviceMapping],
-) -> Option<FleetBlockDeviceMappingRequest> {
-    let [only] = mappings else { return None };
-    if only.device_name() == Some(root) {
-        return None;
+) -> Vec<FleetBlockDeviceMappingRequest> {
+    let [only] = mappings else { return Vec::new() };
+    let (Some(device), Some(ebs)) = (only.device_name(), only.ebs()) else {
+        return Vec::new();
+    };
+    if device == root {
+        return Vec::new();
     }
-    let ebs = only.ebs()?;
     let volume = FleetEbsBlockDeviceRequest::builder()
         .set_encrypted(ebs.encrypted())
         .set_delete_on_termination(ebs.delete_on_termination())
@@ -158,12 +176,17 @@ fn root_volume_on(
         .set_volume_size(ebs.volume_size())
         .set_volume_type(ebs.volume_type().cloned())
         .build();
-    Some(
+    vec![
         FleetBlockDeviceMappingRequest::builder()
             .device_name(root)
             .ebs(volume)
             .build(),
-    )
+        // "To omit the device from the block device mapping, specify an empty string."
+        FleetBlockDeviceMappingRequest::builder()
+            .device_name(device)
+            .no_device("")
+            .build(),
+    ]
 }
 
 #[cfg(test)]
@@ -187,7 +210,17 @@ mod tests {
 
     #[test]
     fn the_templates_root_volume_moves_to_the_images_root_device() {
-        let moved = root_volume_on("/dev/sda1", &[mapping("/dev/xvda", 30)]).expect("moved");
+        let mappings = root_volume_on("/dev/sda1", &[mapping("/dev/xvda", 30)]);
+        let [moved, removed] = mappings.as_slice() else {
+            panic!("the root volume and the template's device removed: {mappings:?}");
+        };
+        assert_eq!(removed.device_name(), Some("/dev/xvda"));
+        assert_eq!(
+            removed.no_device(),
+            Some(""),
+            "only NoDevice removes a mapping"
+        );
+        assert!(removed.ebs().is_none());
         assert_eq!(moved.device_name(), Some("/dev/sda1"));
         let ebs = moved.ebs().expect("ebs");
         assert_eq!(ebs.volume_size(), Some(30));
@@ -199,12 +232,12 @@ mod tests {
     #[test]
     fn several_or_no_mappings_stay_as_the_template_has_them() {
         let two = [mapping("/dev/xvda", 30), mapping("/dev/xvdb", 100)];
-        assert!(root_volume_on("/dev/sda1", &two).is_none());
-        assert!(root_volume_on("/dev/sda1", &[]).is_none());
+        assert!(root_volume_on("/dev/sda1", &two).is_empty());
+        assert!(root_volume_on("/dev/sda1", &[]).is_empty());
     }
 
     #[test]
     fn a_mapping_already_on_the_images_root_device_stays() {
-        assert!(root_volume_on("/dev/xvda", &[mapping("/dev/xvda", 30)]).is_none());
+        assert!(root_volume_on("/dev/xvda", &[mapping("/dev/xvda", 30)]).is_empty());
     }
 }

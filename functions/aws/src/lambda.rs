@@ -10,7 +10,9 @@
 //! `EPHEMERA_WEBHOOK_PREVIOUS_SECRET_ID`), `EPHEMERA_GITHUB_KEY_SECRET_ID`,
 //! `EPHEMERA_JIT_TABLE` (where JIT configs wait for their instances),
 //! `EPHEMERA_INSTANCE_ARN_PREFIX` (`arn:<partition>:ec2:<region>:<account>:instance/`),
-//! optionally `EPHEMERA_RELOAD_SECONDS` (see [`crate::reload`]).
+//! optionally `EPHEMERA_RELOAD_SECONDS` (see [`crate::reload`]) and
+//! `EPHEMERA_LAUNCH_TEMPLATE_VERSION` (the runner launch template's version the stack
+//! last wrote; `$Latest` unless set).
 
 use crate::{sdk_config, AwsSettings, DynamoJitConfigs, DynamoRunnerStore, Ec2Fleet, SqsJobQueue};
 use aws_config::SdkConfig;
@@ -53,6 +55,11 @@ pub const GITHUB_KEY_SECRET_ID: &str = "EPHEMERA_GITHUB_KEY_SECRET_ID";
 pub const INSTANCE_ARN_PREFIX: &str = "EPHEMERA_INSTANCE_ARN_PREFIX";
 /// The DynamoDB table where JIT configs wait for their instances.
 pub const JIT_TABLE: &str = "EPHEMERA_JIT_TABLE";
+
+/// Optional: the version of the deployment's launch template to launch, the
+/// `LatestVersionNumber` template.yaml passes (a stack update writes a new version and
+/// leaves the default one where it was); unless set, `$Latest`.
+pub const LAUNCH_TEMPLATE_VERSION: &str = "EPHEMERA_LAUNCH_TEMPLATE_VERSION";
 
 /// What the webhook function needs.
 pub const WEBHOOK_VARS: &[&str] = &[CONFIG_PARAMETER, QUEUE_URL, WEBHOOK_SECRET_ID];
@@ -172,8 +179,16 @@ impl LambdaEnv {
         ))
     }
 
+    /// Instances of the deployment, launched from the template version named by
+    /// `EPHEMERA_LAUNCH_TEMPLATE_VERSION` when it is set.
     pub fn fleet(&self, config: &Config) -> Ec2Fleet {
-        Ec2Fleet::new(aws_sdk_ec2::Client::new(&self.sdk), &config.deployment)
+        let fleet = Ec2Fleet::new(aws_sdk_ec2::Client::new(&self.sdk), &config.deployment);
+        match std::env::var(LAUNCH_TEMPLATE_VERSION) {
+            Ok(version) if !version.trim().is_empty() => {
+                fleet.with_stack_template_version(version.trim())
+            }
+            _ => fleet,
+        }
     }
 
     /// JIT config items in `EPHEMERA_JIT_TABLE`, keyed by ARNs under

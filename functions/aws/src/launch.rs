@@ -6,8 +6,13 @@
 //! through the deployment's template with the image in every override, so its instances
 //! carry the template's instance profile, security groups, metadata options and user
 //! data like every other runner; and every launch has the template's root volume on the
-//! root device of the image it runs, read from the image ([`crate::image`]). The
-//! instances carry the deployment and pool tags; which runner owns which instance is
+//! root device of the image it runs, read from the image ([`crate::image`]).
+//!
+//! The deployment's template launches the version its stack last wrote (see
+//! [`Ec2Fleet::with_stack_template_version`]), a pool's own template `$Default` or the
+//! version the pool configures; CreateFleet takes a number, `$Latest` or `$Default`
+//! (<https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_FleetLaunchTemplateSpecificationRequest.html>).
+//! The instances carry the deployment and pool tags; which runner owns which instance is
 //! written in the runner records, so no per-instance call follows the launch.
 
 use crate::ec2::{fleet_error, fleet_shortfall, OverrideError};
@@ -31,8 +36,9 @@ struct NothingLaunched;
 impl Launcher for Ec2Fleet {
     #[instrument(skip_all, fields(pool = %request.pool, count = request.count, market = ?request.market))]
     async fn launch(&self, request: &FleetRequest) -> Result<FleetLaunch, FleetError> {
+        let version = self.version_name(&request.template_version);
         let image = self
-            .image_override(&request.launch_template, request.ami.as_deref())
+            .image_override(&request.launch_template, version, request.ami.as_deref())
             .await?;
         let launch = self.create_fleet(request, Some(&image)).await?;
         if launch.instance_ids.is_empty() {
@@ -62,7 +68,7 @@ impl Ec2Fleet {
             .launch_template_specification(
                 FleetLaunchTemplateSpecificationRequest::builder()
                     .launch_template_name(&request.launch_template)
-                    .version("$Default")
+                    .version(self.version_name(&request.template_version))
                     .build(),
             )
             .set_overrides(Some(overrides(request, image)))
@@ -144,6 +150,7 @@ fn overrides(
 mod tests {
     use super::*;
     use aws_sdk_ec2::types::FleetBlockDeviceMappingRequest;
+    use ephemera_core::ports::TemplateVersion;
 
     #[test]
     fn overrides_offer_every_type_in_every_subnet() {
@@ -151,6 +158,7 @@ mod tests {
             pool: "linux".into(),
             count: 2,
             launch_template: "lt".into(),
+            template_version: TemplateVersion::Named("$Default".into()),
             ami: None,
             instance_types: vec!["m7i.large".into(), "m6i.large".into()],
             subnets: vec!["subnet-a".into(), "subnet-b".into(), "subnet-c".into()],
@@ -181,6 +189,7 @@ mod tests {
             pool: "ubuntu".into(),
             count: 1,
             launch_template: "eph-runner".into(),
+            template_version: TemplateVersion::Stack,
             ami: Some("ami-1".into()),
             instance_types: vec!["m7i.large".into(), "m6i.large".into()],
             subnets: vec!["subnet-a".into(), "subnet-b".into()],

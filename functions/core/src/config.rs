@@ -16,6 +16,8 @@ use std::time::Duration;
 mod github_limits;
 mod locate;
 pub mod ranges;
+mod template_version;
+use template_version::template_version_problem;
 
 pub use ranges::parse_duration;
 
@@ -81,6 +83,11 @@ pub struct PoolConfig {
     /// Name of the EC2 launch template (preferred) ...
     #[serde(default)]
     pub launch_template: Option<String>,
+    /// The version of the pool's own `launch_template` to launch: `$Default` (unless
+    /// set), `$Latest` or a version number. The deployment's template always launches
+    /// the version its stack last wrote.
+    #[serde(default)]
+    pub launch_template_version: Option<String>,
     /// ... or an AMI id, launched through the deployment's launch template
     /// (`<deployment>-runner`) with this image instead of the template's.
     #[serde(default)]
@@ -389,6 +396,11 @@ impl PoolConfig {
                 problems.push(("ami", "set launch_template or ami, not both".into()))
             }
             _ => {}
+        }
+        if let Some(version) = &self.launch_template_version {
+            if let Some(problem) = template_version_problem(version, self.ami.is_some()) {
+                problems.push(("launch_template_version", problem));
+            }
         }
         for (field, duration, range) in [
             (

@@ -304,12 +304,26 @@ pub struct FleetRequest {
     /// The launch template (EC2 CreateFleet): the pool's, or the deployment's for a
     /// pool that names only an image.
     pub launch_template: String,
+    /// Which version of `launch_template` the instances are built from.
+    pub template_version: TemplateVersion,
     /// An image that overrides the template's (its root volume follows the image).
     pub ami: Option<String>,
     /// Every combination of type and subnet is offered to EC2.
     pub instance_types: Vec<String>,
     pub subnets: Vec<String>,
     pub market: Market,
+}
+
+/// Which version of its launch template a launch uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TemplateVersion {
+    /// The deployment's own template: the version its stack last wrote, which the
+    /// launcher is told. CloudFormation adds a version on every update and never moves
+    /// the default one, so `$Default` would stay the stack's first forever.
+    Stack,
+    /// A version as EC2 names it, `$Default`, `$Latest` or a number: what the pool
+    /// configures for a template of its own (see [`crate::config::PoolConfig`]).
+    Named(String),
 }
 
 /// What one launch request made.

@@ -5,7 +5,9 @@
 use super::*;
 use aws_sdk_dynamodb::types::AttributeValue;
 use ephemera_aws::Ec2Fleet;
-use ephemera_core::ports::{Fleet, FleetRequest, InstanceState, Launcher, Market, RunnerStore};
+use ephemera_core::ports::{
+    Fleet, FleetRequest, InstanceState, Launcher, Market, RunnerStore, TemplateVersion,
+};
 use ephemera_tests::pipeline::{PipelineOptions, LABELS};
 use ephemera_tests::plant::write_runners;
 use ephemera_tests::sim::state::RunnerScope as SimScope;
@@ -22,6 +24,7 @@ fn one_instance() -> FleetRequest {
         pool: POOL.to_owned(),
         count: 1,
         launch_template: "eph-runner".to_owned(),
+        template_version: TemplateVersion::Stack,
         ami: None,
         instance_types: vec!["t3.micro".to_owned()],
         subnets: Vec::new(),

@@ -30,7 +30,7 @@ const WEBHOOK_SECRET: &str = "stack-webhook-secret";
 /// The labels of the template's default pool (linux-arm64).
 const LABELS: [&str; 3] = ["self-hosted", "linux", "ARM64"];
 /// The variables functions/aws/src/lambda.rs reads.
-const LAMBDA_ENV: [&str; 8] = [
+const LAMBDA_ENV: [&str; 9] = [
     "EPHEMERA_CONFIG_PARAMETER",
     "EPHEMERA_DEFAULT_CONFIG_PARAMETER",
     "EPHEMERA_TABLE",
@@ -39,6 +39,7 @@ const LAMBDA_ENV: [&str; 8] = [
     "EPHEMERA_QUEUE_URL",
     "EPHEMERA_WEBHOOK_SECRET_ID",
     "EPHEMERA_GITHUB_KEY_SECRET_ID",
+    "EPHEMERA_LAUNCH_TEMPLATE_VERSION",
 ];
 
 fn env<'a>(stack: &'a Stack, function: &str, name: &str) -> anyhow::Result<&'a str> {
@@ -237,10 +238,14 @@ async fn a_job_runs_on_the_stack_template_yaml_creates() -> anyhow::Result<()> {
         aws_sdk_sqs::Client::new(&sdk),
         env(&stack, "WebhookFunction", "EPHEMERA_QUEUE_URL")?,
     ));
-    let fleet = Arc::new(Ec2Fleet::new(
-        aws_sdk_ec2::Client::new(&sdk),
-        &config.deployment,
-    ));
+    let fleet = Arc::new(
+        Ec2Fleet::new(aws_sdk_ec2::Client::new(&sdk), &config.deployment)
+            .with_stack_template_version(env(
+                &stack,
+                "ScalerFunction",
+                "EPHEMERA_LAUNCH_TEMPLATE_VERSION",
+            )?),
+    );
     let jit = Arc::new(
         DynamoJitConfigs::new(
             aws_sdk_dynamodb::Client::new(&sdk),

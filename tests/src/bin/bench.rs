@@ -25,7 +25,7 @@ use ephemera_aws::provision::{ensure_resources, ResourceNames};
 use ephemera_aws::AwsSettings;
 use ephemera_core::lifecycle::InstanceStatus;
 use ephemera_core::metrics::{Dimension, Metric, Metrics};
-use ephemera_core::ports::{FleetRequest, Launcher, Market};
+use ephemera_core::ports::{FleetRequest, Launcher, Market, TemplateVersion};
 use ephemera_tests::moto::Moto;
 use ephemera_tests::pipeline::{workspace_path, Pipeline, PipelineOptions, DEPLOYMENT, LABELS};
 use ephemera_tests::plant::write_runners;
@@ -436,6 +436,7 @@ async fn reaper_on(p: &mut Pipeline, args: &Args) -> anyhow::Result<Value> {
             pool: POOL.to_owned(),
             count,
             launch_template: format!("{DEPLOYMENT}-runner"),
+            template_version: TemplateVersion::Stack,
             ami: None,
             instance_types: vec!["t3.micro".to_owned()],
             subnets: Vec::new(),

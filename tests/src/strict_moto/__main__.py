@@ -8,7 +8,7 @@ import sys
 
 import moto.server as server
 
-from . import control, dynamodb, ec2, fleet_templates, image_params, sqs, ssm
+from . import cfn_updates, control, dynamodb, ec2, fleet_templates, image_params, sqs, ssm
 from .core import STATE
 
 run = server.run_simple
@@ -51,5 +51,6 @@ if __name__ == "__main__":
     ec2.install()
     fleet_templates.install()
     image_params.install()
+    cfn_updates.install()
     server.run_simple = strict_run
     server.main(sys.argv[1:])

@@ -2,13 +2,19 @@
 #
 # EC2 builds every fleet instance from the launch template's data merged with the
 # override that launched it: the template's instance profile, security groups, metadata
-# options, shutdown behaviour and block devices (an override's ImageId and
-# BlockDeviceMappings replace the template's). moto's fleet passes only the image, type,
-# subnet, user data and tags on, so without this an instance launched through a template
-# would show none of what the template says. The block devices follow EC2: a mapping on
-# the image's root device name sets the root volume, any other adds a volume.
+# options, shutdown behaviour and block devices (an override's ImageId replaces the
+# template's). moto's fleet passes only the image, type, subnet, user data and tags on,
+# so without this an instance launched through a template would show none of what the
+# template says. The block devices follow EC2's FleetBlockDeviceMappingRequest
+# (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_FleetBlockDeviceMappingRequest.html):
+# an override's mapping on a device name the template maps changes only the parameters it
+# gives; one on another device name adds a mapping; `NoDevice` removes the device, whatever
+# its value. Then, as EC2 launches: a mapping on the image's root device name sets the root
+# volume, any other adds a volume.
 # `install()` patches moto's Fleet; `python -m strict_moto` calls it before the server
 # starts.
+import copy
+
 from moto.ec2.models.fleets import Fleet
 from moto.ec2.models.instances import MetadataOptions
 
@@ -29,8 +35,31 @@ def _merged_data(backend, launch_spec):
     spec = launch_spec.launch_template_spec or {}
     template = backend.get_launch_template(spec["LaunchTemplateId"])
     data = dict(template.get_version(spec.get("Version", "$Default")).data)
-    data.update(launch_spec.overrides or {})
+    overrides = dict(launch_spec.overrides or {})
+    mappings = overrides.pop("BlockDeviceMappings", None)
+    data.update(overrides)
+    if mappings:
+        data["BlockDeviceMappings"] = _merged_mappings(data.get("BlockDeviceMappings") or [], mappings)
     return data
+
+
+def _merged_mappings(template_mappings, override_mappings):
+    """The template's block device mappings with an override's on top, by device name."""
+    merged = {m.get("DeviceName"): copy.deepcopy(m) for m in template_mappings}
+    for mapping in override_mappings:
+        device = mapping.get("DeviceName")
+        if "NoDevice" in mapping:
+            merged.pop(device, None)
+        elif device in merged:
+            base = merged[device]
+            for key, value in mapping.items():
+                if key == "Ebs" and isinstance(base.get("Ebs"), dict):
+                    base["Ebs"] = {**base["Ebs"], **value}
+                else:
+                    base[key] = value
+        else:
+            merged[device] = copy.deepcopy(mapping)
+    return list(merged.values())
 
 
 def _tags_of(backend, resource_id):

@@ -261,12 +261,14 @@ impl Fleet for FakeFleet {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ports::TemplateVersion;
 
     fn request(count: u32, market: Market) -> FleetRequest {
         FleetRequest {
             pool: "linux".to_owned(),
             count,
             launch_template: "lt-1".to_owned(),
+            template_version: TemplateVersion::Named("$Default".to_owned()),
             ami: None,
             instance_types: vec!["t3.small".to_owned()],
             subnets: Vec::new(),

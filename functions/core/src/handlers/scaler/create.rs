@@ -83,6 +83,7 @@ pub fn fleet_request(
         pool: pool.name.clone(),
         count,
         launch_template: template.unwrap_or_else(|| names::launch_template_name(deployment)),
+        template_version: pool.template_version(deployment),
         ami: pool.ami.clone(),
         instance_types: pool.instance_types.clone(),
         subnets: pool.subnets.clone(),

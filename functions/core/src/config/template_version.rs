@@ -1,0 +1,105 @@
+//! Which version of its launch template a pool launches.
+//!
+//! The deployment's own template (`<deployment>-runner`, named by the pool or implied by
+//! its `ami`) launches the version its stack last wrote: CloudFormation adds a version on
+//! every update and never moves the default one
+//! (<https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-resource-ec2-launchtemplate.html>).
+//! A template of the pool's own is the user's to version: `$Default` unless the pool sets
+//! `launch_template_version` to `$Latest` or a number, the values CreateFleet accepts
+//! (<https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_FleetLaunchTemplateSpecificationRequest.html>).
+
+use super::PoolConfig;
+use crate::names;
+use crate::ports::TemplateVersion;
+
+/// What a user-owned template launches unless the pool says otherwise.
+pub const DEFAULT_VERSION: &str = "$Default";
+
+impl PoolConfig {
+    /// The version of the pool's launch template its launches use, in `deployment`.
+    pub fn template_version(&self, deployment: &str) -> TemplateVersion {
+        if let Some(version) = &self.launch_template_version {
+            return TemplateVersion::Named(version.clone());
+        }
+        let own = names::launch_template_name(deployment);
+        match &self.launch_template {
+            Some(template) if *template != own => TemplateVersion::Named(DEFAULT_VERSION.into()),
+            _ => TemplateVersion::Stack,
+        }
+    }
+}
+
+/// Why `version` is not a `launch_template_version`; `with_ami` says the pool launches
+/// through the deployment's template, whose version the stack decides.
+pub(super) fn template_version_problem(version: &str, with_ami: bool) -> Option<String> {
+    if with_ami {
+        return Some(
+            "a pool with `ami` launches the deployment's template at the version its stack \
+             last wrote; set launch_template_version only with launch_template"
+                .into(),
+        );
+    }
+    let number = version.parse::<u64>().is_ok_and(|n| n > 0) && !version.starts_with('0');
+    if number || version == "$Default" || version == "$Latest" {
+        return None;
+    }
+    Some(format!(
+        "{version:?} is not a launch template version: use $Default, $Latest or a version \
+         number (1, 2, ...)"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn pool(extra: &str) -> Result<PoolConfig, crate::config::ConfigError> {
+        let text = format!(
+            "deployment: eph\ngithub:\n  app_id: 1\npools:\n  - name: linux\n    labels: [linux]\n    \
+             max_runners: 2\n    instance_types: [m7i.large]\n{extra}"
+        );
+        Config::parse("pools.yaml", &text).map(|config| config.pools[0].clone())
+    }
+
+    #[test]
+    fn the_deployments_own_template_launches_what_its_stack_last_wrote() {
+        let named = pool("    launch_template: eph-runner\n").expect("valid");
+        assert_eq!(named.template_version("eph"), TemplateVersion::Stack);
+        let by_image = pool("    ami: ami-1\n").expect("valid");
+        assert_eq!(by_image.template_version("eph"), TemplateVersion::Stack);
+    }
+
+    #[test]
+    fn a_users_template_launches_its_default_version_unless_the_pool_names_one() {
+        let own = pool("    launch_template: team-runner\n").expect("valid");
+        assert_eq!(
+            own.template_version("eph"),
+            TemplateVersion::Named("$Default".into())
+        );
+        for version in ["$Latest", "7", "$Default"] {
+            let set = pool(&format!(
+                "    launch_template: team-runner\n    launch_template_version: \"{version}\"\n"
+            ))
+            .expect("valid");
+            assert_eq!(
+                set.template_version("eph"),
+                TemplateVersion::Named(version.into())
+            );
+        }
+    }
+
+    #[test]
+    fn a_version_ec2_would_refuse_is_named_with_its_field() {
+        for bad in ["latest", "0", "07", "-1", "1.0", ""] {
+            let err = pool(&format!(
+                "    launch_template: team-runner\n    launch_template_version: \"{bad}\"\n"
+            ))
+            .expect_err(bad);
+            assert_eq!(err.field, "pools[0].launch_template_version", "{bad}");
+        }
+        let err = pool("    ami: ami-1\n    launch_template_version: \"$Latest\"\n")
+            .expect_err("the stack decides the deployment template's version");
+        assert_eq!(err.field, "pools[0].launch_template_version");
+    }
+}

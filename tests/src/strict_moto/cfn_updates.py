@@ -1,0 +1,85 @@
+# moto's CloudFormation stack update, reaching what reads a changed attribute.
+#
+# A stack update in CloudFormation updates every resource whose resolved properties
+# change, so a function whose environment reads `Fn::GetAtt RunnerLaunchTemplate.
+# LatestVersionNumber` is updated when an update writes a new launch template version.
+# moto updates a resource only when its own JSON changed or it names a changed parameter
+# with `Ref`, so such a function would keep the version of the stack's creation.
+# moto already follows CloudFormation on the template itself: an update of
+# AWS::EC2::LaunchTemplate adds a version and leaves the default version where it was
+# (moto/ec2/models/launch_templates.py, update_from_cloudformation_json), as
+# CloudFormation does: launch templates are immutable, each change is a new version
+# (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/manage-launch-template-versions.html),
+# and the stack can pass on either version number with Fn::GetAtt
+# (https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-resource-ec2-launchtemplate.html).
+# `install()` patches moto's ResourceMap.update; `python -m strict_moto` calls it.
+import re
+
+from moto.cloudformation.parsing import ResourceMap, parse_and_update_resource
+
+_update = ResourceMap.update
+
+_SUB_REFERENCE = re.compile(r"\$\{([A-Za-z0-9]+)\.([A-Za-z0-9.]+)\}")
+
+
+def _attributes_read(node):
+    """(logical id, attribute) of every Fn::GetAtt (and `${A.B}` of Fn::Sub) in `node`."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "Fn::GetAtt":
+                if isinstance(value, list) and len(value) == 2 and isinstance(value[1], str):
+                    yield value[0], value[1]
+                elif isinstance(value, str) and "." in value:
+                    yield tuple(value.split(".", 1))
+            elif key == "Fn::Sub":
+                text = value[0] if isinstance(value, list) else value
+                if isinstance(text, str):
+                    yield from _SUB_REFERENCE.findall(text)
+                if isinstance(value, list):
+                    yield from _attributes_read(value[1:])
+            else:
+                yield from _attributes_read(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _attributes_read(item)
+
+
+def _attribute(resources, logical_id, attribute):
+    resource = resources._parsed_resources.get(logical_id)
+    if not hasattr(resource, "get_cfn_attribute"):
+        return None
+    try:
+        return resource.get_cfn_attribute(attribute)
+    except Exception:  # noqa: BLE001 - an attribute moto cannot give is not watched
+        return None
+
+
+def _update_with_readers(self, template, parameters=None):
+    resources = template["Resources"]
+    reads = {name: set(_attributes_read(body)) for name, body in resources.items()}
+    watched = set().union(*reads.values()) if reads else set()
+    seen = {key: _attribute(self, *key) for key in watched}
+    _update(self, template, parameters)
+    # Each round updates the readers of what changed; their own attributes may change in
+    # turn (a chain is at most as long as the template).
+    for _ in range(len(resources)):
+        now = {key: _attribute(self, *key) for key in watched}
+        changed = {key for key in watched if now[key] != seen[key]}
+        if not changed:
+            return
+        seen = now
+        for name, body in resources.items():
+            if name in self._parsed_resources and reads[name] & changed:
+                updated = parse_and_update_resource(
+                    name,
+                    body,
+                    self,
+                    account_id=self._account_id,
+                    region_name=self._region_name,
+                )
+                if updated is not None:
+                    self._parsed_resources[name] = updated
+
+
+def install():
+    ResourceMap.update = _update_with_readers
