@@ -16,7 +16,7 @@ use aws_sdk_ec2::types::Filter;
 use aws_sdk_ssm::types::{ParameterTier, ParameterType};
 use ephemera_aws::{sdk_config, AwsSettings, Ec2Fleet};
 use ephemera_core::names::launch_template_name;
-use ephemera_core::ports::{FleetRequest, Launcher, Market};
+use ephemera_core::ports::{FleetRequest, Launcher, Market, TemplateVersion};
 use ephemera_tests::moto::Moto;
 use ephemera_tests::pipeline::workspace_path;
 use ephemera_tests::stack::{create_stack_with, template_path, translate_template, StackSpec};
@@ -245,6 +245,7 @@ async fn a_new_bake_reaches_the_next_launch_without_a_stack_update() -> anyhow::
         pool: "linux-arm64".to_owned(),
         count: 1,
         launch_template: launch_template_name(DEPLOYMENT),
+        template_version: TemplateVersion::Stack,
         ami: None,
         instance_types: vec!["m7g.large".to_owned()],
         subnets: Vec::new(),

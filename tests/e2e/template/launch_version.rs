@@ -10,7 +10,8 @@
 use anyhow::{ensure, Context};
 use aws_sdk_ec2::types::{Filter, InstanceAttributeName};
 use base64::Engine;
-use ephemera_aws::lambda::{load_config_or_default, LAUNCH_TEMPLATE_VERSION};
+use ephemera_aws::config_source::load_config_or_default;
+use ephemera_aws::lambda::LAUNCH_TEMPLATE_VERSION;
 use ephemera_aws::{AwsSettings, Ec2Fleet};
 use ephemera_core::handlers::scaler::fleet_request;
 use ephemera_core::ports::{Launcher, Market};

@@ -89,6 +89,8 @@ pub struct TemplateFacts {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DryRunLaunch {
     pub launch_template: String,
+    /// The template's version, as for [`Ec2Port::launch_template`].
+    pub version: String,
     pub instance_type: String,
     pub subnet: Option<String>,
     pub image: Option<String>,
@@ -118,8 +120,13 @@ pub trait Ec2Port: Send + Sync {
     async fn missing_subnets(&self, subnets: &[String]) -> anyhow::Result<Vec<String>>;
     /// Those of `groups` EC2 does not know.
     async fn missing_security_groups(&self, groups: &[String]) -> anyhow::Result<Vec<String>>;
-    /// The default version of the launch template `name`; `None` when there is none.
-    async fn launch_template(&self, name: &str) -> anyhow::Result<Option<TemplateFacts>>;
+    /// Version `version` (`$Latest`, `$Default` or a number) of the launch template
+    /// `name`, as the scaler launches it; `None` when there is none.
+    async fn launch_template(
+        &self,
+        name: &str,
+        version: &str,
+    ) -> anyhow::Result<Option<TemplateFacts>>;
     /// The image's architecture (`x86_64`, `arm64`); `None` when EC2 knows no such image.
     async fn image_architecture(&self, image_id: &str) -> anyhow::Result<Option<String>>;
     /// Each of `types` EC2 knows, with its architectures and vCPUs.

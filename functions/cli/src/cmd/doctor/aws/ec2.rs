@@ -65,12 +65,16 @@ impl Ec2Port for AwsPorts {
         Ok(missing)
     }
 
-    async fn launch_template(&self, name: &str) -> anyhow::Result<Option<TemplateFacts>> {
+    async fn launch_template(
+        &self,
+        name: &str,
+        version: &str,
+    ) -> anyhow::Result<Option<TemplateFacts>> {
         let described = match self
             .ec2
             .describe_launch_template_versions()
             .launch_template_name(name)
-            .versions("$Default")
+            .versions(version)
             // The stack's template names its image as resolve:ssm:...: the AMI it is now.
             .resolve_alias(true)
             .send()
@@ -163,7 +167,7 @@ impl Ec2Port for AwsPorts {
             .launch_template(
                 LaunchTemplateSpecification::builder()
                     .launch_template_name(&launch.launch_template)
-                    .version("$Default")
+                    .version(&launch.version)
                     .build(),
             )
             .instance_type(InstanceType::from(launch.instance_type.as_str()))

@@ -6,6 +6,7 @@ use crate::cmd::doctor::report::{Check, Report};
 use crate::errors::describe;
 use ephemera_aws::stack::LAUNCH_TEMPLATE_NAME;
 use ephemera_core::config::{Config, PoolConfig};
+use ephemera_core::ports::TemplateVersion;
 use std::collections::BTreeMap;
 
 /// `ec2.launch_template`, `ec2.subnets`, `ec2.security_groups`, `ec2.architecture` and
@@ -25,7 +26,14 @@ pub(super) async fn pool_checks(
             .cloned()
             .unwrap_or_else(|| format!("{}-runner", config.deployment))
     });
-    let template = match ec2.launch_template(&template_name).await {
+    // The version the scaler launches: the stack's own template at the version its stack
+    // last wrote (`$Latest`: CloudFormation never moves the default), a pool's own
+    // template at the version it configures (`$Default` unless it says otherwise).
+    let version = match pool.template_version(&config.deployment) {
+        TemplateVersion::Stack => ephemera_aws::ec2::LATEST_VERSION.to_owned(),
+        TemplateVersion::Named(version) => version,
+    };
+    let template = match ec2.launch_template(&template_name, &version).await {
         Ok(Some(template)) => {
             push(
                 report,
@@ -173,6 +181,7 @@ pub(super) async fn pool_checks(
     }
     let launch = DryRunLaunch {
         launch_template: template_name,
+        version,
         instance_type: pool.instance_types.first().cloned().unwrap_or_default(),
         subnet: pool.subnets.first().cloned(),
         image: pool.ami.clone(),

@@ -282,7 +282,11 @@ impl Ec2Port for World {
             .cloned()
             .collect())
     }
-    async fn launch_template(&self, name: &str) -> anyhow::Result<Option<TemplateFacts>> {
+    async fn launch_template(
+        &self,
+        name: &str,
+        _version: &str,
+    ) -> anyhow::Result<Option<TemplateFacts>> {
         Ok((name == "eph-runner").then(|| TemplateFacts {
             image_id: Some("ami-1".into()),
             security_groups: self.template_groups.clone(),
