@@ -126,9 +126,13 @@ impl RunnerStore for Crashing<dyn RunnerStore> {
         self.switch.pass().await;
         self.inner.unclaim_job(job_id, runner_name).await
     }
-    async fn pass_claim(&self, job_id: u64, from: &str, to: &str) -> Result<bool, StoreError> {
+    async fn hand_over_claim(
+        &self,
+        hand_over: &ClaimHandOver,
+        at: OffsetDateTime,
+    ) -> Result<bool, StoreError> {
         self.switch.pass().await;
-        self.inner.pass_claim(job_id, from, to).await
+        self.inner.hand_over_claim(hand_over, at).await
     }
     async fn get_runner(&self, name: &str) -> Result<Option<RunnerRecord>, StoreError> {
         self.switch.pass().await;

@@ -122,9 +122,13 @@ impl RunnerStore for MeteredStore {
         self.call("UpdateItem").await;
         self.inner.unclaim_job(job_id, runner).await
     }
-    async fn pass_claim(&self, job_id: u64, from: &str, to: &str) -> Result<bool, StoreError> {
-        self.call("UpdateItem").await;
-        self.inner.pass_claim(job_id, from, to).await
+    async fn hand_over_claim(
+        &self,
+        hand_over: &ClaimHandOver,
+        at: OffsetDateTime,
+    ) -> Result<bool, StoreError> {
+        self.call("TransactWriteItems").await;
+        self.inner.hand_over_claim(hand_over, at).await
     }
     async fn get_runner(&self, name: &str) -> Result<Option<RunnerRecord>, StoreError> {
         self.call("GetItem").await;

@@ -3,7 +3,7 @@
 
 use crate::cloud::{Caller, Cloud};
 use crate::github::MeteredForge;
-use crate::metered::{MeteredFleet, MeteredQueue, MeteredJitStore, MeteredStore};
+use crate::metered::{MeteredFleet, MeteredJitStore, MeteredQueue, MeteredStore};
 use crate::report::Timeline;
 use crate::sqs::SimQueue;
 use ephemera_core::config::Config;

@@ -67,6 +67,47 @@ impl DynamoRunnerStore {
             .update_item()
             .table_name(&self.table)
             .set_key(Some(items::key(items::runner_key(name))))
+            .update_expression(sets)
+            .condition_expression(condition)
+            .set_expression_attribute_names(expr.names())
+            .set_expression_attribute_values(expr.values())
+            .return_values(ReturnValue::AllNew)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match result {
+            Ok(output) => self.trim_history(decode_new(output.attributes)?).await,
+            Err(err) => {
+                let refusal = match err.as_service_error() {
+                    Some(UpdateItemError::ConditionalCheckFailedException(failed)) => {
+                        Some(failed.item().map(|old| describe_status(Some(old))))
+                    }
+                    _ => None,
+                };
+                match refusal {
+                    Some(Some(actual)) => Err(refused(actual)),
+                    // No old item came back: the record is missing, or this table does
+                    // not return it; a consistent read tells which.
+                    Some(None) => Err(refused(self.current_status(name).await?)),
+                    None => Err(store_error(err)),
+                }
+            }
+        }
+    }
+
+    #[instrument(skip_all, fields(runner = %name))]
+    pub(super) async fn update_fields(
+        &self,
+        name: &str,
+        update: &RunnerUpdate,
+        at: OffsetDateTime,
+    ) -> Result<RunnerRecord, StoreError> {
+        let (expr, sets, condition) = field_update(update, at);
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(items::key(items::runner_key(name))))
             .update_expression(format!("SET {}", sets.join(", ")))
             .condition_expression(condition)
             .set_expression_attribute_names(expr.names())
@@ -274,6 +315,12 @@ impl DynamoRunnerStore {
         record.history.drain(..excess);
         Ok(record)
     }
+}
+
+/// The expression of a [`RunnerUpdate`]: its names and values, the `SET` clause, and the
+/// condition (the record exists, and the update's guards hold).
+pub(super) fn field_update(update: &RunnerUpdate, at: OffsetDateTime) -> (Expr, String, String) {
+    (expr, format!("SET {}", sets.join(", ")), condition)
 }
 
 /// `#history = list_append(if_not_exists(#history, :no_history), :history_entry)`.

@@ -1,7 +1,7 @@
 //! What the handler tests share: a configuration, fakes wired together, messages.
 
 use crate::config::Config;
-use crate::memory::{FakeFleet, FakeForge, MemoryQueue, MemoryJitStore, MemoryStore};
+use crate::memory::{FakeFleet, FakeForge, MemoryJitStore, MemoryQueue, MemoryStore};
 use crate::message::{MessageKind, QueueMessage, VERSION};
 use std::sync::Arc;
 use time::OffsetDateTime;

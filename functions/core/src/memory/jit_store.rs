@@ -118,28 +118,19 @@ mod tests {
     async fn a_later_registration_replaces_and_delete_of_an_absent_config_succeeds() {
         let store = MemoryJitStore::new();
         store.put("i-1", "r", &jit(1, "one")).await.expect("put");
-        store
-            .put("i-1", "r", &jit(1, "one"))
-            .await
-            .expect("again");
+        store.put("i-1", "r", &jit(1, "one")).await.expect("again");
         store.put("i-1", "r", &jit(2, "two")).await.expect("put");
         let (runner, config) = store.get("i-1").expect("stored");
         assert_eq!((runner.as_str(), config.expose_secret()), ("r", "two"));
         store.delete("i-1").await.expect("delete");
-        store
-            .delete("i-1")
-            .await
-            .expect("already gone is deleted");
+        store.delete("i-1").await.expect("already gone is deleted");
         assert!(store.instance_ids().is_empty());
     }
 
     #[tokio::test]
     async fn an_earlier_registration_does_not_clobber_a_later_one() {
         let store = MemoryJitStore::new();
-        store
-            .put("i-1", "r", &jit(7, "seven"))
-            .await
-            .expect("put");
+        store.put("i-1", "r", &jit(7, "seven")).await.expect("put");
         let late = store.put("i-1", "r", &jit(6, "six")).await;
         assert!(matches!(late, Err(JitStoreError::Superseded { stored: 7 })));
         let (_, config) = store.get("i-1").expect("stored");

@@ -14,15 +14,15 @@
 mod deliveries;
 mod fleet;
 mod forge;
-mod queue;
 mod jit_store;
+mod queue;
 mod store;
 
 pub use deliveries::MemoryDeliveries;
 pub use fleet::{FakeFleet, FleetFailure};
 pub use forge::{FakeForge, ForgeCalls, ForgeFailure};
-pub use queue::MemoryQueue;
 pub use jit_store::MemoryJitStore;
+pub use queue::MemoryQueue;
 pub use store::{MemoryStore, StoreOp};
 
 use std::sync::{Mutex, MutexGuard, PoisonError};

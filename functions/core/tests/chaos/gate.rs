@@ -116,9 +116,13 @@ impl RunnerStore for Gate {
         self.switch.pass().await;
         self.world.store.unclaim_job(job_id, runner_name).await
     }
-    async fn pass_claim(&self, job_id: u64, from: &str, to: &str) -> Result<bool, StoreError> {
+    async fn hand_over_claim(
+        &self,
+        hand_over: &ClaimHandOver,
+        at: OffsetDateTime,
+    ) -> Result<bool, StoreError> {
         self.switch.pass().await;
-        self.world.store.pass_claim(job_id, from, to).await
+        self.world.store.hand_over_claim(hand_over, at).await
     }
     async fn get_runner(&self, name: &str) -> Result<Option<RunnerRecord>, StoreError> {
         self.switch.pass().await;
@@ -292,7 +296,10 @@ impl JitConfigStore for Gate {
         jit: &JitConfig,
     ) -> Result<(), JitStoreError> {
         self.switch.pass().await;
-        self.world.jit_store.put(instance_id, runner_name, jit).await
+        self.world
+            .jit_store
+            .put(instance_id, runner_name, jit)
+            .await
     }
     async fn delete(&self, instance_id: &str) -> Result<(), JitStoreError> {
         self.switch.pass().await;

@@ -40,7 +40,10 @@ fn assert_cleaned(world: &World, runner: &RunnerRecord) {
             world.fleet.instance(instance_id).map(|i| i.state),
             Some(InstanceState::Terminated)
         );
-        assert!(world.jit_store.get(instance_id).is_none(), "JIT config left");
+        assert!(
+            world.jit_store.get(instance_id).is_none(),
+            "JIT config left"
+        );
     }
     assert!(
         world.forge.runner_named(&runner.name).is_none(),

@@ -51,8 +51,12 @@ impl RunnerStore for OverlapRefusingStore {
     async fn unclaim_job(&self, job_id: u64, runner: &str) -> Result<(), StoreError> {
         self.inner.unclaim_job(job_id, runner).await
     }
-    async fn pass_claim(&self, job_id: u64, from: &str, to: &str) -> Result<bool, StoreError> {
-        self.inner.pass_claim(job_id, from, to).await
+    async fn hand_over_claim(
+        &self,
+        hand_over: &ClaimHandOver,
+        at: OffsetDateTime,
+    ) -> Result<bool, StoreError> {
+        self.inner.hand_over_claim(hand_over, at).await
     }
     async fn get_runner(&self, name: &str) -> Result<Option<RunnerRecord>, StoreError> {
         self.inner.get_runner(name).await

@@ -214,11 +214,11 @@ fn assert_job_1_handed_to(world: &World, runner_b: &str) {
 }
 
 #[tokio::test]
-async fn a_hand_over_whose_claim_write_fails_is_undone_then_finished_by_the_retry() {
+async fn a_hand_over_whose_transaction_fails_writes_nothing_then_the_retry_hands_over() {
     let world = World::new(5);
     let runner_a = up(&world, 1).await;
     let runner_b = up(&world, 2).await;
-    world.store.fail(crate::memory::StoreOp::PassClaim, 1);
+    world.store.fail(crate::memory::StoreOp::HandOverClaim, 1);
     let failed = world
         .scaler()
         .handle(&message(MessageKind::InProgress, 2, Some(&runner_a)), now())

@@ -85,7 +85,7 @@ enum HandOver {
     /// This runner ran, runs or was handed job `.0`, not the one it was launched for: the
     /// runner launched for job `.0` may be the free one.
     TookAnother(u64),
-    /// The runner's record changed between the read and the write: read it again.
+    /// A record changed between the read and the transaction: read it again.
     Changed,
 }
 
@@ -710,29 +710,35 @@ impl Scaler {
         let Some(name) = runner_name else {
             return Ok(Handled::NothingToDo);
         };
-        // The update is conditional on the record read: a concurrent hand-over that gave
+        // The binding is conditional on the record read: a concurrent hand-over that gave
         // this runner a queued job in between is seen on the next read, and that job is
         // rehomed in turn instead of being overwritten.
         for _ in 0..ACTIVATION_TRIES {
             let Some(runner) = self.store.get_runner(name).await? else {
                 return Ok(Handled::NothingToDo);
             };
-            if let Some(launched_for) = runner.job_id.filter(|&id| id != message.job_id) {
-                self.rehome(launched_for, name, claimed_by.as_deref(), message, clock)
-                    .await?;
-            }
-            let update = RunnerUpdate {
+            let bind = RunnerUpdate {
                 runner_status: Some(RunnerStatus::Active),
                 job_id: Some(message.job_id),
                 note: Some(format!("running job {}", message.job_id)),
                 unchanged_since: Some(runner.updated_at),
                 ..RunnerUpdate::default()
             };
-            match self.store.update_runner(name, &update, clock.now()).await {
-                Ok(_) => {}
-                Err(StoreError::Conflict(_)) => continue,
-                Err(StoreError::NotFound(_)) => return Ok(Handled::NothingToDo),
-                Err(err) => return Err(err.into()),
+            let bound = match runner.job_id.filter(|&id| id != message.job_id) {
+                Some(launched_for) => {
+                    let taker = (name.to_owned(), bind);
+                    self.rehome(launched_for, taker, claimed_by.as_deref(), message, clock)
+                        .await
+                }
+                None => self.bind(name, &bind, clock).await,
+            };
+            match bound {
+                Ok(()) => {}
+                Err(ScalerError::Store(StoreError::Conflict(_))) => continue,
+                Err(ScalerError::Store(StoreError::NotFound(_))) => {
+                    return Ok(Handled::NothingToDo)
+                }
+                Err(err) => return Err(err),
             }
             // Online and busy before the reaper saw it idle: it came online by now.
             if let (RunnerStatus::Pending, Some(queued_at)) =
@@ -753,37 +759,53 @@ impl Scaler {
         ))))
     }
 
+    async fn bind(
+        &self,
+        name: &str,
+        bind: &RunnerUpdate,
+        clock: &Clock,
+    ) -> Result<(), ScalerError> {
+        self.store.update_runner(name, bind, clock.now()).await?;
+        Ok(())
+    }
+
     /// GitHub gave runner `taker`, launched for job `orphaned`, another job (the one in
     /// `message`), as it may: any matching idle runner takes any queued job. If the
     /// orphaned job is still queued it needs a runner: the one the taken job had claimed,
     /// if that one is still free; if that one took a job in turn, the one that job had
     /// claimed, and so on along the chain ([`HANDOVER_HOPS`] at most); or else a new one,
-    /// through a fresh `queued` message.
+    /// through a fresh `queued` message. The taker is bound to the job it took (its
+    /// update, `taker.1`) in the same transaction that moves the orphaned job's claim.
     async fn rehome(
         &self,
         orphaned: u64,
-        taker: &str,
+        taker: (String, RunnerUpdate),
         taken_job_runner: Option<&str>,
         message: &QueueMessage,
         clock: &Clock,
     ) -> Result<(), ScalerError> {
-        let Some(job) = self.store.get_job(orphaned).await? else {
-            return Ok(());
+        let job = match self.store.get_job(orphaned).await? {
+            Some(job) if job.waits_for(&taker.0) => job,
+            _ => return self.bind(&taker.0, &taker.1, clock).await,
         };
-        if !job.waits_for(taker) {
-            return Ok(());
-        }
         let mut candidate = taken_job_runner.map(str::to_owned);
         let mut taken = message.job_id;
-        let mut seen = vec![taker.to_owned()];
+        let mut seen = vec![taker.0.clone()];
         for _ in 0..HANDOVER_HOPS {
             let Some(free) = candidate.take().filter(|c| !seen.contains(c)) else {
                 break;
             };
-            match self.hand_over(&job, taker, &free, taken, clock).await? {
+            match self.hand_over(&job, &taker, &free, taken, clock).await? {
                 HandOver::Done => return Ok(()),
                 HandOver::Refused => break,
-                HandOver::Changed => candidate = Some(free),
+                HandOver::Changed => {
+                    // The taker's record changed: the caller reads it again.
+                    let current = self.store.get_runner(&taker.0).await?;
+                    if current.map(|r| r.updated_at) != taker.1.unchanged_since {
+                        return Err(StoreError::Conflict(format!("runner {}", taker.0)).into());
+                    }
+                    candidate = Some(free);
+                }
                 HandOver::TookAnother(next) => {
                     // `free` runs job `next`: the runner launched for `next` may be free.
                     candidate = self
@@ -796,25 +818,36 @@ impl Scaler {
                 }
             }
         }
-        self.store.unclaim_job(orphaned, taker).await?;
+        let dropped = ClaimHandOver {
+            job_id: orphaned,
+            taker: taker.clone(),
+            to: None,
+        };
+        if !self.store.hand_over_claim(&dropped, clock.now()).await? {
+            // The claim moved on meanwhile: only the binding is left to write.
+            return self.bind(&taker.0, &taker.1, clock).await;
+        }
         self.queue
             .send(&QueueMessage::queued_again(&job, REHOME))
             .await
             .map_err(ScalerError::Requeue)?;
-        info!(job_id = orphaned, taken_by = %taker, "runner took another job; its own job queued again");
+        info!(job_id = orphaned, taken_by = %taker.0, "runner took another job; its own job queued again");
         Ok(())
     }
 
-    /// Hands queued `job` (whose runner `taker` took another) to runner `free`, whose
+    /// Hands queued `job` (whose runner, the taker, took another) to runner `free`, whose
     /// own job `taken` was taken by another runner: only if `free` is still free, on its
     /// way (being created, booting, or idle) and its labels cover all of the job's (GitHub
-    /// gives a job only to such a runner). A record still in creation is resumed at once
-    /// through a fresh `queued` message for the job (the delivery that was creating it
-    /// may have died, and its own job's deliveries now find that job taken).
+    /// gives a job only to such a runner). One transaction names the job on `free`'s
+    /// record, binds the taker to the job it took and passes the claim, each conditional
+    /// on the record read, so no crash leaves two records naming the job. A record still
+    /// in creation is resumed at once through a fresh `queued` message for the job (the
+    /// delivery that was creating it may have died, and its own job's deliveries now find
+    /// that job taken).
     async fn hand_over(
         &self,
         job: &JobRecord,
-        taker: &str,
+        taker: &(String, RunnerUpdate),
         free: &str,
         taken: u64,
         clock: &Clock,
@@ -826,9 +859,10 @@ impl Scaler {
             runner.status,
             InstanceStatus::PendingCreate | InstanceStatus::Creating | InstanceStatus::Running
         );
-        // Already given this job by a hand-over that stopped before the claim passed (its
-        // claim write failed, or its process died): that hand-over is finished, not
-        // undone, or the job would get a second runner while this one keeps it.
+        // Already given this job by a hand-over of two writes (before the three became
+        // one transaction) that stopped before the claim passed: that hand-over is
+        // finished, not undone, or the job would get a second runner while this one
+        // keeps it.
         let resumed = runner.job_id == Some(job.job_id);
         // It ran, or runs, another job (or was handed one): the runner launched for that
         // job is the next link.
@@ -841,49 +875,28 @@ impl Scaler {
         if !still_free || !crate::routing::runner_takes(&runner.labels, &job.labels) {
             return Ok(HandOver::Refused);
         }
-        // The runner first, conditional on the record read (a runner that became active
-        // on a job of its own meanwhile is not given this one), then the claim.
-        let handed = if resumed {
-            runner.clone()
-        } else {
-            let update = RunnerUpdate {
-                job_id: Some(job.job_id),
-                note: Some(format!(
-                    "job {taken} was taken by another runner; now for job {}",
-                    job.job_id
-                )),
-                unchanged_since: Some(runner.updated_at),
-                ..RunnerUpdate::default()
-            };
-            match self.store.update_runner(free, &update, clock.now()).await {
-                Ok(record) => record,
-                Err(StoreError::Conflict(_)) => return Ok(HandOver::Changed),
-                Err(StoreError::NotFound(_)) => return Ok(HandOver::Refused),
-                Err(err) => return Err(err.into()),
-            }
+        let given = RunnerUpdate {
+            job_id: Some(job.job_id),
+            note: Some(format!(
+                "job {taken} was taken by another runner; now for job {}",
+                job.job_id
+            )),
+            unchanged_since: Some(runner.updated_at),
+            ..RunnerUpdate::default()
         };
-        let passed = match self.store.pass_claim(job.job_id, taker, free).await {
-            Ok(passed) => passed,
-            Err(err) => {
-                // The claim stays with the taker, so the runner goes back to its own job:
-                // a runner holding a job the claim does not name would be a second runner
-                // for it once the job is queued again. Should this write fail too (or the
-                // process die before it), the delivery's retry finds the runner already
-                // given the job and finishes the hand-over (`resumed`).
-                let why = format!("handing over job {} failed", job.job_id);
-                if let Err(undo) = self.return_runner(free, taken, &handed, why, clock).await {
-                    warn!(runner = %free, job_id = job.job_id, error = %undo, "hand-over half done; the retry finishes it");
-                }
-                return Err(err.into());
-            }
+        let hand_over = ClaimHandOver {
+            job_id: job.job_id,
+            taker: taker.clone(),
+            to: Some((free.to_owned(), given)),
         };
-        if !passed {
-            // The job was claimed or bound elsewhere meanwhile: the runner is free again.
-            let why = format!("job {} went elsewhere", job.job_id);
-            self.return_runner(free, taken, &handed, why, clock).await?;
-            return Ok(HandOver::Refused);
+        match self.store.hand_over_claim(&hand_over, clock.now()).await {
+            Ok(true) => {}
+            // The job was claimed or bound elsewhere meanwhile: nothing was written.
+            Ok(false) | Err(StoreError::NotFound(_)) => return Ok(HandOver::Refused),
+            Err(StoreError::Conflict(_)) => return Ok(HandOver::Changed),
+            Err(err) => return Err(err.into()),
         }
-        info!(job_id = job.job_id, runner = %free, taken_by = %taker, "queued job handed to the runner of the job its runner took");
+        info!(job_id = job.job_id, runner = %free, taken_by = %taker.0, "queued job handed to the runner of the job its runner took");
         if matches!(
             runner.status,
             InstanceStatus::PendingCreate | InstanceStatus::Creating
@@ -894,29 +907,6 @@ impl Scaler {
                 .map_err(ScalerError::Requeue)?;
         }
         Ok(HandOver::Done)
-    }
-
-    /// Gives runner `free`, handed a job whose claim did not follow, its own job `taken`
-    /// back, conditional on the record the hand-over wrote; a runner that changed or went
-    /// meanwhile is left as it is.
-    async fn return_runner(
-        &self,
-        free: &str,
-        taken: u64,
-        handed: &RunnerRecord,
-        why: String,
-        clock: &Clock,
-    ) -> Result<(), StoreError> {
-        let back = RunnerUpdate {
-            job_id: Some(taken),
-            note: Some(why),
-            unchanged_since: Some(handed.updated_at),
-            ..RunnerUpdate::default()
-        };
-        match self.store.update_runner(free, &back, clock.now()).await {
-            Ok(_) | Err(StoreError::Conflict(_) | StoreError::NotFound(_)) => Ok(()),
-            Err(err) => Err(err),
-        }
     }
 
     async fn on_completed(&self, message: &QueueMessage, clock: &Clock) -> Outcome {
@@ -1057,6 +1047,8 @@ fn job_record(message: &QueueMessage, status: JobStatus, now: OffsetDateTime) ->
 
 #[cfg(test)]
 mod claim_tests;
+#[cfg(test)]
+mod handover_crash_tests;
 #[cfg(test)]
 mod handover_tests;
 #[cfg(test)]
