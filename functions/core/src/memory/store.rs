@@ -5,7 +5,7 @@
 //! meets a refused transition, a taken job or a full pool exactly where production would.
 
 use super::{lock, spend, InjectedFailure};
-use crate::lifecycle::InstanceStatus;
+use crate::lifecycle::{ClaimMove, ClaimState, InstanceStatus};
 use crate::model::{HistoryEntry, JobRecord, JobStatus, PoolRecord, RunnerRecord};
 use crate::ports::{
     Claim, ClaimHandOver, PoolCounter, RunnerStore, RunnerUpdate, StoreError, Transition,
@@ -209,6 +209,19 @@ fn guard(
     if moved_on || other_instance {
         return Err(StoreError::Conflict(format!("runner {name}")));
     }
+    // The runner status table, as the DynamoDB store's condition: refused like any
+    // failed condition, a conflict for a guarded update and a missing record otherwise.
+    let refused = update
+        .runner_status
+        .is_some_and(|to| !record.runner_status.can_move_to(to));
+    if refused {
+        let guarded = update.unchanged_since.is_some() || update.expect_instance.is_some();
+        return Err(if guarded {
+            StoreError::Conflict(format!("runner {name}"))
+        } else {
+            StoreError::NotFound(format!("runner {name}"))
+        });
+    }
     Ok(())
 }
 
@@ -294,13 +307,15 @@ impl RunnerStore for MemoryStore {
         let Some(job) = tables.jobs.get_mut(&job_id) else {
             return Err(StoreError::NotFound(format!("job {job_id}")));
         };
-        if job.status != JobStatus::Queued {
-            return Ok(Claim::NotQueued(job.status));
-        }
-        if let Some(runner_name) = &job.runner_name {
-            return Ok(Claim::AlreadyClaimed {
-                runner_name: runner_name.clone(),
-            });
+        // The table allows a claim of an unclaimed job only.
+        match (ClaimState::of(job), &job.runner_name) {
+            (ClaimState::Bound, _) => return Ok(Claim::NotQueued(job.status)),
+            (ClaimState::Claimed, Some(runner_name)) => {
+                return Ok(Claim::AlreadyClaimed {
+                    runner_name: runner_name.clone(),
+                })
+            }
+            _ => debug_assert!(ClaimMove::Claim.allowed_on(job)),
         }
         if tables.runners.contains_key(&runner.name) {
             // The runner put is `attribute_not_exists(pk)`: names are never reused.
@@ -349,7 +364,7 @@ impl RunnerStore for MemoryStore {
         tables.check(StoreOp::UnclaimJob)?;
         if let Some(job) = tables.jobs.get_mut(&job_id) {
             // A claim is on a queued job only; past that the name is the runner that ran it.
-            if job.waits_for(runner_name) {
+            if ClaimMove::Drop.allowed_on(job) && job.runner_name.as_deref() == Some(runner_name) {
                 job.runner_name = None;
                 job.launched_runner = None;
             }
@@ -365,10 +380,13 @@ impl RunnerStore for MemoryStore {
         let tables = &mut *lock(&self.tables);
         tables.check(StoreOp::HandOverClaim)?;
         let taker = &hand_over.taker.0;
-        let waits = tables
-            .jobs
-            .get(&hand_over.job_id)
-            .is_some_and(|job| job.waits_for(taker));
+        let movement = match hand_over.to {
+            Some(_) => ClaimMove::HandOver,
+            None => ClaimMove::Drop,
+        };
+        let waits = tables.jobs.get(&hand_over.job_id).is_some_and(|job| {
+            movement.allowed_on(job) && job.runner_name.as_deref() == Some(taker.as_str())
+        });
         if !waits {
             return Ok(false);
         }

@@ -4,8 +4,10 @@
 
 use super::*;
 use crate::handlers::test_support::{message, now, World};
+use crate::lifecycle::InstanceStatus;
 use crate::memory::MemoryStore;
-use crate::model::{JobRecord, PoolRecord};
+use crate::message::MessageKind;
+use crate::model::{JobRecord, JobStatus, PoolRecord};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// A table whose claims take a while and are refused while another claim is under way,

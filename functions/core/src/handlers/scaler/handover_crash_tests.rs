@@ -3,9 +3,14 @@
 //! each found one such point): runner A, launched for job 1, took job 2, whose runner B
 //! is free; job 1 is handed to B.
 
+use super::prepare::job_record;
+use super::testing::up;
 use super::*;
 use crate::handlers::test_support::{config_with, message, now, World};
+use crate::lifecycle::{InstanceStatus, RunnerStatus};
 use crate::memory::{FakeFleet, FakeForge, MemoryJitStore, MemoryQueue, MemoryStore};
+use crate::message::MessageKind;
+use crate::model::{JobStatus, RunnerRecord};
 
 /// Store calls a hand-over takes at most, with room to spare: every crash point.
 const CRASH_POINTS: u32 = 16;
@@ -18,17 +23,6 @@ fn world(extra: &str) -> World {
         forge: Arc::new(FakeForge::new()),
         jit_store: Arc::new(MemoryJitStore::new()),
         queue: Arc::new(MemoryQueue::new()),
-    }
-}
-
-async fn up(world: &World, job: u64) -> String {
-    match world
-        .scaler()
-        .handle(&message(MessageKind::Queued, job, None), now())
-        .await
-    {
-        Ok(Handled::RunnerUp(name)) => name,
-        other => panic!("no runner for job {job}: {other:?}"),
     }
 }
 
