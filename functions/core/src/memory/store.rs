@@ -653,3 +653,7 @@ impl RunnerStore for MemoryStore {
 #[cfg(test)]
 #[path = "store_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "moves_tests.rs"]
+mod moves_tests;

@@ -1,4 +1,5 @@
-//! Launch: one request per pool through the right template, spot falling back to on-demand, and a launch that fails giving its slot back.
+//! Launch: one request per pool through the right template, spot falling back to on-demand,
+//! and a launch that fails giving its slot back.
 
 use super::testing::*;
 use super::*;

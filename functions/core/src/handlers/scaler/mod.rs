@@ -16,10 +16,10 @@
 //!
 //! | message | phases |
 //! |---|---|
-//! | `queued` | prepare, claim (or wait), launch, register; a retry resumes at the step its record shows |
-//! | `in_progress` | prepare, bind; hand-over when the runner was launched for another job |
-//! | `completed` | prepare, bind (when its `in_progress` was late or lost), hand-over as above; then the runner goes to be reaped, or a static runner to idle |
-//! | `warm` (from the reaper) | prepare (its record and slot reserved by the reaper), launch, register |
+//! | `queued` | prepare, claim or wait, launch, register (a retry resumes at its record) |
+//! | `in_progress` | prepare, bind; hand-over if the runner was launched for another job |
+//! | `completed` | prepare, bind if `in_progress` was missed (with its hand-over); reaped or idle |
+//! | `warm` (reaper) | prepare (record and slot reserved by the reaper), launch, register |
 //!
 //! The record is written before anything exists outside the table, and each step is
 //! written back to it, so a retried message resumes where the last try stopped and every

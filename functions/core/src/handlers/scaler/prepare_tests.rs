@@ -1,4 +1,5 @@
-//! Prepare: a job the table or GitHub knows is past `queued` gets nothing, and a runner record in creation is resumed once, whichever delivery resumes it.
+//! Prepare: a job the table or GitHub knows is past `queued` gets nothing, and a runner
+//! record in creation is resumed once, whichever delivery resumes it.
 
 use super::testing::*;
 use super::*;
@@ -134,4 +135,24 @@ async fn resumed_runner_github_shows_busy_is_kept_running_with_its_slot() {
         world.forge.runner_named(&name).map(|r| r.id),
         Some(runner_id)
     );
+}
+
+#[tokio::test]
+async fn a_failed_queued_check_is_a_job_lookup_and_creates_nothing() {
+    let world = World {
+        config: config_with(5, "    check_queued: true\n"),
+        ..World::new(5)
+    };
+    world.forge.fail_next(1);
+    let failed = world
+        .scaler()
+        .handle(&message(MessageKind::Queued, 3, None), now())
+        .await;
+    assert!(
+        matches!(failed, Err(ScalerError::JobLookup { job_id: 3, .. })),
+        "{failed:?}"
+    );
+    let text = failed.err().map(|err| err.to_string()).unwrap_or_default();
+    assert!(!text.contains("creating runner"), "{text}");
+    assert!(world.store.runners().is_empty());
 }

@@ -1,4 +1,5 @@
-//! Register: a launched runner is registered with its JIT config delivered, a failed step is retried or abandoned, never both.
+//! Register: a launched runner is registered with its JIT config delivered, a failed step
+//! is retried or abandoned, never both.
 
 use super::testing::*;
 use super::*;
