@@ -7,7 +7,7 @@ VENV := .venv
 VENV_STAMP := $(VENV)/.installed-$(shell cat requirements-dev.txt constraints-dev.txt | sha256sum | cut -c1-12)
 CARGO ?= cargo
 
-.PHONY: all venv demo up test test-rust test-bootstrap bench bench-model check-figures docs-figures lint fmt clean-venv
+.PHONY: all venv demo up test test-rust test-bootstrap chaos-sweep bench bench-model check-figures docs-figures lint fmt clean-venv
 
 all: test
 
@@ -43,6 +43,15 @@ test-rust: venv
 	@# 3 at a time: the end-to-end tests wait on leases, timers and webhooks as much as on
 	@# the emulator; the two longest (burst, cli::kills) sort to the front and start first
 	MOTO_SERVER=$(CURDIR)/$(VENV)/bin/moto_server $(CARGO) test --workspace --all-targets -- --test-threads 3
+
+## chaos-sweep: a long run of the chaos suite, SEEDS schedules from seed FROM (make test
+## runs the default 250 from seed 1), on an optimized build; a failure prints its seed,
+## which `EPHEMERA_CHAOS_SEED=N EPHEMERA_CHAOS_SCHEDULES=1` replays alone
+SEEDS ?= 10000
+FROM ?= 100000
+chaos-sweep:
+	EPHEMERA_CHAOS_SEED=$(FROM) EPHEMERA_CHAOS_SCHEDULES=$(SEEDS) \
+		$(CARGO) test --release -p ephemera-core --test chaos -- --nocapture
 
 ## test-bootstrap: infra/runner/bootstrap.sh, shellcheck-clean, run without a VM
 ## (tests/bootstrap: a fake IMDS and GitHub on 127.0.0.1, the JIT table on the strict

@@ -4,9 +4,11 @@
 
 use ephemera_aws::{ensure_resources, runner_to_item, sdk_config, AwsSettings, DynamoRunnerStore};
 use ephemera_aws::{ResourceNames, Resources};
-use ephemera_core::lifecycle::InstanceStatus;
+use ephemera_core::lifecycle::{InstanceStatus, RunnerStatus};
 use ephemera_core::model::{JobRecord, JobStatus, RunnerRecord};
-use ephemera_core::ports::{Claim, RunnerStore, RunnerUpdate, StoreError, Transition};
+use ephemera_core::ports::{
+    Claim, ClaimHandOver, RunnerStore, RunnerUpdate, StoreError, Transition,
+};
 use ephemera_tests::moto::Moto;
 use std::sync::Arc;
 use std::time::Duration;
@@ -569,5 +571,105 @@ async fn guarded_updates_fail_once_the_record_has_moved_on_or_names_another_inst
         .update_runner("eph-linux-never", &RunnerUpdate::default(), at)
         .await;
     assert!(matches!(gone, Err(StoreError::NotFound(_))), "{gone:?}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_hand_over_moves_the_claim_and_both_records_together_or_not_at_all() -> anyhow::Result<()>
+{
+    let t = table().await?;
+    let at = now();
+    t.store.record_job(&job(1, at)).await?;
+    t.store.record_job(&job(2, at)).await?;
+    let mut taker = runner("eph-linux-taker", InstanceStatus::PendingCreate, at);
+    taker.job_id = Some(1);
+    let mut free = runner("eph-linux-free", InstanceStatus::PendingCreate, at);
+    free.job_id = Some(2);
+    assert_eq!(t.store.claim_job(1, &taker, 5).await?, Claim::Claimed);
+    assert_eq!(t.store.claim_job(2, &free, 5).await?, Claim::Claimed);
+    let taker_seen = t
+        .store
+        .get_runner("eph-linux-taker")
+        .await?
+        .expect("taker")
+        .updated_at;
+    let free_seen = t
+        .store
+        .get_runner("eph-linux-free")
+        .await?
+        .expect("free")
+        .updated_at;
+    let hand_over = |free_seen| ClaimHandOver {
+        job_id: 1,
+        taker: (
+            "eph-linux-taker".to_owned(),
+            RunnerUpdate {
+                runner_status: Some(RunnerStatus::Active),
+                job_id: Some(2),
+                unchanged_since: Some(taker_seen),
+                ..RunnerUpdate::default()
+            },
+        ),
+        to: Some((
+            "eph-linux-free".to_owned(),
+            RunnerUpdate {
+                job_id: Some(1),
+                note: Some("handed job 1".to_owned()),
+                unchanged_since: Some(free_seen),
+                ..RunnerUpdate::default()
+            },
+        )),
+    };
+    // A record read before another writer touched it: nothing is written.
+    let stale = hand_over(free_seen - time::Duration::seconds(1));
+    assert!(matches!(
+        t.store.hand_over_claim(&stale, at).await,
+        Err(StoreError::Conflict(_))
+    ));
+    let job_1 = t.store.get_job(1).await?.expect("job 1");
+    assert_eq!(job_1.runner_name.as_deref(), Some("eph-linux-taker"));
+    let kept = t.store.get_runner("eph-linux-taker").await?.expect("taker");
+    assert_eq!(
+        (kept.job_id, kept.runner_status),
+        (Some(1), RunnerStatus::Pending)
+    );
+    // As read: the three move together.
+    assert!(
+        t.store
+            .hand_over_claim(&hand_over(free_seen), now())
+            .await?
+    );
+    let job_1 = t.store.get_job(1).await?.expect("job 1");
+    assert_eq!(job_1.runner_name.as_deref(), Some("eph-linux-free"));
+    assert_eq!(job_1.launched_runner.as_deref(), Some("eph-linux-free"));
+    let taker = t.store.get_runner("eph-linux-taker").await?.expect("taker");
+    assert_eq!(
+        (taker.job_id, taker.runner_status),
+        (Some(2), RunnerStatus::Active)
+    );
+    let free = t.store.get_runner("eph-linux-free").await?.expect("free");
+    assert_eq!(free.job_id, Some(1));
+    // Job 1 is no longer the taker's: a second hand-over is refused, writing nothing.
+    assert!(
+        !t.store
+            .hand_over_claim(&hand_over(free.updated_at), now())
+            .await?
+    );
+    // A removed runner is never bound again: the runner-status table refuses it.
+    let removed = RunnerUpdate {
+        runner_status: Some(RunnerStatus::Terminated),
+        ..RunnerUpdate::default()
+    };
+    t.store
+        .update_runner("eph-linux-free", &removed, now())
+        .await?;
+    let bind = RunnerUpdate {
+        runner_status: Some(RunnerStatus::Active),
+        ..RunnerUpdate::default()
+    };
+    assert!(matches!(
+        t.store.update_runner("eph-linux-free", &bind, now()).await,
+        Err(StoreError::NotFound(_))
+    ));
     Ok(())
 }

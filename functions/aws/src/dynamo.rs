@@ -7,6 +7,7 @@
 //! this module holds the shared plumbing (reads, expressions, error mapping).
 
 mod conflicts;
+mod handover;
 mod jobs;
 mod lease;
 mod listing;
@@ -21,7 +22,9 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use ephemera_core::lifecycle::InstanceStatus;
 use ephemera_core::model::{JobRecord, JobStatus, PoolRecord, RunnerRecord};
-use ephemera_core::ports::{Claim, PoolCounter, RunnerStore, RunnerUpdate, StoreError, Transition};
+use ephemera_core::ports::{
+    Claim, ClaimHandOver, PoolCounter, RunnerStore, RunnerUpdate, StoreError, Transition,
+};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use time::OffsetDateTime;
@@ -229,8 +232,12 @@ impl RunnerStore for DynamoRunnerStore {
         self.release_claim(job_id, runner_name).await
     }
 
-    async fn pass_claim(&self, job_id: u64, from: &str, to: &str) -> Result<bool, StoreError> {
-        self.hand_claim_over(job_id, from, to).await
+    async fn hand_over_claim(
+        &self,
+        hand_over: &ClaimHandOver,
+        at: OffsetDateTime,
+    ) -> Result<bool, StoreError> {
+        self.hand_claim_over(hand_over, at).await
     }
 
     async fn get_runner(&self, name: &str) -> Result<Option<RunnerRecord>, StoreError> {

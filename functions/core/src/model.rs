@@ -2,9 +2,10 @@
 //!
 //! These are plain data; how they map onto DynamoDB items is the store adapter's business.
 
+pub use crate::lifecycle::JobStatus;
 use crate::lifecycle::{InstanceStatus, RunnerStatus};
+use crate::ports::RunnerScope;
 use serde::{Deserialize, Serialize};
-use std::fmt;
 use time::OffsetDateTime;
 
 /// One runner: an EC2 instance and its GitHub registration.
@@ -162,57 +163,6 @@ fn holds_slot() -> bool {
     true
 }
 
-/// What GitHub says a job is doing, as far as ephemera tracks it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum JobStatus {
-    Queued,
-    InProgress,
-    Completed,
-}
-
-impl JobStatus {
-    pub const ALL: [JobStatus; 3] = [
-        JobStatus::Queued,
-        JobStatus::InProgress,
-        JobStatus::Completed,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            JobStatus::Queued => "queued",
-            JobStatus::InProgress => "in_progress",
-            JobStatus::Completed => "completed",
-        }
-    }
-
-    /// Statuses a job may move forward from to reach `self` (never backwards, so
-    /// webhooks that arrive out of order cannot undo progress).
-    pub fn earlier(self) -> &'static [JobStatus] {
-        match self {
-            JobStatus::Queued => &[],
-            JobStatus::InProgress => &[JobStatus::Queued],
-            JobStatus::Completed => &[JobStatus::Queued, JobStatus::InProgress],
-        }
-    }
-}
-
-impl fmt::Display for JobStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for JobStatus {
-    type Err = crate::lifecycle::UnknownStatus;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        JobStatus::ALL
-            .into_iter()
-            .find(|status| status.as_str() == s)
-            .ok_or_else(|| crate::lifecycle::UnknownStatus(s.to_owned()))
-    }
-}
-
 /// One workflow job, as ephemera has seen it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobRecord {
@@ -249,4 +199,14 @@ impl JobRecord {
 pub struct PoolRecord {
     pub name: String,
     pub slots_used: u32,
+}
+
+/// Where the runner is registered on GitHub: the scaler registers it there, the reaper
+/// removes it from there.
+pub fn scope_of(runner: &RunnerRecord) -> RunnerScope {
+    RunnerScope {
+        installation_id: runner.installation_id,
+        owner: runner.owner.clone(),
+        repo: runner.repo.clone(),
+    }
 }

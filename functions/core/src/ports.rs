@@ -80,6 +80,20 @@ pub struct RunnerUpdate {
     pub expect_instance: Option<Option<String>>,
 }
 
+/// A queued job's claim moving off the runner launched for it, which GitHub gave
+/// another job (see [`RunnerStore::hand_over_claim`]): no crash between these writes can
+/// leave two records naming the job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimHandOver {
+    /// The queued job, claimed by `taker`.
+    pub job_id: u64,
+    /// The runner that took another job, and its update: bound to the job it took.
+    pub taker: (String, RunnerUpdate),
+    /// The runner the claim passes to, and its update naming the job; `None` drops the
+    /// claim, for a new runner.
+    pub to: Option<(String, RunnerUpdate)>,
+}
+
 /// A pool's slot counter as the table holds it, with when it last changed: the reaper
 /// repairs a drifted counter only once it has stood still (see
 /// [`RunnerStore::repair_pool_counter`]).
@@ -171,9 +185,17 @@ pub trait RunnerStore: Send + Sync {
     /// of a job in progress or completed is never dropped); idempotent.
     async fn unclaim_job(&self, job_id: u64, runner_name: &str) -> Result<(), StoreError>;
 
-    /// Hands a queued job's claim from runner `from` to runner `to` (whose own job was
-    /// taken by `from`); false when the job is no longer queued or no longer `from`'s.
-    async fn pass_claim(&self, job_id: u64, from: &str, to: &str) -> Result<bool, StoreError>;
+    /// In one transaction: moves queued job `job_id`'s claim from the runner that took
+    /// another job to the free runner (or drops it, with no free runner) and applies
+    /// both runners' updates, each conditional on its guards
+    /// ([`RunnerUpdate::unchanged_since`]). Nothing is written unless all hold: false
+    /// when the job is no longer queued or no longer the taker's, [`StoreError::Conflict`]
+    /// when a record changed since it was read (or another transaction held an item).
+    async fn hand_over_claim(
+        &self,
+        hand_over: &ClaimHandOver,
+        at: OffsetDateTime,
+    ) -> Result<bool, StoreError>;
 
     /// Reads a runner record.
     async fn get_runner(&self, name: &str) -> Result<Option<RunnerRecord>, StoreError>;

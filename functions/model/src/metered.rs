@@ -98,6 +98,8 @@ impl Hook for StoreMeter {
             "claim_job" | "reserve_runner" | "fail_creation" | "finish_deletion" => {
                 return self.transact().await;
             }
+            // The hand-over's job item and two runner records, no pool item.
+            "hand_over_claim" => "TransactWriteItems",
             "record_job" => "PutItem",
             "get_job" | "get_runner" | "get_pool" | "pool_counter" => "GetItem",
             "runners_in_status" | "jobs_in_status" => "Query",

@@ -173,7 +173,7 @@ async fn a_job_handed_to_a_record_the_scaler_died_on_runs_on_it() -> anyhow::Res
     // Job B is delivered; its runner comes online and GitHub gives it the older job A.
     p.sim.set_webhook_url(&p.webhook_url);
     let job_b = p.sim.create_job("octo-org", "app", &LABELS, None).await?;
-    let clock = now() + ephemera_core::handlers::scaler::CREATE_LEASE + minutes(1);
+    let clock = now() + ephemera_core::lifecycle::CREATE_LEASE + minutes(1);
     for _ in 0..2 {
         p.wait_for("both jobs to have run", LIMIT, || async {
             let sim = p.sim.snapshot();

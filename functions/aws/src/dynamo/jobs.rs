@@ -319,46 +319,4 @@ impl DynamoRunnerStore {
             Err(err) => Err(store_error(err)),
         }
     }
-
-    /// `SET runner_name = :to IF status = queued AND runner_name = :from`.
-    pub(super) async fn hand_claim_over(
-        &self,
-        job_id: u64,
-        from: &str,
-        to: &str,
-    ) -> Result<bool, StoreError> {
-        let mut expr = Expr::default();
-        let runner = expr.name(items::RUNNER_NAME);
-        let status = expr.name(items::STATUS);
-        let condition = format!(
-            "{status} = {} AND {runner} = {}",
-            expr.value("queued", items::s(JobStatus::Queued.as_str())),
-            expr.value("from", items::s(from)),
-        );
-        let launched = expr.name(items::LAUNCHED_RUNNER);
-        let to = expr.value("to", items::s(to));
-        let update = format!("SET {runner} = {to}, {launched} = {to}");
-        let result = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(items::key(items::job_key(job_id))))
-            .update_expression(update)
-            .condition_expression(condition)
-            .set_expression_attribute_names(expr.names())
-            .set_expression_attribute_values(expr.values())
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(true),
-            Err(err)
-                if err
-                    .as_service_error()
-                    .is_some_and(UpdateItemError::is_conditional_check_failed_exception) =>
-            {
-                Ok(false)
-            }
-            Err(err) => Err(store_error(err)),
-        }
-    }
 }

@@ -102,51 +102,13 @@ impl DynamoRunnerStore {
         update: &RunnerUpdate,
         at: OffsetDateTime,
     ) -> Result<RunnerRecord, StoreError> {
-        let mut expr = Expr::default();
-        let mut sets = vec![expr.assign(items::UPDATED_AT, items::timestamp(at))];
-        if let Some(instance_id) = &update.instance_id {
-            sets.push(expr.assign(items::INSTANCE_ID, items::s(instance_id.as_str())));
-        }
-        if let Some(id) = update.github_runner_id {
-            sets.push(expr.assign(items::GITHUB_RUNNER_ID, items::n(id)));
-        }
-        if let Some(status) = update.runner_status {
-            sets.push(expr.assign(items::RUNNER_STATUS, items::s(status.as_str())));
-        }
-        // A note alone (a job handed over) is kept in the history too.
-        if let Some(entry) =
-            HistoryEntry::of_update(at, update.runner_status, update.note.as_deref())
-        {
-            sets.push(append_history(&mut expr, &entry));
-        }
-        if let Some(job_id) = update.job_id {
-            sets.push(expr.assign(items::JOB_ID, items::n(job_id)));
-        }
-        let pk = expr.name(items::PK);
-        let mut condition = format!("attribute_exists({pk})");
-        if let Some(seen) = update.unchanged_since {
-            let updated_at = expr.name(items::UPDATED_AT);
-            let seen = expr.value("seen", items::timestamp(seen));
-            condition.push_str(&format!(" AND {updated_at} = {seen}"));
-        }
-        match &update.expect_instance {
-            Some(None) => {
-                let instance = expr.name(items::INSTANCE_ID);
-                condition.push_str(&format!(" AND attribute_not_exists({instance})"));
-            }
-            Some(Some(id)) => {
-                let instance = expr.name(items::INSTANCE_ID);
-                let expected = expr.value("expected_instance", items::s(id.as_str()));
-                condition.push_str(&format!(" AND {instance} = {expected}"));
-            }
-            None => {}
-        }
+        let (expr, sets, condition) = field_update(update, at);
         let result = self
             .client
             .update_item()
             .table_name(&self.table)
             .set_key(Some(items::key(items::runner_key(name))))
-            .update_expression(format!("SET {}", sets.join(", ")))
+            .update_expression(sets)
             .condition_expression(condition)
             .set_expression_attribute_names(expr.names())
             .set_expression_attribute_values(expr.values())
@@ -274,6 +236,66 @@ impl DynamoRunnerStore {
         record.history.drain(..excess);
         Ok(record)
     }
+}
+
+/// The expression of a [`RunnerUpdate`]: its names and values, the `SET` clause, and the
+/// condition (the record exists, its runner status allows the new one, and the update's
+/// guards hold).
+pub(super) fn field_update(update: &RunnerUpdate, at: OffsetDateTime) -> (Expr, String, String) {
+    let mut expr = Expr::default();
+    let mut sets = vec![expr.assign(items::UPDATED_AT, items::timestamp(at))];
+    if let Some(instance_id) = &update.instance_id {
+        sets.push(expr.assign(items::INSTANCE_ID, items::s(instance_id.as_str())));
+    }
+    if let Some(id) = update.github_runner_id {
+        sets.push(expr.assign(items::GITHUB_RUNNER_ID, items::n(id)));
+    }
+    let mut from = None;
+    if let Some(status) = update.runner_status {
+        sets.push(expr.assign(items::RUNNER_STATUS, items::s(status.as_str())));
+        // The core runner-status table, as the condition of the write.
+        let allowed: Vec<String> = status
+            .allowed_predecessors()
+            .iter()
+            .enumerate()
+            .map(|(i, before)| expr.value(&format!("rs{i}"), items::s(before.as_str())))
+            .collect();
+        from = Some(format!(
+            "{} IN ({})",
+            expr.name(items::RUNNER_STATUS),
+            allowed.join(", ")
+        ));
+    }
+    // A note alone (a job handed over) is kept in the history too.
+    if let Some(entry) = HistoryEntry::of_update(at, update.runner_status, update.note.as_deref()) {
+        sets.push(append_history(&mut expr, &entry));
+    }
+    if let Some(job_id) = update.job_id {
+        sets.push(expr.assign(items::JOB_ID, items::n(job_id)));
+    }
+    let pk = expr.name(items::PK);
+    let mut condition = format!("attribute_exists({pk})");
+    if let Some(from) = from {
+        condition.push_str(&format!(" AND {from}"));
+    }
+    if let Some(seen) = update.unchanged_since {
+        let updated_at = expr.name(items::UPDATED_AT);
+        let seen = expr.value("seen", items::timestamp(seen));
+        condition.push_str(&format!(" AND {updated_at} = {seen}"));
+    }
+    match &update.expect_instance {
+        Some(None) => {
+            let instance = expr.name(items::INSTANCE_ID);
+            condition.push_str(&format!(" AND attribute_not_exists({instance})"));
+        }
+        Some(Some(id)) => {
+            let instance = expr.name(items::INSTANCE_ID);
+            let expected = expr.value("expected_instance", items::s(id.as_str()));
+            condition.push_str(&format!(" AND {instance} = {expected}"));
+        }
+        None => {}
+    }
+    (expr, format!("SET {}", sets.join(", ")), condition)
 }
 
 /// `#history = list_append(if_not_exists(#history, :no_history), :history_entry)`.

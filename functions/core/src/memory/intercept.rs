@@ -235,6 +235,7 @@ other_arg!(
     Option<&str>,
     &JobRecord,
     &RunnerRecord,
+    &ClaimHandOver,
     &PoolCounter,
     &RunnerScope,
     &JitRequest,
@@ -267,7 +268,7 @@ intercept!(RunnerStore {
     fn claim_job(&self, job_id: u64, runner: &RunnerRecord, max_runners: u32) -> Result<Claim, StoreError>;
     fn reserve_runner(&self, runner: &RunnerRecord, max_runners: u32) -> Result<bool, StoreError>;
     fn unclaim_job(&self, job_id: u64, runner_name: &str) -> Result<(), StoreError>;
-    fn pass_claim(&self, job_id: u64, from: &str, to: &str) -> Result<bool, StoreError>;
+    fn hand_over_claim(&self, hand_over: &ClaimHandOver, at: OffsetDateTime) -> Result<bool, StoreError>;
     fn get_runner(&self, name: &str) -> Result<Option<RunnerRecord>, StoreError>;
     fn update_runner(&self, name: &str, update: &RunnerUpdate, at: OffsetDateTime) -> Result<RunnerRecord, StoreError>;
     fn transition(&self, name: &str, transition: &Transition) -> Result<RunnerRecord, StoreError>;

@@ -5,9 +5,11 @@
 //! meets a refused transition, a taken job or a full pool exactly where production would.
 
 use super::{lock, spend, InjectedFailure};
-use crate::lifecycle::InstanceStatus;
+use crate::lifecycle::{ClaimMove, ClaimState, InstanceStatus};
 use crate::model::{HistoryEntry, JobRecord, JobStatus, PoolRecord, RunnerRecord};
-use crate::ports::{Claim, PoolCounter, RunnerStore, RunnerUpdate, StoreError, Transition};
+use crate::ports::{
+    Claim, ClaimHandOver, PoolCounter, RunnerStore, RunnerUpdate, StoreError, Transition,
+};
 use async_trait::async_trait;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -22,7 +24,7 @@ pub enum StoreOp {
     ClaimJob,
     ReserveRunner,
     UnclaimJob,
-    PassClaim,
+    HandOverClaim,
     GetRunner,
     UpdateRunner,
     Transition,
@@ -45,7 +47,7 @@ impl StoreOp {
             StoreOp::ClaimJob => "claim_job",
             StoreOp::ReserveRunner => "reserve_runner",
             StoreOp::UnclaimJob => "unclaim_job",
-            StoreOp::PassClaim => "pass_claim",
+            StoreOp::HandOverClaim => "hand_over_claim",
             StoreOp::GetRunner => "get_runner",
             StoreOp::UpdateRunner => "update_runner",
             StoreOp::Transition => "transition",
@@ -82,12 +84,21 @@ struct Tables {
     failures: HashMap<StoreOp, u32>,
     /// Injected transaction conflicts still to come, per method.
     conflicts: HashMap<StoreOp, u32>,
+    /// Calls still answered before every call fails (an outage, or the caller's death
+    /// as far as the table can tell); `None` while there is none.
+    outage_after: Option<u32>,
 }
 
 impl Tables {
     /// Fails this call with [`StoreError::Conflict`] or [`StoreError::Transient`] if one
     /// is pending for `op`; a failed call writes nothing.
     fn check(&mut self, op: StoreOp) -> Result<(), StoreError> {
+        if let Some(left) = &mut self.outage_after {
+            if *left == 0 {
+                return Err(StoreError::Transient(Box::new(InjectedFailure("outage"))));
+            }
+            *left -= 1;
+        }
         if self.conflicts.get_mut(&op).is_some_and(spend) {
             return Err(StoreError::Conflict(format!("{} (injected)", op.as_str())));
         }
@@ -153,6 +164,17 @@ impl MemoryStore {
         lock(&self.tables).failures.insert(op, times);
     }
 
+    /// Answers the next `calls` calls of any method, then fails every call with
+    /// [`StoreError::Transient`] until [`MemoryStore::end_outage`]: nothing a caller
+    /// does after call `calls` reaches the table, as when its process dies there.
+    pub fn outage_after(&self, calls: u32) {
+        lock(&self.tables).outage_after = Some(calls);
+    }
+
+    pub fn end_outage(&self) {
+        lock(&self.tables).outage_after = None;
+    }
+
     /// Makes the next `times` calls of `op` lose a race to another transaction
     /// ([`StoreError::Conflict`], DynamoDB's `TransactionConflict`) and write nothing.
     pub fn conflict(&self, op: StoreOp, times: u32) {
@@ -166,6 +188,61 @@ fn refused(name: &str, to: InstanceStatus, actual: Option<InstanceStatus>) -> St
         to,
         actual: actual.map_or("missing", InstanceStatus::as_str).to_owned(),
     }
+}
+
+/// The conditions of a [`RunnerUpdate`] on the record as it is.
+fn guard(
+    name: &str,
+    record: Option<&RunnerRecord>,
+    update: &RunnerUpdate,
+) -> Result<(), StoreError> {
+    let Some(record) = record else {
+        return Err(StoreError::NotFound(format!("runner {name}")));
+    };
+    let moved_on = update
+        .unchanged_since
+        .is_some_and(|seen| seen != record.updated_at);
+    let other_instance = update
+        .expect_instance
+        .as_ref()
+        .is_some_and(|expected| *expected != record.instance_id);
+    if moved_on || other_instance {
+        return Err(StoreError::Conflict(format!("runner {name}")));
+    }
+    // The runner status table, as the DynamoDB store's condition: refused like any
+    // failed condition, a conflict for a guarded update and a missing record otherwise.
+    let refused = update
+        .runner_status
+        .is_some_and(|to| !record.runner_status.can_move_to(to));
+    if refused {
+        let guarded = update.unchanged_since.is_some() || update.expect_instance.is_some();
+        return Err(if guarded {
+            StoreError::Conflict(format!("runner {name}"))
+        } else {
+            StoreError::NotFound(format!("runner {name}"))
+        });
+    }
+    Ok(())
+}
+
+/// Writes a [`RunnerUpdate`] whose conditions hold.
+fn apply(record: &mut RunnerRecord, update: &RunnerUpdate, at: OffsetDateTime) {
+    if let Some(instance_id) = &update.instance_id {
+        record.instance_id = Some(instance_id.clone());
+    }
+    if let Some(github_runner_id) = update.github_runner_id {
+        record.github_runner_id = Some(github_runner_id);
+    }
+    if let Some(runner_status) = update.runner_status {
+        record.runner_status = runner_status;
+    }
+    if let Some(entry) = HistoryEntry::of_update(at, update.runner_status, update.note.as_deref()) {
+        record.note(entry);
+    }
+    if let Some(job_id) = update.job_id {
+        record.job_id = Some(job_id);
+    }
+    record.updated_at = at;
 }
 
 #[async_trait]
@@ -230,13 +307,15 @@ impl RunnerStore for MemoryStore {
         let Some(job) = tables.jobs.get_mut(&job_id) else {
             return Err(StoreError::NotFound(format!("job {job_id}")));
         };
-        if job.status != JobStatus::Queued {
-            return Ok(Claim::NotQueued(job.status));
-        }
-        if let Some(runner_name) = &job.runner_name {
-            return Ok(Claim::AlreadyClaimed {
-                runner_name: runner_name.clone(),
-            });
+        // The table allows a claim of an unclaimed job only.
+        match (ClaimState::of(job), &job.runner_name) {
+            (ClaimState::Bound, _) => return Ok(Claim::NotQueued(job.status)),
+            (ClaimState::Claimed, Some(runner_name)) => {
+                return Ok(Claim::AlreadyClaimed {
+                    runner_name: runner_name.clone(),
+                })
+            }
+            _ => debug_assert!(ClaimMove::Claim.allowed_on(job)),
         }
         if tables.runners.contains_key(&runner.name) {
             // The runner put is `attribute_not_exists(pk)`: names are never reused.
@@ -285,7 +364,7 @@ impl RunnerStore for MemoryStore {
         tables.check(StoreOp::UnclaimJob)?;
         if let Some(job) = tables.jobs.get_mut(&job_id) {
             // A claim is on a queued job only; past that the name is the runner that ran it.
-            if job.waits_for(runner_name) {
+            if ClaimMove::Drop.allowed_on(job) && job.runner_name.as_deref() == Some(runner_name) {
                 job.runner_name = None;
                 job.launched_runner = None;
             }
@@ -293,17 +372,40 @@ impl RunnerStore for MemoryStore {
         Ok(())
     }
 
-    async fn pass_claim(&self, job_id: u64, from: &str, to: &str) -> Result<bool, StoreError> {
-        let mut tables = lock(&self.tables);
-        tables.check(StoreOp::PassClaim)?;
-        match tables.jobs.get_mut(&job_id) {
-            Some(job) if job.waits_for(from) => {
-                job.runner_name = Some(to.to_owned());
-                job.launched_runner = Some(to.to_owned());
-                Ok(true)
-            }
-            _ => Ok(false),
+    async fn hand_over_claim(
+        &self,
+        hand_over: &ClaimHandOver,
+        at: OffsetDateTime,
+    ) -> Result<bool, StoreError> {
+        let tables = &mut *lock(&self.tables);
+        tables.check(StoreOp::HandOverClaim)?;
+        let taker = &hand_over.taker.0;
+        let movement = match hand_over.to {
+            Some(_) => ClaimMove::HandOver,
+            None => ClaimMove::Drop,
+        };
+        let waits = tables.jobs.get(&hand_over.job_id).is_some_and(|job| {
+            movement.allowed_on(job) && job.runner_name.as_deref() == Some(taker.as_str())
+        });
+        if !waits {
+            return Ok(false);
         }
+        // Every condition first, as the transaction checks them all before any write.
+        let updates = std::iter::once(&hand_over.taker).chain(hand_over.to.as_ref());
+        for (name, update) in updates.clone() {
+            guard(name, tables.runners.get(name), update)?;
+        }
+        for (name, update) in updates {
+            if let Some(record) = tables.runners.get_mut(name) {
+                apply(record, update, at);
+            }
+        }
+        if let Some(job) = tables.jobs.get_mut(&hand_over.job_id) {
+            let to = hand_over.to.as_ref().map(|(name, _)| name.clone());
+            job.runner_name.clone_from(&to);
+            job.launched_runner = to;
+        }
+        Ok(true)
     }
 
     async fn get_runner(&self, name: &str) -> Result<Option<RunnerRecord>, StoreError> {
@@ -320,37 +422,11 @@ impl RunnerStore for MemoryStore {
     ) -> Result<RunnerRecord, StoreError> {
         let mut tables = lock(&self.tables);
         tables.check(StoreOp::UpdateRunner)?;
+        guard(name, tables.runners.get(name), update)?;
         let Some(record) = tables.runners.get_mut(name) else {
             return Err(StoreError::NotFound(format!("runner {name}")));
         };
-        let moved_on = update
-            .unchanged_since
-            .is_some_and(|seen| seen != record.updated_at);
-        let other_instance = update
-            .expect_instance
-            .as_ref()
-            .is_some_and(|expected| *expected != record.instance_id);
-        if moved_on || other_instance {
-            return Err(StoreError::Conflict(format!("runner {name}")));
-        }
-        if let Some(instance_id) = &update.instance_id {
-            record.instance_id = Some(instance_id.clone());
-        }
-        if let Some(github_runner_id) = update.github_runner_id {
-            record.github_runner_id = Some(github_runner_id);
-        }
-        if let Some(runner_status) = update.runner_status {
-            record.runner_status = runner_status;
-        }
-        if let Some(entry) =
-            HistoryEntry::of_update(at, update.runner_status, update.note.as_deref())
-        {
-            record.note(entry);
-        }
-        if let Some(job_id) = update.job_id {
-            record.job_id = Some(job_id);
-        }
-        record.updated_at = at;
+        apply(record, update, at);
         Ok(record.clone())
     }
 
@@ -577,3 +653,7 @@ impl RunnerStore for MemoryStore {
 #[cfg(test)]
 #[path = "store_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "moves_tests.rs"]
+mod moves_tests;

@@ -36,8 +36,10 @@
 //! Rerun: `EPHEMERA_CHAOS_SEED=1234 cargo test -p ephemera-core --test chaos` runs seed
 //! 1234 alone and prints its trace; `EPHEMERA_CHAOS_SCHEDULES=N` runs N schedules from
 //! the first seed (default: 250 from seed 1), so `EPHEMERA_CHAOS_SEED=1000
-//! EPHEMERA_CHAOS_SCHEDULES=1500` runs seeds 1000 to 2499. A failure prints its seed, the
-//! violated invariant, the steps that led there and the world's state.
+//! EPHEMERA_CHAOS_SCHEDULES=1500` runs seeds 1000 to 2499; `make chaos-sweep SEEDS=N
+//! FROM=M` runs a long sweep on an optimized build (200,000 seeds in about six minutes).
+//! A failure prints its seed, the violated invariant, the steps that led there and the
+//! world's state.
 //!
 //! To see the suite fail, apply a deliberate break from `tests/chaos/breaks/`, e.g.
 //! `git apply functions/core/tests/chaos/breaks/skip-slot-reservation.patch` (or

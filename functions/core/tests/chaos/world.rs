@@ -27,7 +27,7 @@ pub const STORE_OPS: [StoreOp; 17] = [
     StoreOp::AdvanceJob,
     StoreOp::ClaimJob,
     StoreOp::UnclaimJob,
-    StoreOp::PassClaim,
+    StoreOp::HandOverClaim,
     StoreOp::GetRunner,
     StoreOp::UpdateRunner,
     StoreOp::Transition,

@@ -5,7 +5,7 @@
 //! No I/O here; `reconcile`, `orphans` and `warm` act on the answers.
 
 use crate::config::{Config, PoolConfig};
-use crate::handlers::scaler::CREATE_LEASE;
+use crate::lifecycle::CREATE_LEASE;
 use crate::lifecycle::{InstanceStatus, RunnerStatus};
 use crate::model::{JobRecord, RunnerRecord};
 use crate::names;

@@ -309,9 +309,7 @@ impl Reaper {
     fn remember_scopes(&self, snapshot: &Snapshot) {
         let mut memory = self.memory();
         for record in &snapshot.runners {
-            memory
-                .scopes
-                .insert(crate::handlers::scaler::scope_of(record));
+            memory.scopes.insert(crate::model::scope_of(record));
         }
     }
 

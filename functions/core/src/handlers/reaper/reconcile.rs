@@ -8,9 +8,9 @@
 use super::decide::{self, Cleanup, Verdict, JOB_CHECKS_PER_RUN, JOB_CHECK_INTERVAL};
 use super::{Reaper, ReaperReport, Snapshot};
 use crate::handlers::error_chain;
-use crate::handlers::scaler::scope_of;
 use crate::lifecycle::{InstanceStatus, RunnerStatus};
 use crate::metrics::{Dimension, Metric};
+use crate::model::scope_of;
 use crate::model::{JobStatus, RunnerRecord};
 use crate::ports::*;
 use time::OffsetDateTime;

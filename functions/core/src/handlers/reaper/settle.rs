@@ -14,9 +14,9 @@
 use super::decide::{FORGOTTEN_GRACE, QUEUED_GRACE};
 use super::{Reaper, Snapshot, JOB_BATCH};
 use crate::handlers::error_chain;
-use crate::handlers::scaler::scope_of;
 use crate::lifecycle::InstanceStatus;
 use crate::message::QueueMessage;
+use crate::model::scope_of;
 use crate::model::{JobRecord, JobStatus, RunnerRecord};
 use crate::ports::*;
 use std::collections::HashSet;

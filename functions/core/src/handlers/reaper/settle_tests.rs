@@ -4,9 +4,10 @@
 //! the stated number of runs.
 
 use super::*;
-use crate::handlers::scaler::{Handled, CREATE_LEASE};
+use crate::handlers::scaler::Handled;
 use crate::handlers::test_support::{message, now, World, POOL};
 use crate::lifecycle::RunnerStatus;
+use crate::lifecycle::CREATE_LEASE;
 use crate::message::MessageKind;
 
 fn far() -> Instant {

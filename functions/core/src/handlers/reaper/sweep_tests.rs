@@ -80,7 +80,7 @@ async fn orphan_instance_is_terminated_once_seen_in_two_runs_and_young_ones_are_
 async fn orphan_github_runners_of_this_deployment_are_removed_and_no_others() {
     let world = World::new(5);
     let runner = running_runner(&world, 2).await;
-    let scope = crate::handlers::scaler::scope_of(&runner);
+    let scope = crate::model::scope_of(&runner);
     world.forge.register(&scope, "eph-linux-orphan0001");
     world.forge.register(&scope, "other-linux-someone1");
     world.forge.register(&scope, "ephemeral-linux-abc");

@@ -5,6 +5,7 @@
 use super::*;
 use crate::handlers::test_support::{message, now, World};
 use crate::memory::{Call, Hook, Intercept, Refusal};
+use crate::message::MessageKind;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// Claims that take a while, counted when one starts while another is under way, as

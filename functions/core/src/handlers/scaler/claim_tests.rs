@@ -2,9 +2,12 @@
 //! a jittered wait, and one that keeps losing goes back in line, never failing its
 //! message.
 
+use super::claim::{claim_wait, CLAIM_FIRST_WAIT, CLAIM_MAX_WAIT, CLAIM_TRIES, CONTENDED_RETRY};
 use super::*;
 use crate::handlers::test_support::{message, now, World, POOL};
 use crate::memory::StoreOp;
+use crate::message::MessageKind;
+use std::collections::HashSet;
 
 #[test]
 fn claim_waits_are_jittered_below_a_doubling_bound() {

@@ -1,19 +1,13 @@
 //! Hand-over of a job whose runner took another: only to a runner whose labels cover the
 //! job, noted in that runner's history, and a runner still in creation is resumed at once.
 
+use super::prepare::job_record;
+use super::testing::up;
 use super::*;
 use crate::handlers::test_support::{message, now, World};
-
-async fn up(world: &World, job: u64) -> String {
-    match world
-        .scaler()
-        .handle(&message(MessageKind::Queued, job, None), now())
-        .await
-    {
-        Ok(Handled::RunnerUp(name)) => name,
-        other => panic!("no runner for job {job}: {other:?}"),
-    }
-}
+use crate::lifecycle::InstanceStatus;
+use crate::message::MessageKind;
+use crate::model::{JobStatus, RunnerRecord};
 
 /// Runner A (launched for job 1) takes job 2, whose runner is B.
 async fn a_takes_job_2(world: &World, runner_a: &str) {
@@ -214,11 +208,11 @@ fn assert_job_1_handed_to(world: &World, runner_b: &str) {
 }
 
 #[tokio::test]
-async fn a_hand_over_whose_claim_write_fails_is_undone_then_finished_by_the_retry() {
+async fn a_hand_over_whose_transaction_fails_writes_nothing_then_the_retry_hands_over() {
     let world = World::new(5);
     let runner_a = up(&world, 1).await;
     let runner_b = up(&world, 2).await;
-    world.store.fail(crate::memory::StoreOp::PassClaim, 1);
+    world.store.fail(crate::memory::StoreOp::HandOverClaim, 1);
     let failed = world
         .scaler()
         .handle(&message(MessageKind::InProgress, 2, Some(&runner_a)), now())
@@ -253,4 +247,56 @@ async fn a_hand_over_left_half_done_is_finished_not_undone() {
         world.queue.take().is_empty(),
         "job 1 is not queued again for a runner of its own"
     );
+}
+
+#[tokio::test]
+async fn runner_taking_a_job_that_had_claimed_a_runner_hands_its_own_job_over() {
+    let world = World::new(5);
+    let scaler = world.scaler();
+    let runner_a = up(&world, 1).await;
+    let runner_b = up(&world, 2).await;
+    // GitHub gives job 2 to runner A, launched for job 1.
+    scaler
+        .handle(&message(MessageKind::InProgress, 2, Some(&runner_a)), now())
+        .await
+        .expect("handled");
+    assert_eq!(
+        world.store.job(1).and_then(|j| j.runner_name),
+        Some(runner_b.clone()),
+        "job 1 now waits for runner B"
+    );
+    assert_eq!(
+        world.store.runner(&runner_b).and_then(|r| r.job_id),
+        Some(1)
+    );
+    assert_eq!(
+        world.store.runner(&runner_a).and_then(|r| r.job_id),
+        Some(2)
+    );
+    assert!(world.queue.sent().is_empty(), "no new runner needed");
+    assert_eq!(world.store.runners().len(), 2);
+}
+
+#[tokio::test]
+async fn runner_taking_a_job_without_a_runner_sends_its_own_job_back_to_the_queue() {
+    let world = World::new(5);
+    let scaler = world.scaler();
+    let runner_a = up(&world, 1).await;
+    // Job 2 never got a runner (its message waits for capacity); runner A takes it.
+    scaler
+        .handle(&message(MessageKind::InProgress, 2, Some(&runner_a)), now())
+        .await
+        .expect("handled");
+    assert_eq!(world.store.job(1).and_then(|j| j.runner_name), None);
+    let sent = world.queue.take();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!((sent[0].kind, sent[0].job_id), (MessageKind::Queued, 1));
+    // The message gives job 1 a runner of its own, once GitHub says it still waits.
+    world.forge.set_job_state(1, ForgeJobState::Queued);
+    let name = match scaler.handle(&sent[0], now()).await {
+        Ok(Handled::RunnerUp(name)) => name,
+        other => panic!("{other:?}"),
+    };
+    assert_ne!(name, runner_a);
+    assert_eq!(world.store.job(1).and_then(|j| j.runner_name), Some(name));
 }

@@ -1,9 +1,60 @@
-//! The scaler with a registration pace: jobs beyond their turn wait in the queue, not on
-//! launched instances, and a throttled registration pauses the pace.
+//! Wait: jobs over `max_runners` go back to the queue, delayed, and a job the table
+//! knows is over is dropped; with a registration pace, jobs beyond their turn wait in the
+//! queue, not on launched instances, and a throttled registration pauses the pace.
 
+use super::testing::*;
+use super::wait::MAX_QUEUE_DELAY;
 use super::*;
 use crate::handlers::test_support::{message, now, World, POOL};
 use crate::memory::ForgeFailure;
+use crate::message::MessageKind;
+use crate::model::JobStatus;
+use crate::pace::RegistrationPace;
+
+#[tokio::test]
+async fn scale_up_never_exceeds_max_runners_and_defers_the_rest() {
+    let world = World::new(2);
+    let failed = world.scaler().handle_batch(batch(1..=5), now()).await;
+    assert!(
+        failed.is_empty(),
+        "deferred jobs are not failures: {failed:?}"
+    );
+    assert_eq!(world.fleet.launched(), 2);
+    assert_eq!(world.store.slots_used(POOL), 2);
+    let deferred: Vec<u64> = world.queue.sent().iter().map(|m| m.job_id).collect();
+    assert_eq!(deferred.len(), 3, "jobs over capacity go back to the queue");
+    assert!(world
+        .queue
+        .delays()
+        .iter()
+        .all(|d| (CAPACITY_RETRY..=CAPACITY_RETRY.mul_f64(1.5)).contains(d)));
+}
+
+#[tokio::test]
+async fn deferred_job_of_a_full_pool_is_dropped_once_the_table_knows_it_is_over() {
+    let world = World::new(1);
+    let scaler = world.scaler();
+    let runner = up(&world, 1).await;
+    // The pool is full. Job 2's `queued` is deferred, and recorded so the reaper knows it.
+    let queued = message(MessageKind::Queued, 2, None);
+    let first = scaler.handle(&queued, now()).await.expect("handled");
+    assert_eq!(first, Handled::Deferred);
+    assert_eq!(
+        world.store.job(2).map(|j| j.status),
+        Some(JobStatus::Queued)
+    );
+    // The pool's idle runner takes job 2 (as GitHub may: with a warm pool holding every
+    // slot for good, every job is taken so) and the pool stays full.
+    scaler
+        .handle(&message(MessageKind::InProgress, 2, Some(&runner)), now())
+        .await
+        .expect("bound");
+    world.queue.take();
+    let again = scaler.handle(&queued, now()).await.expect("handled");
+    assert_eq!(again, Handled::NothingToDo, "not deferred for ever");
+    assert!(world.queue.sent().is_empty());
+    assert_eq!(world.fleet.launched(), 1);
+}
 
 fn paced(world: &World, per_second: f64, burst: f64) -> Arc<Scaler> {
     let pace = Arc::new(RegistrationPace::new(per_second, burst));
@@ -18,15 +69,6 @@ fn paced(world: &World, per_second: f64, burst: f64) -> Arc<Scaler> {
         )
         .with_registration_pace(pace),
     )
-}
-
-fn batch(jobs: impl IntoIterator<Item = u64>) -> Vec<BatchItem> {
-    jobs.into_iter()
-        .map(|job| BatchItem {
-            message_id: format!("m{job}"),
-            body: message(MessageKind::Queued, job, None).encode(),
-        })
-        .collect()
 }
 
 #[tokio::test(start_paused = true)]

@@ -1,13 +1,18 @@
-//! The lifecycle of a runner instance and of its GitHub registration.
-//!
-//! [`InstanceStatus`] follows GARM's instance lifecycle; [`RunnerStatus`] is GitHub's view
-//! of the runner. [`InstanceStatus::allowed_predecessors`] is the one transition table:
-//! the DynamoDB store turns it into the condition of every status update, so a writer can
-//! never move a record along an edge that is not in this table.
+//! The runner instance's status, as GARM names it. [`InstanceStatus::allowed_predecessors`]
+//! is its transition table: the DynamoDB store turns it into the condition of every
+//! status update, so a writer can never move a record along an edge that is not in it.
 
+use super::UnknownStatus;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
+use std::time::Duration;
+
+/// How long a `creating` record belongs to the delivery that touched it last. A
+/// retried delivery resumes it only after that, so two deliveries of one job never
+/// create twice; a delivery that died mid-way is resumed once the lease is over (the
+/// scaler's resume and the reaper's stalled-creation rule both wait for it).
+pub const CREATE_LEASE: Duration = Duration::from_secs(60);
 
 /// Where a runner instance is in its life, as GARM names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -85,67 +90,10 @@ impl fmt::Display for InstanceStatus {
     }
 }
 
-/// A status string that names no [`InstanceStatus`] or [`RunnerStatus`].
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("unknown status {0:?}")]
-pub struct UnknownStatus(pub String);
-
 impl FromStr for InstanceStatus {
     type Err = UnknownStatus;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         InstanceStatus::ALL
-            .into_iter()
-            .find(|status| status.as_str() == s)
-            .ok_or_else(|| UnknownStatus(s.to_owned()))
-    }
-}
-
-/// GitHub's view of a runner.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RunnerStatus {
-    /// Registered (JIT config issued) but not yet online.
-    Pending,
-    /// Online and waiting for a job.
-    Idle,
-    /// Running a job.
-    Active,
-    /// Was online, no longer is.
-    Offline,
-    /// Removed from GitHub.
-    Terminated,
-}
-
-impl RunnerStatus {
-    pub const ALL: [RunnerStatus; 5] = [
-        RunnerStatus::Pending,
-        RunnerStatus::Idle,
-        RunnerStatus::Active,
-        RunnerStatus::Offline,
-        RunnerStatus::Terminated,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunnerStatus::Pending => "pending",
-            RunnerStatus::Idle => "idle",
-            RunnerStatus::Active => "active",
-            RunnerStatus::Offline => "offline",
-            RunnerStatus::Terminated => "terminated",
-        }
-    }
-}
-
-impl fmt::Display for RunnerStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for RunnerStatus {
-    type Err = UnknownStatus;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        RunnerStatus::ALL
             .into_iter()
             .find(|status| status.as_str() == s)
             .ok_or_else(|| UnknownStatus(s.to_owned()))
@@ -193,9 +141,6 @@ mod tests {
     fn statuses_round_trip_through_strings() {
         for status in InstanceStatus::ALL {
             assert_eq!(status.as_str().parse::<InstanceStatus>(), Ok(status));
-        }
-        for status in RunnerStatus::ALL {
-            assert_eq!(status.as_str().parse::<RunnerStatus>(), Ok(status));
         }
         assert!("runnning".parse::<InstanceStatus>().is_err());
     }

@@ -1,6 +1,6 @@
-//! The launch and finish phases of the scaler: one EC2 request per pool for the runners
-//! of a batch (spot first when asked, on-demand for what spot could not give), then each
-//! runner registered on GitHub with its JIT config handed to its instance.
+//! Register: each runner on its own is registered on GitHub, its JIT config handed to
+//! its instance's JIT item, and marked `running`; a failed step is retried, abandoned
+//! when no job waits for the runner any more, or fails the creation.
 
 use super::{Handled, Scaler, ScalerError};
 use crate::clock::Clock;
@@ -8,11 +8,10 @@ use crate::config::PoolConfig;
 use crate::handlers::error_chain;
 use crate::lifecycle::InstanceStatus;
 use crate::metrics::{Dimension, Metric};
-use crate::model::RunnerRecord;
-use crate::names;
+use crate::model::{scope_of, RunnerRecord};
 use crate::ports::*;
 use std::time::Duration;
-use tracing::{error, info, warn};
+use tracing::{error, info};
 
 /// How long the registration pace pauses after a throttled registration when GitHub
 /// gave no `retry-after` (its documentation says to wait at least a minute).
@@ -58,171 +57,7 @@ enum Registration {
     AlreadyServing,
 }
 
-/// The `Reason` dimension of a launch failure.
-fn failure_reason(err: &FleetError) -> &'static str {
-    match err {
-        FleetError::CapacityUnavailable(_) => "capacity",
-        FleetError::Throttled(_) => "throttled",
-        FleetError::Rejected { .. } => "rejected",
-        FleetError::Transient(_) => "transient",
-    }
-}
-
-/// Instances for `count` runners of `pool` in `deployment`: the pool's market first, and
-/// on-demand for whatever spot had no capacity for. A pool with an `ami` launches through
-/// the deployment's launch template (its instance profile, security groups, metadata
-/// options and user data) with the image overridden.
-pub fn fleet_request(
-    deployment: &str,
-    pool: &PoolConfig,
-    count: u32,
-    market: Market,
-) -> FleetRequest {
-    let template = pool.launch_template.clone();
-    FleetRequest {
-        pool: pool.name.clone(),
-        count,
-        launch_template: template.unwrap_or_else(|| names::launch_template_name(deployment)),
-        template_version: pool.template_version(deployment),
-        ami: pool.ami.clone(),
-        instance_types: pool.instance_types.clone(),
-        subnets: pool.subnets.clone(),
-        market,
-    }
-}
-
 impl Scaler {
-    /// Launches instances for the runners of one pool in one request (plus one on-demand
-    /// request if spot fell short), records each runner's instance, and fails the
-    /// runners left without one. Returns the runners to finish and the failed outcomes.
-    pub(super) async fn launch_pool(
-        &self,
-        pool_name: &str,
-        runners: Vec<(String, RunnerRecord)>,
-        clock: &Clock,
-    ) -> (
-        Vec<(String, RunnerRecord)>,
-        Vec<(String, Result<Handled, ScalerError>)>,
-    ) {
-        let Ok(pool) = self.pool(pool_name) else {
-            let failed = runners
-                .into_iter()
-                .map(|(id, _)| (id, Err(ScalerError::UnknownPool(pool_name.to_owned()))))
-                .collect();
-            return (Vec::new(), failed);
-        };
-        let count = u32::try_from(runners.len()).unwrap_or(u32::MAX);
-        let (instance_ids, shortfall) = self.launch_with_fallback(pool, count).await;
-        let by_pool = [(Dimension::Pool, pool.name.as_str())];
-        self.metrics
-            .record(Metric::RunnersLaunched, &by_pool, instance_ids.len() as f64);
-        let missing = runners.len().saturating_sub(instance_ids.len());
-        if missing > 0 {
-            let reason = shortfall.as_ref().map_or("fewer_instances", failure_reason);
-            self.metrics.record(
-                Metric::LaunchFailures,
-                &[
-                    (Dimension::Pool, pool.name.as_str()),
-                    (Dimension::Reason, reason),
-                ],
-                missing as f64,
-            );
-        }
-        let mut launched = Vec::new();
-        let mut failed = Vec::new();
-        let mut instances = instance_ids.into_iter();
-        for (message_id, runner) in runners {
-            let Some(instance_id) = instances.next() else {
-                let cause: Cause = match &shortfall {
-                    Some(err) => error_chain(err).into(),
-                    None => "EC2 launched fewer instances than asked".into(),
-                };
-                let outcome = self.fail(&runner, cause, clock).await;
-                failed.push((message_id, outcome));
-                continue;
-            };
-            // Only if no other delivery recorded an instance first: if one did, this
-            // instance stays unrecorded (it never gets a JIT config) and the orphan sweep
-            // ends it. Other changes to the record meanwhile (its job handed over, say)
-            // do not matter.
-            let update = RunnerUpdate {
-                instance_id: Some(instance_id.clone()),
-                expect_instance: Some(None),
-                ..RunnerUpdate::default()
-            };
-            match self
-                .store
-                .update_runner(&runner.name, &update, clock.now())
-                .await
-            {
-                Ok(runner) => {
-                    if let Some(queued_at) = runner.job_queued_at {
-                        self.metrics.record_duration(
-                            Metric::QueuedToLaunched,
-                            &by_pool,
-                            clock.now() - queued_at,
-                        );
-                    }
-                    info!(runner = %runner.name, %instance_id, pool = %pool.name, "instance launched");
-                    launched.push((message_id, runner));
-                }
-                // The instance has no record now: the reaper's orphan sweep ends it.
-                Err(err) => failed.push((message_id, Err(err.into()))),
-            }
-        }
-        (launched, failed)
-    }
-
-    async fn launch_with_fallback(
-        &self,
-        pool: &PoolConfig,
-        count: u32,
-    ) -> (Vec<String>, Option<FleetError>) {
-        let market = if pool.spot {
-            Market::Spot
-        } else {
-            Market::OnDemand
-        };
-        let (mut ids, shortfall) = match self
-            .launcher
-            .launch(&fleet_request(&self.config.deployment, pool, count, market))
-            .await
-        {
-            Ok(launch) => (launch.instance_ids, launch.shortfall),
-            Err(err) => (Vec::new(), Some(err)),
-        };
-        let missing = count.saturating_sub(u32::try_from(ids.len()).unwrap_or(u32::MAX));
-        match shortfall {
-            Some(FleetError::CapacityUnavailable(code))
-                if market == Market::Spot && missing > 0 =>
-            {
-                warn!(pool = %pool.name, missing, code = %code, "spot capacity unavailable; falling back to on-demand");
-                self.metrics.record(
-                    Metric::SpotFallbacks,
-                    &[(Dimension::Pool, pool.name.as_str())],
-                    f64::from(missing),
-                );
-                match self
-                    .launcher
-                    .launch(&fleet_request(
-                        &self.config.deployment,
-                        pool,
-                        missing,
-                        Market::OnDemand,
-                    ))
-                    .await
-                {
-                    Ok(launch) => {
-                        ids.extend(launch.instance_ids);
-                        (ids, launch.shortfall)
-                    }
-                    Err(err) => (ids, Some(err)),
-                }
-            }
-            other => (ids, other),
-        }
-    }
-
     /// Registers the runner on GitHub, hands its JIT config to its instance, and marks it
     /// `running`; a runner an earlier try registered that GitHub shows online is marked
     /// `running` as it is.
@@ -282,7 +117,7 @@ impl Scaler {
         let Some(instance_id) = runner.instance_id.as_deref() else {
             return Err(CreateError::Failed("runner has no instance".into()));
         };
-        let scope = super::scope_of(runner);
+        let scope = scope_of(runner);
         if let Some(earlier) = runner.github_runner_id {
             // An earlier try registered the runner and died before `running`: before or
             // after it handed the JIT config over, the record cannot tell. GitHub can: a
@@ -353,7 +188,7 @@ impl Scaler {
     /// still waits for this runner. If none does (GitHub gave its job to another runner
     /// meanwhile and no job was handed to it), the half-made runner is sent to be
     /// deleted now, instead of standing in `creating` until the reaper's lease passes.
-    async fn retry_or_abandon(
+    pub(super) async fn retry_or_abandon(
         &self,
         runner: &RunnerRecord,
         cause: Cause,
@@ -407,7 +242,7 @@ impl Scaler {
     /// A creation that cannot succeed: the record goes to `error` and gives its slot back
     /// (the reaper cleans what was made), and the job is freed so the retried message
     /// launches a fresh runner.
-    async fn fail(
+    pub(super) async fn fail(
         &self,
         runner: &RunnerRecord,
         cause: Cause,

@@ -1,0 +1,179 @@
+//! Launch: the runners of one pool that need an instance get one EC2 request together
+//! (spot first when the pool asks for it, then on-demand for what spot could not give),
+//! and each runner records its instance; a runner left without one fails.
+
+use super::{Handled, Scaler, ScalerError};
+use crate::clock::Clock;
+use crate::config::PoolConfig;
+use crate::handlers::error_chain;
+use crate::metrics::{Dimension, Metric};
+use crate::model::RunnerRecord;
+use crate::names;
+use crate::ports::*;
+use tracing::{info, warn};
+
+/// The `Reason` dimension of a launch failure.
+fn failure_reason(err: &FleetError) -> &'static str {
+    match err {
+        FleetError::CapacityUnavailable(_) => "capacity",
+        FleetError::Throttled(_) => "throttled",
+        FleetError::Rejected { .. } => "rejected",
+        FleetError::Transient(_) => "transient",
+    }
+}
+
+/// Instances for `count` runners of `pool` in `deployment`: the pool's market first, and
+/// on-demand for whatever spot had no capacity for. A pool with an `ami` launches through
+/// the deployment's launch template (its instance profile, security groups, metadata
+/// options and user data) with the image overridden.
+pub fn fleet_request(
+    deployment: &str,
+    pool: &PoolConfig,
+    count: u32,
+    market: Market,
+) -> FleetRequest {
+    let template = pool.launch_template.clone();
+    FleetRequest {
+        pool: pool.name.clone(),
+        count,
+        launch_template: template.unwrap_or_else(|| names::launch_template_name(deployment)),
+        template_version: pool.template_version(deployment),
+        ami: pool.ami.clone(),
+        instance_types: pool.instance_types.clone(),
+        subnets: pool.subnets.clone(),
+        market,
+    }
+}
+
+impl Scaler {
+    /// Launches instances for the runners of one pool in one request (plus one on-demand
+    /// request if spot fell short), records each runner's instance, and fails the
+    /// runners left without one. Returns the runners to finish and the failed outcomes.
+    pub(super) async fn launch_pool(
+        &self,
+        pool_name: &str,
+        runners: Vec<(String, RunnerRecord)>,
+        clock: &Clock,
+    ) -> (
+        Vec<(String, RunnerRecord)>,
+        Vec<(String, Result<Handled, ScalerError>)>,
+    ) {
+        let Ok(pool) = self.pool(pool_name) else {
+            let failed = runners
+                .into_iter()
+                .map(|(id, _)| (id, Err(ScalerError::UnknownPool(pool_name.to_owned()))))
+                .collect();
+            return (Vec::new(), failed);
+        };
+        let count = u32::try_from(runners.len()).unwrap_or(u32::MAX);
+        let (instance_ids, shortfall) = self.launch_with_fallback(pool, count).await;
+        let by_pool = [(Dimension::Pool, pool.name.as_str())];
+        self.metrics
+            .record(Metric::RunnersLaunched, &by_pool, instance_ids.len() as f64);
+        let missing = runners.len().saturating_sub(instance_ids.len());
+        if missing > 0 {
+            let reason = shortfall.as_ref().map_or("fewer_instances", failure_reason);
+            self.metrics.record(
+                Metric::LaunchFailures,
+                &[
+                    (Dimension::Pool, pool.name.as_str()),
+                    (Dimension::Reason, reason),
+                ],
+                missing as f64,
+            );
+        }
+        let mut launched = Vec::new();
+        let mut failed = Vec::new();
+        let mut instances = instance_ids.into_iter();
+        for (message_id, runner) in runners {
+            let Some(instance_id) = instances.next() else {
+                let cause: Cause = match &shortfall {
+                    Some(err) => error_chain(err).into(),
+                    None => "EC2 launched fewer instances than asked".into(),
+                };
+                let outcome = self.fail(&runner, cause, clock).await;
+                failed.push((message_id, outcome));
+                continue;
+            };
+            // Only if no other delivery recorded an instance first: if one did, this
+            // instance stays unrecorded (it never gets a JIT config) and the orphan sweep
+            // ends it. Other changes to the record meanwhile (its job handed over, say)
+            // do not matter.
+            let update = RunnerUpdate {
+                instance_id: Some(instance_id.clone()),
+                expect_instance: Some(None),
+                ..RunnerUpdate::default()
+            };
+            match self
+                .store
+                .update_runner(&runner.name, &update, clock.now())
+                .await
+            {
+                Ok(runner) => {
+                    if let Some(queued_at) = runner.job_queued_at {
+                        self.metrics.record_duration(
+                            Metric::QueuedToLaunched,
+                            &by_pool,
+                            clock.now() - queued_at,
+                        );
+                    }
+                    info!(runner = %runner.name, %instance_id, pool = %pool.name, "instance launched");
+                    launched.push((message_id, runner));
+                }
+                // The instance has no record now: the reaper's orphan sweep ends it.
+                Err(err) => failed.push((message_id, Err(err.into()))),
+            }
+        }
+        (launched, failed)
+    }
+
+    async fn launch_with_fallback(
+        &self,
+        pool: &PoolConfig,
+        count: u32,
+    ) -> (Vec<String>, Option<FleetError>) {
+        let market = if pool.spot {
+            Market::Spot
+        } else {
+            Market::OnDemand
+        };
+        let (mut ids, shortfall) = match self
+            .launcher
+            .launch(&fleet_request(&self.config.deployment, pool, count, market))
+            .await
+        {
+            Ok(launch) => (launch.instance_ids, launch.shortfall),
+            Err(err) => (Vec::new(), Some(err)),
+        };
+        let missing = count.saturating_sub(u32::try_from(ids.len()).unwrap_or(u32::MAX));
+        match shortfall {
+            Some(FleetError::CapacityUnavailable(code))
+                if market == Market::Spot && missing > 0 =>
+            {
+                warn!(pool = %pool.name, missing, code = %code, "spot capacity unavailable; falling back to on-demand");
+                self.metrics.record(
+                    Metric::SpotFallbacks,
+                    &[(Dimension::Pool, pool.name.as_str())],
+                    f64::from(missing),
+                );
+                match self
+                    .launcher
+                    .launch(&fleet_request(
+                        &self.config.deployment,
+                        pool,
+                        missing,
+                        Market::OnDemand,
+                    ))
+                    .await
+                {
+                    Ok(launch) => {
+                        ids.extend(launch.instance_ids);
+                        (ids, launch.shortfall)
+                    }
+                    Err(err) => (ids, Some(err)),
+                }
+            }
+            other => (ids, other),
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! The job's status: GitHub's view of a workflow job, as far as ephemera tracks it. It
+//! only moves forward ([`JobStatus::earlier`]), so webhooks that come late, twice or out
+//! of order never undo progress.
+
+use super::UnknownStatus;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// What GitHub says a job is doing, as far as ephemera tracks it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobStatus {
+    Queued,
+    InProgress,
+    Completed,
+}
+
+impl JobStatus {
+    pub const ALL: [JobStatus; 3] = [
+        JobStatus::Queued,
+        JobStatus::InProgress,
+        JobStatus::Completed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobStatus::Queued => "queued",
+            JobStatus::InProgress => "in_progress",
+            JobStatus::Completed => "completed",
+        }
+    }
+
+    /// Statuses a job may move forward from to reach `self` (never backwards, so
+    /// webhooks that arrive out of order cannot undo progress): the job's transition
+    /// table, read by destination; the store writes `IF status IN (earlier(to))`.
+    pub fn earlier(self) -> &'static [JobStatus] {
+        match self {
+            JobStatus::Queued => &[],
+            JobStatus::InProgress => &[JobStatus::Queued],
+            JobStatus::Completed => &[JobStatus::Queued, JobStatus::InProgress],
+        }
+    }
+}
+
+impl fmt::Display for JobStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for JobStatus {
+    type Err = UnknownStatus;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        JobStatus::ALL
+            .into_iter()
+            .find(|status| status.as_str() == s)
+            .ok_or_else(|| UnknownStatus(s.to_owned()))
+    }
+}
+
+impl JobStatus {
+    /// Whether the table allows moving from `self` to `to`.
+    pub fn can_move_to(self, to: JobStatus) -> bool {
+        to.earlier().contains(&self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::JobStatus::*;
+    use super::*;
+
+    #[test]
+    fn a_job_only_moves_forward() {
+        let allowed: &[(JobStatus, &[JobStatus])] = &[
+            (Queued, &[InProgress, Completed]),
+            (InProgress, &[Completed]),
+            (Completed, &[]),
+        ];
+        for (from, tos) in allowed {
+            for to in JobStatus::ALL {
+                assert_eq!(from.can_move_to(to), tos.contains(&to), "{from} -> {to}");
+            }
+        }
+    }
+}
