@@ -59,8 +59,8 @@ async fn jit_table() -> anyhow::Result<Table> {
     })
 }
 
-/// `aws dynamodb get-item --key {"instance_arn":{"S":ARN}} --consistent-read
-/// --projection-expression jit_config`, as bootstrap.sh runs it.
+/// DynamoDB `GetItem` of key `{"instance_arn":{"S":ARN}}`, `ConsistentRead`, projection
+/// `jit_config`: the request bootstrap.sh signs and sends with `curl --aws-sigv4`.
 async fn read_as_bootstrap(table: &Table, instance_arn: &str) -> anyhow::Result<Option<String>> {
     let output = table
         .dynamodb

@@ -1,7 +1,8 @@
 //! Exit codes of the operator commands, and the error that carries one.
 //!
 //! Scripts branch on these, so they are part of the CLI's contract: documented in
-//! `ephemera --help` (see [`EXIT_CODES_HELP`]) and in the README, and never renumbered.
+//! `ephemera --help` (see [`EXIT_CODES_HELP`]) and in docs/operating.md ("Exit codes"), and
+//! never renumbered.
 
 use std::fmt;
 use std::process::ExitCode;

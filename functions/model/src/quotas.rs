@@ -1,5 +1,5 @@
 //! Every figure the model runs on, with where it comes from. A figure nobody publishes
-//! is marked "assumed"; the README's "At scale" table is this file.
+//! is marked "assumed"; docs/performance.md's "The quotas it runs on" table is this file.
 
 use crate::bucket::BucketSpec;
 use std::time::Duration;
@@ -159,7 +159,7 @@ impl Settings {
     }
 }
 
-/// The figures and their sources, for the README table: (figure, value, source).
+/// The figures and their sources, for docs/performance.md's table: (figure, value, source).
 pub const SOURCES: &[(&str, &str, &str)] = &[
     ("GitHub REST points per minute per endpoint", "900 (POST 5, GET 1)", "docs.github.com, Rate limits for the REST API: secondary rate limits"),
     ("GitHub concurrent requests", "100", "same page"),

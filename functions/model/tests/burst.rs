@@ -1,8 +1,8 @@
 //! The model's short burst, run by `make test`: 100 jobs through the real handlers on
 //! the metered ports. It checks behaviour, not timings: nothing dead-lettered, every job
 //! running, and a job's calls counted by the model equal to what the in-memory handlers
-//! themselves did (and to the calls per job the emulator burst measures, see README
-//! "Benchmarks", with the JIT config in a DynamoDB item instead of SSM).
+//! themselves did (and to the calls per job the emulator burst measures, see
+//! docs/performance.md "Burst", with the JIT config in a DynamoDB item instead of SSM).
 
 use ephemera_model::burst::{run, BurstSpec};
 use ephemera_model::cloud::{Caller, Tally};

@@ -197,7 +197,7 @@ async fn drifted_pool_counter_is_repaired_in_two_runs() -> anyhow::Result<()> {
 
 /// How many `deleted` items the cost test writes: 200 times what the run may read, so a
 /// run that scanned the history would fail by far; `make bench` runs the reaper over
-/// 100,000 (the README's Benchmarks).
+/// 100,000 (docs/performance.md, "Reaper").
 const HISTORY_ITEMS: usize = 10_000;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -165,8 +165,8 @@ impl Agent {
         }
     }
 
-    /// `aws dynamodb get-item --consistent-read --projection-expression jit_config`, as
-    /// bootstrap.sh reads it.
+    /// DynamoDB `GetItem`, `ConsistentRead`, projection `jit_config`: the request
+    /// bootstrap.sh sends with `curl --aws-sigv4`.
     async fn read_jit_config(&self, instance_arn: &str) -> anyhow::Result<Option<String>> {
         let output = self
             .dynamodb
@@ -181,7 +181,7 @@ impl Agent {
         Ok(config.and_then(|value| value.as_s().ok().cloned()))
     }
 
-    /// `aws dynamodb delete-item`, as bootstrap.sh deletes it.
+    /// DynamoDB `DeleteItem`, as bootstrap.sh deletes it (with `curl --aws-sigv4`).
     async fn delete_jit_config(&self, instance_arn: &str) {
         let deleted = self
             .dynamodb

@@ -9,8 +9,8 @@ import sys
 import threading
 import time
 
-# AWS's own limits and rates, each one a setting (see README, "How the tests stand in
-# for AWS and GitHub", for the page that documents each).
+# AWS's own limits and rates, each one a setting (see docs/testing.md, "The strict world:
+# how the tests stand in for AWS", for the page that documents each).
 DEFAULTS = {
     "enabled": True,
     # SSM Parameter Store
