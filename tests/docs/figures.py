@@ -204,6 +204,15 @@ def render_webhook():
     return table(["delivery", "bytes", "events/s", "p50", "p99"], rows)
 
 
+def render_webhook_refused():
+    rows = [
+        (r["payload"].replace("<", "&lt;").replace(">", "&gt;"), number(r["bytes"]), number(r["events_per_second"], 0),
+         f"{number(r['p50_us'])} µs", number(r["share_of_genuine"]))
+        for r in load("bench/webhook.json")["webhook_refused"]
+    ]
+    return table(["refused request", "bytes", "refusals/s, one core", "p50", "share of a genuine delivery's CPU time"], rows)
+
+
 def render_functions():
     data = load("bench/results.json")["functions"]
     rows = [
@@ -300,6 +309,7 @@ def render_model_vs_peer():
 
 RENDERERS = {
     "webhook": render_webhook,
+    "webhook-refused": render_webhook_refused,
     "functions": render_functions,
     "burst-calls": render_burst_calls,
     "burst-times": render_burst_times,

@@ -76,6 +76,20 @@ class FigureCheck(unittest.TestCase):
         (self.root / "bench/model.json").write_text(json.dumps(MODEL))
         self.assertIn("no source stamp", figures.stale("bench/model.json"))
 
+    def test_the_refusal_table_renders_each_refusal_with_its_share_of_a_genuine_delivery(self):
+        refused = {"payload": "no signature", "bytes": 8380, "events_per_second": 5212903.4,
+                   "p50_us": 0.2, "share_of_genuine": 0.015}
+        (self.root / "bench/webhook.json").write_text(json.dumps({"webhook_refused": [refused]}))
+        block = figures.render_webhook_refused()
+        self.assertIn("| no signature | 8,380 | 5,212,903 | 0.2 µs | 0.015 |", block)
+        (self.root / "docs/performance.md").write_text(f"<!-- figures:webhook-refused -->\n{block}<!-- /figures -->\n")
+        self.page("297.5")
+        self.assertEqual(figures.check(), 0)
+        (self.root / "docs/performance.md").write_text(
+            f"<!-- figures:webhook-refused -->\n{block.replace('0.015', '0.005')}<!-- /figures -->\n"
+        )
+        self.assertEqual(figures.check(), 1)
+
 
 if __name__ == "__main__":
     unittest.main()
