@@ -12,12 +12,19 @@
 # (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/manage-launch-template-versions.html),
 # and the stack can pass on either version number with Fn::GetAtt
 # (https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-resource-ec2-launchtemplate.html).
-# `install()` patches moto's ResourceMap.update; `python -m strict_moto` calls it.
+# moto also looks for a changed parameter only in `Ref`, not in `${Name}` of Fn::Sub, so a
+# launch template whose ImageId is `resolve:ssm:${RunnerAmi}` kept its image after an
+# update of RunnerAmi; CloudFormation updates it, as every property that resolves
+# differently. `install()` patches moto's ResourceMap.update and build_resource_diff;
+# `python -m strict_moto` calls it.
 import re
 
 from moto.cloudformation.parsing import ResourceMap, parse_and_update_resource
 
 _update = ResourceMap.update
+_build_resource_diff = ResourceMap.build_resource_diff
+
+_SUB_PARAMETER = re.compile(r"\$\{([A-Za-z0-9]+)\}")
 
 _SUB_REFERENCE = re.compile(r"\$\{([A-Za-z0-9]+)\.([A-Za-z0-9.]+)\}")
 
@@ -81,5 +88,35 @@ def _update_with_readers(self, template, parameters=None):
                     self._parsed_resources[name] = updated
 
 
+def _parameters_subbed(node):
+    """The names `${Name}` of every Fn::Sub string in `node` (parameters, or resources)."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "Fn::Sub":
+                text = value[0] if isinstance(value, list) else value
+                if isinstance(text, str):
+                    yield from _SUB_PARAMETER.findall(text)
+                if isinstance(value, list):
+                    yield from _parameters_subbed(value[1:])
+            else:
+                yield from _parameters_subbed(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _parameters_subbed(item)
+
+
+def _diff_with_subbed_parameters(self, other_template, parameters=None):
+    actions = _build_resource_diff(self, other_template, parameters)
+    if not parameters:
+        return actions
+    changed = {name for name in parameters if self.input_parameters.get(name) != parameters[name]}
+    old = self._resource_json_map
+    for name, body in other_template["Resources"].items():
+        if name in old and name not in actions["Modify"] and changed & set(_parameters_subbed(body)):
+            actions["Modify"].append(name)
+    return actions
+
+
 def install():
     ResourceMap.update = _update_with_readers
+    ResourceMap.build_resource_diff = _diff_with_subbed_parameters
