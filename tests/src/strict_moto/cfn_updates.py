@@ -29,26 +29,38 @@ _SUB_PARAMETER = re.compile(r"\$\{([A-Za-z0-9]+)\}")
 _SUB_REFERENCE = re.compile(r"\$\{([A-Za-z0-9]+)\.([A-Za-z0-9.]+)\}")
 
 
-def _attributes_read(node):
-    """(logical id, attribute) of every Fn::GetAtt (and `${A.B}` of Fn::Sub) in `node`."""
+def _reads(node):
+    """What `node` reads: ("attribute", (logical id, attribute)) for every Fn::GetAtt and
+    `${A.B}` of Fn::Sub, ("name", name) for every `${Name}` of Fn::Sub."""
     if isinstance(node, dict):
         for key, value in node.items():
             if key == "Fn::GetAtt":
                 if isinstance(value, list) and len(value) == 2 and isinstance(value[1], str):
-                    yield value[0], value[1]
+                    yield "attribute", (value[0], value[1])
                 elif isinstance(value, str) and "." in value:
-                    yield tuple(value.split(".", 1))
+                    yield "attribute", tuple(value.split(".", 1))
             elif key == "Fn::Sub":
                 text = value[0] if isinstance(value, list) else value
                 if isinstance(text, str):
-                    yield from _SUB_REFERENCE.findall(text)
+                    for found in _SUB_REFERENCE.findall(text):
+                        yield "attribute", found
+                    for found in _SUB_PARAMETER.findall(text):
+                        yield "name", found
                 if isinstance(value, list):
-                    yield from _attributes_read(value[1:])
+                    yield from _reads(value[1:])
             else:
-                yield from _attributes_read(value)
+                yield from _reads(value)
     elif isinstance(node, list):
         for item in node:
-            yield from _attributes_read(item)
+            yield from _reads(item)
+
+
+def _attributes_read(node):
+    return {found for kind, found in _reads(node) if kind == "attribute"}
+
+
+def _parameters_subbed(node):
+    return {found for kind, found in _reads(node) if kind == "name"}
 
 
 def _attribute(resources, logical_id, attribute):
@@ -63,7 +75,7 @@ def _attribute(resources, logical_id, attribute):
 
 def _update_with_readers(self, template, parameters=None):
     resources = template["Resources"]
-    reads = {name: set(_attributes_read(body)) for name, body in resources.items()}
+    reads = {name: _attributes_read(body) for name, body in resources.items()}
     watched = set().union(*reads.values()) if reads else set()
     seen = {key: _attribute(self, *key) for key in watched}
     _update(self, template, parameters)
@@ -88,23 +100,6 @@ def _update_with_readers(self, template, parameters=None):
                     self._parsed_resources[name] = updated
 
 
-def _parameters_subbed(node):
-    """The names `${Name}` of every Fn::Sub string in `node` (parameters, or resources)."""
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if key == "Fn::Sub":
-                text = value[0] if isinstance(value, list) else value
-                if isinstance(text, str):
-                    yield from _SUB_PARAMETER.findall(text)
-                if isinstance(value, list):
-                    yield from _parameters_subbed(value[1:])
-            else:
-                yield from _parameters_subbed(value)
-    elif isinstance(node, list):
-        for item in node:
-            yield from _parameters_subbed(item)
-
-
 def _diff_with_subbed_parameters(self, other_template, parameters=None):
     actions = _build_resource_diff(self, other_template, parameters)
     if not parameters:
@@ -112,7 +107,7 @@ def _diff_with_subbed_parameters(self, other_template, parameters=None):
     changed = {name for name in parameters if self.input_parameters.get(name) != parameters[name]}
     old = self._resource_json_map
     for name, body in other_template["Resources"].items():
-        if name in old and name not in actions["Modify"] and changed & set(_parameters_subbed(body)):
+        if name in old and name not in actions["Modify"] and changed & _parameters_subbed(body):
             actions["Modify"].append(name)
     return actions
 
