@@ -30,6 +30,7 @@ fn spec(seed: u64, jobs: u32, settings: Settings, pattern: Pattern) -> BurstSpec
         webhooks_per_second: 500.0,
         seed: burst_seed(seed, jobs),
         assignment: Assignment::Oldest,
+        flood: None,
     }
 }
 
@@ -63,6 +64,7 @@ fn peer_settings() -> Settings {
         max_receives: 5,
         scaler_timeout: Duration::from_secs(60),
         registrations_per_minute: None,
+        webhook_reserved_concurrency: None,
     }
 }
 
