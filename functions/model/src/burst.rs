@@ -275,10 +275,7 @@ fn peer_scaler(world: &World) -> PeerScaler {
 /// The reaper on its one-minute schedule, one long-lived execution environment, with
 /// the redelivery sweep over GitHub's deliveries (a redelivery asked goes to `redeliver`).
 /// A run that finds no execution free in the account is throttled, and skipped.
-async fn reaper_schedule(
-    world: Arc<World>,
-    redeliver: tokio::sync::mpsc::UnboundedSender<u64>,
-) {
+async fn reaper_schedule(world: Arc<World>, redeliver: tokio::sync::mpsc::UnboundedSender<u64>) {
     let deliveries = GitHubDeliveries {
         inner: world.deliveries.clone(),
         cloud: world.cloud.clone(),

@@ -84,7 +84,12 @@ fn unreserved() -> Settings {
 /// the webhook's reserved concurrency and with nothing reserved; each flooded row says
 /// how much later its jobs were all registered than without the flood.
 fn flood_cases(seed: u64) -> Value {
-    let calm = burst(&spec(seed, 1_000, Settings::default_settings(), Pattern::Ephemera));
+    let calm = burst(&spec(
+        seed,
+        1_000,
+        Settings::default_settings(),
+        Pattern::Ephemera,
+    ));
     let flooded = |settings: Settings, per_second: f64| {
         let mut flooded = spec(seed, 1_000, settings, Pattern::Ephemera);
         flooded.flood = Some(Flood {
