@@ -56,8 +56,9 @@ pub struct FloodTally {
     /// Flood requests the webhook served (and refused), and those Lambda throttled.
     pub served: AtomicU64,
     pub throttled: AtomicU64,
-    /// Scaler batches the event source could not invoke, and reaper runs not started,
-    /// for want of a free execution in the account's unreserved concurrency.
+    /// The event source's attempts to invoke the scaler on a waiting batch (one per
+    /// 100 ms poll), and the reaper's scheduled runs, refused for want of a free
+    /// execution in the account's unreserved concurrency.
     pub scaler_throttled: AtomicU64,
     pub reaper_throttled: AtomicU64,
     /// Redeliveries the sweep asked GitHub for.
