@@ -54,6 +54,7 @@ pub fn calls_per_job(jobs: u32, seed: u64) -> BTreeMap<String, f64> {
         webhooks_per_second: 500.0,
         seed,
         assignment: Assignment::Oldest,
+        flood: None,
     });
     assert_eq!(outcome.jobs_running, jobs, "{}", outcome.row);
     assert_eq!(outcome.dead_lettered, 0, "{}", outcome.row);

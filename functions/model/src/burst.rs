@@ -5,6 +5,7 @@
 //! [`TIME_LIMIT`] of simulated time.
 
 use crate::cloud::{Caller, Cloud, Tally};
+use crate::flood::{flood, Flood, GitHubDeliveries};
 use crate::peer::PeerScaler;
 use crate::quotas::{Latencies, Quotas, Settings};
 use crate::report::{bounds, Pattern, Timeline};
@@ -40,6 +41,8 @@ pub struct BurstSpec {
     pub seed: u64,
     /// How GitHub hands jobs to runners (GitHub's own: the oldest queued job).
     pub assignment: Assignment,
+    /// Refused requests on the webhook's URL during the burst, if any.
+    pub flood: Option<Flood>,
 }
 
 /// What a burst measured: the JSON row of `bench/model.json`, and the raw tallies.
@@ -84,6 +87,7 @@ async fn run_burst(spec: &BurstSpec) -> BurstOutcome {
         peer,
         launched_tx,
         spec.assignment,
+        spec.settings.webhook_reserved_concurrency,
     ));
     let handler = Arc::new(world.webhook_handler());
     let mut tasks = tokio::task::JoinSet::new();
@@ -119,8 +123,19 @@ async fn run_burst(spec: &BurstSpec) -> BurstOutcome {
         in_flight.clone(),
         timeouts.clone(),
     ));
+    if let Some(flooding) = spec.flood.clone() {
+        tasks.spawn(flood(world.clone(), flooding));
+    }
     if !peer {
-        tasks.spawn(reaper_schedule(world.clone()));
+        let (redeliver_tx, mut redeliver_rx) = tokio::sync::mpsc::unbounded_channel();
+        let (github, handler) = (world.clone(), handler.clone());
+        tasks.spawn(async move {
+            while let Some(id) = redeliver_rx.recv().await {
+                let (world, handler) = (github.clone(), handler.clone());
+                tokio::spawn(async move { world.redeliver(&handler, id).await });
+            }
+        });
+        tasks.spawn(reaper_schedule(world.clone(), redeliver_tx));
     }
     let started = Instant::now();
     while started.elapsed() < TIME_LIMIT {
@@ -153,6 +168,7 @@ async fn event_source(
         let allowed = settings.scaler_max_concurrency.min(ramp as u32);
         while in_flight.load(Ordering::Relaxed) < allowed && world.queue.visible() > 0 {
             let Ok(permit) = world.account.clone().try_acquire_owned() else {
+                world.flood.scaler_throttled.fetch_add(1, Ordering::Relaxed);
                 break;
             };
             let batch = world.queue.receive(settings.batch_size);
@@ -256,8 +272,16 @@ fn peer_scaler(world: &World) -> PeerScaler {
     }
 }
 
-/// The reaper on its one-minute schedule, one long-lived execution environment.
-async fn reaper_schedule(world: Arc<World>) {
+/// The reaper on its one-minute schedule, one long-lived execution environment, with
+/// the redelivery sweep over GitHub's deliveries (a redelivery asked goes to `redeliver`).
+/// A run that finds no execution free in the account is throttled, and skipped.
+async fn reaper_schedule(world: Arc<World>, redeliver: tokio::sync::mpsc::UnboundedSender<u64>) {
+    let deliveries = GitHubDeliveries {
+        inner: world.deliveries.clone(),
+        cloud: world.cloud.clone(),
+        redeliver,
+        tally: world.flood.clone(),
+    };
     let reaper = Reaper::new(
         world.config.clone(),
         world.store_for(Caller::Reaper),
@@ -265,11 +289,13 @@ async fn reaper_schedule(world: Arc<World>) {
         world.forge_for(Caller::Reaper),
         world.jit_store_for(Caller::Reaper),
         world.queue_for(Caller::Reaper),
-    );
+    )
+    .with_deliveries(Arc::new(deliveries));
     loop {
         tokio::time::sleep(REAPER_EVERY).await;
-        let Ok(_permit) = world.account.acquire().await else {
-            return;
+        let Ok(_permit) = world.account.try_acquire() else {
+            world.flood.reaper_throttled.fetch_add(1, Ordering::Relaxed);
+            continue;
         };
         let deadline = Instant::now() + REAPER_DEADLINE;
         let _ =
@@ -338,6 +364,8 @@ fn outcome(spec: &BurstSpec, world: &Arc<World>, timeouts: u32) -> BurstOutcome 
         "scaler_max_concurrency": settings.scaler_max_concurrency,
         "batch_size": settings.batch_size,
         "registrations_per_minute": settings.registrations_per_minute,
+        "webhook_reserved_concurrency": settings.webhook_reserved_concurrency,
+        "lambda_throttles": world.flood.row(spec.flood.as_ref()),
         "other_bounds": limits.iter().skip(1).map(|(n, s)| json!({"quota": n, "bound_s": (s * 10.0).round() / 10.0})).collect::<Vec<_>>(),
     });
     BurstOutcome {

@@ -38,6 +38,14 @@ pub const LIST_RUNNERS: Endpoint = Endpoint {
     name: "list_runners",
     points: 1.0,
 };
+pub const LIST_DELIVERIES: Endpoint = Endpoint {
+    name: "list_deliveries",
+    points: 1.0,
+};
+pub const REDELIVER: Endpoint = Endpoint {
+    name: "redeliver",
+    points: 5.0,
+};
 pub const GET_JOB: Endpoint = Endpoint {
     name: "get_job",
     points: 1.0,

@@ -12,6 +12,7 @@
 //! - [`quotas`]: the figures (quotas, latencies, settings), each with its source.
 //! - [`bucket`]: token buckets and GitHub's hourly window.
 //! - [`cloud`]: the account and the App: buckets, latencies, call and throttle tallies.
+//! - [`flood`]: refused requests on the webhook's URL, and GitHub's redeliveries.
 //! - [`metered`]: the AWS ports (table, fleet, JIT items, queue) behind quotas and latency.
 //! - [`github`]: the GitHub port behind GitHub's limits and ephemera's retry policy.
 //! - [`sqs`]: the jobs queue and its dead-letter queue.
@@ -25,6 +26,7 @@ pub mod agreement;
 pub mod bucket;
 pub mod burst;
 pub mod cloud;
+pub mod flood;
 pub mod github;
 pub mod metered;
 pub mod peer;

@@ -1,16 +1,19 @@
 //! `make bench-model`: bursts of 100, 1,000 and 10,000 jobs on the model, for ephemera's
 //! default settings, without the registration pace (what stood in the way), for the best
-//! settings found, and for terraform-aws-github-runner's call pattern; written to
-//! `bench/model.json` and printed as a table.
+//! settings found, for terraform-aws-github-runner's call pattern, and the 1,000-job
+//! burst under issue #33's flood (with the webhook's reserved concurrency and without);
+//! written to `bench/model.json` and printed as a table.
 //!
-//! Usage: `bench-model [--out FILE] [--jobs 100,1000,10000] [--seed N] [--default-only]`
-//! (`--default-only`: the default settings' bursts only, printed, nothing written)
+//! Usage: `bench-model [--out FILE] [--jobs 100,1000,10000] [--seed N] [--default-only]
+//! [--flood-only]` (`--default-only`, `--flood-only`: those bursts only, printed, nothing
+//! written)
 //!
 //! Every random draw of a burst (latencies, retry jitter, runner names) comes from one
 //! RNG seeded with `--seed` (default [`DEFAULT_SEED`]) and the burst's size, so a seed
 //! gives the same figures every time.
 
 use ephemera_model::burst::{run, BurstSpec};
+use ephemera_model::flood::Flood;
 use ephemera_model::quotas::{Latencies, Quotas, Settings};
 use ephemera_model::report::Pattern;
 use ephemera_model::world::Assignment;
@@ -30,6 +33,7 @@ fn spec(seed: u64, jobs: u32, settings: Settings, pattern: Pattern) -> BurstSpec
         webhooks_per_second: 500.0,
         seed: burst_seed(seed, jobs),
         assignment: Assignment::Oldest,
+        flood: None,
     }
 }
 
@@ -63,7 +67,49 @@ fn peer_settings() -> Settings {
         max_receives: 5,
         scaler_timeout: Duration::from_secs(60),
         registrations_per_minute: None,
+        webhook_reserved_concurrency: None,
     }
+}
+
+fn unreserved() -> Settings {
+    Settings {
+        name: "default, webhook unreserved".to_owned(),
+        webhook_reserved_concurrency: None,
+        ..Settings::default_settings()
+    }
+}
+
+/// The 1,000-job burst without a flood, under issue #33's flood (2,000 a second for 10
+/// minutes) and under one at the account's request ceiling (10,000 a second), each with
+/// the webhook's reserved concurrency and with nothing reserved; each flooded row says
+/// how much later its jobs were all registered than without the flood.
+fn flood_cases(seed: u64) -> Value {
+    let calm = burst(&spec(
+        seed,
+        1_000,
+        Settings::default_settings(),
+        Pattern::Ephemera,
+    ));
+    let flooded = |settings: Settings, per_second: f64| {
+        let mut flooded = spec(seed, 1_000, settings, Pattern::Ephemera);
+        flooded.flood = Some(Flood {
+            per_second,
+            ..Flood::issue_33()
+        });
+        let mut row = burst(&flooded);
+        let delay = registered_s(&row) - registered_s(&calm);
+        row["delay_against_no_flood_s"] = json!((delay * 10.0).round() / 10.0);
+        row
+    };
+    json!({
+        "no_flood": calm,
+        "reserved": flooded(Settings::default_settings(), 2_000.0),
+        "unreserved": flooded(unreserved(), 2_000.0),
+        // The account's own ceiling (10 requests a second per execution, 1,000 of them):
+        // a flood there takes every unreserved execution the webhook may use.
+        "reserved_10000_per_second": flooded(Settings::default_settings(), 10_000.0),
+        "unreserved_10000_per_second": flooded(unreserved(), 10_000.0),
+    })
 }
 
 fn burst(spec: &BurstSpec) -> Value {
@@ -97,10 +143,15 @@ fn main() {
     let mut sizes = vec![100, 1_000, 10_000];
     let mut seed = DEFAULT_SEED;
     let mut default_only = false;
+    let mut flood_only = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         if arg == "--default-only" {
             default_only = true;
+            continue;
+        }
+        if arg == "--flood-only" {
+            flood_only = true;
             continue;
         }
         match (arg.as_str(), args.next()) {
@@ -121,8 +172,13 @@ fn main() {
                     .parse()
                     .unwrap_or_else(|_| panic!("--seed: {text:?} is not a whole number"));
             }
-            _ => panic!("usage: bench-model [--out FILE] [--jobs 100,1000,10000] [--seed N] [--default-only]"),
+            _ => panic!("usage: bench-model [--out FILE] [--jobs 100,1000,10000] [--seed N] [--default-only] [--flood-only]"),
         }
+    }
+    if flood_only {
+        let cases = flood_cases(seed);
+        println!("{}", serde_json::to_string_pretty(&cases).expect("JSON"));
+        return;
     }
     if default_only {
         for &jobs in &sizes {
@@ -166,6 +222,7 @@ fn main() {
         "seed": seed,
         "bursts": bursts,
         "peer": { "terraform-aws-github-runner": peer },
+        "flood": flood_cases(seed),
     });
     let text = serde_json::to_string_pretty(&results).expect("results are JSON");
     std::fs::write(&out, text + "\n").unwrap_or_else(|err| panic!("cannot write {out}: {err}"));

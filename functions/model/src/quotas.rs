@@ -141,6 +141,9 @@ pub struct Settings {
     /// Registrations a minute for the App, shared by the scaler's invocations; `None`
     /// runs the scaler unpaced.
     pub registrations_per_minute: Option<f64>,
+    /// `WebhookReservedConcurrency` in template.yaml: the webhook's executions at most,
+    /// kept from the rest of the account; `None` reserves nothing (the template's 0).
+    pub webhook_reserved_concurrency: Option<u32>,
 }
 
 impl Settings {
@@ -155,6 +158,7 @@ impl Settings {
             max_receives: 5,
             scaler_timeout: Duration::from_secs(30),
             registrations_per_minute: Some(180.0),
+            webhook_reserved_concurrency: Some(50),
         }
     }
 }
@@ -180,6 +184,8 @@ pub const SOURCES: &[(&str, &str, &str)] = &[
     ("Event source maximum concurrency", "2-1,000; ephemera's default 5", "Lambda API ScalingConfig; template.yaml ScalerMaxConcurrency"),
     ("Batch size, visibility, maxReceiveCount, scaler timeout", "10, 180 s, 5, 30 s", "template.yaml"),
     ("Latencies (DynamoDB 6/25 ms, transactions 15/60, SQS 10/40, CreateFleet 1.5/5 s, other EC2 0.3/1.2 s, GitHub 250/1,200 ms, SSM 30/120 ms; median/p99)", "log-normal", "assumed"),
+    ("Webhook reserved concurrency", "50", "template.yaml WebhookReservedConcurrency"),
+    ("Lambda requests per second", "10 per execution environment (a refused request holds a slot 100 ms)", "Lambda developer guide: understanding Lambda function scaling"),
     ("Instance boot to JIT config read", "40 s median, 90 s p99", "assumed"),
     ("Webhook deliveries of a burst", "500 a second", "assumed"),
     ("Peer: scale-up concurrency, batch, visibility", "1, 10, 60 s", "terraform-aws-github-runner #3824 (scale_up_reserved_concurrent_executions = 1); variables.tf (lambda_timeout_scale_up 60 s)"),

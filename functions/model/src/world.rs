@@ -1,7 +1,9 @@
 //! Everything one burst runs on: the cloud, the in-memory fakes, the queue, GitHub's
-//! queued jobs, the account's Lambda concurrency, and the runner agent of each instance.
+//! queued jobs, the account's Lambda concurrency (the webhook's reserved share apart),
+//! GitHub's record of its webhook deliveries, and the runner agent of each instance.
 
 use crate::cloud::{Caller, Cloud};
+use crate::flood::FloodTally;
 use crate::github::MeteredForge;
 use crate::metered::{
     FleetMeter, JitStoreMeter, MeteredFleet, MeteredJitStore, MeteredQueue, MeteredStore,
@@ -11,13 +13,15 @@ use crate::report::Timeline;
 use crate::sqs::SimQueue;
 use ephemera_core::config::Config;
 use ephemera_core::handlers::webhook::{WebhookHandler, WebhookRequest};
-use ephemera_core::memory::{FakeFleet, FakeForge, Intercept, MemoryJitStore, MemoryStore};
-use ephemera_core::ports::ForgeJobState;
+use ephemera_core::memory::{
+    FakeFleet, FakeForge, Intercept, MemoryDeliveries, MemoryJitStore, MemoryStore,
+};
+use ephemera_core::ports::{ForgeJobState, HookDelivery};
 use ephemera_core::webhook::{signature_header, WebhookSecrets};
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::json;
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::sync::mpsc::UnboundedSender;
@@ -28,6 +32,11 @@ const WEBHOOK_SECRET: &str = "model-webhook-secret";
 /// How often a booted instance looks for its JIT config, and how many times.
 const BOOTSTRAP_POLL: Duration = Duration::from_secs(5);
 const BOOTSTRAP_TRIES: u32 = 60;
+/// A page of GitHub's deliveries list.
+const DELIVERIES_PER_PAGE: usize = 100;
+
+/// A `workflow_job` event GitHub sends: its job, and the runner when it is `in_progress`.
+type Event = (u64, Option<(String, u64)>);
 
 /// How GitHub hands queued jobs to runners that come online.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -51,8 +60,17 @@ pub struct World {
     pub jit_store: Arc<MemoryJitStore>,
     pub queue: Arc<SimQueue>,
     pub timeline: Arc<Timeline>,
-    /// The account's concurrent Lambda executions.
+    /// The account's unreserved concurrent Lambda executions (the scaler's and the
+    /// reaper's).
     pub account: Arc<Semaphore>,
+    /// The webhook's executions: its reserved concurrency, or the account's own
+    /// semaphore when nothing is reserved.
+    pub webhook: Arc<Semaphore>,
+    /// GitHub's record of the App's deliveries, and the events they carried by guid.
+    pub deliveries: Arc<MemoryDeliveries>,
+    events: Mutex<HashMap<String, Event>>,
+    next_delivery: AtomicU64,
+    pub flood: Arc<FloodTally>,
     /// JIT configs travel through SSM (the peer) rather than DynamoDB.
     pub through_ssm: bool,
     /// How GitHub picks the job a runner that came online runs.
@@ -74,10 +92,19 @@ impl World {
         through_ssm: bool,
         launched: UnboundedSender<String>,
         assignment: Assignment,
+        webhook_reserved: Option<u32>,
     ) -> World {
-        let account = Arc::new(Semaphore::new(
-            cloud.quotas.lambda_account_concurrency as usize,
-        ));
+        let total = cloud.quotas.lambda_account_concurrency;
+        let (account, webhook) = match webhook_reserved {
+            Some(reserved) => (
+                Arc::new(Semaphore::new(total.saturating_sub(reserved) as usize)),
+                Arc::new(Semaphore::new(reserved as usize)),
+            ),
+            None => {
+                let account = Arc::new(Semaphore::new(total as usize));
+                (account.clone(), account)
+            }
+        };
         World {
             config,
             cloud,
@@ -88,6 +115,11 @@ impl World {
             queue,
             timeline,
             account,
+            webhook,
+            deliveries: Arc::new(MemoryDeliveries::new(DELIVERIES_PER_PAGE)),
+            events: Mutex::new(HashMap::new()),
+            next_delivery: AtomicU64::new(1),
+            flood: Arc::new(FloodTally::default()),
             through_ssm,
             assignment,
             queued: Mutex::new(VecDeque::new()),
@@ -169,42 +201,89 @@ impl World {
         Some(job)
     }
 
-    /// Delivers a `workflow_job` webhook to the webhook function, if the account has
-    /// a Lambda execution free (GitHub does not redeliver a refused delivery).
+    /// GitHub sends a `workflow_job` event (`queued`, or `in_progress` with its runner)
+    /// to the webhook function.
     pub async fn deliver(
         &self,
         handler: &WebhookHandler,
         job_id: u64,
         runner: Option<(&str, u64)>,
     ) {
-        let Ok(_permit) = self.account.try_acquire() else {
-            self.webhooks_refused.fetch_add(1, Ordering::Relaxed);
-            return;
-        };
-        self.cloud.wait(self.cloud.latencies.lambda_invoke).await;
-        let mut body: serde_json::Value = serde_json::from_str(FIXTURE).expect("fixture is JSON");
         let action = if runner.is_some() {
             "in_progress"
         } else {
             "queued"
         };
-        body["action"] = json!(action);
-        body["workflow_job"]["status"] = json!(action);
-        body["workflow_job"]["id"] = json!(job_id);
-        if let Some((name, id)) = runner {
-            body["workflow_job"]["runner_name"] = json!(name);
-            body["workflow_job"]["runner_id"] = json!(id);
-        }
-        let body = body.to_string().into_bytes();
-        let signature = signature_header(WEBHOOK_SECRET.as_bytes(), &body);
-        let delivery = format!("{action}-{job_id}");
-        let request = WebhookRequest {
-            event: Some("workflow_job"),
-            delivery_id: Some(&delivery),
-            signature: Some(&signature),
-            body: &body,
+        let guid = format!("{action}-{job_id}");
+        let runner = runner.map(|(name, id)| (name.to_owned(), id));
+        self.events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(guid.clone(), (job_id, runner.clone()));
+        self.attempt(handler, &guid, (job_id, runner), false).await;
+    }
+
+    /// GitHub sends delivery `id`'s event again, as the redelivery sweep asked.
+    pub async fn redeliver(&self, handler: &WebhookHandler, id: u64) {
+        let Some(delivery) = self.deliveries.delivery(id) else {
+            return;
         };
-        handler.handle(request, self.timeline.now()).await;
+        let event = self
+            .events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&delivery.guid)
+            .cloned();
+        if let Some(event) = event {
+            self.attempt(handler, &delivery.guid, event, true).await;
+        }
+    }
+
+    /// One attempt at an event: throttled (429) when the webhook has no execution free,
+    /// which GitHub records as a failed delivery; the answer is recorded either way.
+    async fn attempt(&self, handler: &WebhookHandler, guid: &str, event: Event, again: bool) {
+        let (job_id, runner) = event;
+        let action = if runner.is_some() {
+            "in_progress"
+        } else {
+            "queued"
+        };
+        let status = match self.webhook.try_acquire() {
+            Err(_) => {
+                self.webhooks_refused.fetch_add(1, Ordering::Relaxed);
+                429
+            }
+            Ok(_permit) => {
+                self.cloud.wait(self.cloud.latencies.lambda_invoke).await;
+                let mut body: serde_json::Value =
+                    serde_json::from_str(FIXTURE).expect("fixture is JSON");
+                body["action"] = json!(action);
+                body["workflow_job"]["status"] = json!(action);
+                body["workflow_job"]["id"] = json!(job_id);
+                if let Some((name, id)) = &runner {
+                    body["workflow_job"]["runner_name"] = json!(name);
+                    body["workflow_job"]["runner_id"] = json!(id);
+                }
+                let body = body.to_string().into_bytes();
+                let signature = signature_header(WEBHOOK_SECRET.as_bytes(), &body);
+                let request = WebhookRequest {
+                    event: Some("workflow_job"),
+                    delivery_id: Some(guid),
+                    signature: Some(&signature),
+                    body: &body,
+                };
+                handler.handle(request, self.timeline.now()).await.status
+            }
+        };
+        self.deliveries.record(HookDelivery {
+            id: self.next_delivery.fetch_add(1, Ordering::Relaxed),
+            guid: guid.to_owned(),
+            event: "workflow_job".to_owned(),
+            action: Some(action.to_owned()),
+            status_code: status,
+            delivered_at: self.timeline.now(),
+            redelivery: again,
+        });
     }
 
     pub fn webhook_handler(&self) -> WebhookHandler {

@@ -23,6 +23,7 @@ fn spec(settings: Settings, latencies: Latencies) -> BurstSpec {
         webhooks_per_second: 500.0,
         seed: 7,
         assignment: Assignment::Oldest,
+        flood: None,
     }
 }
 
