@@ -307,6 +307,32 @@ def render_model_vs_peer():
     return "\n".join(lines) + "\n"
 
 
+def render_model_flood():
+    rows = []
+    for case, r in load("bench/model.json")["flood"].items():
+        flood = r["lambda_throttles"]["flood"] or {}
+        reserved = r["webhook_reserved_concurrency"]
+        delay = r["delay_against_no_flood_s"]
+        rows.append((
+            f"`{case}`",
+            number(flood.get("refused_per_second", 0), 0),
+            "none" if reserved is None else number(reserved),
+            f"{number(r['jobs_running'])} of {number(r['jobs'])}",
+            number(r["dead_lettered"]),
+            "—" if r["all_registered_s"] is None else f"{number(r['all_registered_s'])} s",
+            "—" if delay is None else f"{number(delay)} s",
+            number(r["webhooks_refused"]),
+            number(r["lambda_throttles"]["redeliveries"]),
+            number(r["lambda_throttles"]["scaler_throttled"]),
+            number(r["lambda_throttles"]["reaper_throttled"]),
+        ))
+    return table(
+        ["case", "refused/s", "webhook reserved", "jobs run", "dead-lettered", "all registered",
+         "later than no flood", "deliveries throttled", "redeliveries", "scaler throttled", "reaper runs throttled"],
+        rows,
+    )
+
+
 RENDERERS = {
     "webhook": render_webhook,
     "webhook-refused": render_webhook_refused,
@@ -317,6 +343,7 @@ RENDERERS = {
     "model-bursts": render_model_bursts,
     "model-calls": render_model_calls,
     "model-vs-peer": render_model_vs_peer,
+    "model-flood": render_model_flood,
 }
 
 
