@@ -7,7 +7,7 @@ VENV := .venv
 VENV_STAMP := $(VENV)/.installed-$(shell cat requirements-dev.txt constraints-dev.txt | sha256sum | cut -c1-12)
 CARGO ?= cargo
 
-.PHONY: all venv demo up test test-rust test-bootstrap chaos-sweep bench bench-model check-figures docs-figures lint fmt clean-venv
+.PHONY: all venv demo up test test-rust test-bootstrap chaos-sweep bench bench-model check-figures check-bench-fresh docs-figures lint fmt clean-venv
 
 all: test
 
@@ -105,12 +105,17 @@ bench-model: venv
 	$(VENV)/bin/python tests/docs/figures.py --stamp bench/model.json
 	$(VENV)/bin/python tests/docs/figures.py --write
 
-## check-figures: every figure of README.md and docs/ is what its bench file holds, and
-## every bench file is as new as the code it measures (tests/docs/figures.py says which
-## file is stale and which command regenerates it)
+## check-figures: every figure of README.md and docs/ is what its bench file holds (a
+## bench file older than the code it measures is reported, as a warning: a bench run takes
+## longer than a change, and make test must not need one)
 check-figures: venv
-	$(VENV)/bin/python tests/docs/figures.py --check
+	$(VENV)/bin/python tests/docs/figures.py --check --warn-stale
 	$(VENV)/bin/python -m unittest discover -s tests/docs
+
+## check-bench-fresh: fails when a bench file is older than the code it measures, naming
+## the file and the command that regenerates it (run before quoting a bench in a release)
+check-bench-fresh: venv
+	$(VENV)/bin/python tests/docs/figures.py --check
 
 ## docs-figures: write the figures of README.md and docs/ from bench/*.json
 docs-figures: venv

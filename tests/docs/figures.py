@@ -40,6 +40,7 @@ BENCHES = {
             "functions/core/fixtures/workflow_job_queued.json",
             "functions/core/src/handlers/webhook.rs",
             "functions/core/src/webhook.rs",
+            "functions/core/src/screen.rs",
             "functions/core/src/routing.rs",
             "functions/core/src/message.rs",
             "functions/core/src/names.rs",
