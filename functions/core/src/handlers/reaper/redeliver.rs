@@ -7,8 +7,10 @@
 //! `workflow_job` event whose attempts all failed. It asks GitHub to redeliver such an
 //! event (its newest failed attempt) at once, then again while its redeliveries keep
 //! failing, spaced by [`retry_after`] ([`FIRST_RETRY`] doubling up to [`LONGEST_RETRY`]),
-//! or at once when any later delivery got through (the endpoint is back), for as long as
-//! the event is within the lookback: an endpoint that refuses for minutes loses no event.
+//! or at once when any later delivery got through (the endpoint is back), for a whole
+//! lookback from when a sweep first saw it failed (not from its first attempt: a list
+//! that could not be read for most of the hour still leaves the event its hour of asks):
+//! an endpoint that refuses for minutes loses no event.
 //! At most [`REDELIVERIES_PER_RUN`] asks a run. A process that starts afresh reads the
 //! whole lookback again, so it finds what its predecessor had not yet recovered. The
 //! webhook handles a repeated event idempotently.
@@ -51,8 +53,10 @@ pub fn retry_after(asks: u32) -> Duration {
 struct FailedEvent {
     /// Its newest failed attempt: the one GitHub is asked to send again.
     newest_attempt: u64,
-    /// When its first attempt seen failed: it is given up once past the lookback.
+    /// When its first attempt seen failed: the oldest failures are asked for first.
     first_failed_at: OffsetDateTime,
+    /// When a sweep first saw it failed: it is given up a lookback after.
+    first_seen: OffsetDateTime,
     action: Option<String>,
     status_code: u16,
     /// Redeliveries asked so far, when the last was, and when the next may be.
@@ -94,7 +98,7 @@ enum Stopped {
 impl SweepMark {
     /// Folds in deliveries read (newest first): an event delivered by any attempt is
     /// done; one whose attempts failed is remembered with its newest attempt.
-    fn learn(&mut self, read: &[HookDelivery]) {
+    fn learn(&mut self, read: &[HookDelivery], now: OffsetDateTime) {
         let delivered: HashSet<&str> = read
             .iter()
             .filter(|d| d.delivered())
@@ -112,6 +116,7 @@ impl SweepMark {
                 .or_insert_with(|| FailedEvent {
                     newest_attempt: attempt.id,
                     first_failed_at: attempt.delivered_at,
+                    first_seen: now,
                     action: attempt.action.clone(),
                     status_code: attempt.status_code,
                     asks: 0,
@@ -151,11 +156,11 @@ impl SweepMark {
         }
     }
 
-    /// The events to ask for now, oldest failure first; those past the lookback are
-    /// given up.
+    /// The events to ask for now, oldest failure first; those seen failed longer than
+    /// the lookback ago are given up.
     fn due(&mut self, now: OffsetDateTime) -> Vec<(String, FailedEvent)> {
         self.failed
-            .retain(|_, event| event.first_failed_at >= now - DELIVERY_LOOKBACK);
+            .retain(|_, event| event.first_seen >= now - DELIVERY_LOOKBACK);
         let mut due: Vec<(String, FailedEvent)> = self
             .failed
             .iter()
@@ -189,7 +194,7 @@ impl Reaper {
             .unwrap_or_default();
         let due = {
             let mut memory = self.memory();
-            memory.sweep.learn(&read);
+            memory.sweep.learn(&read, now);
             memory.sweep.due(now)
         };
         let mut asked = 0;
