@@ -86,6 +86,16 @@ fn a_lone_job_first_seen_failed_late_in_its_hour_still_gets_its_item() {
     assert!(stats.redeliveries_asked > 2, "{stats:?}");
 }
 
+/// Seeds 396028 and 480173: a lone job whose `queued` was refused while the deliveries
+/// list could not be read for more than an hour; the first sweep that reads it finds it.
+#[test]
+fn a_lone_job_refused_while_the_deliveries_were_unreadable_for_an_hour_runs() {
+    for seed in [396_028, 480_173] {
+        let stats = seed_passes(seed);
+        assert_eq!(stats.lone_jobs_recovered, 1, "seed {seed}: {stats:?}");
+    }
+}
+
 fn seed_passes(seed: u64) -> world::Stats {
     match schedule::run(seed) {
         Ok(stats) => stats,

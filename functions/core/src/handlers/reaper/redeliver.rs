@@ -1,9 +1,11 @@
 //! The redelivery sweep: GitHub does not redeliver a failed webhook delivery by itself,
 //! so a `queued` lost while the webhook endpoint was down or refusing would leave a job
 //! that the table never saw, and that no other rule can find. Each run reads the App's
-//! recent deliveries, newest first, back to where the last sweep stopped (at most
-//! [`DELIVERY_LOOKBACK`] back, and [`PAGES_PER_RUN`] pages: what a run has no pages left
-//! for, the next runs read on from where it stopped), and remembers each
+//! recent deliveries, newest first, back to where the last sweep stopped (while none has
+//! read one, [`DELIVERY_LOOKBACK`] before the process's first sweep, so a list that
+//! cannot be read for an hour loses nothing; never more than [`LONGEST_READ_BACK`]; and
+//! [`PAGES_PER_RUN`] pages: what a run has no pages left for, the next runs read on from
+//! where it stopped), and remembers each
 //! `workflow_job` event whose attempts all failed. It asks GitHub to redeliver such an
 //! event (its newest failed attempt) at once, then again while its redeliveries keep
 //! failing, spaced by [`retry_after`] ([`FIRST_RETRY`] doubling up to [`LONGEST_RETRY`]),
@@ -28,6 +30,8 @@ use tracing::{info, warn};
 /// How far back a sweep looks when it does not know where the last one stopped, and how
 /// long a failed event is asked for again.
 pub const DELIVERY_LOOKBACK: Duration = Duration::from_secs(60 * 60);
+/// How far back a sweep ever reads, however long the list could not be read.
+pub const LONGEST_READ_BACK: Duration = Duration::from_secs(24 * 60 * 60);
 /// Pages of deliveries read per run at most (GitHub's largest page is 100).
 pub const PAGES_PER_RUN: usize = 5;
 /// Redeliveries asked per run at most.
@@ -81,6 +85,9 @@ const UNREAD_KEPT: usize = 100;
 pub(super) struct SweepMark {
     /// The newest delivery id the last sweep read: the next stops there.
     newest_seen: Option<u64>,
+    /// When this process's first sweep ran: until one reads a delivery, the sweeps read
+    /// back to a lookback before it.
+    first_sweep: Option<OffsetDateTime>,
     /// Below it, what a sweep had no pages left to read, oldest stretch first.
     unread: Vec<Unread>,
     /// Failed events not yet delivered, by guid.
@@ -230,8 +237,12 @@ impl Reaper {
     ) -> Option<Vec<HookDelivery>> {
         let deliveries = self.deliveries.clone()?;
         let deliveries = deliveries.as_ref();
-        let stop_at = self.memory().sweep.newest_seen;
-        let oldest = now - DELIVERY_LOOKBACK;
+        let (stop_at, first_sweep) = {
+            let mut memory = self.memory();
+            let first_sweep = *memory.sweep.first_sweep.get_or_insert(now);
+            (memory.sweep.newest_seen, first_sweep)
+        };
+        let oldest = (first_sweep.min(now) - DELIVERY_LOOKBACK).max(now - LONGEST_READ_BACK);
         let mut pages = PAGES_PER_RUN;
         let (mut read, stopped) = match read_down(
             deliveries, None, stop_at, oldest, &mut pages, deadline,

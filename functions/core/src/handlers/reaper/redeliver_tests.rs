@@ -219,6 +219,33 @@ async fn an_event_first_seen_late_in_its_hour_is_asked_for_a_whole_lookback() {
     assert_eq!(deliveries.redelivered().len(), asks.len());
 }
 
+/// Chaos seeds 396028 and 480173: the deliveries list could not be read for more than
+/// an hour after the event failed; the first sweep that reads it must still find it.
+#[tokio::test(start_paused = true)]
+async fn an_event_failed_while_the_list_was_unreadable_for_an_hour_is_still_asked_for() {
+    let world = World::new(5);
+    let deliveries = Arc::new(MemoryDeliveries::new(100));
+    let reaper = world.reaper().with_deliveries(deliveries.clone());
+    let start = now();
+    reaper.run(start, far()).await.expect("first run");
+    let mut failed = delivery(1, "g", "workflow_job", 503);
+    failed.delivered_at = start + Duration::from_secs(2 * 60);
+    deliveries.record(failed);
+    deliveries.fail_next(3);
+    for minutes in [30, 50, 60] {
+        reaper
+            .run(start + Duration::from_secs(minutes * 60), far())
+            .await
+            .expect("run");
+    }
+    assert!(deliveries.redelivered().is_empty());
+    reaper
+        .run(start + Duration::from_secs(63 * 60), far())
+        .await
+        .expect("run");
+    assert_eq!(deliveries.redelivered(), [1]);
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_delivery_getting_through_ends_the_wait_of_the_events_still_failed() {
     let world = World::new(5);
