@@ -1,6 +1,8 @@
 //! The jobs queue as SQS behaves: delivery at least once and in no particular order, a
 //! received message hidden for [`VISIBILITY`] and seen again unless deleted, and moved to
-//! the dead-letter queue once received more than [`MAX_RECEIVES`] times.
+//! the dead-letter queue once received more than [`MAX_RECEIVES`] times, where it waits
+//! for the operator's redrive (`ephemera jobs dlq redrive`: each message back on the
+//! queue, body unchanged).
 //!
 //! Delays are rounded up to a [`DELAY_GRID`], so the scaler's random jitter on deferred
 //! jobs cannot make one seed's schedule differ from run to run.
@@ -35,6 +37,8 @@ struct QueueState {
     next_id: u64,
     messages: Vec<Stored>,
     dead: Vec<QueueMessage>,
+    /// Messages ever moved to the dead-letter queue, redriven ones included.
+    dead_lettered: u64,
     failing_sends: bool,
 }
 
@@ -108,6 +112,7 @@ impl SimQueue {
             if let Some(at) = at {
                 let stored = state.messages.remove(at);
                 state.dead.push(stored.message);
+                state.dead_lettered += 1;
             }
         }
         received
@@ -125,6 +130,21 @@ impl SimQueue {
 
     pub fn dead_letters(&self) -> Vec<QueueMessage> {
         self.lock().dead.clone()
+    }
+
+    /// Messages ever dead-lettered, those since redriven included.
+    pub fn dead_lettered(&self) -> u64 {
+        self.lock().dead_lettered
+    }
+
+    /// The operator's redrive: every dead letter back on the queue as a fresh message,
+    /// body unchanged. Returns how many.
+    pub fn redrive(&self) -> usize {
+        let dead = std::mem::take(&mut self.lock().dead);
+        for message in &dead {
+            self.push(message);
+        }
+        dead.len()
     }
 }
 

@@ -1,14 +1,18 @@
 //! The redelivery sweep: GitHub does not redeliver a failed webhook delivery by itself,
 //! so a `queued` lost while the webhook endpoint was down or refusing would leave a job
 //! that the table never saw, and that no other rule can find. Each run reads the App's
-//! recent deliveries, newest first, back to where the last sweep stopped (at most
-//! [`DELIVERY_LOOKBACK`] back, and [`PAGES_PER_RUN`] pages: what a run has no pages left
-//! for, the next runs read on from where it stopped), and remembers each
+//! recent deliveries, newest first, back to where the last sweep stopped (while none has
+//! read one, [`DELIVERY_LOOKBACK`] before the process's first sweep, so a list that
+//! cannot be read for an hour loses nothing; never more than [`LONGEST_READ_BACK`]; and
+//! [`PAGES_PER_RUN`] pages: what a run has no pages left for, the next runs read on from
+//! where it stopped), and remembers each
 //! `workflow_job` event whose attempts all failed. It asks GitHub to redeliver such an
 //! event (its newest failed attempt) at once, then again while its redeliveries keep
 //! failing, spaced by [`retry_after`] ([`FIRST_RETRY`] doubling up to [`LONGEST_RETRY`]),
-//! or at once when any later delivery got through (the endpoint is back), for as long as
-//! the event is within the lookback: an endpoint that refuses for minutes loses no event.
+//! or at once when any later delivery got through (the endpoint is back), for a whole
+//! lookback from when a sweep first saw it failed (not from its first attempt: a list
+//! that could not be read for most of the hour still leaves the event its hour of asks):
+//! an endpoint that refuses for minutes loses no event.
 //! At most [`REDELIVERIES_PER_RUN`] asks a run. A process that starts afresh reads the
 //! whole lookback again, so it finds what its predecessor had not yet recovered. The
 //! webhook handles a repeated event idempotently.
@@ -26,6 +30,8 @@ use tracing::{info, warn};
 /// How far back a sweep looks when it does not know where the last one stopped, and how
 /// long a failed event is asked for again.
 pub const DELIVERY_LOOKBACK: Duration = Duration::from_secs(60 * 60);
+/// How far back a sweep ever reads, however long the list could not be read.
+pub const LONGEST_READ_BACK: Duration = Duration::from_secs(24 * 60 * 60);
 /// Pages of deliveries read per run at most (GitHub's largest page is 100).
 pub const PAGES_PER_RUN: usize = 5;
 /// Redeliveries asked per run at most. A flood at the public URL throttles the webhook
@@ -55,8 +61,10 @@ pub fn retry_after(asks: u32) -> Duration {
 struct FailedEvent {
     /// Its newest failed attempt: the one GitHub is asked to send again.
     newest_attempt: u64,
-    /// When its first attempt seen failed: it is given up once past the lookback.
+    /// When its first attempt seen failed: the oldest failures are asked for first.
     first_failed_at: OffsetDateTime,
+    /// When a sweep first saw it failed: it is given up a lookback after.
+    first_seen: OffsetDateTime,
     action: Option<String>,
     status_code: u16,
     /// Redeliveries asked so far, when the last was, and when the next may be.
@@ -81,6 +89,9 @@ const UNREAD_KEPT: usize = 100;
 pub(super) struct SweepMark {
     /// The newest delivery id the last sweep read: the next stops there.
     newest_seen: Option<u64>,
+    /// When this process's first sweep ran: until one reads a delivery, the sweeps read
+    /// back to a lookback before it.
+    first_sweep: Option<OffsetDateTime>,
     /// Below it, what a sweep had no pages left to read, oldest stretch first.
     unread: Vec<Unread>,
     /// Failed events not yet delivered, by guid.
@@ -98,7 +109,7 @@ enum Stopped {
 impl SweepMark {
     /// Folds in deliveries read (newest first): an event delivered by any attempt is
     /// done; one whose attempts failed is remembered with its newest attempt.
-    fn learn(&mut self, read: &[HookDelivery]) {
+    fn learn(&mut self, read: &[HookDelivery], now: OffsetDateTime) {
         let delivered: HashSet<&str> = read
             .iter()
             .filter(|d| d.delivered())
@@ -116,6 +127,7 @@ impl SweepMark {
                 .or_insert_with(|| FailedEvent {
                     newest_attempt: attempt.id,
                     first_failed_at: attempt.delivered_at,
+                    first_seen: now,
                     action: attempt.action.clone(),
                     status_code: attempt.status_code,
                     asks: 0,
@@ -155,11 +167,11 @@ impl SweepMark {
         }
     }
 
-    /// The events to ask for now, oldest failure first; those past the lookback are
-    /// given up.
+    /// The events to ask for now, oldest failure first; those seen failed longer than
+    /// the lookback ago are given up.
     fn due(&mut self, now: OffsetDateTime) -> Vec<(String, FailedEvent)> {
         self.failed
-            .retain(|_, event| event.first_failed_at >= now - DELIVERY_LOOKBACK);
+            .retain(|_, event| event.first_seen >= now - DELIVERY_LOOKBACK);
         let mut due: Vec<(String, FailedEvent)> = self
             .failed
             .iter()
@@ -193,7 +205,7 @@ impl Reaper {
             .unwrap_or_default();
         let due = {
             let mut memory = self.memory();
-            memory.sweep.learn(&read);
+            memory.sweep.learn(&read, now);
             memory.sweep.due(now)
         };
         let mut asked = 0;
@@ -229,8 +241,12 @@ impl Reaper {
     ) -> Option<Vec<HookDelivery>> {
         let deliveries = self.deliveries.clone()?;
         let deliveries = deliveries.as_ref();
-        let stop_at = self.memory().sweep.newest_seen;
-        let oldest = now - DELIVERY_LOOKBACK;
+        let (stop_at, first_sweep) = {
+            let mut memory = self.memory();
+            let first_sweep = *memory.sweep.first_sweep.get_or_insert(now);
+            (memory.sweep.newest_seen, first_sweep)
+        };
+        let oldest = (first_sweep.min(now) - DELIVERY_LOOKBACK).max(now - LONGEST_READ_BACK);
         let mut pages = PAGES_PER_RUN;
         let (mut read, stopped) = match read_down(
             deliveries, None, stop_at, oldest, &mut pages, deadline,

@@ -193,6 +193,59 @@ async fn an_event_that_keeps_failing_is_given_up_past_the_lookback() {
     assert!((12..=20).contains(&asks.len()), "{} asks", asks.len());
 }
 
+/// Chaos seed 347853: the deliveries list could not be read for 52 minutes, so the
+/// event's first ask came late in its hour and failed too; it must still be asked again.
+#[tokio::test(start_paused = true)]
+async fn an_event_first_seen_late_in_its_hour_is_asked_for_a_whole_lookback() {
+    let world = World::new(5);
+    let deliveries = Arc::new(MemoryDeliveries::new(100));
+    let reaper = world.reaper().with_deliveries(deliveries.clone());
+    deliveries.record(delivery(1, "g", "workflow_job", 503));
+    let start = now();
+    let first_sweep = start + Duration::from_secs(52 * 60);
+    let back_at = start + Duration::from_secs(61 * 60);
+    let asks = sweep_through(
+        &reaper,
+        &deliveries,
+        first_sweep,
+        Duration::from_secs(60),
+        start + Duration::from_secs(90 * 60),
+        |at| at < back_at,
+    )
+    .await;
+    assert_eq!(asks.first(), Some(&first_sweep), "{asks:?}");
+    let last = *asks.last().expect("asked");
+    assert!(last >= back_at, "last asked at {last}, while still refused");
+    assert_eq!(deliveries.redelivered().len(), asks.len());
+}
+
+/// Chaos seeds 396028 and 480173: the deliveries list could not be read for more than
+/// an hour after the event failed; the first sweep that reads it must still find it.
+#[tokio::test(start_paused = true)]
+async fn an_event_failed_while_the_list_was_unreadable_for_an_hour_is_still_asked_for() {
+    let world = World::new(5);
+    let deliveries = Arc::new(MemoryDeliveries::new(100));
+    let reaper = world.reaper().with_deliveries(deliveries.clone());
+    let start = now();
+    reaper.run(start, far()).await.expect("first run");
+    let mut failed = delivery(1, "g", "workflow_job", 503);
+    failed.delivered_at = start + Duration::from_secs(2 * 60);
+    deliveries.record(failed);
+    deliveries.fail_next(3);
+    for minutes in [30, 50, 60] {
+        reaper
+            .run(start + Duration::from_secs(minutes * 60), far())
+            .await
+            .expect("run");
+    }
+    assert!(deliveries.redelivered().is_empty());
+    reaper
+        .run(start + Duration::from_secs(63 * 60), far())
+        .await
+        .expect("run");
+    assert_eq!(deliveries.redelivered(), [1]);
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_delivery_getting_through_ends_the_wait_of_the_events_still_failed() {
     let world = World::new(5);
