@@ -1,7 +1,7 @@
 //! Hand-over of a job whose runner took another: only to a runner whose labels cover the
 //! job, noted in that runner's history, and a runner still in creation is resumed at once.
 
-use super::testing::{b_claimed_for_job_2, up};
+use super::testing::{a_takes_job_2_without_a_runner, b_claimed_for_job_2, up};
 use super::*;
 use crate::handlers::test_support::{message, now, World};
 use crate::lifecycle::InstanceStatus;
@@ -269,19 +269,12 @@ async fn runner_taking_a_job_that_had_claimed_a_runner_hands_its_own_job_over() 
 async fn runner_taking_a_job_without_a_runner_sends_its_own_job_back_to_the_queue() {
     let world = World::new(5);
     let scaler = world.scaler();
-    let runner_a = up(&world, 1).await;
     // Job 2 never got a runner (its message waits for capacity); runner A takes it.
-    scaler
-        .handle(&message(MessageKind::InProgress, 2, Some(&runner_a)), now())
-        .await
-        .expect("handled");
+    let (runner_a, sent) = a_takes_job_2_without_a_runner(&world, &scaler).await;
     assert_eq!(world.store.job(1).and_then(|j| j.runner_name), None);
-    let sent = world.queue.take();
-    assert_eq!(sent.len(), 1, "{sent:?}");
-    assert_eq!((sent[0].kind, sent[0].job_id), (MessageKind::Queued, 1));
     // The message gives job 1 a runner of its own, once GitHub says it still waits.
     world.forge.set_job_state(1, ForgeJobState::Queued);
-    let name = match scaler.handle(&sent[0], now()).await {
+    let name = match scaler.handle(&sent, now()).await {
         Ok(Handled::RunnerUp(name)) => name,
         other => panic!("{other:?}"),
     };

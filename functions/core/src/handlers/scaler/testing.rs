@@ -56,3 +56,20 @@ pub(super) fn b_claimed_for_job_2(
     world.store.put_job(job_2);
     runner_b.name
 }
+
+/// Runner A, up for job 1, takes job 2, which never got a runner: job 1 is sent again.
+/// Returns A's name and that one message.
+pub(super) async fn a_takes_job_2_without_a_runner(
+    world: &World,
+    scaler: &Arc<Scaler>,
+) -> (String, crate::message::QueueMessage) {
+    let runner_a = up(world, 1).await;
+    scaler
+        .handle(&message(MessageKind::InProgress, 2, Some(&runner_a)), now())
+        .await
+        .expect("handled");
+    let mut sent = world.queue.take();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!((sent[0].kind, sent[0].job_id), (MessageKind::Queued, 1));
+    (runner_a, sent.remove(0))
+}
