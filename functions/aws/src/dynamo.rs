@@ -184,6 +184,33 @@ fn cancellation_codes(
     }
 }
 
+/// A request element that failed to build (a missing required field: a bug here).
+fn build_error(err: aws_sdk_dynamodb::error::BuildError) -> StoreError {
+    StoreError::Transient(Box::new(err))
+}
+
+/// One conditional update of the item at `key`, as a transaction item.
+fn transact_update(
+    table: &str,
+    key: Item,
+    update: String,
+    condition: String,
+    expr: &Expr,
+) -> Result<aws_sdk_dynamodb::types::TransactWriteItem, StoreError> {
+    let update = aws_sdk_dynamodb::types::Update::builder()
+        .table_name(table)
+        .set_key(Some(key))
+        .update_expression(update)
+        .condition_expression(condition)
+        .set_expression_attribute_names(expr.names())
+        .set_expression_attribute_values(expr.values())
+        .build()
+        .map_err(build_error)?;
+    Ok(aws_sdk_dynamodb::types::TransactWriteItem::builder()
+        .update(update)
+        .build())
+}
+
 /// Whether another transaction on one of its items cancelled this one.
 fn cancelled_by_conflict(codes: &[String]) -> bool {
     codes.iter().any(|code| code == "TransactionConflict")

@@ -120,13 +120,7 @@ async fn ensure_table(client: &aws_sdk_dynamodb::Client, table: &str) -> anyhow:
         .global_secondary_indexes(index)
         .send()
         .await;
-    match created {
-        Ok(_) => {}
-        Err(err) if err.code() == Some("ResourceInUseException") => {}
-        Err(err) => return Err(err).with_context(|| format!("creating table {table}")),
-    }
-    wait_for_table(client, table).await?;
-    ensure_ttl(client, table, items::TTL).await
+    table_ready(client, table, created, items::TTL).await
 }
 
 /// The JIT config table: keyed by instance ARN, with its own TTL attribute.
@@ -139,13 +133,28 @@ async fn ensure_jit_table(client: &aws_sdk_dynamodb::Client, table: &str) -> any
         .key_schema(key(jit::INSTANCE_ARN, KeyType::Hash)?)
         .send()
         .await;
+    table_ready(client, table, created, jit::TTL).await
+}
+
+/// Waits for a table just created, or there already, and turns on TTL on `ttl`.
+async fn table_ready(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    created: Result<
+        aws_sdk_dynamodb::operation::create_table::CreateTableOutput,
+        aws_sdk_dynamodb::error::SdkError<
+            aws_sdk_dynamodb::operation::create_table::CreateTableError,
+        >,
+    >,
+    ttl: &str,
+) -> anyhow::Result<()> {
     match created {
         Ok(_) => {}
         Err(err) if err.code() == Some("ResourceInUseException") => {}
         Err(err) => return Err(err).with_context(|| format!("creating table {table}")),
     }
     wait_for_table(client, table).await?;
-    ensure_ttl(client, table, jit::TTL).await
+    ensure_ttl(client, table, ttl).await
 }
 
 /// Turns on TTL on `attribute` unless it is on already.

@@ -158,6 +158,26 @@ pub trait DeploymentCommand: Sized {
     fn run(self, deployment: &mut Deployment) -> impl std::future::Future<Output = Outcome>;
 }
 
+/// [`DeploymentCommand`] for a command that reads the table alone (its `stack` and `table`
+/// options), run by `$run(deployment, args)`.
+macro_rules! table_command {
+    ($args:ty, $run:path) => {
+        impl $crate::target::DeploymentCommand for $args {
+            fn target(&self) -> $crate::target::TargetArgs {
+                $crate::target::TargetArgs::new(&self.stack).table(&self.table)
+            }
+
+            async fn run(
+                self,
+                deployment: &mut $crate::target::Deployment,
+            ) -> $crate::exit::Outcome {
+                $run(deployment, self).await
+            }
+        }
+    };
+}
+pub(crate) use table_command;
+
 /// Sets up the deployment `command` names (nothing is read yet), then runs it there.
 pub async fn on_deployment(command: impl DeploymentCommand) -> Outcome {
     let mut deployment = Deployment::new(command.target(), command.github()).await;

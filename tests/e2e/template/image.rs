@@ -200,7 +200,8 @@ async fn two_images(ec2: &aws_sdk_ec2::Client) -> anyhow::Result<(String, String
     Ok((first.to_owned(), second.to_owned()))
 }
 
-async fn image_of(ec2: &aws_sdk_ec2::Client, instance: &str) -> anyhow::Result<String> {
+/// The image the instance was launched from.
+pub(super) async fn image_of(ec2: &aws_sdk_ec2::Client, instance: &str) -> anyhow::Result<String> {
     let described = ec2
         .describe_instances()
         .instance_ids(instance)

@@ -83,19 +83,7 @@ impl World {
     }
 
     async fn image_of(&self, instance_id: &str) -> anyhow::Result<String> {
-        let described = self
-            .ec2()
-            .describe_instances()
-            .instance_ids(instance_id)
-            .send()
-            .await?;
-        described
-            .reservations()
-            .iter()
-            .flat_map(|r| r.instances())
-            .find_map(|i| i.image_id())
-            .map(str::to_owned)
-            .context("the instance's image")
+        super::image::image_of(&self.ec2(), instance_id).await
     }
 
     async fn user_data_of(&self, instance_id: &str) -> anyhow::Result<String> {

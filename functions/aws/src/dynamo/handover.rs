@@ -3,18 +3,16 @@
 //! naming one queued job.
 
 use super::runners::field_update;
-use super::{cancellation_codes, cancelled_by_conflict, store_error, DynamoRunnerStore, Expr};
+use super::{
+    cancellation_codes, cancelled_by_conflict, store_error, transact_update, DynamoRunnerStore,
+    Expr,
+};
 use crate::items;
-use aws_sdk_dynamodb::types::{TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::TransactWriteItem;
 use ephemera_core::model::JobStatus;
 use ephemera_core::ports::{ClaimHandOver, RunnerUpdate, StoreError};
 use time::OffsetDateTime;
 use tracing::instrument;
-
-/// A request element that failed to build (a missing required field: a bug here).
-fn build_error(err: aws_sdk_dynamodb::error::BuildError) -> StoreError {
-    StoreError::Transient(Box::new(err))
-}
 
 impl DynamoRunnerStore {
     #[instrument(skip_all, fields(job_id = hand_over.job_id, taker = %hand_over.taker.0))]
@@ -71,16 +69,13 @@ impl DynamoRunnerStore {
             }
             None => format!("REMOVE {runner}, {launched}"),
         };
-        let update = Update::builder()
-            .table_name(&self.table)
-            .set_key(Some(items::key(items::job_key(hand_over.job_id))))
-            .update_expression(update)
-            .condition_expression(condition)
-            .set_expression_attribute_names(expr.names())
-            .set_expression_attribute_values(expr.values())
-            .build()
-            .map_err(build_error)?;
-        Ok(TransactWriteItem::builder().update(update).build())
+        transact_update(
+            &self.table,
+            items::key(items::job_key(hand_over.job_id)),
+            update,
+            condition,
+            &expr,
+        )
     }
 
     /// One runner's update, with its guards, as a transaction item.
@@ -91,15 +86,12 @@ impl DynamoRunnerStore {
         at: OffsetDateTime,
     ) -> Result<TransactWriteItem, StoreError> {
         let (expr, sets, condition) = field_update(update, at);
-        let update = Update::builder()
-            .table_name(&self.table)
-            .set_key(Some(items::key(items::runner_key(name))))
-            .update_expression(sets)
-            .condition_expression(condition)
-            .set_expression_attribute_names(expr.names())
-            .set_expression_attribute_values(expr.values())
-            .build()
-            .map_err(build_error)?;
-        Ok(TransactWriteItem::builder().update(update).build())
+        transact_update(
+            &self.table,
+            items::key(items::runner_key(name)),
+            sets,
+            condition,
+            &expr,
+        )
     }
 }

@@ -2,21 +2,17 @@
 //! transaction that binds a queued job to one runner and one pool slot (and its job-less
 //! twin, the reservation of a warm runner: the runner and the slot alone).
 
-use super::{cancellation_codes, cancelled_by_conflict, store_error, DynamoRunnerStore, Expr};
+use super::{
+    build_error, cancellation_codes, cancelled_by_conflict, store_error, transact_update,
+    DynamoRunnerStore, Expr,
+};
 use crate::items::{self, Item};
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::{
-    Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
-};
+use aws_sdk_dynamodb::types::{Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem};
 use ephemera_core::model::{JobRecord, JobStatus, RunnerRecord};
 use ephemera_core::ports::{Claim, StoreError};
 use tracing::instrument;
-
-/// A request element that failed to build (a missing required field: a bug here).
-fn build_error(err: aws_sdk_dynamodb::error::BuildError) -> StoreError {
-    StoreError::Transient(Box::new(err))
-}
 
 impl DynamoRunnerStore {
     #[instrument(skip_all, fields(job_id = job.job_id))]
@@ -219,16 +215,13 @@ impl DynamoRunnerStore {
             expr.value("queued", items::s(JobStatus::Queued.as_str())),
             expr.name(items::RUNNER_NAME),
         );
-        let update = Update::builder()
-            .table_name(&self.table)
-            .set_key(Some(items::key(items::job_key(job_id))))
-            .update_expression(format!("SET {}", sets.join(", ")))
-            .condition_expression(condition)
-            .set_expression_attribute_names(expr.names())
-            .set_expression_attribute_values(expr.values())
-            .build()
-            .map_err(build_error)?;
-        Ok(TransactWriteItem::builder().update(update).build())
+        transact_update(
+            &self.table,
+            items::key(items::job_key(job_id)),
+            format!("SET {}", sets.join(", ")),
+            condition,
+            &expr,
+        )
     }
 
     /// The runner record, which must not exist yet.
@@ -268,16 +261,13 @@ impl DynamoRunnerStore {
         } else {
             format!("attribute_not_exists({slots}) OR {slots} < {max}")
         };
-        let update = Update::builder()
-            .table_name(&self.table)
-            .set_key(Some(items::key(items::pool_key(&runner.pool))))
-            .update_expression(format!("SET {}", sets.join(", ")))
-            .condition_expression(condition)
-            .set_expression_attribute_names(expr.names())
-            .set_expression_attribute_values(expr.values())
-            .build()
-            .map_err(build_error)?;
-        Ok(TransactWriteItem::builder().update(update).build())
+        transact_update(
+            &self.table,
+            items::key(items::pool_key(&runner.pool)),
+            format!("SET {}", sets.join(", ")),
+            condition,
+            &expr,
+        )
     }
 
     #[instrument(skip_all, fields(job_id, runner = %runner_name))]

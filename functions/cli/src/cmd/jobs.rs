@@ -4,7 +4,7 @@
 
 use crate::exit::Outcome;
 use crate::render::{age, colour_stdout, or_dash, Cell, Table};
-use crate::target::{Deployment, DeploymentCommand, StackArgs, TableArg, TargetArgs};
+use crate::target::{table_command, Deployment, StackArgs, TableArg};
 use crate::views::{print_json, JobRow, UNROUTED};
 use clap::{Args, ValueEnum};
 use ephemera_aws::DynamoUnroutedJobs;
@@ -54,15 +54,7 @@ pub struct JobsListArgs {
     table: TableArg,
 }
 
-impl DeploymentCommand for JobsListArgs {
-    fn target(&self) -> TargetArgs {
-        TargetArgs::new(&self.stack).table(&self.table)
-    }
-
-    async fn run(self, deployment: &mut Deployment) -> Outcome {
-        jobs(deployment, self).await
-    }
-}
+table_command!(JobsListArgs, jobs);
 
 #[derive(Serialize)]
 struct JobList {

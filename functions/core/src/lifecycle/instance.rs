@@ -2,10 +2,7 @@
 //! is its transition table: the DynamoDB store turns it into the condition of every
 //! status update, so a writer can never move a record along an edge that is not in it.
 
-use super::UnknownStatus;
 use serde::{Deserialize, Serialize};
-use std::fmt;
-use std::str::FromStr;
 use std::time::Duration;
 
 /// How long a `creating` record belongs to the delivery that touched it last. A
@@ -84,21 +81,7 @@ impl InstanceStatus {
     }
 }
 
-impl fmt::Display for InstanceStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for InstanceStatus {
-    type Err = UnknownStatus;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        InstanceStatus::ALL
-            .into_iter()
-            .find(|status| status.as_str() == s)
-            .ok_or_else(|| UnknownStatus(s.to_owned()))
-    }
-}
+status_names!(InstanceStatus);
 
 #[cfg(test)]
 mod tests {
@@ -123,11 +106,7 @@ mod tests {
             (Deleting, &[Deleted, PendingDelete]),
             (Deleted, &[]),
         ];
-        for (from, tos) in allowed {
-            for to in InstanceStatus::ALL {
-                assert_eq!(from.can_move_to(to), tos.contains(&to), "{from} -> {to}");
-            }
-        }
+        super::super::assert_moves(allowed, &InstanceStatus::ALL, InstanceStatus::can_move_to);
     }
 
     #[test]

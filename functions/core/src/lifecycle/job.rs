@@ -2,9 +2,7 @@
 //! only moves forward ([`JobStatus::earlier`]), so webhooks that come late, twice or out
 //! of order never undo progress.
 
-use super::UnknownStatus;
 use serde::{Deserialize, Serialize};
-use std::fmt;
 
 /// What GitHub says a job is doing, as far as ephemera tracks it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -42,21 +40,7 @@ impl JobStatus {
     }
 }
 
-impl fmt::Display for JobStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for JobStatus {
-    type Err = UnknownStatus;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        JobStatus::ALL
-            .into_iter()
-            .find(|status| status.as_str() == s)
-            .ok_or_else(|| UnknownStatus(s.to_owned()))
-    }
-}
+status_names!(JobStatus);
 
 impl JobStatus {
     /// Whether the table allows moving from `self` to `to`.
@@ -77,10 +61,6 @@ mod tests {
             (InProgress, &[Completed]),
             (Completed, &[]),
         ];
-        for (from, tos) in allowed {
-            for to in JobStatus::ALL {
-                assert_eq!(from.can_move_to(to), tos.contains(&to), "{from} -> {to}");
-            }
-        }
+        super::super::assert_moves(allowed, &JobStatus::ALL, JobStatus::can_move_to);
     }
 }

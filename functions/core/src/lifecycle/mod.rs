@@ -11,6 +11,31 @@
 //!
 //! docs/design.md's "Job × runner events" table says which event makes which move.
 
+/// `Display` and `FromStr` of a status through its `ALL` and `as_str`, the same for every
+/// table; `old => status` lets a spelling that items were once written with still read.
+macro_rules! status_names {
+    ($status:ident $(, $old:literal => $alias:expr)?) => {
+        impl std::fmt::Display for $status {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl std::str::FromStr for $status {
+            type Err = super::UnknownStatus;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                $(if s == $old {
+                    return Ok($alias);
+                })?
+                $status::ALL
+                    .into_iter()
+                    .find(|status| status.as_str() == s)
+                    .ok_or_else(|| super::UnknownStatus(s.to_owned()))
+            }
+        }
+    };
+}
+
 mod claim;
 mod instance;
 mod job;
@@ -25,6 +50,20 @@ pub use runner::RunnerStatus;
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("unknown status {0:?}")]
 pub struct UnknownStatus(pub String);
+
+/// Asserts that `can_move` allows exactly the moves of `allowed`, from each status to any.
+#[cfg(test)]
+fn assert_moves<S: Copy + PartialEq + std::fmt::Display>(
+    allowed: &[(S, &[S])],
+    all: &[S],
+    can_move: fn(S, S) -> bool,
+) {
+    for (from, tos) in allowed {
+        for &to in all {
+            assert_eq!(can_move(*from, to), tos.contains(&to), "{from} -> {to}");
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -4,10 +4,7 @@
 //! removal from GitHub ends it. [`RunnerStatus::allowed_predecessors`] is its table:
 //! the store refuses a runner-status update whose record is not in a status it allows.
 
-use super::UnknownStatus;
 use serde::{Deserialize, Serialize};
-use std::fmt;
-use std::str::FromStr;
 
 /// GitHub's view of a runner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -63,24 +60,7 @@ impl RunnerStatus {
     }
 }
 
-impl fmt::Display for RunnerStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for RunnerStatus {
-    type Err = UnknownStatus;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        if s == "offline" {
-            return Ok(RunnerStatus::Idle);
-        }
-        RunnerStatus::ALL
-            .into_iter()
-            .find(|status| status.as_str() == s)
-            .ok_or_else(|| UnknownStatus(s.to_owned()))
-    }
-}
+status_names!(RunnerStatus, "offline" => RunnerStatus::Idle);
 
 #[cfg(test)]
 mod tests {
@@ -95,11 +75,7 @@ mod tests {
             (Active, &[Idle, Active, Terminated]),
             (Terminated, &[]),
         ];
-        for (from, tos) in allowed {
-            for to in RunnerStatus::ALL {
-                assert_eq!(from.can_move_to(to), tos.contains(&to), "{from} -> {to}");
-            }
-        }
+        super::super::assert_moves(allowed, &RunnerStatus::ALL, RunnerStatus::can_move_to);
     }
 
     #[test]

@@ -18,18 +18,10 @@ fn runner(name: &str, job_id: u64, runner_status: RunnerStatus) -> RunnerRecord 
 
 fn job(job_id: u64, status: JobStatus, runner_name: Option<&str>) -> JobRecord {
     JobRecord {
-        job_id,
         status,
-        pool: "linux".to_owned(),
-        owner: "acme".to_owned(),
-        repo: "app".to_owned(),
-        run_id: 1,
-        installation_id: Some(9),
-        labels: vec!["linux".to_owned()],
         runner_name: runner_name.map(str::to_owned),
         launched_runner: runner_name.map(str::to_owned),
-        received_at: START,
-        updated_at: START,
+        ..super::tests::job(job_id)
     }
 }
 

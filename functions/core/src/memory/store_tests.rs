@@ -15,7 +15,8 @@ fn runner(name: &str, status: InstanceStatus) -> RunnerRecord {
     record
 }
 
-fn job(job_id: u64) -> JobRecord {
+/// A queued job of the `linux` pool, claimed by no runner.
+pub(super) fn job(job_id: u64) -> JobRecord {
     JobRecord {
         job_id,
         status: JobStatus::Queued,

@@ -9,7 +9,7 @@
 
 use crate::exit::{Failure, Outcome, NOT_FOUND};
 use crate::render::{age, colour_stdout, or_dash, when, Cell, Table};
-use crate::target::{Deployment, DeploymentCommand, StackArgs, TableArg, TargetArgs};
+use crate::target::{table_command, Deployment, StackArgs, TableArg};
 use crate::views::{print_json, RunnerDetail, RunnerRow};
 use clap::builder::PossibleValue;
 use clap::{Args, ValueEnum};
@@ -41,15 +41,7 @@ pub struct ListArgs {
     table: TableArg,
 }
 
-impl DeploymentCommand for ListArgs {
-    fn target(&self) -> TargetArgs {
-        TargetArgs::new(&self.stack).table(&self.table)
-    }
-
-    async fn run(self, deployment: &mut Deployment) -> Outcome {
-        list(deployment, self).await
-    }
-}
+table_command!(ListArgs, list);
 
 /// A runner status on the command line, its values listed by `--help`.
 #[derive(Debug, Clone, Copy)]
@@ -88,15 +80,7 @@ pub struct ShowArgs {
     table: TableArg,
 }
 
-impl DeploymentCommand for ShowArgs {
-    fn target(&self) -> TargetArgs {
-        TargetArgs::new(&self.stack).table(&self.table)
-    }
-
-    async fn run(self, deployment: &mut Deployment) -> Outcome {
-        show(deployment, self).await
-    }
-}
+table_command!(ShowArgs, show);
 
 #[derive(Serialize)]
 struct RunnerList {

@@ -3,14 +3,13 @@
 //! each found one such point): runner A, launched for job 1, took job 2, whose runner B
 //! is free; job 1 is handed to B.
 
-use super::prepare::job_record;
-use super::testing::up;
+use super::testing::{b_claimed_for_job_2, up};
 use super::*;
 use crate::handlers::test_support::{config_with, message, now, World};
 use crate::lifecycle::{InstanceStatus, RunnerStatus};
 use crate::memory::{FakeFleet, FakeForge, MemoryJitStore, MemoryQueue, MemoryStore};
 use crate::message::MessageKind;
-use crate::model::{JobStatus, RunnerRecord};
+use crate::model::JobStatus;
 
 /// Store calls a hand-over takes at most, with room to spare: every crash point.
 const CRASH_POINTS: u32 = 16;
@@ -26,23 +25,9 @@ fn world(extra: &str) -> World {
     }
 }
 
-/// Job 2's runner B was claimed and its record written, then its delivery died: B is in
-/// creation when A takes job 2.
+/// B is in creation when A takes job 2.
 fn b_in_creation(world: &World) -> String {
-    let mut runner_b = RunnerRecord::new("eph-linux-b".into(), "linux".into(), now());
-    runner_b.labels = world.config.pools[0].labels.clone();
-    runner_b.job_id = Some(2);
-    runner_b.status = InstanceStatus::Creating;
-    world.store.put_runner(runner_b.clone());
-    let mut job_2 = job_record(
-        &message(MessageKind::Queued, 2, None),
-        JobStatus::Queued,
-        now(),
-    );
-    job_2.runner_name = Some(runner_b.name.clone());
-    job_2.launched_runner = Some(runner_b.name.clone());
-    world.store.put_job(job_2);
-    runner_b.name
+    b_claimed_for_job_2(world, InstanceStatus::Creating, true)
 }
 
 /// The chaos suite's invariant, stricter: a record counts even while its runner runs
@@ -98,31 +83,26 @@ where
     }
 }
 
+/// Runner A is up for job 1 and runner B for job 2; returns A's name.
+fn a_and_b_up(world: &World) -> std::pin::Pin<Box<dyn std::future::Future<Output = String> + '_>> {
+    Box::pin(async move {
+        let runner_a = up(world, 1).await;
+        up(world, 2).await;
+        runner_a
+    })
+}
+
 /// Seed 62961: static runners; the crash fell between B's record and the claim.
 #[tokio::test]
 async fn a_crash_inside_a_hand_over_of_static_runners_leaves_one_runner_per_queued_job() {
-    crash_everywhere("    ephemeral: false", MessageKind::InProgress, |world| {
-        Box::pin(async move {
-            let runner_a = up(world, 1).await;
-            up(world, 2).await;
-            runner_a
-        })
-    })
-    .await;
+    crash_everywhere("    ephemeral: false", MessageKind::InProgress, a_and_b_up).await;
 }
 
 /// Seed 82612: A's `in_progress` was lost, its `completed` hands job 1 over; after the
 /// crash a redelivered `queued` for job 1 must not add a second runner.
 #[tokio::test]
 async fn a_crash_inside_a_hand_over_from_a_completed_leaves_one_runner_per_queued_job() {
-    crash_everywhere("", MessageKind::Completed, |world| {
-        Box::pin(async move {
-            let runner_a = up(world, 1).await;
-            up(world, 2).await;
-            runner_a
-        })
-    })
-    .await;
+    crash_everywhere("", MessageKind::Completed, a_and_b_up).await;
 }
 
 /// Seed 88792: B is in creation, so job 1 is sent again to resume it, and that send

@@ -1,13 +1,11 @@
 //! Hand-over of a job whose runner took another: only to a runner whose labels cover the
 //! job, noted in that runner's history, and a runner still in creation is resumed at once.
 
-use super::prepare::job_record;
-use super::testing::up;
+use super::testing::{a_takes_job_2_without_a_runner, b_claimed_for_job_2, up};
 use super::*;
 use crate::handlers::test_support::{message, now, World};
 use crate::lifecycle::InstanceStatus;
 use crate::message::MessageKind;
-use crate::model::{JobStatus, RunnerRecord};
 
 /// Runner A (launched for job 1) takes job 2, whose runner is B.
 async fn a_takes_job_2(world: &World, runner_a: &str) {
@@ -81,21 +79,11 @@ async fn a_job_handed_to_a_runner_in_creation_resumes_its_creation_at_once() {
     let scaler = world.scaler();
     let runner_a = up(&world, 1).await;
     // Job 2's runner B was claimed and its record written; then the scaler died.
-    let mut runner_b = RunnerRecord::new("eph-linux-b".into(), "linux".into(), now());
-    runner_b.labels = world.config.pools[0].labels.clone();
-    runner_b.job_id = Some(2);
-    world.store.put_runner(runner_b.clone());
-    let mut job_2 = job_record(
-        &message(MessageKind::Queued, 2, None),
-        JobStatus::Queued,
-        now(),
-    );
-    job_2.runner_name = Some(runner_b.name.clone());
-    world.store.put_job(job_2);
+    let runner_b = b_claimed_for_job_2(&world, InstanceStatus::PendingCreate, false);
     a_takes_job_2(&world, &runner_a).await;
     assert_eq!(
         world.store.job(1).and_then(|j| j.runner_name),
-        Some(runner_b.name.clone())
+        Some(runner_b.clone())
     );
     let sent = world.queue.take();
     assert_eq!(sent.len(), 1, "the creation of B is resumed: {sent:?}");
@@ -103,8 +91,8 @@ async fn a_job_handed_to_a_runner_in_creation_resumes_its_creation_at_once() {
     // That message creates runner B, now for job 1, even with the pool full.
     world.store.set_slots_used("linux", 1);
     let handled = scaler.handle(&sent[0], now()).await.expect("handled");
-    assert_eq!(handled, Handled::RunnerUp(runner_b.name.clone()));
-    let b = world.store.runner(&runner_b.name).expect("record");
+    assert_eq!(handled, Handled::RunnerUp(runner_b.clone()));
+    let b = world.store.runner(&runner_b).expect("record");
     assert_eq!(b.status, InstanceStatus::Running);
     assert_eq!(b.job_id, Some(1));
     assert!(b.instance_id.is_some());
@@ -281,19 +269,12 @@ async fn runner_taking_a_job_that_had_claimed_a_runner_hands_its_own_job_over() 
 async fn runner_taking_a_job_without_a_runner_sends_its_own_job_back_to_the_queue() {
     let world = World::new(5);
     let scaler = world.scaler();
-    let runner_a = up(&world, 1).await;
     // Job 2 never got a runner (its message waits for capacity); runner A takes it.
-    scaler
-        .handle(&message(MessageKind::InProgress, 2, Some(&runner_a)), now())
-        .await
-        .expect("handled");
+    let (runner_a, sent) = a_takes_job_2_without_a_runner(&world, &scaler).await;
     assert_eq!(world.store.job(1).and_then(|j| j.runner_name), None);
-    let sent = world.queue.take();
-    assert_eq!(sent.len(), 1, "{sent:?}");
-    assert_eq!((sent[0].kind, sent[0].job_id), (MessageKind::Queued, 1));
     // The message gives job 1 a runner of its own, once GitHub says it still waits.
     world.forge.set_job_state(1, ForgeJobState::Queued);
-    let name = match scaler.handle(&sent[0], now()).await {
+    let name = match scaler.handle(&sent, now()).await {
         Ok(Handled::RunnerUp(name)) => name,
         other => panic!("{other:?}"),
     };

@@ -28,16 +28,10 @@ async fn queued_arriving_after_completed_launches_nothing() {
 async fn a_job_queued_again_for_its_taken_runner_gets_none_if_github_gave_it_one() {
     let world = World::new(5);
     let scaler = world.scaler();
-    let runner_a = up(&world, 1).await;
-    scaler
-        .handle(&message(MessageKind::InProgress, 2, Some(&runner_a)), now())
-        .await
-        .expect("handled");
-    let sent = world.queue.take();
-    assert_eq!((sent[0].kind, sent[0].job_id), (MessageKind::Queued, 1));
+    let (_runner_a, sent) = a_takes_job_2_without_a_runner(&world, &scaler).await;
     // Another runner took job 1 meanwhile; its webhooks have not come yet.
     world.forge.set_job_state(1, ForgeJobState::InProgress);
-    let handled = scaler.handle(&sent[0], now()).await.expect("handled");
+    let handled = scaler.handle(&sent, now()).await.expect("handled");
     assert_eq!(handled, Handled::NothingToDo);
     assert_eq!(world.store.runners().len(), 1, "no runner added");
     assert_eq!(

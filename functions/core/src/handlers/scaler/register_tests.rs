@@ -58,15 +58,7 @@ async fn a_pool_without_self_hosted_registers_its_runners_with_it() {
 async fn transient_failure_is_retried_after_the_lease_and_reuses_the_instance() {
     let world = World::new(5);
     let scaler = world.scaler();
-    world.forge.fail_next_with(1, ForgeFailure::Transient);
-    let first = scaler
-        .handle(&message(MessageKind::Queued, 3, None), now())
-        .await;
-    assert!(
-        matches!(first, Err(ScalerError::Creation { .. })),
-        "{first:?}"
-    );
-    let half_done = world.store.runners().pop().expect("record");
+    let half_done = half_done_after_a_transient_failure(&world, &scaler).await;
     assert_eq!(half_done.status, InstanceStatus::Creating);
     assert!(half_done.instance_id.is_some());
 
@@ -100,15 +92,7 @@ async fn transient_failure_is_retried_after_the_lease_and_reuses_the_instance() 
 async fn a_creation_failing_after_its_job_went_to_another_runner_is_reaped_not_retried() {
     let world = World::new(5);
     let scaler = world.scaler();
-    world.forge.fail_next_with(1, ForgeFailure::Transient);
-    let first = scaler
-        .handle(&message(MessageKind::Queued, 3, None), now())
-        .await;
-    assert!(
-        matches!(first, Err(ScalerError::Creation { .. })),
-        "{first:?}"
-    );
-    let half_done = world.store.runners().pop().expect("record");
+    let half_done = half_done_after_a_transient_failure(&world, &scaler).await;
     // While GitHub kept failing, it gave job 3 to another runner.
     let mut job = world.store.job(3).expect("job 3");
     job.status = JobStatus::InProgress;
@@ -138,11 +122,7 @@ async fn a_creation_failing_after_its_job_went_to_another_runner_is_reaped_not_r
 async fn a_creation_failing_while_its_job_waits_is_retried() {
     let world = World::new(5);
     let scaler = world.scaler();
-    world.forge.fail_next_with(1, ForgeFailure::Transient);
-    let _ = scaler
-        .handle(&message(MessageKind::Queued, 3, None), now())
-        .await;
-    let half_done = world.store.runners().pop().expect("record");
+    let half_done = half_done_after_a_transient_failure(&world, &scaler).await;
     world.forge.fail_next_with(1, ForgeFailure::Transient);
     let clock = Clock::starting_at(now());
     let again = scaler.finish(half_done.clone(), &clock).await;
@@ -152,4 +132,20 @@ async fn a_creation_failing_while_its_job_waits_is_retried() {
     );
     let record = world.store.runner(&half_done.name).expect("record");
     assert_eq!(record.status, InstanceStatus::Creating);
+}
+
+/// Job 3's first creation fails on a transient GitHub error; returns the half-done record.
+async fn half_done_after_a_transient_failure(
+    world: &World,
+    scaler: &Arc<Scaler>,
+) -> crate::model::RunnerRecord {
+    world.forge.fail_next_with(1, ForgeFailure::Transient);
+    let first = scaler
+        .handle(&message(MessageKind::Queued, 3, None), now())
+        .await;
+    assert!(
+        matches!(first, Err(ScalerError::Creation { .. })),
+        "{first:?}"
+    );
+    world.store.runners().pop().expect("record")
 }
