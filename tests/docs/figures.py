@@ -313,7 +313,7 @@ def render_model_flood():
     for case, r in load("bench/model.json")["flood"].items():
         flood = r["lambda_throttles"]["flood"] or {}
         reserved = r["webhook_reserved_concurrency"]
-        delay = r["delay_against_no_flood_s"]
+        delay = r.get("delay_against_no_flood_s")
         rows.append((
             f"`{case}`",
             number(flood.get("refused_per_second", 0), 0),
