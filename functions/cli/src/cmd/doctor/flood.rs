@@ -9,7 +9,6 @@
 //! <https://docs.aws.amazon.com/lambda/latest/dg/configuration-concurrency.html>,
 //! <https://docs.aws.amazon.com/lambda/latest/api/API_PutFunctionConcurrency.html>
 
-use super::ports::QuotaPort;
 use super::quotas::LAMBDA_CONCURRENCY;
 use super::report::{Check, Report};
 use crate::errors::describe;
@@ -31,17 +30,17 @@ pub fn reservable(quota: u32) -> u32 {
 
 /// `webhook.concurrency`, from the account's quota and the stack's parameters (a stack
 /// made before the parameter reserves nothing).
-pub async fn webhook_concurrency_check(
+pub fn webhook_concurrency_check(
     parameters: &BTreeMap<String, String>,
-    quotas: &dyn QuotaPort,
+    quota: &anyhow::Result<Option<f64>>,
     report: &mut Report,
 ) {
     let reserved = parameters
         .get(WEBHOOK_RESERVED_CONCURRENCY)
         .and_then(|value| value.trim().parse::<u32>().ok())
         .unwrap_or(0);
-    let check = match quotas.quota("lambda", LAMBDA_CONCURRENCY).await {
-        Ok(Some(quota)) => judge(quota as u32, reserved),
+    let check = match quota {
+        Ok(Some(quota)) => judge(*quota as u32, reserved),
         Ok(None) => Check::warn(
             CHECK,
             format!(
@@ -53,7 +52,7 @@ pub async fn webhook_concurrency_check(
         ),
         Err(err) => Check::warn(
             CHECK,
-            format!("cannot read {LAMBDA_CONCURRENCY}: {}", describe(&err)),
+            format!("cannot read {LAMBDA_CONCURRENCY}: {}", describe(err)),
             "the credentials need servicequotas:GetServiceQuota and \
              servicequotas:GetAWSDefaultServiceQuota",
         ),

@@ -204,11 +204,18 @@ pub async fn vcpu_checks(
     }
 }
 
-/// `lambda.concurrency`: the account's concurrent executions leave room for the
-/// scaler's maximum concurrency and the other functions.
-pub async fn lambda_check(
+/// Lambda's Concurrent executions in this account and region, read once for the checks
+/// that judge it ([`lambda_check`], [`super::flood::webhook_concurrency_check`]).
+pub async fn lambda_concurrency(quotas: &dyn QuotaPort) -> anyhow::Result<Option<f64>> {
+    quotas.quota(LAMBDA, LAMBDA_CONCURRENCY).await
+}
+
+/// `lambda.concurrency`: the account's concurrent executions (`quota`, as
+/// [`lambda_concurrency`] read it) leave room for the scaler's maximum concurrency and
+/// the other functions.
+pub fn lambda_check(
     parameters: &BTreeMap<String, String>,
-    quotas: &dyn QuotaPort,
+    quota: &anyhow::Result<Option<f64>>,
     report: &mut Report,
 ) {
     let scaler = parameters
@@ -216,8 +223,8 @@ pub async fn lambda_check(
         .and_then(|v| v.trim().parse::<u32>().ok())
         .unwrap_or(SCALER_MAX_CONCURRENCY_DEFAULT);
     let needed = scaler + OTHER_FUNCTIONS;
-    let check = match quotas.quota(LAMBDA, LAMBDA_CONCURRENCY).await {
-        Ok(Some(value)) if value >= f64::from(needed) => Check::pass(
+    let check = match quota {
+        Ok(Some(value)) if *value >= f64::from(needed) => Check::pass(
             "lambda.concurrency",
             format!(
                 "{value} concurrent executions cover {needed} ({SCALER_MAX_CONCURRENCY} \
@@ -235,7 +242,7 @@ pub async fn lambda_check(
                 "request an increase of Lambda's Concurrent executions ({LAMBDA_CONCURRENCY}) \
                  in the Service Quotas console, or deploy with a lower \
                  {SCALER_MAX_CONCURRENCY} (at most {})",
-                (value as u32).saturating_sub(OTHER_FUNCTIONS).max(2)
+                (*value as u32).saturating_sub(OTHER_FUNCTIONS).max(2)
             ),
         ),
         Ok(None) => Check::warn(
@@ -249,7 +256,7 @@ pub async fn lambda_check(
         ),
         Err(err) => Check::warn(
             "lambda.concurrency",
-            format!("cannot read {LAMBDA_CONCURRENCY}: {}", describe(&err)),
+            format!("cannot read {LAMBDA_CONCURRENCY}: {}", describe(err)),
             "the credentials need servicequotas:GetServiceQuota and \
              servicequotas:GetAWSDefaultServiceQuota",
         ),

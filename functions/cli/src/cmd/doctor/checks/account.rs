@@ -85,6 +85,7 @@ pub(super) async fn quota_checks(
         }
         None => report.push(Check::skip("quotas.vcpu", "config.valid failed")),
     }
-    quotas::lambda_check(parameters, ports.quotas, report).await;
-    crate::cmd::doctor::flood::webhook_concurrency_check(parameters, ports.quotas, report).await;
+    let lambda = quotas::lambda_concurrency(ports.quotas).await;
+    quotas::lambda_check(parameters, &lambda, report);
+    crate::cmd::doctor::flood::webhook_concurrency_check(parameters, &lambda, report);
 }
