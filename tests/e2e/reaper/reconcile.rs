@@ -46,6 +46,21 @@ async fn claim_left_by_a_crash_is_cleaned_after_the_bootstrap_timeout_in_one_run
 
     let early = p.reap_at(at + minutes(19)).await?;
     assert_eq!(early.sent_to_delete, 0, "{early:?}");
+    // That run resumed the stalled creation (its lease was long over): the next run
+    // judges what the scaler made of it, so it waits for the scaler to finish.
+    p.wait_for(
+        "the scaler to resume the stalled creation",
+        LIMIT,
+        || async {
+            let status = record(&p, &name).await?.status;
+            let resumed = !matches!(
+                status,
+                InstanceStatus::PendingCreate | InstanceStatus::Creating
+            );
+            Ok(resumed.then_some(()))
+        },
+    )
+    .await?;
     let report = p.reap_at(at + minutes(21)).await?;
     assert_eq!(
         (report.sent_to_delete, report.deleted),
