@@ -23,6 +23,10 @@
 //! moto does not implement IAM's SimulatePrincipalPolicy either: `iam.simulate` warns for
 //! each role here; its decisions are tested on the ports, and the requests it makes are
 //! checked against template.yaml's policies by `template::simulations`.
+//! moto answers CloudWatch in the query and JSON protocols only, and the CloudWatch SDK
+//! speaks Smithy RPC v2 CBOR, so `webhook.rejections` warns here that it cannot read the
+//! metric; its verdicts (none, some, many bad signatures, a refused read) are tested on
+//! the ports (`functions/cli/src/cmd/doctor/tests/rejections.rs`).
 
 use crate::cli::ephemera;
 use anyhow::{ensure, Context};
@@ -152,11 +156,15 @@ async fn only_failure(world: &World, check: &str) -> anyhow::Result<Value> {
 
 /// The checks moto cannot answer (see the module's comment), with what they say: they
 /// warn here and pass on AWS.
-const UNANSWERED_BY_MOTO: [(&str, &str); 4] = [
+const UNANSWERED_BY_MOTO: [(&str, &str); 5] = [
     ("quotas.vcpu", "Service Quotas does not know"),
     ("lambda.concurrency", "Service Quotas does not know"),
     ("webhook.concurrency", "Service Quotas does not know"),
     ("iam.simulate", "cannot simulate the role's policies"),
+    (
+        "webhook.rejections",
+        "cannot read the webhook's WebhookRejected metric",
+    ),
 ];
 
 fn unanswered_by_moto(check: &Value) -> bool {
@@ -232,6 +240,7 @@ async fn doctor_passes_a_healthy_stack_and_names_each_broken_setting() -> anyhow
         "quotas.vcpu",
         "lambda.concurrency",
         "webhook.concurrency",
+        "webhook.rejections",
         "iam.simulate",
     ] {
         ensure!(names.contains(&expected), "{expected} not run: {report:#}");

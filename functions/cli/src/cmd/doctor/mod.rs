@@ -7,7 +7,8 @@
 //! The operator's own credentials make every call, so `ec2.dry_run` says whether they
 //! may launch; [`iam`] simulates the functions' and the runners' roles; [`quotas`]
 //! checks the account's EC2 vCPU and Lambda concurrency quotas (Service Quotas), and
-//! [`flood`] what the webhook may reserve of the latter.
+//! [`flood`] what the webhook may reserve of the latter; [`rejections`] reads what the
+//! webhook refused in the last hour (CloudWatch).
 
 pub mod aws;
 pub mod checks;
@@ -16,6 +17,7 @@ pub mod github;
 pub mod iam;
 pub mod ports;
 pub mod quotas;
+pub mod rejections;
 pub mod report;
 #[cfg(test)]
 mod tests;
@@ -76,6 +78,7 @@ pub async fn doctor(deployment: &mut Deployment, args: DoctorArgs) -> Outcome {
         ec2: &aws,
         quotas: &aws,
         iam: &aws,
+        metrics: &aws,
     };
     deployment.progress.wait(format!("checking stack {stack}"));
     let report = diagnose(&request, &ports).await;

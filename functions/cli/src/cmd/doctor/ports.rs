@@ -146,3 +146,23 @@ pub trait QuotaPort: Send + Sync {
     /// not know that quota here.
     async fn quota(&self, service_code: &str, quota_code: &str) -> anyhow::Result<Option<f64>>;
 }
+
+/// The webhook's refusals over a recent window, as CloudWatch sums them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Rejections {
+    /// The metric's `Reason` (`bad_signature`, …) → requests refused for it; a reason
+    /// with none is absent.
+    pub by_reason: BTreeMap<String, f64>,
+}
+
+/// CloudWatch, for the metrics the functions write.
+#[async_trait]
+pub trait MetricsPort: Send + Sync {
+    /// The sums of `WebhookRejected` by `Reason` for `deployment` over the `window`
+    /// that ends now (`GetMetricData`; read-only, needs `cloudwatch:GetMetricData`).
+    async fn webhook_rejections(
+        &self,
+        deployment: &str,
+        window: std::time::Duration,
+    ) -> anyhow::Result<Rejections>;
+}

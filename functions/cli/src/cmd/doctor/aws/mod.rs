@@ -5,8 +5,9 @@
 //! Service Quotas' `GetServiceQuota` (falling back to `GetAWSDefaultServiceQuota` for a
 //! quota never changed in the account).
 //!
-//! The EC2 port is in [`ec2`].
+//! The EC2 port is in [`ec2`], the metrics port (CloudWatch) in [`cloudwatch`].
 
+mod cloudwatch;
 mod ec2;
 
 use super::iam::{Decision, IamPort, Request as SimulatedRequest};
@@ -29,6 +30,7 @@ pub struct AwsPorts {
     ec2: aws_sdk_ec2::Client,
     quotas: aws_sdk_servicequotas::Client,
     iam: aws_sdk_iam::Client,
+    cloudwatch: aws_sdk_cloudwatch::Client,
     region: String,
 }
 
@@ -43,6 +45,7 @@ impl AwsPorts {
             ec2: aws_sdk_ec2::Client::new(sdk),
             quotas: aws_sdk_servicequotas::Client::new(sdk),
             iam: aws_sdk_iam::Client::new(sdk),
+            cloudwatch: aws_sdk_cloudwatch::Client::new(sdk),
             region: sdk
                 .region()
                 .map(|r| r.as_ref().to_owned())

@@ -1,13 +1,15 @@
 //! The checks of `ephemera doctor`, in the order a deployment depends on them: the
 //! stack and its resources, the configuration (and the version each function runs),
 //! the App key, GitHub's view of the App (JWT, permissions, events, webhook URL,
-//! installations, recent deliveries), each pool's EC2 launch, then the account's quotas
-//! and the roles' simulated permissions. A check whose input failed is not run (`-`), so
-//! one broken setting is reported by exactly one ✖: the check that names it.
+//! installations, recent deliveries), each pool's EC2 launch, then the account's quotas,
+//! what the webhook refused in the last hour, and the roles' simulated permissions. A
+//! check whose input failed is not run (`-`), so one broken setting is reported by
+//! exactly one ✖: the check that names it.
 //!
 //! This module runs them in that order ([`diagnose`]); each area has its file:
 //! [`stack`], [`config`], [`app_key`], [`github`] (the App as GitHub sees it), [`ec2`]
-//! (per pool) and [`account`] (quotas and the roles' permissions).
+//! (per pool) and [`account`] (quotas and the roles' permissions); the webhook's
+//! refusals are [`super::rejections`].
 
 mod account;
 mod app_key;
@@ -25,7 +27,8 @@ pub use github::{accounts_to_check, needed_permissions};
 use stack::stack_checks;
 
 use super::iam::IamPort;
-use super::ports::{Ec2Port, GitHubConnector, QuotaPort, StackPort};
+use super::ports::{Ec2Port, GitHubConnector, MetricsPort, QuotaPort, StackPort};
+use super::rejections::webhook_rejections_check;
 use super::report::{Check, Report};
 use ephemera_aws::stack::{
     APP_KEY_SECRET, CONFIG_PARAMETER_NAME, DEFAULT_CONFIG_PARAMETER_NAME, LAUNCH_TEMPLATE_NAME,
@@ -65,6 +68,7 @@ pub struct Ports<'a> {
     pub ec2: &'a dyn Ec2Port,
     pub quotas: &'a dyn QuotaPort,
     pub iam: &'a dyn IamPort,
+    pub metrics: &'a dyn MetricsPort,
 }
 
 /// Runs every check; never fails itself (a failed call is a failed check).
@@ -97,6 +101,8 @@ pub async fn diagnose(request: &Request, ports: &Ports<'_>) -> Report {
         None => report.push(Check::skip("ec2.pools", "config.valid failed")),
     }
     quota_checks(config.as_ref(), &parameters, ports, &mut report).await;
+    let deployment = config.as_ref().map(|config| config.deployment.as_str());
+    webhook_rejections_check(deployment, ports.metrics, &mut report).await;
     iam_checks(request, &outputs, config.as_ref(), ports, &mut report).await;
     report
 }

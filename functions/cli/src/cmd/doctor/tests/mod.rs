@@ -5,6 +5,7 @@
 mod account;
 mod ec2;
 mod github;
+mod rejections;
 mod stack;
 
 use super::checks::{diagnose, Ports, Request, APP_KEY_PLACEHOLDER};
@@ -62,6 +63,8 @@ struct World {
     running: BTreeMap<String, (String, i64)>,
     /// Service Quotas: `service/code` → value; a missing one is unknown there.
     quotas: BTreeMap<String, f64>,
+    /// CloudWatch's sums of `WebhookRejected` by reason, or the error it answers.
+    rejections: Result<BTreeMap<String, f64>, String>,
 }
 
 fn healthy() -> World {
@@ -125,6 +128,7 @@ fn healthy() -> World {
             ("lambda/L-B99A9384".to_string(), 1000.0),
         ]
         .into(),
+        rejections: Ok(BTreeMap::new()),
     }
 }
 
@@ -329,6 +333,7 @@ async fn run(world: &World) -> Report {
         ec2: world,
         quotas: world,
         iam: world,
+        metrics: world,
     };
     diagnose(&request, &ports).await
 }
@@ -379,6 +384,7 @@ async fn a_healthy_deployment_passes_every_check() {
         "ec2.dry_run",
         "quotas.vcpu",
         "lambda.concurrency",
+        "webhook.rejections",
     ] {
         assert_eq!(report.named(name).len(), 1, "{name}: {}", report.text());
     }

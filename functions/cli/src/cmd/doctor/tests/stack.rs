@@ -30,6 +30,7 @@ async fn a_stack_that_cannot_be_read_is_one_failure_and_nothing_else() {
         ec2: &world,
         quotas: &world,
         iam: &world,
+        metrics: &world,
     };
     let report = diagnose(&request, &ports).await;
     assert_eq!(report.checks.len(), 1, "{}", report.text());
