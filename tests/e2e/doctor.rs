@@ -23,10 +23,13 @@
 //! moto does not implement IAM's SimulatePrincipalPolicy either: `iam.simulate` warns for
 //! each role here; its decisions are tested on the ports, and the requests it makes are
 //! checked against template.yaml's policies by `template::simulations`.
-//! moto answers CloudWatch in the query and JSON protocols only, and the CloudWatch SDK
-//! speaks Smithy RPC v2 CBOR, so `webhook.rejections` warns here that it cannot read the
-//! metric; its verdicts (none, some, many bad signatures, a refused read) are tested on
-//! the ports (`functions/cli/src/cmd/doctor/tests/rejections.rs`).
+//! moto parses CloudWatch in the query and JSON protocols only, and the CloudWatch SDK
+//! speaks Smithy RPC v2 CBOR: the strict layer translates it (`strict_moto/rpcv2_cbor.py`),
+//! so `webhook.rejections` reads the metric here as on AWS. moto runs no function, so no
+//! EMF line becomes a metric: the test puts the datapoints CloudWatch would have made of
+//! the webhook's `WebhookRejected` lines, through the SDK. The verdicts' wording (none,
+//! some, bad signatures, a refused read) is tested on the ports
+//! (`functions/cli/src/cmd/doctor/tests/rejections.rs`).
 
 use crate::cli::ephemera;
 use anyhow::{ensure, Context};
@@ -156,15 +159,11 @@ async fn only_failure(world: &World, check: &str) -> anyhow::Result<Value> {
 
 /// The checks moto cannot answer (see the module's comment), with what they say: they
 /// warn here and pass on AWS.
-const UNANSWERED_BY_MOTO: [(&str, &str); 5] = [
+const UNANSWERED_BY_MOTO: [(&str, &str); 4] = [
     ("quotas.vcpu", "Service Quotas does not know"),
     ("lambda.concurrency", "Service Quotas does not know"),
     ("webhook.concurrency", "Service Quotas does not know"),
     ("iam.simulate", "cannot simulate the role's policies"),
-    (
-        "webhook.rejections",
-        "cannot read the webhook's WebhookRejected metric",
-    ),
 ];
 
 fn unanswered_by_moto(check: &Value) -> bool {
@@ -369,6 +368,74 @@ async fn doctor_passes_a_healthy_stack_and_names_each_broken_setting() -> anyhow
     ensure!(behind == 3, "{report:#}");
     ssm.delete_parameter().name(parameter).send().await?;
     expect_healthy(&world).await?;
+
+    // The webhook refused requests in the last hour (and another deployment's refusals
+    // in the same account are not counted).
+    put_rejections(
+        &world,
+        DEPLOYMENT,
+        &[("bad_signature", 3.0), ("no_signature", 2.0)],
+    )
+    .await?;
+    put_rejections(&world, "other", &[("too_large", 7.0)]).await?;
+    let (code, report) = doctor(&world).await?;
+    ensure!(
+        code == 0,
+        "refusals only warn, exit code {code}: {report:#}"
+    );
+    let refused: Vec<Value> = checks_with(&report, "warn")
+        .into_iter()
+        .filter(|c| c["check"] == "webhook.rejections")
+        .collect();
+    ensure!(refused.len() == 1, "{report:#}");
+    ensure!(
+        refused[0]["message"]
+            == "the webhook refused 5 requests in the last hour: bad_signature 3, no_signature 2",
+        "{refused:#?}"
+    );
+    ensure!(
+        refused[0]["fix"]
+            .as_str()
+            .is_some_and(|f| f.contains("secret mismatch")
+                && f.contains(&format!("{DEPLOYMENT}-webhook-bad-signatures"))),
+        "{refused:#?}"
+    );
+    Ok(())
+}
+
+/// Puts the datapoints CloudWatch makes of the webhook's `WebhookRejected` EMF lines:
+/// `count` refusals for each reason, five minutes ago, under `deployment`.
+async fn put_rejections(
+    world: &World,
+    deployment: &str,
+    counts: &[(&str, f64)],
+) -> anyhow::Result<()> {
+    use aws_sdk_cloudwatch::types::{Dimension as CwDimension, MetricDatum};
+    use ephemera_core::metrics::{Dimension, Metric, NAMESPACE};
+    let cloudwatch = aws_sdk_cloudwatch::Client::new(&world.sdk);
+    let when = std::time::SystemTime::now() - std::time::Duration::from_secs(300);
+    for (reason, count) in counts {
+        let dimension = |name: Dimension, value: &str| {
+            CwDimension::builder()
+                .name(name.name())
+                .value(value)
+                .build()
+        };
+        cloudwatch
+            .put_metric_data()
+            .namespace(NAMESPACE)
+            .metric_data(
+                MetricDatum::builder()
+                    .metric_name(Metric::WebhookRejected.name())
+                    .dimensions(dimension(Dimension::Deployment, deployment))
+                    .dimensions(dimension(Dimension::Reason, reason))
+                    .value(*count)
+                    .timestamp(aws_smithy_types::DateTime::from(when))
+                    .build(),
+            )
+            .send()
+            .await?;
+    }
     Ok(())
 }
 

@@ -1,6 +1,7 @@
 """moto's server behind a strict layer: what AWS refuses is refused, with AWS's error
 codes, statuses, bodies and messages, before moto sees it; DynamoDB requests are taken
-one at a time. Arguments are moto_server's (-H HOST -p PORT). Settings: core.DEFAULTS,
+one at a time; what moto cannot parse (Smithy RPC v2 CBOR) is translated for it
+(rpcv2_cbor.py). Arguments are moto_server's (-H HOST -p PORT). Settings: core.DEFAULTS,
 overridden at start by EPHEMERA_STRICT_SETTINGS_FILE and EPHEMERA_STRICT_SETTINGS, and
 at run time through the control API (control.py)."""
 
@@ -8,7 +9,17 @@ import sys
 
 import moto.server as server
 
-from . import cfn_updates, control, dynamodb, ec2, fleet_templates, image_params, sqs, ssm
+from . import (
+    cfn_updates,
+    control,
+    dynamodb,
+    ec2,
+    fleet_templates,
+    image_params,
+    rpcv2_cbor,
+    sqs,
+    ssm,
+)
 from .core import STATE
 
 run = server.run_simple
@@ -23,6 +34,8 @@ def strict_app(app):
             return control.handle(environ, start_response)
         if path == "/moto-api/reset" and environ["REQUEST_METHOD"] == "POST":
             STATE.reset()
+        if rpcv2_cbor.is_rpcv2_cbor(environ):
+            return rpcv2_cbor.handle(app, environ, start_response)
         target = environ.get("HTTP_X_AMZ_TARGET", "")
         service, _, action = target.partition(".")
         strict_on = STATE.setting("enabled")
