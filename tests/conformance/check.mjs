@@ -3,7 +3,7 @@
 // OpenAPI description (the pinned @octokit/openapi package, api.github.com).
 //
 // For every exchange (one JSON object a line: method, path, query, request_body,
-// status, response_body; see tests/src/sim/intercept.rs):
+// status, response_body, ratelimit_resource; see tests/src/sim/intercept.rs):
 //   - the path matches a route of the description (the most specific template wins,
 //     as in GitHub's router), and its path parameters fit their schemas;
 //   - the route has that method;
@@ -12,7 +12,9 @@
 //     body where the operation takes none, and one where it requires one);
 //   - the response body matches the schema documented for that status; a status the
 //     operation does not document must be an error (4xx/5xx) with GitHub's
-//     `basic-error` body, and a documented status without content must have no body.
+//     `basic-error` body, and a documented status without content must have no body;
+//   - the bucket its `x-ratelimit-resource` names is one `GET /rate_limit` lists
+//     (`rate-limit-overview`'s resources).
 // The simulator's own /_sim/* control routes are exempt.
 //
 // Usage: node check.mjs [--each-must-fail] FILE_OR_DIR...
@@ -170,6 +172,16 @@ function checkExchange(ctx, x) {
     const schema = jsonSchemaOf(spec, requestBody);
     if (schema === undefined) errors.push(`${opKey} takes no JSON request body`);
     else errors.push(...schemaErrors(ctx, `${opKey} request`, schema, x.request_body).map((e) => `request ${e}`));
+  }
+
+  // The bucket an answer names must be one GitHub lists in `GET /rate_limit`'s
+  // `rate-limit-overview`, and a spent bucket (403/429 with none left) must name one.
+  const buckets = Object.keys(spec.components.schemas["rate-limit-overview"].properties.resources.properties);
+  if (x.ratelimit_resource !== undefined && x.ratelimit_resource !== null && !buckets.includes(x.ratelimit_resource)) {
+    errors.push(`x-ratelimit-resource ${JSON.stringify(x.ratelimit_resource)} is no bucket of rate-limit-overview (${buckets.join(", ")})`);
+  }
+  if (x.fault === "bucket_spent" && !buckets.includes(x.ratelimit_resource)) {
+    errors.push("a spent bucket's answer names no bucket in x-ratelimit-resource");
   }
 
   const status = String(x.status);

@@ -230,6 +230,7 @@ async fn doctor_passes_a_healthy_stack_and_names_each_broken_setting() -> anyhow
         "github.events",
         "github.webhook_url",
         "github.installation",
+        "github.rate_limit",
         "github.deliveries",
         "ec2.launch_template",
         "ec2.subnets",

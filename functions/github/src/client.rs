@@ -89,6 +89,8 @@ pub struct GitHubApp {
     pub(crate) accounting: Accounting,
     /// `GitHubCalls` and `GitHubRateLimitRemaining`, flushed by the handler using it.
     pub(crate) metrics: ephemera_core::metrics::Metrics,
+    /// GitHub's primary buckets as its answers last reported them ([`crate::rate`]).
+    pub(crate) buckets: Mutex<std::collections::BTreeMap<String, crate::rate::RateBucket>>,
 }
 
 impl GitHubApp {
@@ -114,6 +116,7 @@ impl GitHubApp {
             runner_groups: Mutex::default(),
             accounting: Accounting::default(),
             metrics: ephemera_core::metrics::Metrics::disabled(),
+            buckets: Mutex::default(),
         })
     }
 

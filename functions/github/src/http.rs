@@ -172,9 +172,19 @@ impl GitHubApp {
         };
         let outcome = classify(endpoint, status, &headers, &body, self.now());
         self.count(endpoint.name, outcome.label());
-        if let Some(remaining) = rate_limit_remaining(&headers) {
-            self.metrics
-                .record(Metric::GitHubRateLimitRemaining, &[], remaining as f64);
+        // The installation's buckets only: the App's JWT (token mints, the deliveries
+        // list, doctor's questions) spends a budget of its own, in buckets of the same
+        // names. A JWT has three dot-separated parts; installation tokens have none.
+        let as_installation = !bearer.expose_secret().contains('.');
+        if let Some((resource, bucket)) =
+            crate::rate::bucket_of(&headers).filter(|_| as_installation)
+        {
+            self.metrics.record(
+                Metric::GitHubRateLimitRemaining,
+                &[(Dimension::Resource, &resource)],
+                bucket.remaining as f64,
+            );
+            self.note_bucket(resource, bucket);
         }
         debug!(
             endpoint = endpoint.name,

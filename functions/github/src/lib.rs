@@ -33,6 +33,7 @@ mod forge;
 mod http;
 mod list;
 mod outcome;
+mod rate;
 mod retry;
 
 #[cfg(test)]
@@ -45,4 +46,5 @@ mod tests;
 pub use app::AppDescription;
 pub use auth::KEY_REREAD_GAP;
 pub use client::{CallCount, ConfigError, GitHubApp, GitHubAppConfig};
+pub use rate::RateBucket;
 pub use retry::RetryPolicy;

@@ -201,6 +201,65 @@ async fn every_kind_of_rate_limit_is_waited_out() -> anyhow::Result<()> {
 }
 
 #[tokio::test]
+async fn each_of_githubs_buckets_is_kept_and_spent_apart() -> anyhow::Result<()> {
+    use ephemera_tests::sim::buckets::{CORE, CORE_LIMIT, REGISTRATION, REGISTRATION_LIMIT};
+    let sim = sim::start(config("eph")).await?;
+    let app = client(&sim);
+    let org = scope(None, Some(1));
+    app.generate_jit_config(&org, &jit("eph-bucket-1", ""))
+        .await?;
+    app.list_runners(&org).await?;
+    // One registration from actions_runner_registration, one list from core: each
+    // answer names its bucket, and the client keeps both.
+    let kept = app.rate_buckets();
+    assert_eq!(
+        kept.get(REGISTRATION).map(|b| (b.limit, b.remaining)),
+        Some((REGISTRATION_LIMIT, REGISTRATION_LIMIT - 1)),
+        "{kept:?}"
+    );
+    assert_eq!(
+        kept.get(CORE).map(|b| (b.limit, b.remaining)),
+        Some((CORE_LIMIT, CORE_LIMIT - 1)),
+        "{kept:?}"
+    );
+    // GET /rate_limit lists the same, and costs nothing.
+    let listed = app.installation_rate_limits(1).await?;
+    assert_eq!(listed.get(CORE).map(|b| b.remaining), Some(CORE_LIMIT - 1));
+    assert_eq!(
+        listed.get(REGISTRATION).map(|b| b.remaining),
+        Some(REGISTRATION_LIMIT - 1)
+    );
+    assert_eq!(
+        app.installation_rate_limits(1)
+            .await?
+            .get(CORE)
+            .map(|b| b.remaining),
+        Some(CORE_LIMIT - 1)
+    );
+
+    // The registration bucket spent: registrations are refused as GitHub's primary
+    // limit (a 403 with none left, until the hour ends), and core calls carry on.
+    sim.exhaust_bucket(REGISTRATION);
+    let refused = app
+        .generate_jit_config(&org, &jit("eph-bucket-2", ""))
+        .await;
+    assert!(
+        matches!(refused, Err(ForgeError::Throttled { retry_after: Some(wait) }) if wait > Duration::from_secs(8)),
+        "{refused:?}"
+    );
+    assert_eq!(
+        app.rate_buckets().get(REGISTRATION).map(|b| b.remaining),
+        Some(0)
+    );
+    assert_eq!(app.list_runners(&org).await?.len(), 1);
+    assert_eq!(
+        app.rate_buckets().get(CORE).map(|b| b.remaining),
+        Some(CORE_LIMIT - 2)
+    );
+    Ok(())
+}
+
+#[tokio::test]
 async fn latency_is_added_to_every_answer() -> anyhow::Result<()> {
     let mut config = config("eph");
     config.faults = SimFaults {

@@ -1,10 +1,11 @@
 //! What stands between a REST request and its route: the faults in force (latency,
-//! server errors, the rate-limit window), GitHub's `x-ratelimit-*` headers on every
-//! answer, and the recorder that writes each exchange to a JSONL file for the
+//! server errors, the rate-limit window), GitHub's primary buckets (`buckets.rs`: a spent
+//! one refuses, and its `x-ratelimit-*` headers are on every answer), and the recorder that writes each exchange to a JSONL file for the
 //! conformance check (`tests/conformance`).
 //!
 //! The `/_sim/*` control routes pass straight through: they are not GitHub's.
 
+use super::buckets::{self, BucketState};
 use super::faults::{RateLimitKind, RestFate};
 use super::Shared;
 use axum::body::{to_bytes, Body};
@@ -16,14 +17,10 @@ use axum::Json;
 use serde_json::{json, Value};
 use std::io::Write;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 use tokio::time::Instant;
 
 /// Bodies above this are not read (the simulator's own answers are far smaller).
 const MAX_BODY: usize = 4 << 20;
-/// GitHub's hourly budget of an installation.
-const RATE_LIMIT: u64 = 5000;
-const HOUR: Duration = Duration::from_secs(3600);
 const RATE_LIMIT_DOCS: &str =
     "https://docs.github.com/rest/using-the-rest-api/rate-limits-for-the-rest-api";
 
@@ -69,22 +66,51 @@ pub async fn intercept(State(sim): State<Arc<Shared>>, request: Request, next: N
     let request_body = to_bytes(body, MAX_BODY).await.unwrap_or_default();
 
     let key = format!("{method} {route}");
+    let resource = buckets::resource_of(&method, &route);
+    let credential = buckets::credential_of(
+        parts
+            .headers
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|value| value.to_str().ok()),
+    );
     let decided = sim.faults().rest(&key, Instant::now());
     let (fate, latency) = decided;
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
     }
-    let mut response = match fate {
-        RestFate::Serve => {
-            let request = Request::from_parts(parts, Body::from(request_body.clone()));
-            next.run(request).await
-        }
-        RestFate::ServerError(status) => server_error(status),
-        RestFate::RateLimited { kind, until } => rate_limited(kind, until),
+    // `GET /rate_limit` costs nothing; everything else spends its bucket, or is refused
+    // when the bucket is spent.
+    let spent = match fate {
+        RestFate::Serve if path == "/rate_limit" => Ok(sim.buckets.peek(&credential, resource)),
+        RestFate::Serve => sim.buckets.spend(&credential, resource),
+        _ => Ok(sim.buckets.peek(&credential, resource)),
     };
-    if !matches!(fate, RestFate::RateLimited { .. }) {
-        add_budget_headers(&sim, &mut response);
-    }
+    let response = match (fate, spent) {
+        (RestFate::Serve, Ok(bucket)) => {
+            let request = Request::from_parts(parts, Body::from(request_body.clone()));
+            let mut response = next.run(request).await;
+            add_bucket_headers(&mut response, resource, bucket);
+            response
+        }
+        (RestFate::Serve, Err(bucket)) => bucket_spent(resource, bucket),
+        (RestFate::ServerError(status), Ok(bucket) | Err(bucket)) => {
+            let mut response = server_error(status);
+            add_bucket_headers(&mut response, resource, bucket);
+            response
+        }
+        (RestFate::RateLimited { kind, until }, _) => rate_limited(kind, until, resource),
+    };
+    let fault = match (fate, response.status()) {
+        (RestFate::ServerError(_), _) => json!("server_error"),
+        (RestFate::RateLimited { .. }, _) => json!("rate_limit"),
+        (RestFate::Serve, StatusCode::FORBIDDEN)
+            if response.headers().get("x-ratelimit-remaining")
+                == Some(&HeaderValue::from(0u64)) =>
+        {
+            json!("bucket_spent")
+        }
+        (RestFate::Serve, _) => Value::Null,
+    };
     let Some(recorder) = &sim.recorder else {
         return response;
     };
@@ -98,11 +124,11 @@ pub async fn intercept(State(sim): State<Arc<Shared>>, request: Request, next: N
         "request_body": as_json(&request_body),
         "status": parts.status.as_u16(),
         "response_body": as_json(&response_body),
-        "fault": match fate {
-            RestFate::Serve => Value::Null,
-            RestFate::ServerError(_) => json!("server_error"),
-            RestFate::RateLimited { .. } => json!("rate_limit"),
-        },
+        "ratelimit_resource": parts
+            .headers
+            .get("x-ratelimit-resource")
+            .and_then(|value| value.to_str().ok()),
+        "fault": fault,
     }));
     Response::from_parts(parts, Body::from(response_body))
 }
@@ -144,7 +170,7 @@ fn seconds_until(until: Instant) -> u64 {
     left.as_secs() + u64::from(left.subsec_nanos() > 0)
 }
 
-fn rate_limited(kind: RateLimitKind, until: Instant) -> Response {
+fn rate_limited(kind: RateLimitKind, until: Instant, resource: &'static str) -> Response {
     let wait = seconds_until(until);
     let mut response = match kind {
         RateLimitKind::Primary => {
@@ -164,41 +190,55 @@ fn rate_limited(kind: RateLimitKind, until: Instant) -> Response {
     let headers = response.headers_mut();
     let reset = time::OffsetDateTime::now_utc().unix_timestamp() as u64 + wait;
     if kind == RateLimitKind::Primary {
-        headers.insert("x-ratelimit-limit", HeaderValue::from(RATE_LIMIT));
-        headers.insert("x-ratelimit-remaining", HeaderValue::from(0));
-        headers.insert("x-ratelimit-used", HeaderValue::from(RATE_LIMIT));
-        headers.insert("x-ratelimit-reset", HeaderValue::from(reset));
-        headers.insert("x-ratelimit-resource", HeaderValue::from_static("core"));
+        let limit = sim_limit(resource);
+        let bucket = BucketState {
+            limit,
+            used: limit,
+            reset,
+        };
+        insert_bucket_headers(headers, resource, bucket);
     } else {
         headers.insert("retry-after", HeaderValue::from(wait));
     }
     response
 }
 
-/// GitHub's budget headers: 5000 calls an hour, in hours counted from the simulator's
-/// start.
-fn add_budget_headers(sim: &Shared, response: &mut Response) {
-    let elapsed = sim.started.elapsed().as_secs();
-    let hour = elapsed / HOUR.as_secs();
-    let used = {
-        let mut budget = sim.budget.lock().unwrap_or_else(|e| e.into_inner());
-        if budget.0 != hour {
-            *budget = (hour, 0);
-        }
-        budget.1 += 1;
-        budget.1
-    };
-    let left_in_hour = HOUR.as_secs() - elapsed % HOUR.as_secs();
-    let reset = time::OffsetDateTime::now_utc().unix_timestamp() as u64 + left_in_hour;
-    let headers = response.headers_mut();
-    headers.insert("x-ratelimit-limit", HeaderValue::from(RATE_LIMIT));
+/// A spent bucket's answer: GitHub's primary rate limit, a 403 with the bucket's
+/// headers and `x-ratelimit-remaining: 0`.
+fn bucket_spent(resource: &'static str, bucket: BucketState) -> Response {
+    let body = json!({ "message": "API rate limit exceeded for installation ID 1.", "documentation_url": RATE_LIMIT_DOCS });
+    let mut response = (StatusCode::FORBIDDEN, Json(body)).into_response();
+    add_bucket_headers(&mut response, resource, bucket);
+    response
+}
+
+/// The limit of `resource`'s bucket, for a rate limit a fault imposes.
+fn sim_limit(resource: &'static str) -> u64 {
+    if resource == buckets::REGISTRATION {
+        buckets::REGISTRATION_LIMIT
+    } else {
+        buckets::CORE_LIMIT
+    }
+}
+
+fn add_bucket_headers(response: &mut Response, resource: &'static str, bucket: BucketState) {
+    insert_bucket_headers(response.headers_mut(), resource, bucket);
+}
+
+/// GitHub's `x-ratelimit-*` headers of the bucket the call spent.
+fn insert_bucket_headers(
+    headers: &mut axum::http::HeaderMap,
+    resource: &'static str,
+    bucket: BucketState,
+) {
+    headers.insert("x-ratelimit-limit", HeaderValue::from(bucket.limit));
     headers.insert(
         "x-ratelimit-remaining",
-        HeaderValue::from(RATE_LIMIT.saturating_sub(used)),
+        HeaderValue::from(bucket.remaining()),
     );
-    headers.insert("x-ratelimit-used", HeaderValue::from(used));
-    headers.insert("x-ratelimit-reset", HeaderValue::from(reset));
-    headers.insert("x-ratelimit-resource", HeaderValue::from_static("core"));
+    headers.insert("x-ratelimit-used", HeaderValue::from(bucket.used));
+    headers.insert("x-ratelimit-reset", HeaderValue::from(bucket.reset));
+    headers.insert("x-ratelimit-resource", HeaderValue::from_static(resource));
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ mod agent;
 pub mod app;
 mod auth;
 pub mod body;
+pub mod buckets;
 pub mod deliveries;
 pub mod faults;
 mod intercept;
@@ -111,9 +112,8 @@ pub(crate) struct Shared {
     verifier: Mutex<auth::AppVerifier>,
     faults: Mutex<faults::FaultState>,
     recorder: Option<intercept::Recorder>,
-    started: tokio::time::Instant,
-    /// (hour since start, calls in it), for `x-ratelimit-*` headers.
-    budget: Mutex<(u64, u64)>,
+    /// GitHub's primary rate-limit buckets, per credential and resource.
+    buckets: buckets::Buckets,
 }
 
 impl Shared {
@@ -184,8 +184,7 @@ pub async fn start(config: SimConfig) -> anyhow::Result<SimHandle> {
         verifier: Mutex::new(verifier),
         faults: Mutex::new(faults::FaultState::new(config.faults.clone())),
         recorder,
-        started: tokio::time::Instant::now(),
-        budget: Mutex::new((0, 0)),
+        buckets: buckets::Buckets::new(tokio::time::Instant::now()),
         config,
     });
     let router = routes::router(shared.clone());
@@ -236,6 +235,13 @@ impl SimHandle {
 
     /// Replaces the faults in force; their counts (and the rate-limit window) start
     /// afresh.
+    /// Spends GitHub's `resource` bucket (`buckets::REGISTRATION`, `buckets::CORE`) for
+    /// every credential until the simulator's hour ends: its calls answer 403 with
+    /// `x-ratelimit-remaining: 0`, as GitHub's primary rate limit does.
+    pub fn exhaust_bucket(&self, resource: &'static str) {
+        self.shared.buckets.exhaust_all(resource);
+    }
+
     pub fn set_faults(&self, faults: SimFaults) {
         self.shared.faults().replace(faults);
     }

@@ -28,6 +28,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
             "/app/installations/{installation_id}/access_tokens",
             post(access_token),
         )
+        .route("/rate_limit", get(rate_limit))
         .route("/app", get(app::get_app))
         .route("/app/hook/config", get(app::get_hook_config))
         .route("/app/hook/deliveries", get(deliveries::list))
@@ -128,6 +129,20 @@ async fn repo_installation(
         c.app_id,
         &owner,
     )))
+}
+
+/// `GET /rate_limit`: the caller's buckets (an installation token's, or the App's for a
+/// JWT); it costs nothing (`buckets.rs`).
+async fn rate_limit(State(sim): Sim, headers: HeaderMap) -> Result<Json<Value>, ApiError> {
+    let authorization = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok());
+    let credential = super::buckets::credential_of(authorization);
+    if credential != "app" {
+        let state = sim.lock();
+        require_token(&state, &headers)?;
+    }
+    Ok(Json(sim.buckets.overview(&credential)))
 }
 
 async fn runner_groups(

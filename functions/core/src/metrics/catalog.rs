@@ -62,6 +62,9 @@ pub enum Dimension {
     Status,
     /// A repository, `owner/name`.
     Repository,
+    /// GitHub's rate-limit bucket an answer spent, as its `x-ratelimit-resource` names
+    /// it: `core`, `actions_runner_registration`.
+    Resource,
 }
 
 impl Dimension {
@@ -77,6 +80,7 @@ impl Dimension {
             Dimension::Outcome => "Outcome",
             Dimension::Status => "Status",
             Dimension::Repository => "Repository",
+            Dimension::Resource => "Resource",
         }
     }
 }
@@ -119,7 +123,8 @@ pub enum Metric {
     CapacityDeferrals,
     /// Calls to GitHub's API, by endpoint and outcome.
     GitHubCalls,
-    /// GitHub's `x-ratelimit-remaining`, one sample per response that carried it.
+    /// GitHub's `x-ratelimit-remaining`, one sample per response that carried it, by the
+    /// bucket (`Resource`) the response names.
     GitHubRateLimitRemaining,
     /// Runners per status, a gauge the reaper records once per pool and status each run.
     RunnersByStatus,
@@ -130,7 +135,9 @@ pub enum Metric {
     WebhookRejected,
 }
 
-use Dimension::{Deployment, Endpoint, Kind, Mode, Outcome, Pool, Reason, Repository, Status};
+use Dimension::{
+    Deployment, Endpoint, Kind, Mode, Outcome, Pool, Reason, Repository, Resource, Status,
+};
 
 const BY_POOL: &[Dimension] = &[Deployment, Pool];
 
@@ -201,7 +208,7 @@ impl Metric {
             Metric::GitHubCalls => count("GitHubCalls", &[Deployment, Endpoint, Outcome]),
             Metric::GitHubRateLimitRemaining => Spec {
                 aggregation: Aggregation::Samples,
-                ..count("GitHubRateLimitRemaining", &[Deployment])
+                ..count("GitHubRateLimitRemaining", &[Deployment, Resource])
             },
             Metric::RunnersByStatus => count("RunnersByStatus", &[Deployment, Pool, Status]),
         }

@@ -1,6 +1,7 @@
 //! The GitHub port of `ephemera doctor` on the App client ([`GitHubApp`]): `GET /app`,
 //! `GET /app/hook/config`, the installation lookups and the newest page of
-//! `GET /app/hook/deliveries`, all with the App's JWT. The doctor makes each call once:
+//! `GET /app/hook/deliveries`, all with the App's JWT, and each installation's
+//! `GET /rate_limit` with its token. The doctor makes each call once:
 //! no retries, so a broken setup is reported at once.
 
 use super::ports::{GitHubConnector, GitHubPort};
@@ -53,5 +54,12 @@ impl GitHubPort for AppPort {
 
     async fn recent_deliveries(&self) -> Result<Vec<HookDelivery>, ForgeError> {
         Ok(self.0.list_deliveries(None).await?.deliveries)
+    }
+
+    async fn rate_limits(
+        &self,
+        installation_id: u64,
+    ) -> Result<std::collections::BTreeMap<String, ephemera_github::RateBucket>, ForgeError> {
+        self.0.installation_rate_limits(installation_id).await
     }
 }

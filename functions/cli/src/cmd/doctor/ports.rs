@@ -65,6 +65,12 @@ pub trait GitHubPort: Send + Sync {
     ) -> Result<Option<u64>, ForgeError>;
     /// The newest page of webhook deliveries (`GET /app/hook/deliveries`).
     async fn recent_deliveries(&self) -> Result<Vec<HookDelivery>, ForgeError>;
+    /// The installation's rate-limit buckets by resource (`GET /rate_limit` with its
+    /// token).
+    async fn rate_limits(
+        &self,
+        installation_id: u64,
+    ) -> Result<BTreeMap<String, ephemera_github::RateBucket>, ForgeError>;
 }
 
 /// Builds the GitHub port from what the deployment holds: the API URL, the App id and

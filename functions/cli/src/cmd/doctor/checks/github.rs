@@ -53,7 +53,7 @@ fn github_error(err: &ForgeError) -> String {
 }
 
 /// `github.app`, `github.permissions`, `github.events`, `github.webhook_url`,
-/// `github.installation` (per account), `github.deliveries`.
+/// `github.installation` and `github.rate_limit` (per account), `github.deliveries`.
 pub(super) async fn github_checks(
     request: &Request,
     outputs: &BTreeMap<String, String>,
@@ -229,8 +229,9 @@ async fn installation_checks(
             Some((owner, repo)) => (owner, Some(repo)),
             None => (account.as_str(), None),
         };
+        let found = github.installation(owner, repo).await;
         report.push(
-            match github.installation(owner, repo).await {
+            match &found {
                 Ok(Some(id)) => Check::pass(
                     "github.installation",
                     format!("installed (installation {id})"),
@@ -242,12 +243,16 @@ async fn installation_checks(
                 ),
                 Err(err) => Check::fail(
                     "github.installation",
-                    github_error(&err),
+                    github_error(err),
                     "check that GitHub is reachable and try again",
                 ),
             }
             .on(account.clone()),
         );
+        if let Ok(Some(id)) = found {
+            let now = time::OffsetDateTime::now_utc();
+            report.push(super::rate_limit::rate_limit_check(github, id, &account, now).await);
+        }
     }
 }
 

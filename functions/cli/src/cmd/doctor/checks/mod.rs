@@ -16,6 +16,7 @@ mod app_key;
 mod config;
 mod ec2;
 mod github;
+mod rate_limit;
 mod stack;
 
 use account::{iam_checks, quota_checks};
@@ -24,6 +25,7 @@ use config::{config_check, running_checks};
 use ec2::pool_checks;
 use github::github_checks;
 pub use github::{accounts_to_check, needed_permissions};
+pub use rate_limit::judge as judge_rate_limits;
 use stack::stack_checks;
 
 use super::iam::IamPort;

@@ -5,6 +5,7 @@
 mod account;
 mod ec2;
 mod github;
+mod rate_limit;
 mod rejections;
 mod stack;
 
@@ -65,6 +66,16 @@ struct World {
     quotas: BTreeMap<String, f64>,
     /// CloudWatch's sums of `WebhookRejected` by reason, or the error it answers.
     rejections: Result<BTreeMap<String, f64>, String>,
+    /// `GET /rate_limit`'s buckets of every installation.
+    rate_limits: BTreeMap<String, ephemera_github::RateBucket>,
+}
+
+fn bucket(remaining: u64, limit: u64) -> ephemera_github::RateBucket {
+    ephemera_github::RateBucket {
+        limit,
+        remaining,
+        reset: time::OffsetDateTime::now_utc().unix_timestamp() + 1_800,
+    }
 }
 
 fn healthy() -> World {
@@ -129,6 +140,13 @@ fn healthy() -> World {
         ]
         .into(),
         rejections: Ok(BTreeMap::new()),
+        rate_limits: BTreeMap::from([
+            ("core".to_owned(), bucket(4_990, 5_000)),
+            (
+                "actions_runner_registration".to_owned(),
+                bucket(10_000, 10_000),
+            ),
+        ]),
     }
 }
 
@@ -251,6 +269,12 @@ impl GitHubPort for World {
             None => owner.to_owned(),
         };
         Ok(self.installed_on.contains(&account).then_some(7))
+    }
+    async fn rate_limits(
+        &self,
+        _installation_id: u64,
+    ) -> Result<BTreeMap<String, ephemera_github::RateBucket>, ForgeError> {
+        Ok(self.rate_limits.clone())
     }
     async fn recent_deliveries(&self) -> Result<Vec<HookDelivery>, ForgeError> {
         Ok(self
