@@ -69,12 +69,15 @@ impl BucketState {
     }
 }
 
+/// Calls spent per (credential, resource): (hour since start, calls in it).
+type Spent = BTreeMap<(String, &'static str), (u64, u64)>;
+
 /// The buckets of every credential, in hours counted from the simulator's start.
 pub struct Buckets {
     started: Instant,
     limits: BTreeMap<&'static str, u64>,
     /// (credential, resource) → (hour since start, calls in it).
-    used: Mutex<BTreeMap<(String, &'static str), (u64, u64)>>,
+    used: Mutex<Spent>,
     /// Resources spent for every credential until the hour ends ([`Buckets::exhaust_all`]).
     spent_for_all: Mutex<BTreeMap<&'static str, u64>>,
 }
