@@ -194,7 +194,7 @@ impl Scaler {
         message: &QueueMessage,
         clock: &Clock,
     ) -> Result<bool, ScalerError> {
-        let state = self
+        let looked_up = self
             .forge
             .job_state(
                 message.installation_id,
@@ -202,11 +202,23 @@ impl Scaler {
                 &message.repo,
                 message.job_id,
             )
-            .await
-            .map_err(|cause| ScalerError::JobLookup {
+            .await;
+        let state = match looked_up {
+            // GitHub's budget is spent: the check is only a saving, so the job goes on as
+            // queued rather than spend its receives waiting for GitHub (a runner for a job
+            // that moved on meanwhile is never assigned, and the reaper ends it).
+            Err(ForgeError::Throttled { .. }) => {
+                warn!(
+                    job_id = message.job_id,
+                    "GitHub throttled the queued check; taken as queued"
+                );
+                return Ok(true);
+            }
+            other => other.map_err(|cause| ScalerError::JobLookup {
                 job_id: message.job_id,
                 cause,
-            })?;
+            })?,
+        };
         let moved_on = match state {
             Some(ForgeJobState::Queued | ForgeJobState::Other) => return Ok(true),
             Some(ForgeJobState::InProgress) => Some(JobStatus::InProgress),
