@@ -150,3 +150,20 @@ async fn a_failed_queued_check_is_a_job_lookup_and_creates_nothing() {
     assert!(!text.contains("creating runner"), "{text}");
     assert!(world.store.runners().is_empty());
 }
+
+#[tokio::test]
+async fn a_throttled_queued_check_takes_the_job_as_queued_and_launches() {
+    // GitHub's core budget spent: the check is a saving, not a gate, so the job does not
+    // go back to the queue to spend its receives (and, five of them later, be
+    // dead-lettered) waiting for GitHub.
+    let world = World {
+        config: config_with(5, "    check_queued: true\n"),
+        ..World::new(5)
+    };
+    world
+        .forge
+        .fail_next_with(1, crate::memory::ForgeFailure::Throttled);
+    up(&world, 4).await;
+    assert_eq!(world.fleet.launched(), 1);
+    assert_eq!(world.forge.calls().job_state, 1);
+}
