@@ -21,6 +21,7 @@
 mod counters;
 mod decide;
 mod delete;
+mod failed_events;
 mod jobs;
 mod lease;
 mod orphans;
@@ -350,6 +351,8 @@ enum Step {
     Counters,
 }
 
+#[cfg(test)]
+mod failed_events_tests;
 #[cfg(test)]
 mod reconcile_tests;
 #[cfg(test)]
