@@ -104,10 +104,12 @@ async fn refused_deliveries_are_asked_a_bounded_number_of_times_across_a_restart
     let labels: Vec<String> = world.config.pools[0].labels.clone();
     let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
     world.sim.refuse_deliveries("stuck", 401);
+    // Labels no runner has: the newer job's runner must not take one of these instead.
+    let stuck_labels = ["self-hosted", "no-runner-has-this"];
     for _ in 0..25 {
         world
             .sim
-            .create_job("octo-org", "stuck", &labels, None)
+            .create_job("octo-org", "stuck", &stuck_labels, None)
             .await?;
     }
     // Each is asked for REFUSED_ASKS times, spaced, then given up and reported.

@@ -20,10 +20,15 @@
 use super::redeliver::{retry_after, DELIVERY_LOOKBACK, LONGEST_RETRY};
 use crate::ports::HookDelivery;
 use std::collections::BTreeMap;
+use std::time::Duration;
 use time::OffsetDateTime;
 
 /// Redeliveries asked at most for an event its newest attempts refused with one 4xx.
 pub const REFUSED_ASKS: u32 = 3;
+
+/// How far GitHub's `delivered_at` (whole seconds, its own clock) may lie before the
+/// moment this process asked for the attempt.
+const CLOCK_SLACK: Duration = Duration::from_secs(5);
 
 /// One attempt at an event, as GitHub lists it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -176,13 +181,19 @@ impl FailedEvent {
         u32::try_from(same).unwrap_or(u32::MAX)
     }
 
-    /// Whether this process asked after the newest attempt listed, moments ago: GitHub
-    /// lists the redelivery within seconds, so one not listed after the longest wait is
-    /// not waited for (the clocks may differ).
+    /// Whether an ask of this process is not listed yet: GitHub lists a redelivery
+    /// within seconds, so one not listed after the longest wait is not waited for.
+    /// GitHub's times are whole seconds and its clock is not ours: the listed asks are
+    /// counted from a little before this process's first.
     fn pending(&self, now: OffsetDateTime) -> bool {
-        let newest_at = self.attempts.values().next_back().map(|a| a.delivered_at);
-        self.last_own_ask
-            .is_some_and(|ask| newest_at.is_none_or(|at| ask > at) && now < ask + LONGEST_RETRY)
+        let (Some(first), Some(last)) = (self.first_own_ask, self.last_own_ask) else {
+            return false;
+        };
+        let listed = self
+            .listed_asks()
+            .filter(|at| *at >= first - CLOCK_SLACK)
+            .count();
+        u32::try_from(listed).unwrap_or(u32::MAX) < self.own_asks && now < last + LONGEST_RETRY
     }
 
     /// What to do now. `got_through` is the newest delivery any event got through with.

@@ -232,3 +232,27 @@ async fn events_that_keep_failing_do_not_crowd_out_a_newer_failure() {
         "the newer failure is asked for in the next run"
     );
 }
+
+/// GitHub lists `delivered_at` in whole seconds, so a redelivery made at once after an
+/// ask at 12:00:00.4 is listed at 12:00:00, before the ask: still the answer to it.
+#[tokio::test(start_paused = true)]
+async fn an_ask_listed_at_the_whole_second_before_it_is_taken_as_answered() {
+    let world = World::new(5);
+    let deliveries = Arc::new(MemoryDeliveries::new(100));
+    let reaper = world.reaper().with_deliveries(deliveries.clone());
+    deliveries.record(attempt(1, "g", 401, now()));
+    let mut asks = 0;
+    for second in 0..120u64 {
+        let at = now() + Duration::from_millis(second * 1000 + 400);
+        reaper.run(at, far()).await.expect("run");
+        let asked = deliveries.redelivered();
+        if asked.len() > asks {
+            asks = asked.len();
+            let id = deliveries.deliveries().last().map_or(1, |d| d.id + 1);
+            let mut again = attempt(id, "g", 401, now() + Duration::from_secs(second));
+            again.redelivery = true;
+            deliveries.record(again);
+        }
+    }
+    assert_eq!(asks as u32, REFUSED_ASKS);
+}
