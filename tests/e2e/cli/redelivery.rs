@@ -71,8 +71,16 @@ async fn a_lone_job_whose_only_queued_delivery_failed_runs_within_three_reaper_r
 }
 
 const GIVEN_UP_HERE: &str = "failed webhook delivery given up: redeliver it by hand";
-/// `ephemera_core`'s `REFUSED_ASKS`: asks for an event refused with one 4xx.
-const REFUSED_ASKS: usize = 3;
+const REFUSED_ASKS: usize = ephemera_core::handlers::reaper::REFUSED_ASKS as usize;
+
+/// The sum of the `RedeliveriesGivenUp` values the log's metric lines carry for `reason`.
+fn given_up_counted(log: &str, reason: &str) -> f64 {
+    log.lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|doc| doc["Reason"] == reason)
+        .filter_map(|doc| doc["RedeliveriesGivenUp"].as_f64())
+        .sum()
+}
 
 /// GitHub's redeliveries of each event the endpoint refused with `status`, by GUID.
 fn asks_by_guid(sim: &ephemera_tests::sim::SimHandle, status: u16) -> BTreeMap<String, usize> {
@@ -126,6 +134,13 @@ async fn refused_deliveries_are_asked_a_bounded_number_of_times_across_a_restart
     let asked = asks_by_guid(&world.sim, 401);
     assert_eq!(asked.len(), 25, "{asked:?}");
     assert!(asked.values().all(|&n| n == REFUSED_ASKS), "{asked:?}");
+    // What the secret-mismatch alarm watches.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while given_up_counted(&world.log(), "unauthorized") < 25.0 {
+        anyhow::ensure!(Instant::now() < deadline, "not counted:\n{}", world.log());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(given_up_counted(&world.log(), "unauthorized"), 25.0);
 
     // A new process reads the asks back from GitHub's list.
     world.kill().await?;
@@ -181,5 +196,6 @@ async fn refused_deliveries_are_asked_a_bounded_number_of_times_across_a_restart
     );
     let since_restart = &world.log()[restarted_at..];
     assert_eq!(since_restart.matches(GIVEN_UP_HERE).count(), 0);
+    assert_eq!(given_up_counted(since_restart, "unauthorized"), 0.0);
     Ok(())
 }

@@ -8,14 +8,15 @@
 //!
 //! GitHub's "Handling failed webhook deliveries"
 //! (<https://docs.github.com/en/webhooks/using-webhooks/handling-failed-webhook-deliveries>)
-//! says it does not redeliver by itself, that a scheduled script should redeliver what
-//! failed, and that a delivery failing repeatedly is a cause to investigate: its
-//! "Troubleshooting webhooks" page lists the endpoint being down or slow (a timeout, a
-//! 5xx) apart from the endpoint refusing the request (a 4xx such as a signature that does
-//! not match). So a 5xx, a timeout, no connection, a 408 or a 429 is the endpoint's
+//! says that GitHub does not redeliver by itself, that a script run on a schedule should
+//! redeliver what failed, and that a delivery which fails repeatedly calls for
+//! investigating its cause (each failed delivery gives its reason). The reason tells two
+//! kinds apart: a 5xx, a timeout, no connection, a 408 or a 429 is the endpoint's
 //! passing trouble, asked for again, spaced, for an hour; any other 4xx is the
-//! endpoint's answer to this request, and the same 4xx again is asked for only
-//! [`REFUSED_ASKS`] times, then given up and reported.
+//! endpoint's considered answer to this very request (401: its signature does not
+//! match the stack's secret), which asking again does not change, so the same 4xx is
+//! asked for only [`REFUSED_ASKS`] times, then given up and reported for someone to
+//! investigate.
 
 use super::redeliver::{retry_after, DELIVERY_LOOKBACK, LONGEST_RETRY};
 use crate::ports::HookDelivery;
