@@ -256,3 +256,60 @@ async fn an_ask_listed_at_the_whole_second_before_it_is_taken_as_answered() {
     }
     assert_eq!(asks as u32, REFUSED_ASKS);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_fresh_process_leaves_alone_an_event_whose_first_attempt_lies_before_its_read_back() {
+    let world = World::new(5);
+    let deliveries = Arc::new(MemoryDeliveries::new(100));
+    deliveries.record(attempt(1, "g", 503, now()));
+    let hour = time::Duration::try_from(DELIVERY_LOOKBACK).expect("lookback");
+    let first = world.reaper().with_deliveries(deliveries.clone());
+    let window = (
+        now(),
+        Duration::from_secs(60),
+        now() + hour - time::Duration::minutes(5),
+    );
+    let asks = sweep(&first, &deliveries, window, |_| 503, false).await;
+    assert!(asks.len() > 10, "{asks:?}");
+    // Its successor reads back an hour: its redeliveries, not its first attempt, so it
+    // cannot count its asks nor know when they began.
+    let second = world.reaper().with_deliveries(deliveries.clone());
+    let from = now() + hour + time::Duration::minutes(10);
+    let window = (from, Duration::from_secs(60), from + hour);
+    let asks = sweep(&second, &deliveries, window, |_| 503, false).await;
+    assert!(asks.is_empty(), "{asks:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_with_more_events_due_than_asks_asks_for_the_least_asked_first() {
+    let world = World::new(5);
+    let deliveries = Arc::new(MemoryDeliveries::new(100));
+    let reaper = world.reaper().with_deliveries(deliveries.clone());
+    let stuck = REDELIVERIES_PER_RUN as u64 + 25;
+    for id in 1..=stuck {
+        deliveries.record(attempt(id, &format!("stuck-{id}"), 503, now()));
+    }
+    // One run: the first REDELIVERIES_PER_RUN are asked for and fail again.
+    let window = (now(), Duration::from_secs(10), now());
+    let asks = sweep(&reaper, &deliveries, window, |_| 503, false).await;
+    assert_eq!(asks.len(), REDELIVERIES_PER_RUN);
+    let at = now() + Duration::from_secs(5);
+    let newer = deliveries.deliveries().last().map_or(1, |d| d.id + 1);
+    deliveries.record(attempt(newer, "newer", 502, at));
+    // Ten seconds on, every stuck event is due again, and the newer failure too.
+    let before = deliveries.redelivered().len();
+    reaper
+        .run(now() + Duration::from_secs(10), far())
+        .await
+        .expect("run");
+    let asked = &deliveries.redelivered()[before..];
+    assert_eq!(asked.len(), REDELIVERIES_PER_RUN);
+    assert!(
+        asked.contains(&newer),
+        "the newer failure waits behind older ones"
+    );
+    // The stuck events the first run had no asks left for go before those asked once.
+    let first_run = &deliveries.redelivered()[..before];
+    let mut never_asked = (1..=stuck).filter(|id| !first_run.contains(id));
+    assert!(never_asked.all(|id| asked.contains(&id)), "{asked:?}");
+}
