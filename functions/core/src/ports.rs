@@ -597,8 +597,10 @@ pub struct HookDelivery {
     pub action: Option<String>,
     /// The HTTP status the webhook endpoint answered (0 when it could not be reached).
     pub status_code: u16,
+    /// When GitHub made the attempt (whole seconds, GitHub's clock). With `redelivery`,
+    /// the sweep reads from these how often and since when an event was asked for.
     pub delivered_at: OffsetDateTime,
-    /// Whether this was itself a redelivery.
+    /// Whether this was itself a redelivery (asked for by anyone).
     pub redelivery: bool,
 }
 

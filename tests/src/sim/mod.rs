@@ -107,6 +107,8 @@ pub(crate) struct Shared {
     url: String,
     state: Mutex<SimState>,
     webhook_url: Mutex<Option<String>>,
+    /// Repositories whose every delivery the endpoint answers with a status, forever.
+    refused_repos: Mutex<std::collections::HashMap<String, u16>>,
     http: reqwest::Client,
     /// Replaced when the App's keys change ([`SimHandle::set_app_keys`]).
     verifier: Mutex<auth::AppVerifier>,
@@ -179,6 +181,7 @@ pub async fn start(config: SimConfig) -> anyhow::Result<SimHandle> {
     let shared = Arc::new(Shared {
         url: url.clone(),
         webhook_url: Mutex::new(config.webhook_url.clone()),
+        refused_repos: Mutex::default(),
         state: Mutex::new(SimState::default()),
         http: reqwest::Client::new(),
         verifier: Mutex::new(verifier),
@@ -218,6 +221,16 @@ impl SimHandle {
     /// Sends later deliveries to `url`.
     pub fn set_webhook_url(&self, url: impl Into<String>) {
         *self.shared.webhook_url.lock().expect("webhook url lock") = Some(url.into());
+    }
+
+    /// Makes every later delivery (and redelivery) of a job of repository `repo` answered
+    /// with `status` and logged as failed, as an endpoint refusing those requests would.
+    pub fn refuse_deliveries(&self, repo: &str, status: u16) {
+        self.shared
+            .refused_repos
+            .lock()
+            .expect("refused repos lock")
+            .insert(repo.to_owned(), status);
     }
 
     /// Replaces the App's private keys, given by their public halves, as its settings

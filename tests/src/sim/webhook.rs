@@ -96,7 +96,24 @@ pub fn redeliver(shared: &Arc<Shared>, delivery_id: u64) -> bool {
     true
 }
 
+/// The status the endpoint answers every delivery of the outgoing's repository with,
+/// if the test made it refuse them ([`super::SimHandle::refuse_deliveries`]).
+fn refused(shared: &Shared, outgoing: &Outgoing) -> Option<u16> {
+    let body: Value = serde_json::from_str(&outgoing.body).ok()?;
+    let repo = body["repository"]["name"].as_str()?;
+    let refused = shared.refused_repos.lock().expect("refused repos lock");
+    refused.get(repo).copied()
+}
+
 async fn send_with_faults(shared: &Arc<Shared>, outgoing: Outgoing) {
+    if let Some(status) = refused(shared, &outgoing) {
+        tracing::warn!(guid = %outgoing.guid, status, "webhook refused (injected)");
+        shared.lock().counters.webhooks_failed += 1;
+        let started = OffsetDateTime::now_utc();
+        let outcome = Outcome::failed(&format!("Invalid HTTP Response: {status}"), status);
+        record(shared, &outgoing, started, Duration::ZERO, outcome, None);
+        return;
+    }
     let fate = shared.faults().delivery(&outgoing.action);
     match fate {
         DeliveryFate::Send => deliver_now(shared, &outgoing).await,

@@ -130,6 +130,10 @@ pub enum Metric {
     RunnersByStatus,
     /// Failed `workflow_job` webhook deliveries the reaper asked GitHub to redeliver.
     Redeliveries,
+    /// Failed `workflow_job` events the redelivery sweep gave up, by reason:
+    /// `unauthorized` (refused with 401 each time: the webhook secrets differ),
+    /// `refused` (another 4xx each time) or `window_over` (still failing an hour on).
+    RedeliveriesGivenUp,
     /// Requests the webhook refused, by reason (`crate::screen::Rejection::reason`):
     /// `no_signature`, `bad_signature`, `too_large`, `unknown_event`.
     WebhookRejected,
@@ -169,7 +173,7 @@ const fn timing(name: &'static str) -> Spec {
 
 impl Metric {
     /// Every metric, for tests and documentation.
-    pub const ALL: [Metric; 17] = [
+    pub const ALL: [Metric; 18] = [
         Metric::JobsQueued,
         Metric::JobsUnrouted,
         Metric::RunnersLaunched,
@@ -186,6 +190,7 @@ impl Metric {
         Metric::GitHubRateLimitRemaining,
         Metric::RunnersByStatus,
         Metric::Redeliveries,
+        Metric::RedeliveriesGivenUp,
         Metric::WebhookRejected,
     ];
 
@@ -204,6 +209,7 @@ impl Metric {
             Metric::Reenqueued => count("Reenqueued", BY_POOL),
             Metric::CapacityDeferrals => count("CapacityDeferrals", BY_POOL),
             Metric::Redeliveries => count("Redeliveries", &[Deployment]),
+            Metric::RedeliveriesGivenUp => count("RedeliveriesGivenUp", &[Deployment, Reason]),
             Metric::WebhookRejected => count("WebhookRejected", &[Deployment, Reason]),
             Metric::GitHubCalls => count("GitHubCalls", &[Deployment, Endpoint, Outcome]),
             Metric::GitHubRateLimitRemaining => Spec {

@@ -21,6 +21,7 @@
 mod counters;
 mod decide;
 mod delete;
+mod failed_events;
 mod jobs;
 mod lease;
 mod orphans;
@@ -33,6 +34,7 @@ pub use decide::{
     Cleanup, COUNTER_SETTLE, FORGOTTEN_GRACE, INSTANCE_GRACE, JOB_CHECKS_PER_RUN,
     JOB_CHECK_INTERVAL, JOB_RECHECK, QUEUED_GRACE, WARM_STALL,
 };
+pub use failed_events::REFUSED_ASKS;
 pub use lease::{LEASE_MARGIN, REAPER_LEASE};
 
 use crate::config::Config;
@@ -350,6 +352,8 @@ enum Step {
     Counters,
 }
 
+#[cfg(test)]
+mod failed_events_tests;
 #[cfg(test)]
 mod reconcile_tests;
 #[cfg(test)]

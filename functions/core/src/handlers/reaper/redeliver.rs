@@ -5,21 +5,23 @@
 //! read one, [`DELIVERY_LOOKBACK`] before the process's first sweep, so a list that
 //! cannot be read for an hour loses nothing; never more than [`LONGEST_READ_BACK`]; and
 //! [`PAGES_PER_RUN`] pages: what a run has no pages left for, the next runs read on from
-//! where it stopped), and remembers each
-//! `workflow_job` event whose attempts all failed. It asks GitHub to redeliver such an
-//! event (its newest failed attempt) at once, then again while its redeliveries keep
-//! failing, spaced by [`retry_after`] ([`FIRST_RETRY`] doubling up to [`LONGEST_RETRY`]),
-//! or at once when any later delivery got through (the endpoint is back), for a whole
-//! lookback from when a sweep first saw it failed (not from its first attempt: a list
-//! that could not be read for most of the hour still leaves the event its hour of asks):
-//! an endpoint that refuses for minutes loses no event.
-//! At most [`REDELIVERIES_PER_RUN`] asks a run. A process that starts afresh reads the
-//! whole lookback again, so it finds what its predecessor had not yet recovered. The
-//! webhook handles a repeated event idempotently.
+//! where it stopped), and remembers the attempts of each `workflow_job` event whose
+//! attempts all failed. What to do with such an event is decided from GitHub's own
+//! record of its attempts ([`super::failed_events`]): asked for at once, then again,
+//! spaced by [`retry_after`] from its last ask, while it keeps failing for passing
+//! reasons (5xx, timeouts, throttles), for a lookback from its first ask; a 4xx asked
+//! for again only [`REFUSED_ASKS`] times; then given up, logged and counted in
+//! `RedeliveriesGivenUp`. Events asked for fewer times go first, so events that keep
+//! failing never crowd a newer failure out of a run's [`REDELIVERIES_PER_RUN`] asks. A
+//! process that starts afresh reads the whole lookback again: it finds what its
+//! predecessor had not yet recovered, and reads the same asks and times back from the
+//! list, so it neither asks beyond the bound nor reopens a window. The webhook handles
+//! a repeated event idempotently.
 
+use super::failed_events::{FailedEvent, GiveUp, Verdict, REFUSED_ASKS};
 use super::Reaper;
 use crate::handlers::error_chain;
-use crate::metrics::Metric;
+use crate::metrics::{Dimension, Metric};
 use crate::ports::{ForgeError, HookDeliveries, HookDelivery};
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
@@ -56,23 +58,6 @@ pub fn retry_after(asks: u32) -> Duration {
         .min(LONGEST_RETRY)
 }
 
-/// A `workflow_job` event whose every attempt seen so far failed.
-#[derive(Debug, Clone)]
-struct FailedEvent {
-    /// Its newest failed attempt: the one GitHub is asked to send again.
-    newest_attempt: u64,
-    /// When its first attempt seen failed: the oldest failures are asked for first.
-    first_failed_at: OffsetDateTime,
-    /// When a sweep first saw it failed: it is given up a lookback after.
-    first_seen: OffsetDateTime,
-    action: Option<String>,
-    status_code: u16,
-    /// Redeliveries asked so far, when the last was, and when the next may be.
-    asks: u32,
-    last_ask: Option<OffsetDateTime>,
-    next_ask: Option<OffsetDateTime>,
-}
-
 /// Older deliveries a sweep ran out of pages before reading: the next runs go on from
 /// `cursor` down to `down_to` (the mark of the sweep before), or to the lookback.
 #[derive(Debug, Clone)]
@@ -94,8 +79,33 @@ pub(super) struct SweepMark {
     first_sweep: Option<OffsetDateTime>,
     /// Below it, what a sweep had no pages left to read, oldest stretch first.
     unread: Vec<Unread>,
-    /// Failed events not yet delivered, by guid.
+    /// Failed events not yet delivered, by guid, given up ones included (so that they
+    /// are neither asked for nor reported again).
     failed: BTreeMap<String, FailedEvent>,
+    /// The newest delivery any event got through with.
+    got_through: Option<OffsetDateTime>,
+}
+
+/// An event to ask for now.
+pub(super) struct Due {
+    guid: String,
+    attempt: u64,
+    status_code: u16,
+    action: Option<String>,
+    asks: u32,
+}
+
+/// An event given up in this run.
+pub(super) struct GivenUp {
+    guid: String,
+    attempt: u64,
+    status_code: u16,
+    asks: u32,
+    why: GiveUp,
+    /// This process asked for it: its give-up is reported. One given up before a fresh
+    /// process read it was reported by its predecessor (or lost with it), and is not
+    /// counted twice.
+    report: bool,
 }
 
 /// Where reading down a list of deliveries stopped.
@@ -108,7 +118,7 @@ enum Stopped {
 
 impl SweepMark {
     /// Folds in deliveries read (newest first): an event delivered by any attempt is
-    /// done; one whose attempts failed is remembered with its newest attempt.
+    /// done; the attempts of one not delivered are added to what is known of it.
     fn learn(&mut self, read: &[HookDelivery], now: OffsetDateTime) {
         let delivered: HashSet<&str> = read
             .iter()
@@ -121,44 +131,27 @@ impl SweepMark {
             .iter()
             .filter(|d| d.event == "workflow_job" && !d.delivered());
         for attempt in failed.filter(|d| !delivered.contains(d.guid.as_str())) {
-            let event = self
-                .failed
+            self.failed
                 .entry(attempt.guid.clone())
-                .or_insert_with(|| FailedEvent {
-                    newest_attempt: attempt.id,
-                    first_failed_at: attempt.delivered_at,
-                    first_seen: now,
-                    action: attempt.action.clone(),
-                    status_code: attempt.status_code,
-                    asks: 0,
-                    last_ask: None,
-                    next_ask: None,
-                });
-            if attempt.id >= event.newest_attempt {
-                event.newest_attempt = attempt.id;
-                event.status_code = attempt.status_code;
-            }
-            event.first_failed_at = event.first_failed_at.min(attempt.delivered_at);
+                .or_insert_with(|| FailedEvent::new(attempt.action.clone()))
+                .add(attempt);
         }
-        // A delivery got through after an event's last ask: the endpoint is back, so
-        // the event need not wait out its spacing.
-        if let Some(got_through) = read
+        let got_through = read
             .iter()
             .filter(|d| d.delivered())
-            .map(|d| d.delivered_at)
-            .max()
-        {
-            for event in self.failed.values_mut() {
-                if event.last_ask.is_some_and(|at| at < got_through) {
-                    event.next_ask = None;
-                }
-            }
-        }
+            .map(|d| d.delivered_at);
+        self.got_through = self.got_through.into_iter().chain(got_through).max();
+        // Given up ones are kept while a sweep could read them again.
+        self.failed.retain(|_, event| {
+            event
+                .newest()
+                .is_some_and(|(_, _, at)| at >= now - LONGEST_READ_BACK)
+        });
         if self.failed.len() > EVENTS_KEPT {
-            let mut oldest: Vec<(OffsetDateTime, String)> = self
+            let mut oldest: Vec<(Option<OffsetDateTime>, String)> = self
                 .failed
                 .iter()
-                .map(|(guid, event)| (event.first_failed_at, guid.clone()))
+                .map(|(guid, event)| (event.first_failed_at(), guid.clone()))
                 .collect();
             oldest.sort();
             for (_, guid) in oldest.into_iter().take(self.failed.len() - EVENTS_KEPT) {
@@ -167,27 +160,48 @@ impl SweepMark {
         }
     }
 
-    /// The events to ask for now, oldest failure first; those seen failed longer than
-    /// the lookback ago are given up.
-    fn due(&mut self, now: OffsetDateTime) -> Vec<(String, FailedEvent)> {
-        self.failed
-            .retain(|_, event| event.first_seen >= now - DELIVERY_LOOKBACK);
-        let mut due: Vec<(String, FailedEvent)> = self
-            .failed
-            .iter()
-            .filter(|(_, event)| event.next_ask.is_none_or(|at| at <= now))
-            .map(|(guid, event)| (guid.clone(), event.clone()))
-            .collect();
-        due.sort_by_key(|(_, event)| event.first_failed_at);
-        due
+    /// The events to ask for now, those asked the fewest times first (a new failure
+    /// before one asked for again), then the oldest failure first; and those given up
+    /// now, marked so.
+    fn due(&mut self, now: OffsetDateTime) -> (Vec<Due>, Vec<GivenUp>) {
+        let (mut due, mut given_up) = (Vec::new(), Vec::new());
+        for (guid, event) in &mut self.failed {
+            let Some((attempt, status_code, _)) = event.newest() else {
+                continue;
+            };
+            match event.verdict(now, self.got_through) {
+                Verdict::Wait => {}
+                Verdict::Ask => due.push((
+                    event.first_failed_at(),
+                    Due {
+                        guid: guid.clone(),
+                        attempt,
+                        status_code,
+                        action: event.action.clone(),
+                        asks: event.asks(),
+                    },
+                )),
+                Verdict::GiveUp(why) => {
+                    event.given_up = true;
+                    given_up.push(GivenUp {
+                        guid: guid.clone(),
+                        attempt,
+                        status_code,
+                        asks: event.asks(),
+                        why,
+                        report: event.asked_here(),
+                    });
+                }
+            }
+        }
+        due.sort_by_key(|(first_failed_at, due)| (due.asks, *first_failed_at));
+        (due.into_iter().map(|(_, due)| due).collect(), given_up)
     }
 
     /// Notes that the event was asked for at `now`.
     fn asked(&mut self, guid: &str, now: OffsetDateTime) {
         if let Some(event) = self.failed.get_mut(guid) {
-            event.asks += 1;
-            event.last_ask = Some(now);
-            event.next_ask = Some(now + retry_after(event.asks));
+            event.asked(now);
         }
     }
 }
@@ -203,30 +217,57 @@ impl Reaper {
             .read_new_deliveries(now, deadline)
             .await
             .unwrap_or_default();
-        let due = {
+        let (due, given_up) = {
             let mut memory = self.memory();
             memory.sweep.learn(&read, now);
             memory.sweep.due(now)
         };
+        for event in given_up {
+            self.report_given_up(&event);
+        }
         let mut asked = 0;
-        for (guid, event) in due {
+        for event in due {
             if asked == REDELIVERIES_PER_RUN || Instant::now() >= deadline {
                 break;
             }
-            match deliveries.redeliver(event.newest_attempt).await {
+            let Due { guid, attempt, .. } = &event;
+            match deliveries.redeliver(*attempt).await {
                 Ok(()) => {
                     asked += 1;
-                    self.memory().sweep.asked(&guid, now);
+                    self.memory().sweep.asked(guid, now);
                     self.metrics.record(Metric::Redeliveries, &[], 1.0);
-                    info!(delivery_id = event.newest_attempt, %guid, action = ?event.action, status_code = event.status_code, ask = event.asks + 1, "failed webhook delivery redelivered");
+                    info!(delivery_id = attempt, %guid, action = ?event.action, status_code = event.status_code, ask = event.asks + 1, "failed webhook delivery redelivered");
                 }
                 Err(err) => {
                     // Asked again at the next run.
-                    warn!(delivery_id = event.newest_attempt, error = %error_chain(&err), "cannot redeliver a failed webhook delivery");
+                    warn!(delivery_id = attempt, %guid, error = %error_chain(&err), "cannot redeliver a failed webhook delivery");
                 }
             }
         }
         asked
+    }
+
+    /// Logs and counts an event given up; one a predecessor gave up is only noted.
+    fn report_given_up(&self, event: &GivenUp) {
+        let GivenUp {
+            guid,
+            attempt,
+            status_code,
+            asks,
+            why,
+            report,
+        } = event;
+        let reason = why.reason();
+        if !report {
+            info!(delivery_id = attempt, %guid, status_code, asks, reason, "failed webhook delivery given up before this process read it");
+            return;
+        }
+        self.metrics.record(
+            Metric::RedeliveriesGivenUp,
+            &[(Dimension::Reason, reason)],
+            1.0,
+        );
+        warn!(delivery_id = attempt, %guid, status_code, asks, reason, refused_asks_at_most = REFUSED_ASKS, "failed webhook delivery given up: redeliver it by hand once the cause is fixed");
     }
 
     /// The deliveries made since the last sweep read (newest first), then those older

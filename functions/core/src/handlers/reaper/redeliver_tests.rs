@@ -292,6 +292,12 @@ async fn a_fresh_process_asks_for_what_its_predecessor_had_not_recovered() {
         .expect("run");
     assert_eq!(
         deliveries.redelivered(),
+        [1],
+        "the spacing after its first ask is read back from GitHub's list"
+    );
+    second.run(now() + FIRST_RETRY, far()).await.expect("run");
+    assert_eq!(
+        deliveries.redelivered(),
         [1, 2],
         "the event's newest attempt"
     );
