@@ -5,6 +5,11 @@
 //! implied, not even `self-hosted`. So routing and registration share one function,
 //! [`registered_labels`]: a job is routed to a pool only when the runner the pool would
 //! register could take it.
+//!
+//! A job's sizing labels ([`crate::sizing`]) are the exception: no pool lists them, so
+//! they are matched against a pool's sizing policy instead of its labels, and routing
+//! also says whether a job no pool takes is ours at all ([`Routing`]): a hosted job
+//! (`ubuntu-latest`) must leave no trace.
 
 use crate::config::PoolConfig;
 use crate::sizing::{is_sizing, policy, SizingRequest};
