@@ -158,7 +158,7 @@ proptest! {
     ) {
         let high = low.saturating_sub(below).max(1).min(low - 1);
         let label = format!("ephemera.{key}={low}-{high}");
-        let err = SizingRequest::from_labels(&[label.clone()]).expect_err("empty range");
+        let err = SizingRequest::from_labels(std::slice::from_ref(&label)).expect_err("empty range");
         prop_assert_eq!(err.label, label);
         prop_assert_eq!(err.rule, SizingRule::EmptyRange);
     }
@@ -167,14 +167,14 @@ proptest! {
     fn an_out_of_range_amount_is_rejected(key in prop_oneof![Just("cpu"), Just("disk")], over in 1..=1_000_000u32) {
         let max = if key == "cpu" { MAX_CPU } else { MAX_DISK_GIB };
         let label = format!("ephemera.{key}={}", max as u64 + over as u64);
-        let err = SizingRequest::from_labels(&[label.clone()]).expect_err("too large");
+        let err = SizingRequest::from_labels(std::slice::from_ref(&label)).expect_err("too large");
         prop_assert_eq!(err.label, label);
     }
 
     #[test]
     fn an_ami_id_is_never_an_image(id in "[0-9a-f]{8,17}") {
         let label = format!("ephemera.image=ami-{id}");
-        let err = SizingRequest::from_labels(&[label.clone()]).expect_err("an AMI id");
+        let err = SizingRequest::from_labels(std::slice::from_ref(&label)).expect_err("an AMI id");
         prop_assert_eq!(err.rule, SizingRule::AmiId);
         prop_assert_eq!(err.label, label);
     }
