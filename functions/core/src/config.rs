@@ -311,7 +311,7 @@ impl Config {
                 problems.push((at("name"), message));
             }
             problems.extend(pool.problems().into_iter().map(|(f, m)| (at(f), m)));
-            let sizing = pool.sizing.problems(pool.max_vcpus);
+            let sizing = sizing::pool_problems(pool);
             problems.extend(sizing.into_iter().map(|(f, m)| (at(&f), m)));
             let limits = github_limits::pool_problems(self, i);
             problems.extend(limits.into_iter().map(|(f, m)| (at(f), m)));
@@ -389,20 +389,6 @@ impl PoolConfig {
         }
         if let Some(problem) = ranges::check_number(self.max_runners.into(), ranges::MAX_RUNNERS) {
             problems.push(("max_runners", problem));
-        }
-        if let Some(problem) = self
-            .max_vcpus
-            .and_then(|cap| ranges::check_number(cap.into(), ranges::MAX_VCPUS))
-        {
-            problems.push(("max_vcpus", problem));
-        }
-        if self.labels.iter().any(|l| crate::sizing::is_sizing(l)) {
-            let message = format!(
-                "a pool's label may not start with {:?}, the prefix of the labels a job sizes \
-                 its runner with",
-                crate::sizing::PREFIX
-            );
-            problems.push(("labels", message));
         }
         if self.min_idle > self.max_runners {
             let message = format!(

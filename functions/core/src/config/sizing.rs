@@ -2,7 +2,8 @@
 //! labels ([`crate::sizing`]), and the bounds the operator sets on what they may ask.
 //! The defaults accept nothing, so a pool sizes its runners only when told to.
 
-use crate::sizing::{image_name_rule, is_family, MAX_CPU, MAX_DISK_GIB, MAX_RAM_GIB};
+use super::{ranges, PoolConfig};
+use crate::sizing::{image_name_rule, is_family, is_sizing, MAX_CPU, MAX_DISK_GIB, MAX_RAM_GIB};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -63,10 +64,30 @@ fn both() -> Vec<bool> {
     vec![true, false]
 }
 
+/// Problems of a pool's sizing, as (field under the pool, message): its policy, its
+/// `max_vcpus`, and a label of its own that would read as a sizing label.
+pub(super) fn pool_problems(pool: &PoolConfig) -> Vec<(String, String)> {
+    let mut problems = Vec::new();
+    if pool.labels.iter().any(|l| is_sizing(l)) {
+        let message = format!(
+            "a pool's label may not start with {:?}, the prefix of the labels a job sizes its \
+             runner with",
+            crate::sizing::PREFIX
+        );
+        problems.push(("labels".to_owned(), message));
+    }
+    let cap = pool.max_vcpus.map(u64::from);
+    if let Some(problem) = cap.and_then(|cap| ranges::check_number(cap, ranges::MAX_VCPUS)) {
+        problems.push(("max_vcpus".to_owned(), problem));
+    }
+    problems.extend(pool.sizing.problems(pool.max_vcpus));
+    problems
+}
+
 impl SizingPolicy {
     /// Problems of the policy, as (field under the pool, message); `max_vcpus` is the
     /// pool's capacity cap, checked against the largest runner the policy allows.
-    pub(super) fn problems(&self, max_vcpus: Option<u32>) -> Vec<(String, String)> {
+    fn problems(&self, max_vcpus: Option<u32>) -> Vec<(String, String)> {
         let mut problems = Vec::new();
         for (field, value, max) in [
             ("max_vcpus_per_runner", self.max_vcpus_per_runner, MAX_CPU),
@@ -201,6 +222,16 @@ mod tests {
         assert!(check("    max_vcpus: 0\n")
             .iter()
             .any(|e| e.contains("max_vcpus")));
+    }
+
+    #[test]
+    fn a_pool_label_with_the_sizing_prefix_is_refused() {
+        let text = "deployment: eph\ngithub: { app_id: 1 }\npools:\n  - { name: p, labels: \
+                    [linux, Ephemera.cpu=4], max_runners: 1, instance_types: [m7i.large], \
+                    ami: ami-1 }\n";
+        let err = Config::parse("c.yaml", text).expect_err("a sizing label");
+        assert_eq!(err.field, "pools[0].labels");
+        assert!(err.message.contains("\"ephemera.\""), "{err}");
     }
 
     #[test]
