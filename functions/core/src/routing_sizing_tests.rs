@@ -3,6 +3,7 @@
 use super::*;
 use crate::config::Config;
 use crate::sizing::Amount;
+use proptest::prelude::*;
 
 fn pools() -> Vec<PoolConfig> {
     let text = r#"
@@ -131,5 +132,74 @@ fn a_hosted_job_is_not_ours_and_a_job_naming_ours_is_unrouted() {
     ] {
         let reason = reason(route_job(&pools, &labels(ours)));
         assert_eq!(reason, NO_POOL_HAS_ALL, "{ours:?}");
+    }
+}
+
+/// `request` brought within the sized pool's policy, keeping its shape (ranges stay
+/// ranges), so that the property sees routed jobs as often as refused ones.
+fn within_policy(mut request: crate::sizing::SizingRequest) -> crate::sizing::SizingRequest {
+    let tame = |amount: Amount, cap: u32| {
+        let min = (amount.min - 1) % cap + 1;
+        Amount {
+            min,
+            max: amount.max.map(|max| max.max(min)),
+        }
+    };
+    request.cpu = request.cpu.map(|cpu| tame(cpu, 16));
+    request.ram_gib = request.ram_gib.map(|ram| tame(ram, 64));
+    if let Some(disk) = request.disk.as_mut() {
+        disk.gib = (disk.gib - 1) % 200 + 1;
+    }
+    request.families.retain(|f| f == "m7i" || f == "m7a");
+    request.image = request.image.map(|_| "ubuntu-24".to_owned());
+    request.spot = request.spot.map(|_| false);
+    request
+}
+
+proptest! {
+    #[test]
+    fn a_sized_job_is_routed_only_within_a_policy_or_refused_naming_one_of_its_labels(
+        wild in crate::sizing::tests::request(),
+        tame in any::<bool>(),
+    ) {
+        let request = if tame { within_policy(wild) } else { wild };
+        prop_assume!(request != crate::sizing::SizingRequest::default());
+        let pools = pools();
+        let mut job = labels(&["self-hosted", "linux"]);
+        let sizing_labels = request.labels();
+        job.extend(sizing_labels.iter().cloned());
+        match route_job(&pools, &job) {
+            Routing::Routed { pool, sizing } => {
+                let policy = &pool.sizing;
+                prop_assert!(policy.accept);
+                if let Some(cpu) = request.cpu {
+                    prop_assert!(cpu.min <= policy.max_vcpus_per_runner);
+                }
+                if let Some(ram) = request.ram_gib {
+                    prop_assert!(ram.min <= policy.max_memory_gib);
+                }
+                if let Some(disk) = &request.disk {
+                    prop_assert!(disk.gib <= policy.max_disk_gib);
+                }
+                for family in &request.families {
+                    prop_assert!(policy.families.contains(family));
+                }
+                if let Some(image) = &request.image {
+                    prop_assert!(policy.images.contains_key(image));
+                }
+                if let Some(spot) = request.spot {
+                    prop_assert!(policy.spot.contains(&spot));
+                }
+                prop_assert_eq!(sizing.as_ref(), Some(&request));
+            }
+            Routing::Unrouted { reason } => {
+                prop_assert!(!tame, "a request within the policy was refused: {}", reason);
+                prop_assert!(
+                    sizing_labels.iter().any(|label| reason.contains(label.as_str())),
+                    "{} names none of {:?}", reason, sizing_labels
+                );
+            }
+            Routing::NotOurs => prop_assert!(false, "a self-hosted job is ours"),
+        }
     }
 }

@@ -156,4 +156,4 @@ impl SizingRequest {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

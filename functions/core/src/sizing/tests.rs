@@ -101,7 +101,8 @@ fn family() -> impl Strategy<Value = String> {
 }
 
 prop_compose! {
-    fn request()(
+    /// Any request the grammar can express (shared with routing's property tests).
+    pub(crate) fn request()(
         cpu in prop::option::of(amount(MAX_CPU)),
         ram_gib in prop::option::of(amount(MAX_RAM_GIB)),
         families in prop::collection::vec(family(), 0..4),
