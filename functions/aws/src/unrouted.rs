@@ -17,6 +17,7 @@ use time::OffsetDateTime;
 /// The kind and the status of an unrouted job's item.
 pub const KIND_UNROUTED: &str = "unrouted";
 const DELIVERY_ID: &str = "delivery_id";
+const REASON: &str = "reason";
 
 /// The key of an unrouted job's item.
 pub fn unrouted_key(job_id: u64) -> String {
@@ -64,6 +65,7 @@ pub fn unrouted_to_item(job: &UnroutedJob) -> Item {
         (items::REPO.to_owned(), items::s(job.repo.as_str())),
         (items::LABELS.to_owned(), items::list(&job.labels)),
         (DELIVERY_ID.to_owned(), items::s(job.delivery_id.as_str())),
+        (REASON.to_owned(), items::s(job.reason.as_str())),
         (
             items::RECEIVED_AT.to_owned(),
             items::timestamp(job.received_at),
@@ -118,6 +120,7 @@ pub fn unrouted_from_item(item: &Item) -> Result<UnroutedJob, StoreError> {
         owner: string(items::OWNER)?,
         repo: string(items::REPO)?,
         labels,
+        reason: string(REASON).unwrap_or_default(),
         installation_id: number(items::INSTALLATION_ID).ok(),
         delivery_id: string(DELIVERY_ID).unwrap_or_default(),
         received_at,
@@ -181,6 +184,7 @@ mod tests {
             owner: "octo-org".to_owned(),
             repo: "app".to_owned(),
             labels: vec!["self-hosted".to_owned(), "linx".to_owned()],
+            reason: "no pool has all of its labels".to_owned(),
             installation_id: Some(3),
             delivery_id: "d-1".to_owned(),
             received_at: datetime!(2025-01-02 03:04:05 UTC),
@@ -192,5 +196,23 @@ mod tests {
             Some(&items::epoch_seconds(job.received_at + UNROUTED_TTL))
         );
         assert_eq!(unrouted_from_item(&item).expect("decoded"), job);
+    }
+
+    #[test]
+    fn an_item_written_before_reasons_were_kept_reads_with_an_empty_reason() {
+        let job = UnroutedJob {
+            job_id: 7,
+            run_id: 9,
+            owner: "octo-org".to_owned(),
+            repo: "app".to_owned(),
+            labels: vec!["self-hosted".to_owned()],
+            reason: "gone".to_owned(),
+            installation_id: None,
+            delivery_id: "d-1".to_owned(),
+            received_at: datetime!(2025-01-02 03:04:05 UTC),
+        };
+        let mut item = unrouted_to_item(&job);
+        item.remove(REASON);
+        assert_eq!(unrouted_from_item(&item).expect("decoded").reason, "");
     }
 }

@@ -168,6 +168,9 @@ pub struct JobRow {
     #[serde(with = "time::serde::rfc3339")]
     pub received_at: OffsetDateTime,
     pub age_seconds: i64,
+    /// Why no pool takes an unrouted job (`null` for the others, and for records kept
+    /// from before reasons were).
+    pub reason: Option<String>,
 }
 
 impl JobRow {
@@ -182,6 +185,7 @@ impl JobRow {
             labels: job.labels.clone(),
             received_at: job.received_at,
             age_seconds: (now - job.received_at).whole_seconds().max(0),
+            reason: None,
         }
     }
 
@@ -197,6 +201,7 @@ impl JobRow {
             labels: job.labels.clone(),
             received_at: job.received_at,
             age_seconds: (now - job.received_at).whole_seconds().max(0),
+            reason: Some(job.reason.clone()).filter(|r| !r.is_empty()),
         }
     }
 }

@@ -16,7 +16,9 @@ use std::time::Duration;
 mod github_limits;
 mod locate;
 pub mod ranges;
+mod sizing;
 mod template_version;
+pub use sizing::SizingPolicy;
 use template_version::template_version_problem;
 
 pub use ranges::parse_duration;
@@ -63,6 +65,12 @@ pub struct PoolConfig {
     /// labels plus `self-hosted` ([`crate::routing::registered_labels`]).
     pub labels: Vec<String>,
     pub max_runners: u32,
+    /// The most vCPUs the pool's live runners may have together (no cap unless set).
+    #[serde(default)]
+    pub max_vcpus: Option<u32>,
+    /// Whether jobs may size their runner with labels, and within what bounds.
+    #[serde(default)]
+    pub sizing: SizingPolicy,
     /// Idle runners kept ready: the reaper launches job-less (warm) runners while fewer
     /// wait, and spares that many idle ones from scale-down.
     #[serde(default)]
@@ -303,6 +311,8 @@ impl Config {
                 problems.push((at("name"), message));
             }
             problems.extend(pool.problems().into_iter().map(|(f, m)| (at(f), m)));
+            let sizing = sizing::pool_problems(pool);
+            problems.extend(sizing.into_iter().map(|(f, m)| (at(&f), m)));
             let limits = github_limits::pool_problems(self, i);
             problems.extend(limits.into_iter().map(|(f, m)| (at(f), m)));
             if strict {

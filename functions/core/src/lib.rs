@@ -11,6 +11,7 @@
 //! - [`webhook`]: signature verification and the `workflow_job` fields we read.
 //! - [`screen`]: the refusal of a flood's requests from their headers alone.
 //! - [`routing`]: which pool a job's labels go to.
+//! - [`sizing`]: the labels a job sizes its runner with, and the pool's policy on them.
 //! - [`message`]: the versioned queue message between webhook and scaler.
 //! - [`model`]: the records kept in the table (runners, jobs, pools).
 //! - [`ports`]: the narrow traits the handlers use (`RunnerStore`, `JobQueue`, `Fleet`,
@@ -37,6 +38,7 @@ pub mod pace;
 pub mod ports;
 pub mod routing;
 pub mod screen;
+pub mod sizing;
 pub mod unrouted;
 pub mod webhook;
 

@@ -5,8 +5,14 @@
 //! implied, not even `self-hosted`. So routing and registration share one function,
 //! [`registered_labels`]: a job is routed to a pool only when the runner the pool would
 //! register could take it.
+//!
+//! A job's sizing labels ([`crate::sizing`]) are the exception: no pool lists them, so
+//! they are matched against a pool's sizing policy instead of its labels, and routing
+//! also says whether a job no pool takes is ours at all ([`Routing`]): a hosted job
+//! (`ubuntu-latest`) must leave no trace.
 
 use crate::config::PoolConfig;
+use crate::sizing::{is_sizing, policy, SizingRequest};
 
 /// The label every self-hosted runner carries; a pool need not list it.
 pub const SELF_HOSTED: &str = "self-hosted";
@@ -42,17 +48,114 @@ pub fn runner_takes(registered: &[String], job_labels: &[String]) -> bool {
     })
 }
 
+/// Where a job's labels send it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Routing<'a> {
+    /// The pool that takes the job, and what its sizing labels ask, if it has any.
+    Routed {
+        pool: &'a PoolConfig,
+        sizing: Option<SizingRequest>,
+    },
+    /// A job meant for us (it names `self-hosted`, a pool's label or a sizing label)
+    /// that no pool takes, and why: it is logged, counted and recorded.
+    Unrouted { reason: String },
+    /// A job for GitHub's hosted runners: it leaves no trace.
+    NotOurs,
+}
+
+impl<'a> Routing<'a> {
+    /// The pool that takes the job, if one does.
+    pub fn pool(&self) -> Option<&'a PoolConfig> {
+        match self {
+            Routing::Routed { pool, .. } => Some(pool),
+            _ => None,
+        }
+    }
+}
+
+/// Why a job that names our labels but that no pool has all of is unrouted.
+pub const NO_POOL_HAS_ALL: &str = "no pool has all of its labels";
+
 /// The first pool whose registered runners ([`registered_labels`]) can take a job with
 /// `job_labels`. A job that asks for no label at all is not routed: it is meant for
-/// GitHub's hosted runners.
-pub fn route<'a>(pools: &'a [PoolConfig], job_labels: &[String]) -> Option<&'a PoolConfig> {
+/// GitHub's hosted runners. A job with sizing labels ([`crate::sizing`]) goes to the
+/// first pool that has its other labels, accepts sizing, and whose policy allows what
+/// they ask.
+pub fn route_job<'a>(pools: &'a [PoolConfig], job_labels: &[String]) -> Routing<'a> {
     if job_labels.is_empty() {
-        return None;
+        return Routing::NotOurs;
     }
-    pools
+    let sizing = match SizingRequest::from_labels(job_labels) {
+        Ok(sizing) => sizing,
+        Err(err) => {
+            return Routing::Unrouted {
+                reason: err.to_string(),
+            }
+        }
+    };
+    let Some(request) = sizing else {
+        return match pools
+            .iter()
+            .find(|pool| runner_takes(&registered_labels(pool), job_labels))
+        {
+            Some(pool) => Routing::Routed { pool, sizing: None },
+            None if names_ours(pools, job_labels) => Routing::Unrouted {
+                reason: NO_POOL_HAS_ALL.to_owned(),
+            },
+            None => Routing::NotOurs,
+        };
+    };
+    let plain: Vec<String> = job_labels
         .iter()
-        .find(|pool| runner_takes(&registered_labels(pool), job_labels))
+        .filter(|l| !is_sizing(l))
+        .cloned()
+        .collect();
+    let mut refusals = Vec::new();
+    for pool in pools
+        .iter()
+        .filter(|pool| runner_takes(&registered_labels(pool), &plain))
+    {
+        match policy::refusal(pool, &request) {
+            None => {
+                return Routing::Routed {
+                    pool,
+                    sizing: Some(request),
+                }
+            }
+            Some(reason) => refusals.push(reason),
+        }
+    }
+    let reason = match refusals.is_empty() {
+        true => "no pool has all of its labels other than the sizing ones".to_owned(),
+        false => refusals.join("; "),
+    };
+    Routing::Unrouted { reason }
 }
+
+/// [`route_job`]'s pool, for callers that need only where the job goes.
+pub fn route<'a>(pools: &'a [PoolConfig], job_labels: &[String]) -> Option<&'a PoolConfig> {
+    route_job(pools, job_labels).pool()
+}
+
+/// Whether a job's labels say it is meant for a self-hosted runner of ours: one is
+/// `self-hosted`, a label some pool has, or a sizing label. A hosted job
+/// (`ubuntu-latest`) names none of them.
+pub fn names_ours(pools: &[PoolConfig], job_labels: &[String]) -> bool {
+    job_labels.iter().any(|label| {
+        let label = label.trim();
+        label.eq_ignore_ascii_case(SELF_HOSTED)
+            || is_sizing(label)
+            || pools.iter().any(|pool| {
+                pool.labels
+                    .iter()
+                    .any(|l| l.trim().eq_ignore_ascii_case(label))
+            })
+    })
+}
+
+#[cfg(test)]
+#[path = "routing_sizing_tests.rs"]
+mod sizing_tests;
 
 #[cfg(test)]
 mod tests {

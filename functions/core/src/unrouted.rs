@@ -1,5 +1,5 @@
-//! Jobs no pool takes (a `runs-on` typo, a pool not configured), kept where an operator
-//! can list them: the webhook writes one small record per such job, and `ephemera jobs
+//! Jobs meant for us that no pool takes (a `runs-on` typo, a pool not configured, a
+//! sizing label the pool's policy refuses), kept where an operator can list them: the webhook writes one small record per such job, and `ephemera jobs
 //! list --status unrouted` reads them back. The record is a trace, not a task: nothing
 //! acts on it, it expires on its own, and failing to write it never fails a delivery.
 
@@ -12,7 +12,7 @@ use time::OffsetDateTime;
 /// How long an unrouted job's record is kept (DynamoDB's time-to-live deletes it then).
 pub const UNROUTED_TTL: time::Duration = time::Duration::days(7);
 
-/// A `queued` job whose labels no pool has all of.
+/// A `queued` job that names our labels but that no pool takes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UnroutedJob {
     pub job_id: u64,
@@ -20,6 +20,10 @@ pub struct UnroutedJob {
     pub owner: String,
     pub repo: String,
     pub labels: Vec<String>,
+    /// Why no pool takes it ([`crate::routing::Routing::Unrouted`]); empty in records
+    /// written before reasons were kept.
+    #[serde(default)]
+    pub reason: String,
     pub installation_id: Option<u64>,
     /// `X-GitHub-Delivery` of the webhook that brought it.
     pub delivery_id: String,

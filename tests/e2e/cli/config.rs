@@ -6,7 +6,7 @@ use ephemera_tests::moto::Moto;
 use ephemera_tests::pipeline::DEPLOYMENT;
 
 /// Each broken fixture, and the `FILE:LINE: FIELD: ` its error must start with.
-const BROKEN: [(&str, &str); 8] = [
+const BROKEN: [(&str, &str); 9] = [
     (
         "unknown-key.yaml",
         ":9: pools[0].max_runner: unknown field `max_runner`",
@@ -35,6 +35,10 @@ const BROKEN: [(&str, &str); 8] = [
     (
         "tab-indent.yaml",
         ":8: pools[0]: found character that cannot start any token: a tab in the indentation",
+    ),
+    (
+        "sizing-policy.yaml",
+        ":13: pools[0].sizing.max_vcpus_per_runner: must be from 1 to 1024, not 5000",
     ),
     (
         "wrong-type.yaml",

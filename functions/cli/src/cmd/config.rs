@@ -133,9 +133,22 @@ fn registered_labels_lines(config: &Config) -> Vec<String> {
                 .iter()
                 .any(|l| l.trim().eq_ignore_ascii_case(SELF_HOSTED));
             let note = if added { " (self-hosted added)" } else { "" };
+            let policy = &pool.sizing;
+            let sizing = if policy.accept {
+                format!(
+                    ", and sizing labels ({}*) up to {} vCPUs, {} GiB of memory and a {} GiB \
+                     disk per runner",
+                    ephemera_core::sizing::PREFIX,
+                    policy.max_vcpus_per_runner,
+                    policy.max_memory_gib,
+                    policy.max_disk_gib
+                )
+            } else {
+                String::new()
+            };
             format!(
                 "  pool {}: runners register with labels [{}]{note}; it takes a job whose \
-                 runs-on labels are all among them",
+                 runs-on labels are all among them{sizing}",
                 pool.name,
                 labels.join(", ")
             )

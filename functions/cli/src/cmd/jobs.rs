@@ -39,7 +39,8 @@ impl JobFilter {
 #[derive(Args, Debug)]
 pub struct JobsListArgs {
     /// Only jobs in these statuses (repeatable or comma-separated; default: queued and
-    /// in_progress). `unrouted`: jobs no pool has all the labels of, with their labels.
+    /// in_progress). `unrouted`: jobs meant for self-hosted runners that no pool takes,
+    /// with their labels and the reason.
     #[arg(long, value_name = "STATUS", value_delimiter = ',', value_enum)]
     status: Vec<JobFilter>,
     /// Only jobs routed to this pool.
@@ -122,8 +123,12 @@ pub async fn jobs(deployment: &mut Deployment, args: JobsListArgs) -> Outcome {
     if !unrouted.is_empty() {
         println!(
             "\nunrouted: no pool has all of these labels (a pool takes a job when its labels \
-             contain all of the job's); check runs-on against the pools' labels"
+             contain all of the job's, and its sizing policy allows the job's sizing labels); \
+             check runs-on against the pools' labels and sizing"
         );
+        for j in unrouted.iter().filter(|j| !j.reason.is_empty()) {
+            println!("  job {}: {}", j.job_id, j.reason);
+        }
     }
     Ok(())
 }

@@ -45,6 +45,9 @@ pub const REAPER_INTERVAL: DurationRange = secs(1, DAY);
 /// A pool's `max_runners`.
 pub const MAX_RUNNERS: std::ops::RangeInclusive<u64> = 1..=100_000;
 
+/// A pool's `max_vcpus`.
+pub const MAX_VCPUS: std::ops::RangeInclusive<u64> = 1..=10_000_000;
+
 /// Parses `90s`, `20m`, `1h`, `7d` (a whole number and a unit).
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();

@@ -13,7 +13,7 @@ use crate::message::{MessageKind, QueueMessage, VERSION};
 use crate::metrics::{Dimension, Metric, Metrics};
 use crate::names;
 use crate::ports::JobQueue;
-use crate::routing::route;
+use crate::routing::{route_job, Routing};
 use crate::screen::{screen, Headers, Rejection};
 use crate::unrouted::{UnroutedJob, UnroutedJobs};
 use crate::webhook::{
@@ -199,15 +199,16 @@ impl WebhookHandler {
         }
     }
 
-    /// A `queued` job that no pool takes (a `runs-on` typo, a pool not configured): one
-    /// log line with the job's labels and every pool's, and `JobsUnrouted` for its
-    /// repository, and a record of it when a place for them is set (a failure to write
-    /// it is logged; the delivery is answered all the same). A job without labels is for
-    /// GitHub's hosted runners and is not counted.
+    /// A `queued` job meant for us that no pool takes (a `runs-on` typo, a pool not
+    /// configured, a size the policy refuses): one log line with the job's labels, the
+    /// reason and every pool's labels, and `JobsUnrouted` for its repository, and a
+    /// record of it when a place for them is set (a failure to write it is logged; the
+    /// delivery is answered all the same). A hosted job never comes here.
     async fn unrouted(
         &self,
         request: WebhookRequest<'_>,
         event: &WorkflowJobEvent,
+        reason: &str,
         now: OffsetDateTime,
     ) {
         let pools: Vec<String> = self
@@ -222,9 +223,11 @@ impl WebhookHandler {
             job_id = event.job_id,
             repository = %repository,
             job_labels = %format!("[{}]", event.labels.join(",")),
+            reason,
             pools = %pools.join("; "),
-            "job unrouted: no pool has all of its labels (a pool takes a job when its labels \
-             contain all of the job's; self-hosted is implied)"
+            "job unrouted: no pool takes it (a pool takes a job when its labels contain all \
+             of the job's, self-hosted implied, and its sizing policy allows the job's sizing \
+             labels)"
         );
         self.metrics.record(
             Metric::JobsUnrouted,
@@ -239,6 +242,7 @@ impl WebhookHandler {
                 owner: event.owner.clone(),
                 repo: event.repo.clone(),
                 labels: event.labels.clone(),
+                reason: reason.to_owned(),
                 installation_id: event.installation_id,
                 delivery_id: request.delivery_id.unwrap_or("unknown").to_owned(),
                 received_at: now,
@@ -275,15 +279,23 @@ impl WebhookHandler {
                 ));
             }
         }
-        let Some(pool) = route(&self.config.pools, &event.labels) else {
-            if kind == MessageKind::Queued && !event.labels.is_empty() {
-                self.unrouted(request, &event, now).await;
+        let labels = event.labels.join(",");
+        let pool = match route_job(&self.config.pools, &event.labels) {
+            Routing::Routed { pool, .. } => pool,
+            Routing::Unrouted { reason } => {
+                if kind == MessageKind::Queued {
+                    self.unrouted(request, &event, &reason, now).await;
+                }
+                let message = format!("no pool for labels [{labels}]: {reason}");
+                return Err(WebhookResponse::new(202, message));
             }
-            let labels = event.labels.join(",");
-            return Err(WebhookResponse::new(
-                202,
-                format!("no pool for labels [{labels}]"),
-            ));
+            Routing::NotOurs => {
+                // A hosted job (`ubuntu-latest`): every one the organization runs comes
+                // here, so it costs no write, no metric and no line above debug.
+                debug!(job_id = event.job_id, labels = %labels, "job not for self-hosted runners");
+                let message = format!("labels [{labels}] are not for self-hosted runners");
+                return Err(WebhookResponse::new(202, message));
+            }
         };
         Ok(QueueMessage {
             v: VERSION,
@@ -310,3 +322,7 @@ mod tests;
 #[cfg(test)]
 #[path = "webhook_refusal_tests.rs"]
 mod refusal_tests;
+
+#[cfg(test)]
+#[path = "webhook_unrouted_tests.rs"]
+mod unrouted_tests;

@@ -1,6 +1,7 @@
 //! The account quotas a deployment runs into, checked against what it may ask for:
 //! `quotas.vcpu`, EC2's running-instance vCPU quotas (per instance class, on-demand and
-//! spot) against the pools' `max_runners` × their largest type's vCPUs, and
+//! spot) against the pools' `max_runners` × their largest type's vCPUs (at most a pool's
+//! `max_vcpus`, when it sets one), and
 //! `lambda.concurrency`, the account's concurrent executions against the scaler's
 //! `ScalerMaxConcurrency` and the webhook's and reaper's own.
 //!
@@ -129,7 +130,9 @@ pub fn vcpu_demand(
             }
             for (quota, vcpus) in largest {
                 let entry = demand.entry(quota).or_default();
-                entry.0 += u64::from(pool.max_runners) * u64::from(vcpus);
+                // The pool's `max_vcpus`, when set, caps what its runners hold together.
+                let at_most = pool.max_vcpus.map_or(u64::MAX, u64::from);
+                entry.0 += (u64::from(pool.max_runners) * u64::from(vcpus)).min(at_most);
                 entry.1.push(pool.name.clone());
             }
         }

@@ -18,6 +18,18 @@ async fn an_on_demand_vcpu_quota_too_low_fails_the_vcpu_check_naming_the_quota()
 }
 
 #[tokio::test]
+async fn a_pools_max_vcpus_caps_what_the_vcpu_check_asks() {
+    let mut world = healthy();
+    // 4 runners of 2 vCPUs would need 8; the pool caps them at 4.
+    world.config = Ok(CONFIG.replace("max_runners: 4", "max_runners: 4\n    max_vcpus: 4"));
+    world.quotas.insert("ec2/L-1216C47A".into(), 5.0);
+    let report = run(&world).await;
+    let checks = report.named("quotas.vcpu");
+    assert_eq!(checks.len(), 1, "{}", report.text());
+    assert!(report.text().contains("cover 4"), "{}", report.text());
+}
+
+#[tokio::test]
 async fn a_spot_pool_counts_against_the_spot_quota_and_on_demand_its_fallback() {
     let mut world = healthy();
     world.config = Ok(CONFIG.replace("max_runners: 4", "max_runners: 4\n    spot: true"));

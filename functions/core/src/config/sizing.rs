@@ -1,0 +1,247 @@
+//! A pool's sizing policy (`sizing:`): whether its jobs may size their runner with
+//! labels ([`crate::sizing`]), and the bounds the operator sets on what they may ask.
+//! The defaults accept nothing, so a pool sizes its runners only when told to.
+
+use super::{ranges, PoolConfig};
+use crate::sizing::{image_name_rule, is_family, is_sizing, MAX_CPU, MAX_DISK_GIB, MAX_RAM_GIB};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+/// What the jobs of one pool may ask for with sizing labels.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SizingPolicy {
+    /// Whether the pool takes jobs with sizing labels at all (off by default).
+    #[serde(default)]
+    pub accept: bool,
+    /// The most vCPUs one runner may have.
+    #[serde(default = "default_max_vcpus_per_runner")]
+    pub max_vcpus_per_runner: u32,
+    /// The most memory one runner may have, in GiB.
+    #[serde(default = "default_max_memory_gib")]
+    pub max_memory_gib: u32,
+    /// The largest root volume a job may ask, in GiB.
+    #[serde(default = "default_max_disk_gib")]
+    pub max_disk_gib: u32,
+    /// The instance families a job may name; empty: any family.
+    #[serde(default)]
+    pub families: Vec<String>,
+    /// The images a job may name (`ephemera.image=<name>`): name → where the AMI is
+    /// found, an AMI id (`ami-…`) or an SSM parameter (`ssm:/path`). The job gives only
+    /// the name, never an id.
+    #[serde(default)]
+    pub images: BTreeMap<String, String>,
+    /// The purchase options a job may ask with `ephemera.spot`: `true` (spot), `false`
+    /// (on-demand), or both (the default).
+    #[serde(default = "both")]
+    pub spot: Vec<bool>,
+}
+
+impl Default for SizingPolicy {
+    fn default() -> Self {
+        SizingPolicy {
+            accept: false,
+            max_vcpus_per_runner: default_max_vcpus_per_runner(),
+            max_memory_gib: default_max_memory_gib(),
+            max_disk_gib: default_max_disk_gib(),
+            families: Vec::new(),
+            images: BTreeMap::new(),
+            spot: both(),
+        }
+    }
+}
+
+fn default_max_vcpus_per_runner() -> u32 {
+    16
+}
+fn default_max_memory_gib() -> u32 {
+    64
+}
+fn default_max_disk_gib() -> u32 {
+    200
+}
+fn both() -> Vec<bool> {
+    vec![true, false]
+}
+
+/// Problems of a pool's sizing, as (field under the pool, message): its policy, its
+/// `max_vcpus`, and a label of its own that would read as a sizing label.
+pub(super) fn pool_problems(pool: &PoolConfig) -> Vec<(String, String)> {
+    let mut problems = Vec::new();
+    if pool.labels.iter().any(|l| is_sizing(l)) {
+        let message = format!(
+            "a pool's label may not start with {:?}, the prefix of the labels a job sizes its \
+             runner with",
+            crate::sizing::PREFIX
+        );
+        problems.push(("labels".to_owned(), message));
+    }
+    let cap = pool.max_vcpus.map(u64::from);
+    if let Some(problem) = cap.and_then(|cap| ranges::check_number(cap, ranges::MAX_VCPUS)) {
+        problems.push(("max_vcpus".to_owned(), problem));
+    }
+    problems.extend(pool.sizing.problems(pool.max_vcpus));
+    problems
+}
+
+impl SizingPolicy {
+    /// Problems of the policy, as (field under the pool, message); `max_vcpus` is the
+    /// pool's capacity cap, checked against the largest runner the policy allows.
+    fn problems(&self, max_vcpus: Option<u32>) -> Vec<(String, String)> {
+        let mut problems = Vec::new();
+        for (field, value, max) in [
+            ("max_vcpus_per_runner", self.max_vcpus_per_runner, MAX_CPU),
+            ("max_memory_gib", self.max_memory_gib, MAX_RAM_GIB),
+            ("max_disk_gib", self.max_disk_gib, MAX_DISK_GIB),
+        ] {
+            if !(1..=max).contains(&value) {
+                let message = format!("must be from 1 to {max}, not {value}");
+                problems.push((format!("sizing.{field}"), message));
+            }
+        }
+        for (i, family) in self.families.iter().enumerate() {
+            if !is_family(family) {
+                let message = format!(
+                    "{family:?} is not an instance family (a lowercase letter, then letters, \
+                     digits and '-', with a digit, such as m7i or m7i-flex)"
+                );
+                problems.push((format!("sizing.families[{i}]"), message));
+            }
+        }
+        for (name, source) in &self.images {
+            let field = format!("sizing.images.{name}");
+            if let Some(rule) = image_name_rule(name) {
+                problems.push((field.clone(), format!("the name {name:?} {rule}")));
+            }
+            if !is_image_source(source) {
+                let message = format!(
+                    "{source:?} is neither an AMI id (ami-…) nor an SSM parameter (ssm:/path)"
+                );
+                problems.push((field, message));
+            }
+        }
+        if self.spot.is_empty() {
+            let message = "at least one of true (spot) and false (on-demand)".to_owned();
+            problems.push(("sizing.spot".into(), message));
+        }
+        if let Some(cap) = max_vcpus.filter(|_| self.accept) {
+            if cap < self.max_vcpus_per_runner {
+                let message = format!(
+                    "{cap} is below sizing.max_vcpus_per_runner ({}): a runner of the largest \
+                     size the policy allows could never launch",
+                    self.max_vcpus_per_runner
+                );
+                problems.push(("max_vcpus".into(), message));
+            }
+        }
+        problems
+    }
+}
+
+/// `ami-` and hex digits, or `ssm:` and an absolute parameter path.
+fn is_image_source(source: &str) -> bool {
+    if let Some(id) = source.strip_prefix("ami-") {
+        return !id.is_empty() && id.bytes().all(|b| b.is_ascii_hexdigit());
+    }
+    source
+        .strip_prefix("ssm:/")
+        .is_some_and(|path| !path.is_empty() && !path.contains(char::is_whitespace))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
+
+    fn check(pool_extra: &str) -> Vec<String> {
+        let text = format!(
+            "deployment: eph\ngithub: {{ app_id: 1 }}\npools:\n  - name: big\n    labels: [linux]\n    \
+             max_runners: 4\n    instance_types: [m7i.large]\n    ami: ami-1\n{pool_extra}"
+        );
+        match Config::check("c.yaml", &text) {
+            Ok(_) => Vec::new(),
+            Err(errors) => errors.iter().map(|e| e.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn a_pool_without_a_sizing_block_accepts_no_sizing_labels() {
+        let text = check("");
+        assert!(text.is_empty(), "{text:?}");
+        let config = Config::parse(
+            "c.yaml",
+            "deployment: eph\ngithub: { app_id: 1 }\npools:\n  - { name: p, labels: [a], \
+             max_runners: 1, instance_types: [m7i.large], ami: ami-1 }\n",
+        )
+        .expect("valid");
+        let policy = &config.pools[0].sizing;
+        assert!(!policy.accept);
+        assert_eq!(
+            (policy.max_vcpus_per_runner, policy.max_memory_gib),
+            (16, 64)
+        );
+        assert_eq!(
+            (policy.max_disk_gib, policy.spot.clone()),
+            (200, vec![true, false])
+        );
+        assert_eq!(config.pools[0].max_vcpus, None);
+    }
+
+    #[test]
+    fn a_policy_breaking_its_rules_is_refused_naming_each_field() {
+        let errors = check(
+            "    max_vcpus: 8\n    sizing:\n      accept: true\n      max_vcpus_per_runner: 0\n      \
+             max_disk_gib: 99999999\n      families: [m7i, M7A]\n      images:\n        \
+             ami-123: ami-0abc\n        ubuntu: ubuntu\n      spot: []\n",
+        );
+        let expect = [
+            "pools[0].sizing.max_vcpus_per_runner: must be from 1 to 1024, not 0",
+            "pools[0].sizing.max_disk_gib: must be from 1 to 65536",
+            "pools[0].sizing.families[1]: \"M7A\" is not an instance family",
+            "pools[0].sizing.images.ami-123: the name \"ami-123\" names an AMI id",
+            "pools[0].sizing.images.ubuntu: \"ubuntu\" is neither an AMI id",
+            "pools[0].sizing.spot: at least one",
+        ];
+        for expected in expect {
+            assert!(
+                errors.iter().any(|e| e.contains(expected)),
+                "{expected} not in {errors:#?}"
+            );
+        }
+        assert_eq!(errors.len(), expect.len(), "{errors:#?}");
+    }
+
+    #[test]
+    fn a_vcpu_cap_below_one_runner_of_the_largest_size_is_refused() {
+        let errors = check("    max_vcpus: 8\n    sizing: { accept: true }\n");
+        assert_eq!(errors.len(), 1, "{errors:#?}");
+        assert!(
+            errors[0].contains("pools[0].max_vcpus: 8 is below sizing.max_vcpus_per_runner (16)"),
+            "{errors:#?}"
+        );
+        assert!(check("    max_vcpus: 64\n    sizing: { accept: true }\n").is_empty());
+        assert!(check("    max_vcpus: 0\n")
+            .iter()
+            .any(|e| e.contains("max_vcpus")));
+    }
+
+    #[test]
+    fn a_pool_label_with_the_sizing_prefix_is_refused() {
+        let text = "deployment: eph\ngithub: { app_id: 1 }\npools:\n  - { name: p, labels: \
+                    [linux, Ephemera.cpu=4], max_runners: 1, instance_types: [m7i.large], \
+                    ami: ami-1 }\n";
+        let err = Config::parse("c.yaml", text).expect_err("a sizing label");
+        assert_eq!(err.field, "pools[0].labels");
+        assert!(err.message.contains("\"ephemera.\""), "{err}");
+    }
+
+    #[test]
+    fn an_unknown_policy_field_is_named() {
+        let errors = check("    sizing: { accept: true, max_cpu: 4 }\n");
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.contains("pools[0].sizing") && e.contains("max_cpu")),
+            "{errors:#?}"
+        );
+    }
+}

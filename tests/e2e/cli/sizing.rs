@@ -1,0 +1,142 @@
+//! Unrouted means ours, end to end in the strict world: a hosted job (`ubuntu-latest`)
+//! leaves no item, no metric and no log line above debug, and a job whose sizing labels
+//! break its pool's policy is unrouted with the reason, which `jobs list --status
+//! unrouted` shows.
+
+use super::{stdout_of, Operator};
+use ephemera_aws::DynamoUnroutedJobs;
+use ephemera_core::metrics::{Metric, Metrics};
+use ephemera_core::unrouted::{UnroutedJob, UnroutedJobs};
+use ephemera_tests::pipeline::{Pipeline, PipelineOptions, DEPLOYMENT};
+use serde_json::Value;
+use std::time::Duration;
+
+/// A label no other test uses, to find this test's lines among every test's logs.
+const HOSTED_MARKER: &str = "hosted-e2e-5f1c";
+
+async fn recorded(p: &Pipeline, table: &str, job_id: u64) -> anyhow::Result<UnroutedJob> {
+    let unrouted = DynamoUnroutedJobs::new(aws_sdk_dynamodb::Client::new(&p.sdk), table);
+    p.wait_for("the unrouted record", Duration::from_secs(30), || async {
+        Ok(unrouted
+            .list_unrouted()
+            .await?
+            .into_iter()
+            .find(|j| j.job_id == job_id))
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hosted_job_leaves_no_item_no_metric_and_no_log_line_above_debug() -> anyhow::Result<()> {
+    ephemera_tests::logs::capture();
+    let (metrics, captured) = Metrics::capture(DEPLOYMENT);
+    let p = Pipeline::start(PipelineOptions {
+        reaper_interval: None,
+        metrics,
+        ..PipelineOptions::default()
+    })
+    .await?;
+    let op = Operator::new(&p)?;
+    let puts = || p.calls.count("DynamoDB", "PutItem");
+    let before = puts();
+    // The simulator answers once the webhook has: the job has been handled on return.
+    let hosted = p
+        .sim
+        .create_job("octo-org", "site", &["ubuntu-latest", HOSTED_MARKER], None)
+        .await?;
+    assert_eq!(puts(), before, "a hosted job cost a write");
+
+    // A typo in runs-on is ours, and is recorded: the same path, seen to write.
+    let typo = p
+        .sim
+        .create_job("octo-org", "app", &["self-hosted", "linx"], None)
+        .await?;
+    let record = recorded(&p, &op.table, typo).await?;
+    assert_eq!(record.reason, "no pool has all of its labels");
+    assert!(puts() > before, "the unrouted job's write was not counted");
+
+    let unrouted = DynamoUnroutedJobs::new(aws_sdk_dynamodb::Client::new(&p.sdk), &op.table);
+    let listed = unrouted.list_unrouted().await?;
+    assert!(listed.iter().all(|j| j.job_id != hosted), "{listed:?}");
+
+    let documents = captured.documents().map_err(anyhow::Error::msg)?;
+    let unrouted_by_repo: Vec<&str> = documents
+        .iter()
+        .filter(|d| d.values(Metric::JobsUnrouted).is_some())
+        .filter_map(|d| d.dimension(ephemera_core::metrics::Dimension::Repository))
+        .collect();
+    assert_eq!(unrouted_by_repo, ["octo-org/app"]);
+
+    let logs = ephemera_tests::logs::captured();
+    let lines: Vec<&str> = logs.lines().filter(|l| l.contains(HOSTED_MARKER)).collect();
+    assert!(
+        lines.iter().any(|l| l.contains("DEBUG")),
+        "the hosted job's debug line was not captured: {lines:#?}"
+    );
+    let loud: Vec<&&str> = lines
+        .iter()
+        .filter(|l| {
+            ["INFO", "WARN", "ERROR"]
+                .iter()
+                .any(|level| l.contains(level))
+        })
+        .collect();
+    assert!(loud.is_empty(), "{loud:#?}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_over_the_sizing_policy_is_unrouted_with_the_reason() -> anyhow::Result<()> {
+    let p = Pipeline::start(PipelineOptions {
+        reaper_interval: None,
+        pool_extra: "    sizing: { accept: true, max_vcpus_per_runner: 16 }\n".to_owned(),
+        ..PipelineOptions::default()
+    })
+    .await?;
+    let op = Operator::new(&p)?;
+    let job_id = p
+        .sim
+        .create_job(
+            "octo-org",
+            "app",
+            &["self-hosted", "linux", "ephemera.cpu=64"],
+            None,
+        )
+        .await?;
+    let record = recorded(&p, &op.table, job_id).await?;
+    assert!(
+        record.reason.contains("ephemera.cpu=64") && record.reason.contains("limit of 16"),
+        "{record:?}"
+    );
+
+    let out = op
+        .run(&["jobs", "list", "--status", "unrouted"])?
+        .assert()
+        .success();
+    let text = stdout_of(out.get_output());
+    let row = text
+        .lines()
+        .find(|l| l.starts_with(&job_id.to_string()))
+        .unwrap_or_default();
+    assert!(
+        row.contains("unrouted") && row.contains("ephemera.cpu=64"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("job {job_id}: {}", record.reason)),
+        "{text}"
+    );
+
+    let out = op
+        .run(&["jobs", "list", "--status", "unrouted", "--json"])?
+        .assert()
+        .success();
+    let json: Value = serde_json::from_slice(&out.get_output().stdout)?;
+    let jobs = json["jobs"].as_array().cloned().unwrap_or_default();
+    let job = jobs.iter().find(|j| j["job_id"] == job_id).expect("listed");
+    assert_eq!(job["status"], "unrouted");
+    assert_eq!(job["reason"], record.reason.as_str());
+    // Nothing was launched for it.
+    assert_eq!(p.calls.count("EC2", "CreateFleet"), 0);
+    Ok(())
+}
