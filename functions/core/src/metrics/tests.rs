@@ -61,7 +61,10 @@ fn each_metric_has_its_dimension_set() {
         Metric::GitHubCalls.dimensions(),
         [Deployment, Endpoint, Outcome]
     );
-    assert_eq!(Metric::GitHubRateLimitRemaining.dimensions(), [Deployment]);
+    assert_eq!(
+        Metric::GitHubRateLimitRemaining.dimensions(),
+        [Deployment, Dimension::Resource]
+    );
     assert_eq!(
         Metric::RunnersByStatus.dimensions(),
         [Deployment, Pool, Dimension::Status]
@@ -184,7 +187,11 @@ fn metrics_with_the_same_dimension_values_share_a_document() {
 fn samples_past_the_value_limit_spill_into_another_document() {
     let (metrics, captured) = Metrics::capture("ci");
     for remaining in 0..150 {
-        metrics.record(Metric::GitHubRateLimitRemaining, &[], f64::from(remaining));
+        metrics.record(
+            Metric::GitHubRateLimitRemaining,
+            &[(Dimension::Resource, "core")],
+            f64::from(remaining),
+        );
     }
     assert_eq!(metrics.flush(), 2);
     let documents = captured.documents().unwrap();
