@@ -171,7 +171,9 @@ const ASSIGNMENT: Stage = Stage {
     name: "GitHub's assignment (online → job started)",
     track: Track::Assignment,
     latency: secs(2.0, 10.0),
-    source: Source::Assumed("the runner long-polls the broker; GitHub publishes no assignment latency"),
+    source: Source::Assumed(
+        "the runner long-polls the broker; GitHub publishes no assignment latency",
+    ),
 };
 
 /// ephemera's control plane on a quiet pool: the webhook, the queue, the scaler's claim
@@ -196,7 +198,11 @@ fn ephemera_control(latencies: &Latencies) -> Vec<Stage> {
             Track::Control,
             latencies.dynamodb_transaction,
         ),
-        call("scaler: CreateFleet", Track::Control, latencies.ec2_create_fleet),
+        call(
+            "scaler: CreateFleet",
+            Track::Control,
+            latencies.ec2_create_fleet,
+        ),
         call(
             "scaler: generate-jitconfig",
             Track::Registration,
@@ -210,15 +216,31 @@ fn ephemera_control(latencies: &Latencies) -> Vec<Stage> {
     ]
 }
 
+/// The instance's stages from its launch to its bootstrap reading the JIT config.
+pub fn boot_stages(host: Host) -> Vec<Stage> {
+    match host {
+        Host::Stock => vec![PENDING_TO_RUNNING, OS_BOOT, STOCK_INSTALLS, RUNNER_DOWNLOAD],
+        Host::Baked => vec![PENDING_TO_RUNNING, OS_BOOT],
+        Host::Warm => Vec::new(),
+    }
+}
+
+/// [`boot_stages`] as one log-normal through the p50 and p99 of their drawn sum: the
+/// burst's runner agents boot on it (`Latencies::instance_boot`).
+pub fn boot_latency(host: Host) -> Latency {
+    let (p50, p99) = crate::start::percentiles(&boot_stages(host), 2_000, 0);
+    Latency {
+        median: Duration::from_secs_f64(p50),
+        p99: Duration::from_secs_f64(p99),
+    }
+}
+
 /// The stages of a job's start on `host`.
 pub fn stages(host: Host, latencies: &Latencies) -> Vec<Stage> {
     let mut all = Vec::new();
     if host != Host::Warm {
         all.extend(ephemera_control(latencies));
-        all.extend([PENDING_TO_RUNNING, OS_BOOT]);
-        if host == Host::Stock {
-            all.extend([STOCK_INSTALLS, RUNNER_DOWNLOAD]);
-        }
+        all.extend(boot_stages(host));
         all.extend([JIT_READ, RUNNER_START]);
     }
     all.push(ASSIGNMENT);

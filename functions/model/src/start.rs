@@ -177,6 +177,13 @@ mod tests {
     }
 
     #[test]
+    fn the_bursts_instances_boot_as_the_stock_host_does() {
+        let boot = Latencies::default().instance_boot;
+        assert_eq!(boot.median, crate::host::boot_latency(Host::Stock).median);
+        assert!(crate::host::boot_latency(Host::Baked).median < boot.median);
+    }
+
+    #[test]
     fn every_stage_names_its_source_or_why_it_is_assumed() {
         let latencies = Latencies::default();
         let all = Host::ALL
