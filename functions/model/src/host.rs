@@ -120,7 +120,7 @@ const PENDING_TO_RUNNING: Stage = Stage {
     track: Track::Boot,
     latency: secs(9.0, 25.0),
     source: Source::Cited(
-        "median between two measurements: 4.9 s (daemonology.net/blog/2021-08-12-EC2-boot-time-benchmarking.html, c5.xlarge) and 16.5 s (github.com/brevdev/ec2-coldboot-research, 6 types); p99 assumed above the slower",
+        "median the geometric mean of two published measurements: 4.9 s (ec2-boot-bench's sample run on c5.xlarge, daemonology.net/blog/2021-08-12-EC2-boot-time-benchmarking.html) and 16.4-16.6 s on six types (github.com/brevdev/ec2-coldboot-research); p99 assumed above the slower",
     ),
 };
 
@@ -129,7 +129,7 @@ const OS_BOOT: Stage = Stage {
     track: Track::Boot,
     latency: secs(5.0, 15.0),
     source: Source::Cited(
-        "github.com/brevdev/ec2-coldboot-research: 3.2 s running → SSH on Amazon Linux 2023; cloud-init's final stage after it assumed +2 s; p99 assumed",
+        "github.com/brevdev/ec2-coldboot-research: 3.2 s from boot to SSH with cloud-init; cloud-init's final stage (user data) after it assumed +2 s; p99 assumed",
     ),
 };
 
