@@ -334,6 +334,40 @@ def render_model_flood():
     )
 
 
+def render_model_start():
+    start = load("bench/model.json")["start_latency"]
+    rows = []
+    hosts = [("ephemera", mode) for mode in start["modes"]]
+    hosts += [(peer, mode) for peer, mode in start["peer"].items()]
+    for who, mode in hosts:
+        goal = mode.get("goal_p50_s")
+        if goal is None:
+            verdict = "no goal"
+        else:
+            verdict = f"p50 ≤ {number(goal, 0)} s: {'met' if mode['goal_met'] else 'missed'}"
+        rows.append((who, mode["host"], f"{number(mode['p50_s'], 1)} s", f"{number(mode['p99_s'], 1)} s", verdict))
+    return (
+        f"{number(start['samples'])} jobs drawn per host, seed {start['seed']}; one job on a quiet pool.\n\n"
+        + table(["", "host", "queued → started p50", "p99", "goal"], rows)
+    )
+
+
+def render_model_start_stages():
+    start = load("bench/model.json")["start_latency"]
+    hosts = [(f"ephemera, {mode['host']}", mode) for mode in start["modes"]]
+    hosts += [(peer, mode) for peer, mode in start["peer"].items()]
+    stages = {}
+    for who, mode in hosts:
+        for stage in mode["stages"]:
+            row = stages.setdefault(stage["stage"], [stage, []])
+            row[1].append(who.replace("ephemera, ", ""))
+    rows = [
+        (name, f"{number(stage['median_s'])} / {number(stage['p99_s'])}", ", ".join(whose), stage["source"])
+        for name, (stage, whose) in stages.items()
+    ]
+    return table(["stage", "median / p99 (s)", "hosts", "source"], rows)
+
+
 RENDERERS = {
     "webhook": render_webhook,
     "webhook-refused": render_webhook_refused,
@@ -345,6 +379,8 @@ RENDERERS = {
     "model-calls": render_model_calls,
     "model-vs-peer": render_model_vs_peer,
     "model-flood": render_model_flood,
+    "model-start": render_model_start,
+    "model-start-stages": render_model_start_stages,
 }
 
 

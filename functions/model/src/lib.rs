@@ -16,6 +16,8 @@
 //! - [`metered`]: the AWS ports (table, fleet, JIT items, queue) behind quotas and latency.
 //! - [`github`]: the GitHub port behind GitHub's limits and ephemera's retry policy.
 //! - [`sqs`]: the jobs queue and its dead-letter queue.
+//! - [`host`]: a job's start on the host, stage by stage, each with its source.
+//! - [`start`]: queued → started p50/p99 per host mode and for the peer.
 //! - [`world`]: the fakes, GitHub's queued jobs, webhook deliveries, runner agents.
 //! - [`burst`]: one burst, driven through ephemera or through the peer's call pattern.
 //! - [`peer`]: terraform-aws-github-runner's call pattern on the same model.
@@ -28,9 +30,11 @@ pub mod burst;
 pub mod cloud;
 pub mod flood;
 pub mod github;
+pub mod host;
 pub mod metered;
 pub mod peer;
 pub mod quotas;
 pub mod report;
 pub mod sqs;
+pub mod start;
 pub mod world;

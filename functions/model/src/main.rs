@@ -5,8 +5,8 @@
 //! written to `bench/model.json` and printed as a table.
 //!
 //! Usage: `bench-model [--out FILE] [--jobs 100,1000,10000] [--seed N] [--default-only]
-//! [--flood-only]` (`--default-only`, `--flood-only`: those bursts only, printed, nothing
-//! written)
+//! [--flood-only] [--start-only]` (`--default-only`, `--flood-only`: those bursts only;
+//! `--start-only`: queued → started per host mode; each printed, nothing written)
 //!
 //! Every random draw of a burst (latencies, retry jitter, runner names) comes from one
 //! RNG seeded with `--seed` (default [`DEFAULT_SEED`]) and the burst's size, so a seed
@@ -16,6 +16,7 @@ use ephemera_model::burst::{run, BurstSpec};
 use ephemera_model::flood::Flood;
 use ephemera_model::quotas::{Latencies, Quotas, Settings};
 use ephemera_model::report::Pattern;
+use ephemera_model::start::start_latency;
 use ephemera_model::world::Assignment;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -144,6 +145,7 @@ fn main() {
     let mut seed = DEFAULT_SEED;
     let mut default_only = false;
     let mut flood_only = false;
+    let mut start_only = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         if arg == "--default-only" {
@@ -152,6 +154,10 @@ fn main() {
         }
         if arg == "--flood-only" {
             flood_only = true;
+            continue;
+        }
+        if arg == "--start-only" {
+            start_only = true;
             continue;
         }
         match (arg.as_str(), args.next()) {
@@ -172,8 +178,13 @@ fn main() {
                     .parse()
                     .unwrap_or_else(|_| panic!("--seed: {text:?} is not a whole number"));
             }
-            _ => panic!("usage: bench-model [--out FILE] [--jobs 100,1000,10000] [--seed N] [--default-only] [--flood-only]"),
+            _ => panic!("usage: bench-model [--out FILE] [--jobs 100,1000,10000] [--seed N] [--default-only] [--flood-only] [--start-only]"),
         }
+    }
+    if start_only {
+        let start = start_latency(seed);
+        println!("{}", serde_json::to_string_pretty(&start).expect("JSON"));
+        return;
     }
     if flood_only {
         let cases = flood_cases(seed);
@@ -223,6 +234,7 @@ fn main() {
         "bursts": bursts,
         "peer": { "terraform-aws-github-runner": peer },
         "flood": flood_cases(seed),
+        "start_latency": start_latency(seed),
     });
     let text = serde_json::to_string_pretty(&results).expect("results are JSON");
     std::fs::write(&out, text + "\n").unwrap_or_else(|err| panic!("cannot write {out}: {err}"));

@@ -104,7 +104,8 @@ pub struct Latencies {
     pub ssm: Latency,
     /// Lambda's own start of an invocation (warm).
     pub lambda_invoke: Latency,
-    /// From an instance's launch to its bootstrap reading the JIT config.
+    /// From an instance's launch to its bootstrap reading the JIT config: the stock
+    /// host's stages ([`crate::host::boot_stages`]).
     pub instance_boot: Latency,
 }
 
@@ -119,7 +120,7 @@ impl Default for Latencies {
             github: ms(250, 1_200),
             ssm: ms(30, 120),
             lambda_invoke: ms(5, 30),
-            instance_boot: ms(40_000, 90_000),
+            instance_boot: crate::host::boot_latency(crate::host::Host::Stock),
         }
     }
 }
@@ -186,7 +187,7 @@ pub const SOURCES: &[(&str, &str, &str)] = &[
     ("Latencies (DynamoDB 6/25 ms, transactions 15/60, SQS 10/40, CreateFleet 1.5/5 s, other EC2 0.3/1.2 s, GitHub 250/1,200 ms, SSM 30/120 ms; median/p99)", "log-normal", "assumed"),
     ("Webhook reserved concurrency", "50", "template.yaml WebhookReservedConcurrency"),
     ("Lambda requests per second", "10 per execution environment (a refused request holds a slot 100 ms)", "Lambda developer guide: understanding Lambda function scaling"),
-    ("Instance boot to JIT config read", "40 s median, 90 s p99", "assumed"),
+    ("Instance boot to JIT config read", "the stock host's stages: EC2 pending → running, OS boot, package installs, runner download", "functions/model/src/host.rs, each stage with its source (bench/model.json start_latency)"),
     ("Webhook deliveries of a burst", "500 a second", "assumed"),
     ("Peer: scale-up concurrency, batch, visibility", "1, 10, 60 s", "terraform-aws-github-runner #3824 (scale_up_reserved_concurrent_executions = 1); variables.tf (lambda_timeout_scale_up 60 s)"),
 ];
