@@ -78,6 +78,9 @@ pub struct RunnerUpdate {
     /// gets a JIT config, while unrelated changes to the record (a job handed over, the
     /// runner seen online) do not stop the creation.
     pub expect_instance: Option<Option<String>>,
+    /// `Some` records when the runner was first known online, unless a time is recorded
+    /// already (the first sighting stands).
+    pub online_at: Option<OffsetDateTime>,
 }
 
 /// A queued job's claim moving off the runner launched for it, which GitHub gave

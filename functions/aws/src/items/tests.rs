@@ -55,6 +55,8 @@ fn job_records_round_trip() {
         launched_runner: Some("eph-linux-x".into()),
         received_at: datetime!(2025-03-01 12:00:00 UTC),
         updated_at: datetime!(2025-03-01 12:01:00 UTC),
+        github: Default::default(),
+        claimed_at: None,
     };
     assert_eq!(job_from_item(&job_to_item(&job)).expect("decodes"), job);
 }
@@ -83,6 +85,8 @@ fn bad_items_are_corrupt_and_named() {
         launched_runner: None,
         received_at: datetime!(2025-03-01 0:00 UTC),
         updated_at: datetime!(2025-03-01 0:00 UTC),
+        github: Default::default(),
+        claimed_at: None,
     }))
     .is_err());
 }

@@ -10,6 +10,7 @@ use crate::message::{MessageKind, QueueMessage};
 use crate::metrics::{Dimension, Metric};
 use crate::model::JobStatus;
 use crate::ports::*;
+use crate::timeline::launch_requested_at;
 use tracing::info;
 
 /// How often binding a runner to the job it runs is tried again when its record changed
@@ -32,6 +33,15 @@ impl Scaler {
         self.store
             .advance_job(&job, JobStatus::InProgress, runner_name)
             .await?;
+        // GitHub's own wait, from its two times in this body (a redelivered
+        // `in_progress` counts it again).
+        if let (Some(queued), Some(started)) =
+            (message.github.created_at, message.github.started_at)
+        {
+            let by_pool = [(Dimension::Pool, message.pool.as_str())];
+            self.metrics
+                .record_duration(Metric::QueueToStartSeconds, &by_pool, started - queued);
+        }
         let Some(name) = runner_name else {
             return Ok(Handled::NothingToDo);
         };
@@ -46,11 +56,17 @@ impl Scaler {
                 // Removed from GitHub by an operator: it runs nothing any more.
                 return Ok(Handled::NothingToDo);
             }
+            // Online by GitHub's start of the job at the latest (a first sighting stands).
+            let online_at = message
+                .github
+                .started_at
+                .map_or(clock.now(), |started| started.min(clock.now()));
             let bind = RunnerUpdate {
                 runner_status: Some(RunnerStatus::Active),
                 job_id: Some(message.job_id),
                 note: Some(format!("running job {}", message.job_id)),
                 unchanged_since: Some(runner.updated_at),
+                online_at: Some(online_at),
                 ..RunnerUpdate::default()
             };
             let bound = match runner.job_id.filter(|&id| id != message.job_id) {
@@ -70,14 +86,22 @@ impl Scaler {
                 Err(err) => return Err(err),
             }
             // Online and busy before the reaper saw it idle: it came online by now.
-            if let (RunnerStatus::Pending, Some(queued_at)) =
-                (runner.runner_status, runner.job_queued_at)
-            {
-                self.metrics.record_duration(
-                    Metric::QueuedToOnline,
-                    &[(Dimension::Pool, runner.pool.as_str())],
-                    clock.now() - queued_at,
-                );
+            let by_pool = [(Dimension::Pool, runner.pool.as_str())];
+            if runner.runner_status == RunnerStatus::Pending {
+                if let Some(queued_at) = runner.job_queued_at {
+                    self.metrics.record_duration(
+                        Metric::QueuedToOnline,
+                        &by_pool,
+                        clock.now() - queued_at,
+                    );
+                }
+                if let Some(launched) = launch_requested_at(&runner) {
+                    self.metrics.record_duration(
+                        Metric::BootSeconds,
+                        &by_pool,
+                        online_at - launched,
+                    );
+                }
             }
             info!(job_id = message.job_id, runner = %name, "runner active");
             return Ok(Handled::Bound);
