@@ -16,7 +16,7 @@ use ephemera_core::lifecycle::{InstanceStatus, RunnerStatus};
 use ephemera_core::model::{
     GitHubTimes, HistoryEntry, JobRecord, JobStatus, PoolRecord, RunnerRecord,
 };
-use ephemera_core::ports::StoreError;
+use ephemera_core::ports::{Market, StoreError};
 use std::collections::HashMap;
 use std::fmt::Display;
 use std::str::FromStr;
@@ -59,6 +59,9 @@ pub const STARTED_AT: &str = "started_at";
 pub const COMPLETED_AT: &str = "completed_at";
 pub const CLAIMED_AT: &str = "claimed_at";
 pub const ONLINE_AT: &str = "online_at";
+pub const INSTANCE_TYPE: &str = "instance_type";
+/// `spot` or `on_demand`.
+pub const MARKET: &str = "market";
 pub const SLOTS_USED: &str = "slots_used";
 pub const HISTORY: &str = "history";
 pub const SLOT_HELD: &str = "slot_held";
@@ -159,6 +162,12 @@ pub fn runner_to_item(runner: &RunnerRecord) -> Item {
     put_opt(&mut item, LAST_ERROR, runner.last_error.as_deref().map(s));
     put_opt(&mut item, TTL, runner.ttl.map(epoch_seconds));
     put_opt(&mut item, ONLINE_AT, runner.online_at.map(timestamp));
+    put_opt(
+        &mut item,
+        INSTANCE_TYPE,
+        runner.instance_type.as_deref().map(s),
+    );
+    put_opt(&mut item, MARKET, runner.market.map(|m| s(m.as_str())));
     item.insert(HISTORY.to_owned(), history(&runner.history));
     item
 }
@@ -415,7 +424,21 @@ pub fn runner_from_item(item: &Item) -> Result<RunnerRecord, StoreError> {
         ttl: r.opt_epoch_seconds(TTL)?,
         history: r.history()?,
         online_at: r.opt_timestamp(ONLINE_AT)?,
+        instance_type: r.opt_s(INSTANCE_TYPE)?.map(str::to_owned),
+        market: r
+            .opt_s(MARKET)?
+            .map(market)
+            .transpose()
+            .map_err(|m| r.corrupt(m))?,
     })
+}
+
+/// A market as an item spells it.
+fn market(value: &str) -> Result<Market, String> {
+    [Market::Spot, Market::OnDemand]
+        .into_iter()
+        .find(|m| m.as_str() == value)
+        .ok_or_else(|| format!("unknown market {value:?}"))
 }
 
 /// Reads a job record.

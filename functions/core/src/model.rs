@@ -4,7 +4,7 @@
 
 pub use crate::lifecycle::JobStatus;
 use crate::lifecycle::{InstanceStatus, RunnerStatus};
-use crate::ports::RunnerScope;
+use crate::ports::{Market, RunnerScope};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
@@ -58,6 +58,12 @@ pub struct RunnerRecord {
     /// job's `in_progress` named it (then GitHub's `started_at`, by which it was online).
     #[serde(default, with = "time::serde::rfc3339::option")]
     pub online_at: Option<OffsetDateTime>,
+    /// The instance's type and market, from the launch's answer (none for a record
+    /// written before they were kept).
+    #[serde(default)]
+    pub instance_type: Option<String>,
+    #[serde(default)]
+    pub market: Option<Market>,
 }
 
 impl RunnerRecord {
@@ -160,6 +166,8 @@ impl RunnerRecord {
                 None,
             )],
             online_at: None,
+            instance_type: None,
+            market: None,
         }
     }
 }

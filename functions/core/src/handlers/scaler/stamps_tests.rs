@@ -57,6 +57,14 @@ async fn a_job_through_the_scaler_is_stamped_at_every_stage_it_learns() {
     assert!(claimed >= now() && claimed - now() < Duration::seconds(1));
     let runner = world.store.runner(&name).expect("runner");
     assert_eq!(runner.online_at, Some(started), "online by GitHub's start");
+    let pool = &world.config.pools[0];
+    assert_eq!(runner.instance_type.as_ref(), pool.instance_types.first());
+    let market = if pool.spot {
+        crate::ports::Market::Spot
+    } else {
+        crate::ports::Market::OnDemand
+    };
+    assert_eq!(runner.market, Some(market));
     let timeline = Timeline::of(&job, Some(&runner));
     assert_eq!(
         timeline.missing(),
