@@ -25,4 +25,5 @@ mod strict_fleet;
 mod strict_queue;
 mod strict_ssm;
 mod template;
+mod timeline;
 mod webhook_http;
