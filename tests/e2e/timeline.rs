@@ -69,7 +69,11 @@ async fn a_burst_leaves_every_job_stamped_in_order_and_jobs_show_prints_it() -> 
             .unwrap_or_default();
         assert!(row.contains("Z "), "stage {stage:?} has no time in\n{text}");
     }
-    assert!(text.contains("cost: not yet priced"), "{text}");
+    let cost = text
+        .lines()
+        .find(|l| l.starts_with("cost "))
+        .unwrap_or_default();
+    assert!(cost.ends_with(" not yet priced"), "{text}");
     assert!(text.contains("(queued → started)"), "{text}");
 
     let out = op

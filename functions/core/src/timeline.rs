@@ -11,7 +11,8 @@
 //!   its moves to `creating` (just before the launch request), `running` (after the JIT
 //!   config is stored for its instance) and `deleted` (after the instance is terminated);
 //! - online: the runner-status update of the reaper that saw it online, or of the
-//!   scaler's binding to its job (then GitHub's `started_at`: it was online by then).
+//!   scaler's binding to its job (then GitHub's `started_at`: it was online by then;
+//!   GitHub gives it to the second, so it is never put before the JIT config was stored).
 //!
 //! Not stamped, because nothing ephemera does today learns them: EC2's launch time (only
 //! the reaper's describe reads it, and it writes no runner record from it) and the
@@ -116,6 +117,12 @@ fn first_move(runner: &RunnerRecord, status: InstanceStatus) -> Option<OffsetDat
         .map(|entry| entry.at)
 }
 
+/// When the runner's JIT config was stored for its instance: its record's move to
+/// `running`.
+pub fn jit_stored_at(runner: &RunnerRecord) -> Option<OffsetDateTime> {
+    first_move(runner, InstanceStatus::Running)
+}
+
 /// When the runner's launch was requested: its record's move to `creating`.
 pub fn launch_requested_at(runner: &RunnerRecord) -> Option<OffsetDateTime> {
     first_move(runner, InstanceStatus::Creating)
@@ -130,7 +137,7 @@ impl Timeline {
             Stage::Received => Some(job.received_at),
             Stage::Claimed => job.claimed_at,
             Stage::LaunchRequested => runner.and_then(launch_requested_at),
-            Stage::JitStored => runner.and_then(|r| first_move(r, InstanceStatus::Running)),
+            Stage::JitStored => runner.and_then(jit_stored_at),
             Stage::Online => runner.and_then(|r| r.online_at),
             Stage::Started => job.github.started_at,
             Stage::Completed => job.github.completed_at,

@@ -71,7 +71,7 @@ pub fn render(view: &JobTimelineView, colour: bool) -> String {
         or_dash(view.instance_type.as_deref()).into(),
     );
     field("market", or_dash(view.market).into());
-    field("cost", format!("cost: {}", view.cost_note).into());
+    field("cost", view.cost_note.into());
     let wait = view
         .wait_seconds
         .map(|w| gap(time::Duration::seconds_f64(w)));
@@ -145,7 +145,11 @@ mod tests {
         }
         assert!(text.contains("eph-linux-a") && text.contains("m7i.large"));
         assert!(text.contains("spot"));
-        assert!(text.contains("cost: not yet priced"));
+        let cost = text
+            .lines()
+            .find(|l| l.starts_with("cost "))
+            .unwrap_or_default();
+        assert!(cost.ends_with(" not yet priced"), "{text}");
         assert!(text.contains("42.0s (queued → started)"), "{text}");
         assert_eq!(view.cost, None);
     }

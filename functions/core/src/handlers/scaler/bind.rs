@@ -9,13 +9,27 @@ use crate::lifecycle::{InstanceStatus, RunnerStatus};
 use crate::message::{MessageKind, QueueMessage};
 use crate::metrics::{Dimension, Metric};
 use crate::model::JobStatus;
+use crate::model::RunnerRecord;
 use crate::ports::*;
-use crate::timeline::launch_requested_at;
+use crate::timeline::{jit_stored_at, launch_requested_at};
+use time::OffsetDateTime;
 use tracing::info;
 
 /// How often binding a runner to the job it runs is tried again when its record changed
 /// between the read and the conditional write.
 const ACTIVATION_TRIES: usize = 5;
+
+/// When a runner a job's `in_progress` names was online at the latest: GitHub's start of
+/// the job, which GitHub gives to the second, so never before the runner's JIT config was
+/// stored (nor after now). A first sighting stands (the store keeps the earliest write).
+fn online_by(runner: &RunnerRecord, message: &QueueMessage, now: OffsetDateTime) -> OffsetDateTime {
+    let started = message
+        .github
+        .started_at
+        .map_or(now, |started| started.min(now));
+    let floor = jit_stored_at(runner).or_else(|| launch_requested_at(runner));
+    floor.map_or(started, |floor| started.max(floor).min(now))
+}
 
 impl Scaler {
     pub(super) async fn on_in_progress(&self, message: &QueueMessage, clock: &Clock) -> Outcome {
@@ -56,11 +70,7 @@ impl Scaler {
                 // Removed from GitHub by an operator: it runs nothing any more.
                 return Ok(Handled::NothingToDo);
             }
-            // Online by GitHub's start of the job at the latest (a first sighting stands).
-            let online_at = message
-                .github
-                .started_at
-                .map_or(clock.now(), |started| started.min(clock.now()));
+            let online_at = online_by(&runner, message, clock.now());
             let bind = RunnerUpdate {
                 runner_status: Some(RunnerStatus::Active),
                 job_id: Some(message.job_id),

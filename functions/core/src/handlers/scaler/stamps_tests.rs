@@ -109,3 +109,26 @@ async fn the_first_sighting_online_stands() {
     let runner = world.store.runner(&name).expect("runner");
     assert_eq!(runner.online_at, Some(now() + Duration::seconds(10)));
 }
+
+#[tokio::test]
+async fn a_start_given_to_the_second_never_puts_online_before_the_jit_config() {
+    let world = World::new(5);
+    let name = up(&world, 4).await;
+    let stored = crate::timeline::jit_stored_at(&world.store.runner(&name).expect("runner"))
+        .expect("JIT config stored");
+    // GitHub truncates: its start reads earlier than the runner could have been online.
+    let in_progress = crate::message::QueueMessage {
+        github: GitHubTimes {
+            started_at: Some(stored - Duration::milliseconds(700)),
+            ..GitHubTimes::default()
+        },
+        ..message(MessageKind::InProgress, 4, Some(&name))
+    };
+    world
+        .scaler()
+        .handle(&in_progress, stored + Duration::seconds(2))
+        .await
+        .expect("bound");
+    let runner = world.store.runner(&name).expect("runner");
+    assert_eq!(runner.online_at, Some(stored));
+}
