@@ -6,6 +6,7 @@ mod ami_pool;
 mod aws_fleet;
 mod aws_jit;
 mod aws_queue;
+mod aws_stamps;
 mod aws_store;
 mod burst;
 mod cli;
