@@ -86,6 +86,12 @@ pub struct RunnerDetail {
     #[serde(with = "time::serde::rfc3339::option")]
     pub expires_at: Option<OffsetDateTime>,
     pub history: Vec<HistoryRow>,
+    /// The type EC2 launched the instance as, and `spot` or `on_demand`.
+    pub instance_type: Option<String>,
+    pub market: Option<&'static str>,
+    /// When the runner was first known online.
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub online_at: Option<OffsetDateTime>,
 }
 
 /// One step of a runner's life: a status change, or a change of GitHub's view of it.
@@ -132,6 +138,9 @@ impl From<&RunnerRecord> for RunnerDetail {
             last_error: r.last_error.clone(),
             expires_at: r.ttl,
             history: r.history.iter().map(HistoryRow::from).collect(),
+            instance_type: r.instance_type.clone(),
+            market: r.market.map(|m| m.as_str()),
+            online_at: r.online_at,
         }
     }
 }
