@@ -89,11 +89,11 @@ impl Scaler {
             return (Vec::new(), failed);
         };
         let count = u32::try_from(runners.len()).unwrap_or(u32::MAX);
-        let (instance_ids, shortfall) = self.launch_with_fallback(pool, count).await;
+        let (made, shortfall) = self.launch_with_fallback(pool, count).await;
         let by_pool = [(Dimension::Pool, pool.name.as_str())];
         self.metrics
-            .record(Metric::RunnersLaunched, &by_pool, instance_ids.len() as f64);
-        let missing = runners.len().saturating_sub(instance_ids.len());
+            .record(Metric::RunnersLaunched, &by_pool, made.len() as f64);
+        let missing = runners.len().saturating_sub(made.len());
         if missing > 0 {
             let reason = shortfall.as_ref().map_or("fewer_instances", failure_reason);
             self.metrics.record(
@@ -107,7 +107,7 @@ impl Scaler {
         }
         let mut launched = Vec::new();
         let mut failed = Vec::new();
-        let mut instances = instance_ids.into_iter();
+        let mut instances = made.into_iter();
         for (message_id, runner) in runners {
             let Some(Launched {
                 id: instance_id,
