@@ -62,6 +62,9 @@ async fn fleet_launches_tagged_instances_from_a_template_and_from_an_ami() -> an
     assert!(launch.shortfall.is_none());
     for id in &launch.instance_ids {
         assert_pool_tags(&tags_of(&ec2, id).await?);
+        // The type CreateFleet's answer names, one of those offered (for `jobs show`).
+        let chosen = launch.instance_types.get(id).expect("a type per instance");
+        assert!(from_template.instance_types.contains(chosen), "{chosen}");
     }
 
     let image = ec2.describe_images().owners("amazon").send().await?;

@@ -80,6 +80,8 @@ fn job(job_id: u64, at: OffsetDateTime) -> JobRecord {
         launched_runner: None,
         received_at: at,
         updated_at: at,
+        github: Default::default(),
+        claimed_at: None,
     }
 }
 

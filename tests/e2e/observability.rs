@@ -13,8 +13,9 @@ use std::time::Duration;
 const POOL: &str = "linux-x64";
 const LIMIT: Duration = Duration::from_secs(60);
 
-/// Runs one job until its runner is deleted; returns every runner GitHub knew meanwhile.
-async fn one_job_to_the_end(p: &Pipeline) -> anyhow::Result<Vec<SimRunner>> {
+/// Runs one job until its runner is deleted; returns the job and every runner GitHub
+/// knew meanwhile.
+async fn one_job_to_the_end(p: &Pipeline) -> anyhow::Result<(u64, Vec<SimRunner>)> {
     let job_id = p.sim.create_job("octo-org", "app", &LABELS, None).await?;
     let mut seen = BTreeMap::new();
     p.wait_for("the job's runner to be deleted", LIMIT, || {
@@ -28,7 +29,7 @@ async fn one_job_to_the_end(p: &Pipeline) -> anyhow::Result<Vec<SimRunner>> {
         }
     })
     .await?;
-    Ok(seen.into_values().collect())
+    Ok((job_id, seen.into_values().collect()))
 }
 
 /// The sum of `metric` over the documents whose dimensions include `with`.
@@ -105,6 +106,16 @@ async fn one_job_writes_valid_emf_documents_with_the_expected_values() -> anyhow
         online_after[0] >= launched_after[0],
         "online before launched"
     );
+    // GitHub's queued → started, and the runner's launch → online, in seconds.
+    let queue_to_start = samples(&documents, Metric::QueueToStartSeconds);
+    assert_eq!(queue_to_start.len(), 1, "{queue_to_start:?}");
+    assert!(
+        (0.0..60.0).contains(&queue_to_start[0]),
+        "{queue_to_start:?}"
+    );
+    let boot = samples(&documents, Metric::BootSeconds);
+    assert_eq!(boot.len(), 1, "{boot:?}");
+    assert!((0.0..60.0).contains(&boot[0]), "{boot:?}");
     let graceful = [(Dimension::Pool, POOL), (Dimension::Mode, "graceful")];
     assert_eq!(total(&documents, Metric::RunnersDeleted, &graceful), 1.0);
     let forced = [(Dimension::Pool, POOL), (Dimension::Mode, "forced")];
@@ -137,7 +148,7 @@ async fn no_secret_appears_in_any_log_line_or_metric() -> anyhow::Result<()> {
         ..PipelineOptions::default()
     })
     .await?;
-    let runners = one_job_to_the_end(&p).await?;
+    let (job_id, runners) = one_job_to_the_end(&p).await?;
 
     // Every secret that went through the pipeline: the webhook secret (signatures), the
     // App's private key (JWTs), the installation tokens (every GitHub call) and the
@@ -162,6 +173,23 @@ async fn no_secret_appears_in_any_log_line_or_metric() -> anyhow::Result<()> {
         "the logs were not captured"
     );
     let metric_lines = captured.lines().join("\n");
+    // What an operator prints of the job: its timeline, as text and as JSON.
+    let op = crate::cli::Operator::new(&p)?;
+    let job = job_id.to_string();
+    let mut timeline = String::new();
+    for json in [false, true] {
+        let args: &[&str] = if json {
+            &["jobs", "show", &job, "--json"]
+        } else {
+            &["jobs", "show", &job]
+        };
+        let out = op.run(args)?.assert().success();
+        timeline.push_str(&String::from_utf8_lossy(&out.get_output().stdout));
+    }
+    assert!(
+        timeline.contains("launch_requested") && timeline.contains("not yet priced"),
+        "{timeline}"
+    );
     let readable = tags_and_user_data(&p).await?;
     assert!(
         p.waiting_jit_configs().await?.is_empty(),
@@ -183,6 +211,10 @@ async fn no_secret_appears_in_any_log_line_or_metric() -> anyhow::Result<()> {
         assert!(
             !metric_lines.contains(secret.as_str()),
             "a secret ({shown}…) is in a metric"
+        );
+        assert!(
+            !timeline.contains(secret.as_str()),
+            "a secret ({shown}…) is in the job's timeline"
         );
     }
     Ok(())

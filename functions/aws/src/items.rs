@@ -13,8 +13,10 @@
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use ephemera_core::lifecycle::{InstanceStatus, RunnerStatus};
-use ephemera_core::model::{HistoryEntry, JobRecord, JobStatus, PoolRecord, RunnerRecord};
-use ephemera_core::ports::StoreError;
+use ephemera_core::model::{
+    GitHubTimes, HistoryEntry, JobRecord, JobStatus, PoolRecord, RunnerRecord,
+};
+use ephemera_core::ports::{Market, StoreError};
 use std::collections::HashMap;
 use std::fmt::Display;
 use std::str::FromStr;
@@ -50,6 +52,16 @@ pub const RUN_ID: &str = "run_id";
 pub const RUNNER_NAME: &str = "runner_name";
 pub const LAUNCHED_RUNNER: &str = "launched_runner";
 pub const RECEIVED_AT: &str = "received_at";
+/// GitHub's `created_at` of a job (when it was queued); not `created_at`, which on a
+/// runner item is when ephemera wrote it.
+pub const GITHUB_CREATED_AT: &str = "github_created_at";
+pub const STARTED_AT: &str = "started_at";
+pub const COMPLETED_AT: &str = "completed_at";
+pub const CLAIMED_AT: &str = "claimed_at";
+pub const ONLINE_AT: &str = "online_at";
+pub const INSTANCE_TYPE: &str = "instance_type";
+/// `spot` or `on_demand`.
+pub const MARKET: &str = "market";
 pub const SLOTS_USED: &str = "slots_used";
 pub const HISTORY: &str = "history";
 pub const SLOT_HELD: &str = "slot_held";
@@ -149,6 +161,13 @@ pub fn runner_to_item(runner: &RunnerRecord) -> Item {
     put_opt(&mut item, REASON, runner.reason.as_deref().map(s));
     put_opt(&mut item, LAST_ERROR, runner.last_error.as_deref().map(s));
     put_opt(&mut item, TTL, runner.ttl.map(epoch_seconds));
+    put_opt(&mut item, ONLINE_AT, runner.online_at.map(timestamp));
+    put_opt(
+        &mut item,
+        INSTANCE_TYPE,
+        runner.instance_type.as_deref().map(s),
+    );
+    put_opt(&mut item, MARKET, runner.market.map(|m| s(m.as_str())));
     item.insert(HISTORY.to_owned(), history(&runner.history));
     item
 }
@@ -193,7 +212,20 @@ pub fn job_to_item(job: &JobRecord) -> Item {
         LAUNCHED_RUNNER,
         job.launched_runner.as_deref().map(s),
     );
+    for (name, at) in github_times(&job.github) {
+        put_opt(&mut item, name, at.map(timestamp));
+    }
+    put_opt(&mut item, CLAIMED_AT, job.claimed_at.map(timestamp));
     item
+}
+
+/// GitHub's times of a job, by the attribute each is kept in.
+pub fn github_times(times: &GitHubTimes) -> [(&'static str, Option<OffsetDateTime>); 3] {
+    [
+        (GITHUB_CREATED_AT, times.created_at),
+        (STARTED_AT, times.started_at),
+        (COMPLETED_AT, times.completed_at),
+    ]
 }
 
 // ----------------------------------------------------------------------------- decode
@@ -391,7 +423,22 @@ pub fn runner_from_item(item: &Item) -> Result<RunnerRecord, StoreError> {
         last_error: r.opt_s(LAST_ERROR)?.map(str::to_owned),
         ttl: r.opt_epoch_seconds(TTL)?,
         history: r.history()?,
+        online_at: r.opt_timestamp(ONLINE_AT)?,
+        instance_type: r.opt_s(INSTANCE_TYPE)?.map(str::to_owned),
+        market: r
+            .opt_s(MARKET)?
+            .map(market)
+            .transpose()
+            .map_err(|m| r.corrupt(m))?,
     })
+}
+
+/// A market as an item spells it.
+fn market(value: &str) -> Result<Market, String> {
+    [Market::Spot, Market::OnDemand]
+        .into_iter()
+        .find(|m| m.as_str() == value)
+        .ok_or_else(|| format!("unknown market {value:?}"))
 }
 
 /// Reads a job record.
@@ -411,6 +458,12 @@ pub fn job_from_item(item: &Item) -> Result<JobRecord, StoreError> {
         launched_runner: r.opt_s(LAUNCHED_RUNNER)?.map(str::to_owned),
         received_at: r.timestamp(RECEIVED_AT)?,
         updated_at: r.timestamp(UPDATED_AT)?,
+        github: GitHubTimes {
+            created_at: r.opt_timestamp(GITHUB_CREATED_AT)?,
+            started_at: r.opt_timestamp(STARTED_AT)?,
+            completed_at: r.opt_timestamp(COMPLETED_AT)?,
+        },
+        claimed_at: r.opt_timestamp(CLAIMED_AT)?,
     })
 }
 

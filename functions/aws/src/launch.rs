@@ -108,9 +108,20 @@ impl Ec2Fleet {
             warn!(pool = %request.pool, code = %err.code, message = %err.message, launched = instance_ids.len(), asked = request.count, "CreateFleet override failed");
         }
         let shortfall = fleet_shortfall(&errors, instance_ids.len(), request.count as usize);
+        let instance_types = output
+            .instances()
+            .iter()
+            .filter_map(|made| Some((made, made.instance_type()?.as_str().to_owned())))
+            .flat_map(|(made, kind)| {
+                made.instance_ids()
+                    .iter()
+                    .map(move |id| (id.clone(), kind.clone()))
+            })
+            .collect();
         Ok(FleetLaunch {
             instance_ids,
             shortfall,
+            instance_types,
         })
     }
 }

@@ -6,7 +6,7 @@
 //! after the command's full name; `local` keeps its own flags. Every command's `--help`
 //! ends with examples.
 
-use crate::cmd::{config, dlq, doctor, jobs, local, pools, runners};
+use crate::cmd::{config, dlq, doctor, jobs, jobs_show, local, pools, runners};
 use crate::errors::describe;
 use crate::exit::Failure;
 use crate::target::on_deployment;
@@ -116,6 +116,13 @@ enum JobsCommand {
   ephemera jobs list --stack ephemera --status queued --pool linux-x64
   ephemera jobs list --stack ephemera --status unrouted --json")]
     List(jobs::JobsListArgs),
+    /// One job's timeline: queued, received, claimed, launch requested, JIT config
+    /// stored, online, started, completed, terminated, with the gap between each, and
+    /// the runner, instance type and market (spot or on_demand) that ran it.
+    #[command(after_help = "Examples:
+  ephemera jobs show 29679449 --stack ephemera
+  ephemera jobs show 29679449 --stack ephemera --json")]
+    Show(jobs_show::JobsShowArgs),
     /// The scaler's dead-letter queue: the messages it gave up on.
     Dlq {
         #[command(subcommand)]
@@ -167,6 +174,7 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::Pools(args) => on_deployment(args).await,
         Command::Jobs { command } => match command {
             JobsCommand::List(args) => on_deployment(args).await,
+            JobsCommand::Show(args) => on_deployment(args).await,
             JobsCommand::Dlq { command } => match command {
                 DlqCommand::List(args) => on_deployment(args).await,
                 DlqCommand::Redrive(args) => on_deployment(args).await,

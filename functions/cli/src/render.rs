@@ -129,6 +129,19 @@ pub fn age(then: OffsetDateTime, now: OffsetDateTime) -> String {
     }
 }
 
+/// `0.4s`, `12.3s`, `2m03s`, `1h05m`, `-1.2s`: a gap between two stages, to the tenth of
+/// a second while short; a negative one (clocks apart) keeps its sign.
+pub fn gap(span: time::Duration) -> String {
+    let sign = if span.is_negative() { "-" } else { "" };
+    let tenths = (span.abs().whole_milliseconds() + 50) / 100;
+    let seconds = tenths / 10;
+    match seconds {
+        0..=59 => format!("{sign}{}.{}s", seconds, tenths % 10),
+        60..=3599 => format!("{sign}{}m{:02}s", seconds / 60, seconds % 60),
+        _ => format!("{sign}{}h{:02}m", seconds / 3600, seconds % 3600 / 60),
+    }
+}
+
 /// A time for people: RFC 3339 in UTC, to the second.
 pub fn when(at: OffsetDateTime) -> String {
     let at = at.to_offset(time::UtcOffset::UTC);
@@ -201,6 +214,16 @@ impl Drop for Progress {
 mod tests {
     use super::*;
     use time::macros::datetime;
+
+    #[test]
+    fn gaps_read_to_the_tenth_while_short_and_keep_their_sign() {
+        let ms = time::Duration::milliseconds;
+        assert_eq!(gap(ms(420)), "0.4s");
+        assert_eq!(gap(ms(12_345)), "12.3s");
+        assert_eq!(gap(ms(123_000)), "2m03s");
+        assert_eq!(gap(ms(3_900_000)), "1h05m");
+        assert_eq!(gap(ms(-1_200)), "-1.2s");
+    }
 
     #[test]
     fn columns_align_and_lines_have_no_trailing_space() {

@@ -6,9 +6,11 @@
 //! - `runners show --json`: `RunnerDetail`
 //! - `pools --json`: `{"pools": [PoolRow]}`
 //! - `jobs list --json`: `{"jobs": [JobRow]}`
+//! - `jobs show --json`: `JobTimelineView`
 //! - `jobs dlq list --json`: `{"dead_letter_queue": URL, "messages": [DeadLetterRow]}`
 
 use ephemera_core::model::{HistoryEntry, JobRecord, RunnerRecord};
+use ephemera_core::timeline::Timeline;
 use ephemera_core::unrouted::UnroutedJob;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -84,6 +86,12 @@ pub struct RunnerDetail {
     #[serde(with = "time::serde::rfc3339::option")]
     pub expires_at: Option<OffsetDateTime>,
     pub history: Vec<HistoryRow>,
+    /// The type EC2 launched the instance as, and `spot` or `on_demand`.
+    pub instance_type: Option<String>,
+    pub market: Option<&'static str>,
+    /// When the runner was first known online.
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub online_at: Option<OffsetDateTime>,
 }
 
 /// One step of a runner's life: a status change, or a change of GitHub's view of it.
@@ -130,6 +138,9 @@ impl From<&RunnerRecord> for RunnerDetail {
             last_error: r.last_error.clone(),
             expires_at: r.ttl,
             history: r.history.iter().map(HistoryRow::from).collect(),
+            instance_type: r.instance_type.clone(),
+            market: r.market.map(|m| m.as_str()),
+            online_at: r.online_at,
         }
     }
 }
@@ -171,11 +182,15 @@ pub struct JobRow {
     /// Why no pool takes an unrouted job (`null` for the others, and for records kept
     /// from before reasons were).
     pub reason: Option<String>,
+    /// Queued → started, or queued → now while it waits (GitHub's queued time, else
+    /// the webhook's receipt); `null` when it ended without a known start.
+    pub wait_seconds: Option<i64>,
 }
 
 impl JobRow {
     pub fn new(job: &JobRecord, now: OffsetDateTime) -> JobRow {
         JobRow {
+            wait_seconds: Timeline::wait(job, now).map(|w| w.whole_seconds().max(0)),
             job_id: job.job_id,
             status: job.status.to_string(),
             pool: job.pool.clone(),
@@ -202,6 +217,84 @@ impl JobRow {
             received_at: job.received_at,
             age_seconds: (now - job.received_at).whole_seconds().max(0),
             reason: Some(job.reason.clone()).filter(|r| !r.is_empty()),
+            wait_seconds: Some((now - job.received_at).whole_seconds().max(0)),
+        }
+    }
+}
+
+/// One stage of a job's timeline.
+#[derive(Debug, Serialize)]
+pub struct StageRow {
+    pub stage: &'static str,
+    /// `github` or `ephemera`: whose clock says it.
+    pub source: &'static str,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub at: Option<OffsetDateTime>,
+    /// Since the closest earlier stage with a time.
+    pub gap_seconds: Option<f64>,
+}
+
+/// `jobs show --json`: a job's timeline and what ran it.
+#[derive(Debug, Serialize)]
+pub struct JobTimelineView {
+    pub job_id: u64,
+    pub status: String,
+    pub pool: String,
+    /// `owner/repo`.
+    pub repo: String,
+    pub run_id: u64,
+    /// The runner that ran it, or the one launched for it while it waits.
+    pub runner_name: Option<String>,
+    /// False when that runner was launched for another job (a hand-over) or warm.
+    pub runner_launched_for_job: bool,
+    pub instance_id: Option<String>,
+    pub instance_type: Option<String>,
+    /// `spot` or `on_demand`.
+    pub market: Option<&'static str>,
+    /// Always `null`: instances are not yet priced (see `cost_note`).
+    pub cost: Option<f64>,
+    pub cost_note: &'static str,
+    pub wait_seconds: Option<f64>,
+    pub stages: Vec<StageRow>,
+    /// Pairs of stages whose times contradict their order, `[earlier, later]`.
+    pub out_of_order: Vec<[&'static str; 2]>,
+}
+
+/// What `jobs show` says of the cost.
+pub const COST_NOT_PRICED: &str = "not yet priced";
+
+impl JobTimelineView {
+    pub fn new(job: &JobRecord, runner: Option<&RunnerRecord>, now: OffsetDateTime) -> Self {
+        let timeline = Timeline::of(job, runner);
+        JobTimelineView {
+            job_id: job.job_id,
+            status: job.status.to_string(),
+            pool: job.pool.clone(),
+            repo: format!("{}/{}", job.owner, job.repo),
+            run_id: job.run_id,
+            runner_name: runner.map(|r| r.name.clone()),
+            runner_launched_for_job: timeline.own_runner,
+            instance_id: runner.and_then(|r| r.instance_id.clone()),
+            instance_type: runner.and_then(|r| r.instance_type.clone()),
+            market: runner.and_then(|r| r.market).map(|m| m.as_str()),
+            cost: None,
+            cost_note: COST_NOT_PRICED,
+            wait_seconds: Timeline::wait(job, now).map(|w| w.as_seconds_f64()),
+            stages: timeline
+                .stamps
+                .iter()
+                .map(|s| StageRow {
+                    stage: s.stage.as_str(),
+                    source: s.stage.source(),
+                    at: s.at,
+                    gap_seconds: s.gap.map(|g| g.as_seconds_f64()),
+                })
+                .collect(),
+            out_of_order: timeline
+                .out_of_order()
+                .into_iter()
+                .map(|(a, b)| [a.as_str(), b.as_str()])
+                .collect(),
         }
     }
 }

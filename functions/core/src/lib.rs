@@ -20,6 +20,8 @@
 //! - [`memory`]: in-memory implementations of the ports, for unit tests.
 //! - [`handlers`]: the webhook, scaler and reaper handlers, generic over the ports.
 //! - [`pace`]: GitHub registrations spread evenly over the App's rate limit.
+//! - [`timeline`]: a job's stages (queued, claimed, launched, online, started...) and
+//!   the gaps between them, from the stamps its records carry.
 //! - [`unrouted`]: the trace of jobs no pool takes, for the operator.
 //! - [`backoff`], [`names`], [`clock`]: small pieces used by the handlers.
 
@@ -39,6 +41,7 @@ pub mod ports;
 pub mod routing;
 pub mod screen;
 pub mod sizing;
+pub mod timeline;
 pub mod unrouted;
 pub mod webhook;
 

@@ -8,6 +8,7 @@
 //! record (and pool slot) it has written already. The scaler owns every launch, so a warm
 //! runner is made by exactly the code, and with exactly the retries, of a job's runner.
 
+use crate::model::GitHubTimes;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
@@ -42,6 +43,11 @@ pub struct QueueMessage {
     pub runner_id: Option<u64>,
     #[serde(with = "time::serde::rfc3339")]
     pub received_at: OffsetDateTime,
+    /// GitHub's times for the job, as far as the body said (fields `created_at`,
+    /// `started_at`, `completed_at`, each absent when unknown: a message without them,
+    /// from a webhook of an earlier build, reads as knowing none).
+    #[serde(default, flatten)]
+    pub github: GitHubTimes,
 }
 
 /// A queue body that this build cannot act on.
@@ -90,6 +96,7 @@ impl QueueMessage {
             runner_name: None,
             runner_id: None,
             received_at: job.received_at,
+            github: job.github,
         }
     }
 }
@@ -121,6 +128,7 @@ impl QueueMessage {
             runner_name: Some(runner.name.clone()),
             runner_id: None,
             received_at: runner.created_at,
+            github: GitHubTimes::default(),
         }
     }
 }
@@ -144,6 +152,10 @@ mod tests {
             runner_name: None,
             runner_id: None,
             received_at: time::macros::datetime!(2026-11-22 10:00:00 UTC),
+            github: GitHubTimes {
+                created_at: Some(time::macros::datetime!(2026-11-22 09:59:58 UTC)),
+                ..GitHubTimes::default()
+            },
         }
     }
 
@@ -165,11 +177,21 @@ mod tests {
             "runner_name",
             "runner_id",
             "received_at",
+            "created_at",
         ] {
             assert!(value.get(field).is_some(), "missing {field}");
         }
         assert_eq!(value["kind"], "queued");
         assert_eq!(QueueMessage::decode(&body).expect("decodes"), sample());
+    }
+
+    #[test]
+    fn a_message_without_github_times_still_reads() {
+        let mut value: serde_json::Value = serde_json::from_str(&sample().encode()).expect("json");
+        value.as_object_mut().expect("object").remove("created_at");
+        let read = QueueMessage::decode(&value.to_string()).expect("decodes");
+        assert_eq!(read.github, GitHubTimes::default());
+        assert!(!value.to_string().contains("started_at"));
     }
 
     #[test]

@@ -138,15 +138,20 @@ impl Metrics {
         }
     }
 
-    /// Records a duration in milliseconds; a negative one (clock skew) counts as zero.
+    /// Records a duration in the metric's unit (milliseconds, or seconds to the
+    /// millisecond); a negative one (clock skew) counts as zero.
     pub fn record_duration(
         &self,
         metric: Metric,
         dimensions: &[(Dimension, &str)],
         duration: time::Duration,
     ) {
-        let millis = duration.whole_milliseconds().max(0) as f64;
-        self.record(metric, dimensions, millis);
+        let value = if metric.unit() == "Seconds" {
+            (duration.as_seconds_f64() * 1000.0).round().max(0.0) / 1000.0
+        } else {
+            duration.whole_milliseconds().max(0) as f64
+        };
+        self.record(metric, dimensions, value);
     }
 
     /// Writes what was recorded since the last flush, one line per distinct set of

@@ -4,7 +4,7 @@
 
 pub use crate::lifecycle::JobStatus;
 use crate::lifecycle::{InstanceStatus, RunnerStatus};
-use crate::ports::RunnerScope;
+use crate::ports::{Market, RunnerScope};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
@@ -54,6 +54,16 @@ pub struct RunnerRecord {
     /// every transition and runner-status change.
     #[serde(default)]
     pub history: Vec<HistoryEntry>,
+    /// When the runner was first known online: the reaper saw it online on GitHub, or a
+    /// job's `in_progress` named it (then GitHub's `started_at`, by which it was online).
+    #[serde(default, with = "time::serde::rfc3339::option")]
+    pub online_at: Option<OffsetDateTime>,
+    /// The instance's type and market, from the launch's answer (none for a record
+    /// written before they were kept).
+    #[serde(default)]
+    pub instance_type: Option<String>,
+    #[serde(default)]
+    pub market: Option<Market>,
 }
 
 impl RunnerRecord {
@@ -155,12 +165,53 @@ impl RunnerRecord {
                 InstanceStatus::PendingCreate,
                 None,
             )],
+            online_at: None,
+            instance_type: None,
+            market: None,
         }
     }
 }
 
 fn holds_slot() -> bool {
     true
+}
+
+/// When GitHub says a job was created (queued), started and completed, from the
+/// `workflow_job` bodies; `None` when no body said (or said it in a form that is not RFC
+/// 3339: a job is never refused for a time it carries). In a queue message and on a job
+/// record these are the fields `created_at`, `started_at` and `completed_at`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GitHubTimes {
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "time::serde::rfc3339::option"
+    )]
+    pub created_at: Option<OffsetDateTime>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "time::serde::rfc3339::option"
+    )]
+    pub started_at: Option<OffsetDateTime>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "time::serde::rfc3339::option"
+    )]
+    pub completed_at: Option<OffsetDateTime>,
+}
+
+impl GitHubTimes {
+    /// These times, with any that `self` lacks taken from `other` (a job's first record
+    /// keeps what its first body said; a later body fills in what it adds).
+    pub fn or(self, other: GitHubTimes) -> GitHubTimes {
+        GitHubTimes {
+            created_at: self.created_at.or(other.created_at),
+            started_at: self.started_at.or(other.started_at),
+            completed_at: self.completed_at.or(other.completed_at),
+        }
+    }
 }
 
 /// One workflow job, as ephemera has seen it.
@@ -181,10 +232,18 @@ pub struct JobRecord {
     /// takes the job: where a hand-over looks for the runner that is now free.
     #[serde(default)]
     pub launched_runner: Option<String>,
+    /// When the webhook received the job's first delivery (`queued`, or the first one
+    /// seen when that was lost).
     #[serde(with = "time::serde::rfc3339")]
     pub received_at: OffsetDateTime,
     #[serde(with = "time::serde::rfc3339")]
     pub updated_at: OffsetDateTime,
+    /// GitHub's times for the job, each kept from the first body that carried it.
+    #[serde(default, flatten)]
+    pub github: GitHubTimes,
+    /// When the job was last claimed for a runner (the claim's own write).
+    #[serde(default, with = "time::serde::rfc3339::option")]
+    pub claimed_at: Option<OffsetDateTime>,
 }
 
 impl JobRecord {

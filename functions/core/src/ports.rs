@@ -78,6 +78,13 @@ pub struct RunnerUpdate {
     /// gets a JIT config, while unrelated changes to the record (a job handed over, the
     /// runner seen online) do not stop the creation.
     pub expect_instance: Option<Option<String>>,
+    /// `Some` records when the runner was first known online, unless a time is recorded
+    /// already (the first sighting stands).
+    pub online_at: Option<OffsetDateTime>,
+    /// `Some` records the instance's type, as the launch answer named it.
+    pub instance_type: Option<String>,
+    /// `Some` records the market the instance was bought in.
+    pub market: Option<Market>,
 }
 
 /// A queued job's claim moving off the runner launched for it, which GitHub gave
@@ -312,10 +319,20 @@ pub trait JobQueue: Send + Sync {
 // ----------------------------------------------------------------------------- fleet
 
 /// Which market instances are bought in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Market {
     Spot,
     OnDemand,
+}
+
+impl Market {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Market::Spot => "spot",
+            Market::OnDemand => "on_demand",
+        }
+    }
 }
 
 /// Instances for one pool, launched in one request.
@@ -354,6 +371,9 @@ pub struct FleetLaunch {
     pub instance_ids: Vec<String>,
     /// Why fewer instances than asked came up, when that happened.
     pub shortfall: Option<FleetError>,
+    /// The type each instance was launched as, when the answer said (EC2's CreateFleet
+    /// names it per group of instances): which of the pool's types the runner got.
+    pub instance_types: std::collections::HashMap<String, String>,
 }
 
 /// EC2's view of an instance's state.

@@ -4,11 +4,14 @@
 //! `X-Hub-Signature-256: sha256=<hex>`. We compare in constant time, against the current
 //! secret and, during a rotation, the previous one.
 
+pub use crate::model::GitHubTimes;
 use hmac::{Hmac, Mac};
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
 
 /// The secrets a delivery may be signed with.
 #[derive(Clone)]
@@ -91,6 +94,10 @@ pub struct WorkflowJobEvent {
     pub owner: String,
     pub repo: String,
     pub installation_id: Option<u64>,
+    /// GitHub's times for the job: queued (`created_at`), started and completed, each
+    /// read only from the action that sets it (a `queued` body repeats `created_at` as
+    /// `started_at`).
+    pub times: GitHubTimes,
 }
 
 #[derive(Deserialize)]
@@ -109,6 +116,28 @@ struct RawJob {
     labels: Vec<String>,
     runner_name: Option<String>,
     runner_id: Option<u64>,
+    created_at: Option<String>,
+    started_at: Option<String>,
+    completed_at: Option<String>,
+}
+
+fn rfc3339(value: Option<&str>) -> Option<OffsetDateTime> {
+    OffsetDateTime::parse(value?, &Rfc3339).ok()
+}
+
+impl RawJob {
+    fn times(&self, action: JobAction) -> GitHubTimes {
+        let started = matches!(action, JobAction::InProgress | JobAction::Completed);
+        GitHubTimes {
+            created_at: rfc3339(self.created_at.as_deref()),
+            started_at: rfc3339(self.started_at.as_deref().filter(|_| started)),
+            completed_at: rfc3339(
+                self.completed_at
+                    .as_deref()
+                    .filter(|_| action == JobAction::Completed),
+            ),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -135,6 +164,7 @@ pub struct ParseError(#[from] serde_json::Error);
 /// Reads a `workflow_job` delivery body.
 pub fn parse_workflow_job(body: &[u8]) -> Result<WorkflowJobEvent, ParseError> {
     let raw: RawEvent = serde_json::from_slice(body)?;
+    let times = raw.workflow_job.times(raw.action);
     Ok(WorkflowJobEvent {
         action: raw.action,
         job_id: raw.workflow_job.id,
@@ -146,6 +176,7 @@ pub fn parse_workflow_job(body: &[u8]) -> Result<WorkflowJobEvent, ParseError> {
         owner: raw.repository.owner.login,
         repo: raw.repository.name,
         installation_id: raw.installation.map(|i| i.id),
+        times,
     })
 }
 
@@ -239,6 +270,48 @@ mod tests {
         assert_eq!(event.owner, "octo-org");
         assert_eq!(event.repo, "example-workflow");
         assert_eq!(event.installation_id, Some(5));
+        // A queued body repeats `created_at` as `started_at`: only `in_progress` sets it.
+        assert_eq!(
+            event.times,
+            GitHubTimes {
+                created_at: Some(time::macros::datetime!(2026-11-22 10:00:00 UTC)),
+                started_at: None,
+                completed_at: None,
+            }
+        );
+    }
+
+    #[test]
+    fn started_and_completed_times_are_read_from_the_actions_that_set_them() {
+        let body = |action: &str| {
+            format!(
+                r#"{{"action":"{action}","workflow_job":{{"id":1,"run_id":2,"labels":[],
+                "created_at":"2026-11-22T10:00:00Z","started_at":"2026-11-22T10:00:30Z",
+                "completed_at":"2026-11-22T10:05:00Z"}},
+                "repository":{{"name":"r","owner":{{"login":"o"}}}}}}"#
+            )
+        };
+        let times = |action| {
+            parse_workflow_job(body(action).as_bytes())
+                .expect("parses")
+                .times
+        };
+        let started = time::macros::datetime!(2026-11-22 10:00:30 UTC);
+        assert_eq!(times("in_progress").started_at, Some(started));
+        assert_eq!(times("in_progress").completed_at, None);
+        assert_eq!(times("completed").started_at, Some(started));
+        assert_eq!(
+            times("completed").completed_at,
+            Some(time::macros::datetime!(2026-11-22 10:05:00 UTC))
+        );
+    }
+
+    #[test]
+    fn a_time_that_is_not_rfc3339_is_left_out_and_the_job_still_parses() {
+        let body = br#"{"action":"queued","workflow_job":{"id":1,"run_id":2,"labels":[],
+            "created_at":"yesterday"},"repository":{"name":"r","owner":{"login":"o"}}}"#;
+        let event = parse_workflow_job(body).expect("parses");
+        assert_eq!(event.times, GitHubTimes::default());
     }
 
     #[test]

@@ -26,6 +26,7 @@ fn message(job_id: u64) -> QueueMessage {
         runner_name: None,
         runner_id: None,
         received_at: OffsetDateTime::now_utc(),
+        github: Default::default(),
     }
 }
 
@@ -83,6 +84,8 @@ async fn dead_lettered_jobs_are_listed_without_consuming_and_redriven_with_confi
             launched_runner: None,
             received_at: now,
             updated_at: now,
+            github: Default::default(),
+            claimed_at: None,
         })
         .await?;
     let sent: BTreeSet<String> = [

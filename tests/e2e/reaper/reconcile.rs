@@ -33,6 +33,8 @@ async fn claim_left_by_a_crash_is_cleaned_after_the_bootstrap_timeout_in_one_run
         launched_runner: None,
         received_at: at,
         updated_at: at,
+        github: Default::default(),
+        claimed_at: None,
     };
     p.store.record_job(&job).await?;
     let name = ephemera_core::names::runner_name("eph", POOL);
@@ -188,6 +190,8 @@ async fn lost_launch_is_queued_again_after_one_run_and_the_job_runs() -> anyhow:
         launched_runner: None,
         received_at: at,
         updated_at: at,
+        github: Default::default(),
+        claimed_at: None,
     };
     p.store.record_job(&job).await?;
     let early = p.reap_at(at + minutes(1)).await?;

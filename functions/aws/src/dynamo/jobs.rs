@@ -88,6 +88,13 @@ impl DynamoRunnerStore {
         if let Some(installation_id) = job.installation_id {
             sets.push(keep(items::INSTALLATION_ID, items::n(installation_id)));
         }
+        // GitHub's times ride on the same write: each is kept from the first body that
+        // carried it.
+        for (attribute, at) in items::github_times(&job.github) {
+            if let Some(at) = at {
+                sets.push(keep(attribute, items::timestamp(at)));
+            }
+        }
         let pk = expr.name(items::PK);
         let mut condition = format!("attribute_not_exists({pk})");
         let earlier = status.earlier();
@@ -208,6 +215,7 @@ impl DynamoRunnerStore {
             expr.assign(items::RUNNER_NAME, items::s(runner.name.as_str())),
             expr.assign(items::LAUNCHED_RUNNER, items::s(runner.name.as_str())),
             expr.assign(items::UPDATED_AT, items::timestamp(runner.updated_at)),
+            expr.assign(items::CLAIMED_AT, items::timestamp(runner.created_at)),
         ];
         let condition = format!(
             "{} = {} AND attribute_not_exists({})",

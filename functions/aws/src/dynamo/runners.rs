@@ -273,6 +273,17 @@ pub(super) fn field_update(update: &RunnerUpdate, at: OffsetDateTime) -> (Expr, 
     if let Some(job_id) = update.job_id {
         sets.push(expr.assign(items::JOB_ID, items::n(job_id)));
     }
+    if let Some(instance_type) = &update.instance_type {
+        sets.push(expr.assign(items::INSTANCE_TYPE, items::s(instance_type.as_str())));
+    }
+    if let Some(market) = update.market {
+        sets.push(expr.assign(items::MARKET, items::s(market.as_str())));
+    }
+    if let Some(online_at) = update.online_at {
+        let name = expr.name(items::ONLINE_AT);
+        let value = expr.value(items::ONLINE_AT, items::timestamp(online_at));
+        sets.push(format!("{name} = if_not_exists({name}, {value})"));
+    }
     let pk = expr.name(items::PK);
     let mut condition = format!("attribute_exists({pk})");
     if let Some(from) = from {

@@ -20,6 +20,9 @@ fn runner() -> RunnerRecord {
     runner.attempts = 3;
     runner.next_attempt_at = datetime!(2025-03-01 12:00:05.250 UTC);
     runner.ttl = Some(datetime!(2025-03-08 12:00:00 UTC));
+    runner.online_at = Some(datetime!(2025-03-01 12:00:40.5 UTC));
+    runner.instance_type = Some("m7i.large".into());
+    runner.market = Some(Market::Spot);
     runner
 }
 
@@ -55,8 +58,22 @@ fn job_records_round_trip() {
         launched_runner: Some("eph-linux-x".into()),
         received_at: datetime!(2025-03-01 12:00:00 UTC),
         updated_at: datetime!(2025-03-01 12:01:00 UTC),
+        github: Default::default(),
+        claimed_at: None,
     };
     assert_eq!(job_from_item(&job_to_item(&job)).expect("decodes"), job);
+    let stamped = JobRecord {
+        github: GitHubTimes {
+            created_at: Some(datetime!(2025-03-01 11:59:59 UTC)),
+            started_at: Some(datetime!(2025-03-01 12:00:30.25 UTC)),
+            completed_at: Some(datetime!(2025-03-01 12:05:00 UTC)),
+        },
+        claimed_at: Some(datetime!(2025-03-01 12:00:01 UTC)),
+        ..job
+    };
+    let item = job_to_item(&stamped);
+    assert!(item.contains_key(GITHUB_CREATED_AT) && !item.contains_key(CREATED_AT));
+    assert_eq!(job_from_item(&item).expect("decodes"), stamped);
 }
 
 #[test]
@@ -83,6 +100,8 @@ fn bad_items_are_corrupt_and_named() {
         launched_runner: None,
         received_at: datetime!(2025-03-01 0:00 UTC),
         updated_at: datetime!(2025-03-01 0:00 UTC),
+        github: Default::default(),
+        claimed_at: None,
     }))
     .is_err());
 }

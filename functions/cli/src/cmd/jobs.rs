@@ -1,14 +1,16 @@
-//! `ephemera jobs list`: the jobs the webhook recorded, by status and pool, and the jobs
-//! no pool takes (`--status unrouted`). Read from the status index and the unrouted
+//! `ephemera jobs list`: the jobs the webhook recorded, by status and pool, with how long
+//! each waited (queued → started, or → now), and the jobs no pool takes (`--status
+//! unrouted`). Read from the status index and the unrouted
 //! items; nothing scans the table.
 
 use crate::exit::Outcome;
-use crate::render::{age, colour_stdout, or_dash, Cell, Table};
+use crate::render::{age, colour_stdout, gap, or_dash, Cell, Table};
 use crate::target::{table_command, Deployment, StackArgs, TableArg};
 use crate::views::{print_json, JobRow, UNROUTED};
 use clap::{Args, ValueEnum};
 use ephemera_aws::DynamoUnroutedJobs;
 use ephemera_core::model::JobStatus;
+use ephemera_core::timeline::Timeline;
 use ephemera_core::unrouted::{UnroutedJob, UnroutedJobs};
 use serde::Serialize;
 use time::OffsetDateTime;
@@ -96,7 +98,9 @@ pub async fn jobs(deployment: &mut Deployment, args: JobsListArgs) -> Outcome {
         println!("no jobs");
         return Ok(());
     }
-    let mut table = Table::new(&["JOB", "STATUS", "POOL", "REPO", "RUNNER", "AGE", "LABELS"]);
+    let mut table = Table::new(&[
+        "JOB", "STATUS", "POOL", "REPO", "RUNNER", "AGE", "WAIT", "LABELS",
+    ]);
     for j in &jobs {
         table.row(vec![
             j.job_id.to_string().into(),
@@ -105,6 +109,7 @@ pub async fn jobs(deployment: &mut Deployment, args: JobsListArgs) -> Outcome {
             format!("{}/{}", j.owner, j.repo).into(),
             or_dash(j.runner_name.as_deref()).into(),
             age(j.received_at, now).into(),
+            or_dash(Timeline::wait(j, now).map(gap)).into(),
             j.labels.join(",").into(),
         ]);
     }
@@ -115,6 +120,7 @@ pub async fn jobs(deployment: &mut Deployment, args: JobsListArgs) -> Outcome {
             "-".into(),
             format!("{}/{}", j.owner, j.repo).into(),
             "-".into(),
+            age(j.received_at, now).into(),
             age(j.received_at, now).into(),
             j.labels.join(",").into(),
         ]);

@@ -3,7 +3,8 @@
 //! ([`crate::render`], [`crate::views`]) and how failures end ([`crate::exit`],
 //! [`crate::errors`]) are shared and live outside.
 //!
-//! [`runners`] (list, show, delete), [`pools`], [`jobs`] (`jobs list`), [`dlq`] (`jobs
+//! [`runners`] (list, show, delete), [`pools`], [`jobs`] (`jobs list`), [`jobs_show`]
+//! (`jobs show`, a job's timeline), [`dlq`] (`jobs
 //! dlq list|redrive`), [`config`] (validate, push), [`doctor`] (its checks by area, over
 //! ports), and [`local`], which runs the whole pipeline in one process.
 
@@ -11,6 +12,7 @@ pub mod config;
 pub mod dlq;
 pub mod doctor;
 pub mod jobs;
+pub mod jobs_show;
 pub mod local;
 pub mod pools;
 pub mod runners;

@@ -93,6 +93,7 @@ pub fn message(kind: MessageKind, job_id: u64, runner_name: Option<&str>) -> Que
         runner_name: runner_name.map(str::to_owned),
         runner_id: None,
         received_at: now(),
+        github: Default::default(),
     }
 }
 
@@ -112,5 +113,7 @@ pub fn job(job_id: u64) -> crate::model::JobRecord {
         launched_runner: None,
         received_at: m.received_at,
         updated_at: m.received_at,
+        github: Default::default(),
+        claimed_at: None,
     }
 }

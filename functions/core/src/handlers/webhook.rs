@@ -311,6 +311,7 @@ impl WebhookHandler {
             runner_name: event.runner_name,
             runner_id: event.runner_id,
             received_at: now,
+            github: event.times,
         })
     }
 }

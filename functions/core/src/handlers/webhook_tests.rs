@@ -44,6 +44,12 @@ async fn signed_queued_job_is_routed_and_queued_once() {
     assert_eq!(sent[0].job_id, 29679449);
     assert_eq!(sent[0].installation_id, Some(5));
     assert_eq!(sent[0].delivery_id, "d-1");
+    // GitHub's queued time rides to the scaler, for the job's timeline.
+    assert_eq!(
+        sent[0].github.created_at,
+        Some(time::macros::datetime!(2026-11-22 10:00:00 UTC))
+    );
+    assert_eq!(sent[0].github.started_at, None);
 }
 
 #[tokio::test]

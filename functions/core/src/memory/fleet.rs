@@ -226,9 +226,21 @@ impl Launcher for FakeFleet {
         state.requests.push(request.clone());
         let shortfall =
             (made < request.count).then(|| FleetFailure::CapacityUnavailable.error("launch"));
+        // The first type offered, as EC2 would name the one it chose.
+        let instance_types = request
+            .instance_types
+            .first()
+            .map(|chosen| {
+                instance_ids
+                    .iter()
+                    .map(|id| (id.clone(), chosen.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
         Ok(FleetLaunch {
             instance_ids,
             shortfall,
+            instance_types,
         })
     }
 }

@@ -242,6 +242,11 @@ fn apply(record: &mut RunnerRecord, update: &RunnerUpdate, at: OffsetDateTime) {
     if let Some(job_id) = update.job_id {
         record.job_id = Some(job_id);
     }
+    record.online_at = record.online_at.or(update.online_at);
+    if let Some(instance_type) = &update.instance_type {
+        record.instance_type = Some(instance_type.clone());
+    }
+    record.market = update.market.or(record.market);
     record.updated_at = at;
 }
 
@@ -293,6 +298,7 @@ impl RunnerStore for MemoryStore {
             record.runner_name = Some(name.to_owned());
         }
         record.updated_at = job.updated_at;
+        record.github = record.github.or(job.github);
         Ok(())
     }
 
@@ -332,6 +338,7 @@ impl RunnerStore for MemoryStore {
         job.runner_name = Some(runner.name.clone());
         job.launched_runner = Some(runner.name.clone());
         job.updated_at = runner.updated_at;
+        job.claimed_at = Some(runner.created_at);
         tables.runners.insert(runner.name.clone(), runner.clone());
         Ok(Claim::Claimed)
     }

@@ -30,6 +30,8 @@ pub(super) fn job(job_id: u64) -> JobRecord {
         launched_runner: None,
         received_at: START,
         updated_at: START,
+        github: Default::default(),
+        claimed_at: None,
     }
 }
 

@@ -111,6 +111,12 @@ pub enum Metric {
     QueuedToLaunched,
     /// Time from the job's `queued` event to its runner coming online.
     QueuedToOnline,
+    /// GitHub's queued → started of a job (`created_at` to `started_at`), in seconds,
+    /// when its `in_progress` arrives: how long the job said "Waiting for a runner".
+    QueueToStartSeconds,
+    /// A runner's launch requested (its record to `creating`) → first known online, in
+    /// seconds: the instance's boot, the bootstrap's JIT read and the registration.
+    BootSeconds,
     /// Graceful deletions put off because the runner was running a job.
     BusyDeferrals,
     /// Runners deleted, by mode (`graceful` or `forced`).
@@ -171,9 +177,17 @@ const fn timing(name: &'static str) -> Spec {
     }
 }
 
+/// A timing in seconds, by pool, kept one value at a time (for percentiles).
+const fn seconds(name: &'static str) -> Spec {
+    Spec {
+        unit: "Seconds",
+        ..timing(name)
+    }
+}
+
 impl Metric {
     /// Every metric, for tests and documentation.
-    pub const ALL: [Metric; 18] = [
+    pub const ALL: [Metric; 20] = [
         Metric::JobsQueued,
         Metric::JobsUnrouted,
         Metric::RunnersLaunched,
@@ -181,6 +195,8 @@ impl Metric {
         Metric::SpotFallbacks,
         Metric::QueuedToLaunched,
         Metric::QueuedToOnline,
+        Metric::QueueToStartSeconds,
+        Metric::BootSeconds,
         Metric::BusyDeferrals,
         Metric::RunnersDeleted,
         Metric::OrphansReaped,
@@ -203,6 +219,8 @@ impl Metric {
             Metric::SpotFallbacks => count("SpotFallbacks", BY_POOL),
             Metric::QueuedToLaunched => timing("QueuedToLaunched"),
             Metric::QueuedToOnline => timing("QueuedToOnline"),
+            Metric::QueueToStartSeconds => seconds("QueueToStartSeconds"),
+            Metric::BootSeconds => seconds("BootSeconds"),
             Metric::BusyDeferrals => count("BusyDeferrals", BY_POOL),
             Metric::RunnersDeleted => count("RunnersDeleted", &[Deployment, Pool, Mode]),
             Metric::OrphansReaped => count("OrphansReaped", &[Deployment, Kind]),

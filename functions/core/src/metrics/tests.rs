@@ -124,6 +124,23 @@ fn timings_are_kept_as_value_arrays() {
 }
 
 #[test]
+fn timings_named_in_seconds_are_recorded_in_seconds() {
+    let (metrics, captured) = Metrics::capture("ci");
+    let pool = [(Pool, "linux-x64")];
+    let wait = time::Duration::milliseconds(12_345);
+    metrics.record_duration(Metric::QueueToStartSeconds, &pool, wait);
+    metrics.record_duration(Metric::BootSeconds, &pool, time::Duration::seconds(-1));
+    metrics.flush();
+    let documents = captured.documents().unwrap();
+    assert_eq!(
+        documents[0].values(Metric::QueueToStartSeconds),
+        Some(&[12.345][..])
+    );
+    assert_eq!(documents[0].values(Metric::BootSeconds), Some(&[0.0][..]));
+    assert_eq!(documents[0].units["QueueToStartSeconds"], "Seconds");
+}
+
+#[test]
 fn distinct_pools_yield_distinct_documents() {
     let (metrics, captured) = Metrics::capture("ci");
     metrics.record(Metric::JobsQueued, &[(Pool, "linux-x64")], 1.0);

@@ -454,5 +454,6 @@ fn webhook_message(event: &Event, now: OffsetDateTime) -> QueueMessage {
         runner_name: event.runner.as_ref().map(|(name, _)| name.clone()),
         runner_id: event.runner.as_ref().map(|(_, id)| *id),
         received_at: now,
+        github: Default::default(),
     }
 }

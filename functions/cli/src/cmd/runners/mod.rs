@@ -162,6 +162,9 @@ pub async fn show(deployment: &mut Deployment, args: ShowArgs) -> Outcome {
         Cell::status(crate::views::shown_runner_status(r)),
     );
     field("instance", or_dash(r.instance_id.as_deref()).into());
+    field("instance type", or_dash(r.instance_type.as_deref()).into());
+    field("market", or_dash(r.market.map(|m| m.as_str())).into());
+    field("online", or_dash(r.online_at.map(when)).into());
     field("github runner id", or_dash(r.github_runner_id).into());
     field("job", or_dash(r.job_id).into());
     field("labels", r.labels.join(", ").into());

@@ -266,6 +266,8 @@ fn queued(job_id: u64) -> JobRecord {
         launched_runner: None,
         received_at: now(),
         updated_at: now(),
+        github: Default::default(),
+        claimed_at: None,
     }
 }
 
@@ -359,6 +361,8 @@ fn queued_job(owner: &str, repo: &str) -> JobRecord {
         launched_runner: None,
         received_at: now(),
         updated_at: now(),
+        github: Default::default(),
+        claimed_at: None,
     }
 }
 

@@ -13,6 +13,7 @@ use crate::metrics::{Dimension, Metric};
 use crate::model::scope_of;
 use crate::model::{JobStatus, RunnerRecord};
 use crate::ports::*;
+use crate::timeline::launch_requested_at;
 use time::OffsetDateTime;
 use tokio::time::Instant;
 use tracing::{info, warn};
@@ -69,15 +70,18 @@ impl Reaper {
             let update = RunnerUpdate {
                 runner_status: Some(status),
                 note: Some("online".to_owned()),
+                online_at: Some(now),
                 ..RunnerUpdate::default()
             };
             self.store.update_runner(&record.name, &update, now).await?;
+            let by_pool = [(Dimension::Pool, record.pool.as_str())];
             if let Some(queued_at) = record.job_queued_at {
-                self.metrics.record_duration(
-                    Metric::QueuedToOnline,
-                    &[(Dimension::Pool, record.pool.as_str())],
-                    now - queued_at,
-                );
+                self.metrics
+                    .record_duration(Metric::QueuedToOnline, &by_pool, now - queued_at);
+            }
+            if let Some(launched) = launch_requested_at(record) {
+                self.metrics
+                    .record_duration(Metric::BootSeconds, &by_pool, now - launched);
             }
             info!(runner = %record.name, runner_status = %status, "runner online");
             came_online += 1;

@@ -142,6 +142,8 @@ async fn queued_job_without_runner_is_queued_again_while_github_says_queued() {
         launched_runner: None,
         received_at: now(),
         updated_at: now(),
+        github: Default::default(),
+        claimed_at: None,
     };
     world.store.put_job(job);
     world.forge.set_job_state(11, ForgeJobState::Queued);
@@ -322,6 +324,8 @@ async fn full_pool_idle_runner_is_not_kept_for_a_job_cancelled_unseen() {
         launched_runner: None,
         received_at: now(),
         updated_at: now(),
+        github: Default::default(),
+        claimed_at: None,
     });
     world.forge.set_job_state(15, ForgeJobState::Completed);
     // The pool is full with the idle runner, which `ephemeral_idle` keeps while job 15 is queued.

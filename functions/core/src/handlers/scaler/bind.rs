@@ -9,12 +9,27 @@ use crate::lifecycle::{InstanceStatus, RunnerStatus};
 use crate::message::{MessageKind, QueueMessage};
 use crate::metrics::{Dimension, Metric};
 use crate::model::JobStatus;
+use crate::model::RunnerRecord;
 use crate::ports::*;
+use crate::timeline::{jit_stored_at, launch_requested_at};
+use time::OffsetDateTime;
 use tracing::info;
 
 /// How often binding a runner to the job it runs is tried again when its record changed
 /// between the read and the conditional write.
 const ACTIVATION_TRIES: usize = 5;
+
+/// When a runner a job's `in_progress` names was online at the latest: GitHub's start of
+/// the job, which GitHub gives to the second, so never before the runner's JIT config was
+/// stored (nor after now). A first sighting stands (the store keeps the earliest write).
+fn online_by(runner: &RunnerRecord, message: &QueueMessage, now: OffsetDateTime) -> OffsetDateTime {
+    let started = message
+        .github
+        .started_at
+        .map_or(now, |started| started.min(now));
+    let floor = jit_stored_at(runner).or_else(|| launch_requested_at(runner));
+    floor.map_or(started, |floor| started.max(floor).min(now))
+}
 
 impl Scaler {
     pub(super) async fn on_in_progress(&self, message: &QueueMessage, clock: &Clock) -> Outcome {
@@ -32,6 +47,15 @@ impl Scaler {
         self.store
             .advance_job(&job, JobStatus::InProgress, runner_name)
             .await?;
+        // GitHub's own wait, from its two times in this body (a redelivered
+        // `in_progress` counts it again).
+        if let (Some(queued), Some(started)) =
+            (message.github.created_at, message.github.started_at)
+        {
+            let by_pool = [(Dimension::Pool, message.pool.as_str())];
+            self.metrics
+                .record_duration(Metric::QueueToStartSeconds, &by_pool, started - queued);
+        }
         let Some(name) = runner_name else {
             return Ok(Handled::NothingToDo);
         };
@@ -46,11 +70,13 @@ impl Scaler {
                 // Removed from GitHub by an operator: it runs nothing any more.
                 return Ok(Handled::NothingToDo);
             }
+            let online_at = online_by(&runner, message, clock.now());
             let bind = RunnerUpdate {
                 runner_status: Some(RunnerStatus::Active),
                 job_id: Some(message.job_id),
                 note: Some(format!("running job {}", message.job_id)),
                 unchanged_since: Some(runner.updated_at),
+                online_at: Some(online_at),
                 ..RunnerUpdate::default()
             };
             let bound = match runner.job_id.filter(|&id| id != message.job_id) {
@@ -70,14 +96,22 @@ impl Scaler {
                 Err(err) => return Err(err),
             }
             // Online and busy before the reaper saw it idle: it came online by now.
-            if let (RunnerStatus::Pending, Some(queued_at)) =
-                (runner.runner_status, runner.job_queued_at)
-            {
-                self.metrics.record_duration(
-                    Metric::QueuedToOnline,
-                    &[(Dimension::Pool, runner.pool.as_str())],
-                    clock.now() - queued_at,
-                );
+            let by_pool = [(Dimension::Pool, runner.pool.as_str())];
+            if runner.runner_status == RunnerStatus::Pending {
+                if let Some(queued_at) = runner.job_queued_at {
+                    self.metrics.record_duration(
+                        Metric::QueuedToOnline,
+                        &by_pool,
+                        clock.now() - queued_at,
+                    );
+                }
+                if let Some(launched) = launch_requested_at(&runner) {
+                    self.metrics.record_duration(
+                        Metric::BootSeconds,
+                        &by_pool,
+                        online_at - launched,
+                    );
+                }
             }
             info!(job_id = message.job_id, runner = %name, "runner active");
             return Ok(Handled::Bound);

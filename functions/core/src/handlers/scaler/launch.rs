@@ -45,6 +45,29 @@ pub fn fleet_request(
     }
 }
 
+/// One instance a launch made, with what the runner record keeps of it.
+struct Launched {
+    id: String,
+    instance_type: Option<String>,
+    market: Market,
+}
+
+impl Launched {
+    fn all(
+        ids: Vec<String>,
+        types: &std::collections::HashMap<String, String>,
+        market: Market,
+    ) -> Vec<Launched> {
+        ids.into_iter()
+            .map(|id| Launched {
+                instance_type: types.get(&id).cloned(),
+                id,
+                market,
+            })
+            .collect()
+    }
+}
+
 impl Scaler {
     /// Launches instances for the runners of one pool in one request (plus one on-demand
     /// request if spot fell short), records each runner's instance, and fails the
@@ -66,11 +89,11 @@ impl Scaler {
             return (Vec::new(), failed);
         };
         let count = u32::try_from(runners.len()).unwrap_or(u32::MAX);
-        let (instance_ids, shortfall) = self.launch_with_fallback(pool, count).await;
+        let (made, shortfall) = self.launch_with_fallback(pool, count).await;
         let by_pool = [(Dimension::Pool, pool.name.as_str())];
         self.metrics
-            .record(Metric::RunnersLaunched, &by_pool, instance_ids.len() as f64);
-        let missing = runners.len().saturating_sub(instance_ids.len());
+            .record(Metric::RunnersLaunched, &by_pool, made.len() as f64);
+        let missing = runners.len().saturating_sub(made.len());
         if missing > 0 {
             let reason = shortfall.as_ref().map_or("fewer_instances", failure_reason);
             self.metrics.record(
@@ -84,9 +107,14 @@ impl Scaler {
         }
         let mut launched = Vec::new();
         let mut failed = Vec::new();
-        let mut instances = instance_ids.into_iter();
+        let mut instances = made.into_iter();
         for (message_id, runner) in runners {
-            let Some(instance_id) = instances.next() else {
+            let Some(Launched {
+                id: instance_id,
+                instance_type,
+                market,
+            }) = instances.next()
+            else {
                 let cause: Cause = match &shortfall {
                     Some(err) => error_chain(err).into(),
                     None => "EC2 launched fewer instances than asked".into(),
@@ -102,6 +130,8 @@ impl Scaler {
             let update = RunnerUpdate {
                 instance_id: Some(instance_id.clone()),
                 expect_instance: Some(None),
+                instance_type,
+                market: Some(market),
                 ..RunnerUpdate::default()
             };
             match self
@@ -131,7 +161,7 @@ impl Scaler {
         &self,
         pool: &PoolConfig,
         count: u32,
-    ) -> (Vec<String>, Option<FleetError>) {
+    ) -> (Vec<Launched>, Option<FleetError>) {
         let market = if pool.spot {
             Market::Spot
         } else {
@@ -142,7 +172,10 @@ impl Scaler {
             .launch(&fleet_request(&self.config.deployment, pool, count, market))
             .await
         {
-            Ok(launch) => (launch.instance_ids, launch.shortfall),
+            Ok(launch) => (
+                Launched::all(launch.instance_ids, &launch.instance_types, market),
+                launch.shortfall,
+            ),
             Err(err) => (Vec::new(), Some(err)),
         };
         let missing = count.saturating_sub(u32::try_from(ids.len()).unwrap_or(u32::MAX));
@@ -167,7 +200,8 @@ impl Scaler {
                     .await
                 {
                     Ok(launch) => {
-                        ids.extend(launch.instance_ids);
+                        let types = &launch.instance_types;
+                        ids.extend(Launched::all(launch.instance_ids, types, Market::OnDemand));
                         (ids, launch.shortfall)
                     }
                     Err(err) => (ids, Some(err)),

@@ -60,6 +60,15 @@ async fn partial_spot_launch_is_topped_up_on_demand() {
         .map(|r| (r.market, r.count))
         .collect();
     assert_eq!(requests, [(Market::Spot, 3), (Market::OnDemand, 1)]);
+    // Each runner records the market its instance was bought in.
+    let mut markets: Vec<_> = world
+        .store
+        .runners()
+        .into_iter()
+        .map(|r| r.market.map(Market::as_str))
+        .collect();
+    markets.sort_unstable();
+    assert_eq!(markets, [Some("on_demand"), Some("spot"), Some("spot")]);
 }
 
 #[tokio::test]

@@ -252,5 +252,7 @@ pub(super) fn job_record(
         launched_runner: None,
         received_at: message.received_at,
         updated_at: now,
+        github: message.github,
+        claimed_at: None,
     }
 }

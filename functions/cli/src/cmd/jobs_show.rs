@@ -1,0 +1,156 @@
+//! `ephemera jobs show JOB`: one job's timeline (queued, received, claimed, launch
+//! requested, JIT config stored, online, started, completed, terminated) with the gap
+//! between each stage, and the runner, instance type and market that ran it. Two reads
+//! of the table (the job's item, its runner's); no other call.
+
+use crate::exit::{Failure, Outcome, NOT_FOUND};
+use crate::render::{colour_stdout, gap, or_dash, when, Cell, Table};
+use crate::target::{table_command, Deployment, StackArgs, TableArg};
+use crate::views::{print_json, JobTimelineView};
+use clap::Args;
+use ephemera_core::ports::RunnerStore;
+use time::OffsetDateTime;
+
+#[derive(Args, Debug)]
+pub struct JobsShowArgs {
+    /// The job's id (GitHub's `workflow_job` id, as `jobs list` shows it).
+    job: u64,
+    /// JSON on stdout: every stage with its time and gap, the runner, instance type and
+    /// market.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    stack: StackArgs,
+    #[command(flatten)]
+    table: TableArg,
+}
+
+table_command!(JobsShowArgs, show);
+
+pub async fn show(deployment: &mut Deployment, args: JobsShowArgs) -> Outcome {
+    let store = deployment.store().await?;
+    deployment
+        .progress
+        .wait(format!("reading job {}", args.job));
+    let Some(job) = store.get_job(args.job).await? else {
+        deployment.progress.clear();
+        return Err(Failure::msg(NOT_FOUND, format!("no job {}", args.job)));
+    };
+    // The runner that ran it, or the one launched for it while it waits.
+    let runner = match job.runner_name.as_ref().or(job.launched_runner.as_ref()) {
+        Some(name) => store.get_runner(name).await?,
+        None => None,
+    };
+    deployment.progress.clear();
+    let view = JobTimelineView::new(&job, runner.as_ref(), OffsetDateTime::now_utc());
+    if args.json {
+        print_json(&view)?;
+        return Ok(());
+    }
+    print!("{}", render(&view, colour_stdout()));
+    Ok(())
+}
+
+/// The text of `jobs show`: the job's fields, then its stages.
+pub fn render(view: &JobTimelineView, colour: bool) -> String {
+    let mut fields = Table::new(&["FIELD", "VALUE"]);
+    let mut field = |name: &'static str, value: Cell| fields.row(vec![name.into(), value]);
+    field("job", view.job_id.to_string().into());
+    field("status", Cell::status(view.status.as_str()));
+    field("pool", view.pool.as_str().into());
+    field("repo", view.repo.as_str().into());
+    let runner = match (&view.runner_name, view.runner_launched_for_job) {
+        (Some(name), true) => name.clone(),
+        (Some(name), false) => format!("{name} (launched for another job, or warm)"),
+        (None, _) => "-".to_owned(),
+    };
+    field("runner", runner.into());
+    field("instance", or_dash(view.instance_id.as_deref()).into());
+    field(
+        "instance type",
+        or_dash(view.instance_type.as_deref()).into(),
+    );
+    field("market", or_dash(view.market).into());
+    field("cost", view.cost_note.into());
+    let wait = view
+        .wait_seconds
+        .map(|w| gap(time::Duration::seconds_f64(w)));
+    field(
+        "wait",
+        format!("{} (queued → started)", or_dash(wait)).into(),
+    );
+    let mut text = fields.render(colour);
+    let mut stages = Table::new(&["STAGE", "AT", "GAP", "CLOCK"]);
+    for stage in &view.stages {
+        stages.row(vec![
+            stage.stage.into(),
+            or_dash(stage.at.map(when)).into(),
+            or_dash(
+                stage
+                    .gap_seconds
+                    .map(|g| gap(time::Duration::seconds_f64(g))),
+            )
+            .into(),
+            stage.source.into(),
+        ]);
+    }
+    text.push_str("\ntimeline:\n");
+    text.push_str(&stages.render(colour));
+    for [earlier, later] in &view.out_of_order {
+        text.push_str(&format!(
+            "note: {later} is stamped before {earlier} (clocks apart, or a late record)\n"
+        ));
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ephemera_core::model::{GitHubTimes, JobRecord, JobStatus, RunnerRecord};
+    use ephemera_core::ports::Market;
+    use time::macros::datetime;
+
+    #[test]
+    fn the_text_has_every_stage_the_runner_and_no_invented_price() {
+        let at = datetime!(2026-11-22 10:00:00 UTC);
+        let secs = time::Duration::seconds;
+        let job = JobRecord {
+            job_id: 7,
+            status: JobStatus::InProgress,
+            pool: "linux".into(),
+            owner: "o".into(),
+            repo: "r".into(),
+            run_id: 8,
+            installation_id: None,
+            labels: vec![],
+            runner_name: Some("eph-linux-a".into()),
+            launched_runner: Some("eph-linux-a".into()),
+            received_at: at + secs(1),
+            updated_at: at,
+            github: GitHubTimes {
+                created_at: Some(at),
+                started_at: Some(at + secs(42)),
+                completed_at: None,
+            },
+            claimed_at: Some(at + secs(2)),
+        };
+        let mut runner = RunnerRecord::new("eph-linux-a".into(), "linux".into(), at);
+        runner.instance_type = Some("m7i.large".into());
+        runner.market = Some(Market::Spot);
+        let view = JobTimelineView::new(&job, Some(&runner), at + secs(60));
+        let text = render(&view, false);
+        for stage in ephemera_core::timeline::Stage::ALL {
+            assert!(text.contains(stage.as_str()), "{stage:?} in\n{text}");
+        }
+        assert!(text.contains("eph-linux-a") && text.contains("m7i.large"));
+        assert!(text.contains("spot"));
+        let cost = text
+            .lines()
+            .find(|l| l.starts_with("cost "))
+            .unwrap_or_default();
+        assert!(cost.ends_with(" not yet priced"), "{text}");
+        assert!(text.contains("42.0s (queued → started)"), "{text}");
+        assert_eq!(view.cost, None);
+    }
+}

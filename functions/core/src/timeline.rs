@@ -1,0 +1,211 @@
+//! A job's timeline: when each stage of its wait happened, from the job's record and the
+//! record of the runner that ran it, and the gaps between them (`ephemera jobs show`).
+//!
+//! Every stamp rides on a write the handlers make anyway, so a job costs no extra call:
+//! - queued, started, completed: GitHub's `created_at`, `started_at`, `completed_at`,
+//!   read from the `workflow_job` bodies and kept on the job item by the scaler's
+//!   `record_job` (queued) and `advance_job` (started, completed) writes;
+//! - received: the webhook's clock, carried in the queue message, on the same writes;
+//! - claimed: the claim transaction's own write of the job item;
+//! - launch requested, JIT config stored, terminated: the runner's history entries of
+//!   its moves to `creating` (just before the launch request), `running` (after the JIT
+//!   config is stored for its instance) and `deleted` (after the instance is terminated);
+//! - online: the runner-status update of the reaper that saw it online, or of the
+//!   scaler's binding to its job (then GitHub's `started_at`: it was online by then;
+//!   GitHub gives it to the second, so it is never put before the JIT config was stored).
+//!
+//! Not stamped, because nothing ephemera does today learns them: EC2's launch time (only
+//! the reaper's describe reads it, and it writes no runner record from it) and the
+//! bootstrap's read of the JIT config (the instance deletes its own item; nothing
+//! watches the JIT table).
+
+use crate::lifecycle::InstanceStatus;
+use crate::model::{JobRecord, RunnerRecord};
+use time::{Duration, OffsetDateTime};
+
+/// One stage of a job's wait and run, in the order they happen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Stage {
+    Queued,
+    Received,
+    Claimed,
+    LaunchRequested,
+    JitStored,
+    Online,
+    Started,
+    Completed,
+    Terminated,
+}
+
+impl Stage {
+    pub const ALL: [Stage; 9] = [
+        Stage::Queued,
+        Stage::Received,
+        Stage::Claimed,
+        Stage::LaunchRequested,
+        Stage::JitStored,
+        Stage::Online,
+        Stage::Started,
+        Stage::Completed,
+        Stage::Terminated,
+    ];
+
+    /// The stage's name in `jobs show` and its JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stage::Queued => "queued",
+            Stage::Received => "received",
+            Stage::Claimed => "claimed",
+            Stage::LaunchRequested => "launch_requested",
+            Stage::JitStored => "jit_stored",
+            Stage::Online => "online",
+            Stage::Started => "started",
+            Stage::Completed => "completed",
+            Stage::Terminated => "terminated",
+        }
+    }
+
+    /// Whose clock says it: GitHub's or ephemera's.
+    pub fn source(self) -> &'static str {
+        match self {
+            Stage::Queued | Stage::Started | Stage::Completed => "github",
+            _ => "ephemera",
+        }
+    }
+}
+
+/// The stamps of the stages that must come in this order, as (earlier, later) pairs.
+/// A runner launched for another job (a hand-over, a warm runner) may have been launched
+/// before this job was even queued, so its own stages are ordered among themselves, not
+/// against the job's claim. "Online" is when ephemera first knew it, which may be after
+/// GitHub's start (a reaper's look between the start and its `in_progress`), and the
+/// instance may read its JIT config before the scaler records `running`: neither is
+/// ordered against those.
+const ORDER: [(Stage, Stage); 7] = [
+    (Stage::Queued, Stage::Received),
+    (Stage::Received, Stage::Claimed),
+    (Stage::LaunchRequested, Stage::JitStored),
+    (Stage::LaunchRequested, Stage::Online),
+    (Stage::Queued, Stage::Started),
+    (Stage::Started, Stage::Completed),
+    (Stage::Completed, Stage::Terminated),
+];
+
+/// One stage and when it happened, if known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    pub stage: Stage,
+    pub at: Option<OffsetDateTime>,
+    /// Since the closest earlier stage that has a time.
+    pub gap: Option<Duration>,
+}
+
+/// A job's stamps, every stage in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Timeline {
+    pub stamps: Vec<Stamp>,
+    /// Whether the runner was launched for this job (false: handed over, or warm).
+    pub own_runner: bool,
+}
+
+/// The first time the runner's history records a move to `status`.
+fn first_move(runner: &RunnerRecord, status: InstanceStatus) -> Option<OffsetDateTime> {
+    runner
+        .history
+        .iter()
+        .find(|entry| entry.status == Some(status))
+        .map(|entry| entry.at)
+}
+
+/// When the runner's JIT config was stored for its instance: its record's move to
+/// `running`.
+pub fn jit_stored_at(runner: &RunnerRecord) -> Option<OffsetDateTime> {
+    first_move(runner, InstanceStatus::Running)
+}
+
+/// When the runner's launch was requested: its record's move to `creating`.
+pub fn launch_requested_at(runner: &RunnerRecord) -> Option<OffsetDateTime> {
+    first_move(runner, InstanceStatus::Creating)
+}
+
+impl Timeline {
+    /// The timeline of `job`, with the stages of `runner` (the one that ran it, or the
+    /// one launched for it while it waits).
+    pub fn of(job: &JobRecord, runner: Option<&RunnerRecord>) -> Timeline {
+        let at = |stage| match stage {
+            Stage::Queued => job.github.created_at,
+            Stage::Received => Some(job.received_at),
+            Stage::Claimed => job.claimed_at,
+            Stage::LaunchRequested => runner.and_then(launch_requested_at),
+            Stage::JitStored => runner.and_then(jit_stored_at),
+            Stage::Online => runner.and_then(|r| r.online_at),
+            Stage::Started => job.github.started_at,
+            Stage::Completed => job.github.completed_at,
+            Stage::Terminated => runner.and_then(|r| first_move(r, InstanceStatus::Deleted)),
+        };
+        let mut last = None;
+        let stamps = Stage::ALL
+            .into_iter()
+            .map(|stage| {
+                let at = at(stage);
+                let gap = at.zip(last).map(|(at, last)| at - last);
+                last = at.or(last);
+                Stamp { stage, at, gap }
+            })
+            .collect();
+        let own_runner = match runner {
+            Some(runner) => job.launched_runner.as_deref() == Some(runner.name.as_str()),
+            None => false,
+        };
+        Timeline { stamps, own_runner }
+    }
+
+    /// When `stage` happened, if known.
+    pub fn at(&self, stage: Stage) -> Option<OffsetDateTime> {
+        self.stamps.iter().find(|s| s.stage == stage)?.at
+    }
+
+    /// The stages without a time.
+    pub fn missing(&self) -> Vec<Stage> {
+        self.stamps
+            .iter()
+            .filter(|s| s.at.is_none())
+            .map(|s| s.stage)
+            .collect()
+    }
+
+    /// The pairs of stages whose times contradict the order they must happen in (both
+    /// known, the later one earlier); claimed → launch requested counts only for a
+    /// runner launched for this job.
+    pub fn out_of_order(&self) -> Vec<(Stage, Stage)> {
+        let own = self
+            .own_runner
+            .then_some((Stage::Claimed, Stage::LaunchRequested));
+        ORDER
+            .into_iter()
+            .chain(own)
+            .filter(
+                |&(earlier, later)| match (self.at(earlier), self.at(later)) {
+                    (Some(earlier), Some(later)) => later < earlier,
+                    _ => false,
+                },
+            )
+            .collect()
+    }
+
+    /// Queued → started, or queued → `now` while the job waits; GitHub's queued time,
+    /// or the webhook's receipt when GitHub's is not known. `None` once the job ended
+    /// without a known start.
+    pub fn wait(job: &JobRecord, now: OffsetDateTime) -> Option<Duration> {
+        let queued = job.github.created_at.unwrap_or(job.received_at);
+        match (job.github.started_at, job.status) {
+            (Some(started), _) => Some(started - queued),
+            (None, crate::model::JobStatus::Queued) => Some(now - queued),
+            (None, _) => None,
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "timeline_tests.rs"]
+mod tests;

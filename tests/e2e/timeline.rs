@@ -1,0 +1,100 @@
+//! A job's timeline, end to end: a burst of jobs through the simulator, on moto behind
+//! the strict layer, leaves every job with every stamp set and in order, and
+//! `ephemera jobs show` prints them (`--json` too); `jobs list` has the wait column.
+
+use crate::cli::{stdout_of, Operator};
+use ephemera_core::lifecycle::InstanceStatus;
+use ephemera_core::ports::RunnerStore;
+use ephemera_core::timeline::{Stage, Timeline};
+use ephemera_tests::pipeline::{Pipeline, PipelineOptions, LABELS};
+use serde_json::Value;
+use std::time::Duration;
+
+const BURST: usize = 5;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_leaves_every_job_stamped_in_order_and_jobs_show_prints_it() -> anyhow::Result<()> {
+    let p = Pipeline::start(PipelineOptions {
+        reaper_interval: Some(Duration::from_secs(1)),
+        ..PipelineOptions::default()
+    })
+    .await?;
+    let mut jobs = Vec::new();
+    for _ in 0..BURST {
+        jobs.push(p.sim.create_job("octo-org", "app", &LABELS, None).await?);
+    }
+    p.wait_for(
+        "every job completed and its runner deleted",
+        Duration::from_secs(240),
+        || async {
+            for &job_id in &jobs {
+                let done = p
+                    .runner_for_job(job_id)
+                    .await?
+                    .filter(|r| r.status == InstanceStatus::Deleted);
+                if done.is_none() || p.sim.snapshot().jobs[&job_id].status != "completed" {
+                    return Ok(None);
+                }
+            }
+            Ok(Some(()))
+        },
+    )
+    .await?;
+
+    for &job_id in &jobs {
+        let job = p.store.get_job(job_id).await?.expect("recorded");
+        let runner = p.runner_for_job(job_id).await?.expect("its runner");
+        let timeline = Timeline::of(&job, Some(&runner));
+        assert!(
+            timeline.missing().is_empty(),
+            "job {job_id} lacks {:?}: {timeline:?}",
+            timeline.missing()
+        );
+        assert!(
+            timeline.out_of_order().is_empty(),
+            "job {job_id}: {:?} out of order: {timeline:?}",
+            timeline.out_of_order()
+        );
+        assert!(runner.instance_type.is_some() && runner.market.is_some());
+    }
+
+    let op = Operator::new(&p)?;
+    let job_id = jobs[0].to_string();
+    let out = op.run(&["jobs", "show", &job_id])?.assert().success();
+    let text = stdout_of(out.get_output());
+    for stage in Stage::ALL {
+        let row = text
+            .lines()
+            .find(|l| l.starts_with(&format!("{} ", stage.as_str())))
+            .unwrap_or_default();
+        assert!(row.contains("Z "), "stage {stage:?} has no time in\n{text}");
+    }
+    let cost = text
+        .lines()
+        .find(|l| l.starts_with("cost "))
+        .unwrap_or_default();
+    assert!(cost.ends_with(" not yet priced"), "{text}");
+    assert!(text.contains("(queued → started)"), "{text}");
+
+    let out = op
+        .run(&["jobs", "show", &job_id, "--json"])?
+        .assert()
+        .success();
+    let json: Value = serde_json::from_slice(&out.get_output().stdout)?;
+    let stages = json["stages"].as_array().cloned().unwrap_or_default();
+    assert_eq!(stages.len(), Stage::ALL.len());
+    assert!(stages.iter().all(|s| s["at"].is_string()), "{json}");
+    assert_eq!(json["out_of_order"], serde_json::json!([]));
+    assert!(json["wait_seconds"].as_f64().is_some_and(|w| w >= 0.0));
+    assert_eq!(json["cost"], Value::Null);
+
+    let out = op
+        .run(&["jobs", "list", "--status", "completed"])?
+        .assert()
+        .success();
+    let listed = stdout_of(out.get_output());
+    assert!(listed.lines().next().unwrap_or_default().contains("WAIT"));
+
+    op.run(&["jobs", "show", "1"])?.assert().code(4);
+    Ok(())
+}
