@@ -163,6 +163,8 @@ mod tests {
             instance_types: vec!["m7i.large".into(), "m6i.large".into()],
             subnets: vec!["subnet-a".into(), "subnet-b".into(), "subnet-c".into()],
             market: Market::Spot,
+            shape: None,
+            root_volume: None,
         };
         let offered: Vec<(String, String)> = overrides(&request, None)
             .iter()
@@ -194,6 +196,8 @@ mod tests {
             instance_types: vec!["m7i.large".into(), "m6i.large".into()],
             subnets: vec!["subnet-a".into(), "subnet-b".into()],
             market: Market::OnDemand,
+            shape: None,
+            root_volume: None,
         };
         let root = FleetBlockDeviceMappingRequest::builder()
             .device_name("/dev/sda1")

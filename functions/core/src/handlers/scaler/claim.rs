@@ -50,7 +50,7 @@ impl Scaler {
             pool.name.clone(),
             now,
         );
-        runner.labels = crate::routing::registered_labels(pool);
+        runner.labels = crate::routing::runner_labels(pool, &message.labels);
         runner.ephemeral = pool.ephemeral;
         runner.job_id = Some(message.job_id);
         runner.job_queued_at = Some(message.received_at);
