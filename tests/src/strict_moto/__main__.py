@@ -8,7 +8,17 @@ import sys
 
 import moto.server as server
 
-from . import cfn_updates, control, dynamodb, ec2, fleet_templates, image_params, sqs, ssm
+from . import (
+    cfn_updates,
+    control,
+    dynamodb,
+    ec2,
+    fleet_requirements,
+    fleet_templates,
+    image_params,
+    sqs,
+    ssm,
+)
 from .core import STATE
 
 run = server.run_simple
@@ -49,6 +59,7 @@ if __name__ == "__main__":
     dynamodb.install()
     sqs.install()
     ec2.install()
+    fleet_requirements.install()
     fleet_templates.install()
     image_params.install()
     cfn_updates.install()
