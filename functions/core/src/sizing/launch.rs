@@ -51,7 +51,12 @@ pub fn shape(pool: &PoolConfig, request: &SizingRequest) -> Option<Shape> {
         vcpus_max,
         memory_mib_min: u64::from(ram_min) * MIB_PER_GIB,
         memory_mib_max: Some(u64::from(ram_max) * MIB_PER_GIB),
-        families: request.families.clone(),
+        // The job's families, or else the ones the policy allows (all when it names none).
+        families: if request.families.is_empty() {
+            policy.families.clone()
+        } else {
+            request.families.clone()
+        },
         architecture: request.arch.map(|arch| {
             match arch {
                 Arch::X64 => "x86_64",

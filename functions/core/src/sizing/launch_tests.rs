@@ -55,3 +55,16 @@ fn a_request_of_no_type_keeps_the_pools_types() {
         None
     );
 }
+
+#[test]
+fn a_job_naming_no_family_gets_the_families_the_policy_allows() {
+    let mut limited = pool();
+    limited.sizing.families = vec!["m7i".into(), "m7a".into()];
+    let shape = shape(&limited, &request(&["ephemera.cpu=8"])).expect("shape");
+    assert_eq!(shape.families, ["m7i", "m7a"]);
+    let named = super::shape(
+        &limited,
+        &request(&["ephemera.cpu=8", "ephemera.family=m7a"]),
+    );
+    assert_eq!(named.expect("shape").families, ["m7a"]);
+}
