@@ -69,7 +69,7 @@ impl Scaler {
             tries += 1;
             match self
                 .store
-                .claim_job(message.job_id, &runner, pool.max_runners)
+                .claim_job(message.job_id, &runner, pool.runner_cap())
                 .await
             {
                 Err(StoreError::Conflict(_)) if tries < CLAIM_TRIES => {

@@ -156,3 +156,22 @@ async fn an_image_in_ssm_is_refused_at_launch_with_its_reason() {
         "{runners:?}"
     );
 }
+
+#[tokio::test]
+async fn a_launch_past_max_vcpus_waits_like_one_past_max_runners() {
+    // 32 vCPUs at 32 a runner: one runner at a time, whatever max_runners (5) says.
+    let world = sized_world("    max_vcpus: 32\n");
+    let items = vec![
+        sized(1, &["ephemera.cpu=8"]),
+        sized(2, &["ephemera.cpu=8"]),
+        sized(3, &["ephemera.cpu=16"]),
+    ];
+    let failed = world.scaler().handle_batch(items, now()).await;
+    assert!(failed.is_empty(), "{failed:?}");
+    assert_eq!(world.fleet.launched(), 1);
+    assert_eq!(
+        world.store.slots_used(crate::handlers::test_support::POOL),
+        1
+    );
+    assert_eq!(world.queue.take().len(), 2, "the others went back in line");
+}
