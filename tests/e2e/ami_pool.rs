@@ -144,6 +144,8 @@ async fn an_ami_pool_launches_through_the_deployment_template_with_its_image() -
         instance_types: vec!["t3.micro".to_owned(), "t3.small".to_owned()],
         subnets: subnets.clone(),
         market: Market::OnDemand,
+        shape: None,
+        root_volume: None,
     };
     let launch = Ec2Fleet::new(ec2.clone(), "eph").launch(&request).await?;
     assert_eq!(launch.instance_ids.len(), 2, "{launch:?}");
@@ -302,6 +304,8 @@ async fn a_deployment_template_on_an_ubuntu_image_gets_its_root_volume_on_sda1(
         instance_types: vec!["t3.micro".to_owned()],
         subnets: Vec::new(),
         market: Market::OnDemand,
+        shape: None,
+        root_volume: None,
     };
     let fleet = Ec2Fleet::new(ec2.clone(), "eph");
     // Twice: the second launch reuses what the first read.

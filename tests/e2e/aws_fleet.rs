@@ -19,6 +19,8 @@ fn request(count: u32) -> FleetRequest {
         instance_types: vec!["t3.micro".to_owned(), "t3.small".to_owned()],
         subnets: Vec::new(),
         market: Market::OnDemand,
+        shape: None,
+        root_volume: None,
     }
 }
 

@@ -24,6 +24,7 @@ mod strict;
 mod strict_dynamo;
 mod strict_fleet;
 mod strict_queue;
+mod strict_sizing;
 mod strict_ssm;
 mod template;
 mod timeline;

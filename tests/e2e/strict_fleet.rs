@@ -110,6 +110,8 @@ async fn instant_fleet_launches_part_and_answers_one_error_per_failed_override(
         instance_types: vec!["t3.micro".to_owned(), "t3.small".to_owned()],
         subnets: vec![zone_b.clone(), zone_a.clone()],
         market: Market::Spot,
+        shape: None,
+        root_volume: None,
     };
     let launch = fleet.launch(&request).await?;
     assert_eq!(launch.instance_ids.len(), 1);

@@ -23,6 +23,8 @@ pub struct Ec2Fleet {
     pub(crate) deployment: String,
     /// Root devices of the images launches run ([`crate::image`]).
     pub(crate) roots: crate::image::RootCache,
+    /// EC2's instance types, for sized launches ([`crate::instance_types`]).
+    pub(crate) catalog: crate::instance_types::Catalog,
     /// The version of the deployment's own launch template that launches use.
     pub(crate) stack_template_version: String,
 }
@@ -37,6 +39,7 @@ impl Ec2Fleet {
             client,
             deployment: deployment.into(),
             roots: Default::default(),
+            catalog: Default::default(),
             stack_template_version: LATEST_VERSION.to_owned(),
         }
     }

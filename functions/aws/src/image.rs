@@ -23,6 +23,7 @@ use crate::ec2::fleet_error;
 use crate::Ec2Fleet;
 use aws_sdk_ec2::types::{
     FleetBlockDeviceMappingRequest, FleetEbsBlockDeviceRequest, LaunchTemplateBlockDeviceMapping,
+    LaunchTemplateEbsBlockDevice,
 };
 use ephemera_core::ports::FleetError;
 use std::collections::HashMap;
@@ -40,6 +41,9 @@ pub(crate) struct ImageOverride {
     pub image_id: Option<String>,
     /// Empty when the template's mappings stay as they are.
     pub block_devices: Vec<FleetBlockDeviceMappingRequest>,
+    /// The template's root volume on the image's root device, where the template has a
+    /// single EBS mapping: what a sized job's `disk` resizes ([`crate::launch`]).
+    pub root: Option<FleetBlockDeviceMappingRequest>,
 }
 
 /// Answers of [`Ec2Fleet::image_override`] by template, version and pool image, with
@@ -108,6 +112,7 @@ impl Ec2Fleet {
         let unchanged = ImageOverride {
             image_id: ami.map(str::to_owned),
             block_devices: Vec::new(),
+            root: None,
         };
         let Some(image) = image else {
             return Ok(unchanged);
@@ -126,6 +131,7 @@ impl Ec2Fleet {
         };
         Ok(ImageOverride {
             block_devices: root_volume_on(&root, mappings),
+            root: single_volume(mappings).map(|(_, ebs)| volume_on(&root, ebs)),
             ..unchanged
         })
     }
@@ -160,13 +166,32 @@ fn root_volume_on(
     root: &str,
     mappings: &[LaunchTemplateBlockDeviceMapping],
 ) -> Vec<FleetBlockDeviceMappingRequest> {
-    let [only] = mappings else { return Vec::new() };
-    let (Some(device), Some(ebs)) = (only.device_name(), only.ebs()) else {
+    let Some((device, ebs)) = single_volume(mappings) else {
         return Vec::new();
     };
     if device == root {
         return Vec::new();
     }
+    vec![
+        volume_on(root, ebs),
+        // "To omit the device from the block device mapping, specify an empty string."
+        FleetBlockDeviceMappingRequest::builder()
+            .device_name(device)
+            .no_device("")
+            .build(),
+    ]
+}
+
+/// The template's only mapping, when it is an EBS volume: its device and volume.
+fn single_volume(
+    mappings: &[LaunchTemplateBlockDeviceMapping],
+) -> Option<(&str, &LaunchTemplateEbsBlockDevice)> {
+    let [only] = mappings else { return None };
+    Some((only.device_name()?, only.ebs()?))
+}
+
+/// The template's volume `ebs`, as a CreateFleet mapping on `device`.
+fn volume_on(device: &str, ebs: &LaunchTemplateEbsBlockDevice) -> FleetBlockDeviceMappingRequest {
     let volume = FleetEbsBlockDeviceRequest::builder()
         .set_encrypted(ebs.encrypted())
         .set_delete_on_termination(ebs.delete_on_termination())
@@ -176,23 +201,16 @@ fn root_volume_on(
         .set_volume_size(ebs.volume_size())
         .set_volume_type(ebs.volume_type().cloned())
         .build();
-    vec![
-        FleetBlockDeviceMappingRequest::builder()
-            .device_name(root)
-            .ebs(volume)
-            .build(),
-        // "To omit the device from the block device mapping, specify an empty string."
-        FleetBlockDeviceMappingRequest::builder()
-            .device_name(device)
-            .no_device("")
-            .build(),
-    ]
+    FleetBlockDeviceMappingRequest::builder()
+        .device_name(device)
+        .ebs(volume)
+        .build()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use aws_sdk_ec2::types::{LaunchTemplateEbsBlockDevice, VolumeType};
+    use aws_sdk_ec2::types::VolumeType;
 
     fn mapping(device: &str, size: i32) -> LaunchTemplateBlockDeviceMapping {
         LaunchTemplateBlockDeviceMapping::builder()

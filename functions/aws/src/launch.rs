@@ -17,15 +17,17 @@
 
 use crate::ec2::{fleet_error, fleet_shortfall, OverrideError};
 use crate::image::ImageOverride;
+use crate::instance_types::{matching, MAX_OVERRIDES};
 use crate::{tags, Ec2Fleet};
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{
-    DefaultTargetCapacityType, FleetLaunchTemplateConfigRequest,
-    FleetLaunchTemplateOverridesRequest, FleetLaunchTemplateSpecificationRequest, FleetType,
-    InstanceType, SpotAllocationStrategy, SpotOptionsRequest, TargetCapacitySpecificationRequest,
+    DefaultTargetCapacityType, FleetBlockDeviceMappingRequest, FleetEbsBlockDeviceRequest,
+    FleetLaunchTemplateConfigRequest, FleetLaunchTemplateOverridesRequest,
+    FleetLaunchTemplateSpecificationRequest, FleetType, InstanceType, SpotAllocationStrategy,
+    SpotOptionsRequest, TargetCapacitySpecificationRequest, VolumeType,
 };
-use ephemera_core::ports::{FleetError, FleetLaunch, FleetRequest, Launcher, Market};
-use tracing::{instrument, warn};
+use ephemera_core::ports::{FleetError, FleetLaunch, FleetRequest, Launcher, Market, Shape};
+use tracing::{info, instrument, warn};
 
 /// EC2 answered a launch without saying why nothing came up.
 #[derive(Debug, thiserror::Error)]
@@ -40,6 +42,14 @@ impl Launcher for Ec2Fleet {
         let image = self
             .image_override(&request.launch_template, version, request.ami.as_deref())
             .await?;
+        let sized;
+        let request = match &request.shape {
+            None => request,
+            Some(shape) => {
+                sized = self.with_matching_types(request, shape).await?;
+                &sized
+            }
+        };
         let launch = self.create_fleet(request, Some(&image)).await?;
         if launch.instance_ids.is_empty() {
             return Err(launch
@@ -51,6 +61,38 @@ impl Launcher for Ec2Fleet {
 }
 
 impl Ec2Fleet {
+    /// `request` offering the catalog's types that match `shape` ([`crate::instance_types`])
+    /// instead of the pool's, as many as fit in CreateFleet's overrides with its subnets.
+    async fn with_matching_types(
+        &self,
+        request: &FleetRequest,
+        shape: &Shape,
+    ) -> Result<FleetRequest, FleetError> {
+        let catalog = self.catalog().await?;
+        let limit = MAX_OVERRIDES / request.subnets.len().max(1);
+        let types = matching(
+            &catalog,
+            shape,
+            request.market,
+            &request.instance_types,
+            limit,
+        );
+        if types.is_empty() {
+            return Err(FleetError::Rejected {
+                code: "NoMatchingInstanceType".to_owned(),
+                message: format!(
+                    "no instance type matches {shape:?} for {:?}",
+                    request.market
+                ),
+            });
+        }
+        info!(pool = %request.pool, types = %types.join(","), "sized launch offers these instance types");
+        Ok(FleetRequest {
+            instance_types: types,
+            ..request.clone()
+        })
+    }
+
     async fn create_fleet(
         &self,
         request: &FleetRequest,
@@ -146,21 +188,70 @@ fn overrides(
                     .instance_type(InstanceType::from(instance_type.as_str()))
                     .set_subnet_id(subnet.cloned())
                     .set_image_id(image.and_then(|i| i.image_id.clone()))
-                    .set_block_device_mappings(
-                        image
-                            .filter(|i| !i.block_devices.is_empty())
-                            .map(|i| i.block_devices.clone()),
-                    )
+                    .set_block_device_mappings(block_devices(request, image))
                     .build()
             })
         })
         .collect()
 }
 
+/// An override's block devices: the image's ([`crate::image`]), with the root volume
+/// resized (and retyped) when a sized job asks for its `disk`. CreateFleet merges an
+/// override's mappings into the template's by device name
+/// (<https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_FleetBlockDeviceMappingRequest.html>),
+/// so the root mapping is given whole, with the template's other settings kept.
+fn block_devices(
+    request: &FleetRequest,
+    image: Option<&ImageOverride>,
+) -> Option<Vec<FleetBlockDeviceMappingRequest>> {
+    let asked = request.root_volume.as_ref();
+    let root = image.and_then(|i| i.root.as_ref());
+    let (Some(volume), Some(root)) = (asked, root) else {
+        if asked.is_some() {
+            warn!(pool = %request.pool, "the template has no single root volume to resize; the disk asked is not applied");
+        }
+        return image
+            .filter(|i| !i.block_devices.is_empty())
+            .map(|i| i.block_devices.clone());
+    };
+    let device = root.device_name().unwrap_or_default();
+    let ebs = root.ebs();
+    let resized = FleetEbsBlockDeviceRequest::builder()
+        .set_encrypted(ebs.and_then(|e| e.encrypted()))
+        .set_delete_on_termination(ebs.and_then(|e| e.delete_on_termination()))
+        .set_kms_key_id(ebs.and_then(|e| e.kms_key_id()).map(str::to_owned))
+        .set_iops(
+            ebs.and_then(|e| e.iops())
+                .filter(|_| volume.volume_type.is_none()),
+        )
+        .set_throughput(
+            ebs.and_then(|e| e.throughput())
+                .filter(|_| volume.volume_type.is_none()),
+        )
+        .volume_size(i32::try_from(volume.gib).unwrap_or(i32::MAX))
+        .set_volume_type(match &volume.volume_type {
+            Some(kind) => Some(VolumeType::from(kind.as_str())),
+            None => ebs.and_then(|e| e.volume_type()).cloned(),
+        })
+        .build();
+    let mut mappings: Vec<FleetBlockDeviceMappingRequest> = image
+        .map(|i| i.block_devices.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|m| m.device_name() != Some(device))
+        .collect();
+    mappings.push(
+        FleetBlockDeviceMappingRequest::builder()
+            .device_name(device)
+            .ebs(resized)
+            .build(),
+    );
+    Some(mappings)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use aws_sdk_ec2::types::FleetBlockDeviceMappingRequest;
     use ephemera_core::ports::TemplateVersion;
 
     #[test]
@@ -174,6 +265,8 @@ mod tests {
             instance_types: vec!["m7i.large".into(), "m6i.large".into()],
             subnets: vec!["subnet-a".into(), "subnet-b".into(), "subnet-c".into()],
             market: Market::Spot,
+            shape: None,
+            root_volume: None,
         };
         let offered: Vec<(String, String)> = overrides(&request, None)
             .iter()
@@ -205,6 +298,8 @@ mod tests {
             instance_types: vec!["m7i.large".into(), "m6i.large".into()],
             subnets: vec!["subnet-a".into(), "subnet-b".into()],
             market: Market::OnDemand,
+            shape: None,
+            root_volume: None,
         };
         let root = FleetBlockDeviceMappingRequest::builder()
             .device_name("/dev/sda1")
@@ -212,6 +307,7 @@ mod tests {
         let image = ImageOverride {
             image_id: Some("ami-1".into()),
             block_devices: vec![root],
+            root: None,
         };
         let offered = overrides(&request, Some(&image));
         assert_eq!(offered.len(), 4, "every type in every subnet");
@@ -222,5 +318,60 @@ mod tests {
                 Some("/dev/sda1")
             );
         }
+    }
+
+    #[test]
+    fn a_sized_disk_resizes_the_root_volume_on_the_images_root_device() {
+        let request = FleetRequest {
+            pool: "sized".into(),
+            count: 1,
+            launch_template: "eph-runner".into(),
+            template_version: TemplateVersion::Stack,
+            ami: Some("ami-1".into()),
+            instance_types: vec!["m7i.2xlarge".into()],
+            subnets: Vec::new(),
+            market: Market::OnDemand,
+            shape: None,
+            root_volume: Some(ephemera_core::ports::RootVolume {
+                gib: 80,
+                volume_type: Some("io2".into()),
+            }),
+        };
+        let template_volume = FleetEbsBlockDeviceRequest::builder()
+            .volume_size(30)
+            .volume_type(VolumeType::Gp3)
+            .encrypted(true)
+            .iops(3000)
+            .build();
+        let root = FleetBlockDeviceMappingRequest::builder()
+            .device_name("/dev/sda1")
+            .ebs(template_volume)
+            .build();
+        let removed = FleetBlockDeviceMappingRequest::builder()
+            .device_name("/dev/xvda")
+            .no_device("")
+            .build();
+        let image = ImageOverride {
+            image_id: Some("ami-1".into()),
+            block_devices: vec![root.clone(), removed],
+            root: Some(root),
+        };
+        let offered = overrides(&request, Some(&image));
+        let mappings = offered[0].block_device_mappings();
+        assert_eq!(mappings.len(), 2, "{mappings:?}");
+        assert!(mappings.iter().any(|m| m.no_device() == Some("")));
+        let resized = mappings
+            .iter()
+            .find(|m| m.device_name() == Some("/dev/sda1"))
+            .and_then(|m| m.ebs())
+            .expect("the root volume");
+        assert_eq!(resized.volume_size(), Some(80));
+        assert_eq!(resized.volume_type(), Some(&VolumeType::Io2));
+        assert_eq!(
+            resized.encrypted(),
+            Some(true),
+            "the template's settings kept"
+        );
+        assert_eq!(resized.iops(), None, "a new type drops the old type's iops");
     }
 }

@@ -19,6 +19,7 @@ pub mod config_source;
 pub mod dynamo;
 pub mod ec2;
 mod image;
+pub mod instance_types;
 pub mod items;
 pub mod jit;
 pub mod lambda;

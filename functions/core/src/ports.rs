@@ -351,6 +351,34 @@ pub struct FleetRequest {
     pub instance_types: Vec<String>,
     pub subnets: Vec<String>,
     pub market: Market,
+    /// For a sized job ([`crate::sizing`]): the shape its instance must have, which
+    /// replaces `instance_types` by the types that match it.
+    pub shape: Option<Shape>,
+    /// The root volume a sized job asks for, on the root device of the image launched.
+    pub root_volume: Option<RootVolume>,
+}
+
+/// The instance a sized job asks for, within its pool's policy: every instance type
+/// whose vCPUs and memory fall in these ranges (and, when given, of these families and
+/// this architecture) may be launched for it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Shape {
+    pub vcpus_min: u32,
+    pub vcpus_max: u32,
+    pub memory_mib_min: u64,
+    /// No upper bound when `None`.
+    pub memory_mib_max: Option<u64>,
+    /// Instance families (`m7i`, `m7i-flex`); empty: any family.
+    pub families: Vec<String>,
+    /// EC2's name of the architecture (`x86_64`, `arm64`), when the job names one.
+    pub architecture: Option<String>,
+}
+
+/// A root volume's size and, when given, its EBS type (`gp3`, `io2`...).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RootVolume {
+    pub gib: u32,
+    pub volume_type: Option<String>,
 }
 
 /// Which version of its launch template a launch uses.

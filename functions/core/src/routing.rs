@@ -38,6 +38,23 @@ pub fn registered_labels(pool: &PoolConfig) -> Vec<String> {
     labels
 }
 
+/// The labels a runner launched for a job of `job_labels` registers with: the pool's
+/// ([`registered_labels`]) and, in a pool that accepts sizing, the job's sizing labels
+/// as the job wrote them, so GitHub gives the job (and only jobs asking the same size)
+/// to this runner.
+pub fn runner_labels(pool: &PoolConfig, job_labels: &[String]) -> Vec<String> {
+    let mut labels = registered_labels(pool);
+    if pool.sizing.accept {
+        for label in job_labels.iter().filter(|l| crate::sizing::is_sizing(l)) {
+            let label = label.trim();
+            if !labels.iter().any(|have| have.eq_ignore_ascii_case(label)) {
+                labels.push(label.to_owned());
+            }
+        }
+    }
+    labels
+}
+
 /// Whether a runner registered with `registered` can take a job asking for `job_labels`:
 /// every job label is among the runner's, ignoring case (GitHub's rule).
 pub fn runner_takes(registered: &[String], job_labels: &[String]) -> bool {

@@ -1,7 +1,8 @@
 //! Unrouted means ours, end to end in the strict world: a hosted job (`ubuntu-latest`)
 //! leaves no item, no metric and no log line above debug, and a job whose sizing labels
 //! break its pool's policy is unrouted with the reason, which `jobs list --status
-//! unrouted` shows.
+//! unrouted` shows; and a job asking `cpu=8, ram=32` runs on a runner of a matching type,
+//! registered with its sizing labels.
 
 use super::{stdout_of, Operator};
 use ephemera_aws::DynamoUnroutedJobs;
@@ -138,5 +139,62 @@ async fn a_job_over_the_sizing_policy_is_unrouted_with_the_reason() -> anyhow::R
     assert_eq!(job["reason"], record.reason.as_str());
     // Nothing was launched for it.
     assert_eq!(p.calls.count("EC2", "CreateFleet"), 0);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_asking_8_vcpus_and_32_gib_runs_on_a_matching_type_registered_with_its_labels(
+) -> anyhow::Result<()> {
+    let p = Pipeline::start(PipelineOptions {
+        reaper_interval: None,
+        pool_extra:
+            "    sizing: { accept: true, max_vcpus_per_runner: 16, families: [m7i, m7a] }\n"
+                .to_owned(),
+        ..PipelineOptions::default()
+    })
+    .await?;
+    let labels = ["self-hosted", "linux", "ephemera.cpu=8", "ephemera.ram=32"];
+    let job_id = p.sim.create_job("octo-org", "app", &labels, None).await?;
+    let runner = p
+        .wait_for(
+            "a runner to take the sized job",
+            Duration::from_secs(90),
+            || async {
+                let sim = p.sim.snapshot();
+                let name = sim.jobs[&job_id].runner_name.clone();
+                Ok(name.and_then(|name| sim.runners.values().find(|r| r.name == name).cloned()))
+            },
+        )
+        .await?;
+    p.wait_for(
+        "the sized job to complete",
+        Duration::from_secs(90),
+        || async { Ok((p.sim.snapshot().jobs[&job_id].status == "completed").then_some(())) },
+    )
+    .await?;
+    for label in ["ephemera.cpu=8", "ephemera.ram=32"] {
+        assert!(
+            runner.labels.iter().any(|l| l == label),
+            "{:?}",
+            runner.labels
+        );
+    }
+    let instance_id = runner.instance_id.clone().expect("the runner's instance");
+    let ec2 = aws_sdk_ec2::Client::new(&p.sdk);
+    let described = ec2
+        .describe_instances()
+        .instance_ids(&instance_id)
+        .send()
+        .await?;
+    let launched = described
+        .reservations()
+        .iter()
+        .flat_map(|r| r.instances())
+        .find_map(|i| i.instance_type())
+        .map(|t| t.as_str().to_owned());
+    assert!(
+        matches!(launched.as_deref(), Some("m7i.2xlarge" | "m7a.2xlarge")),
+        "{launched:?}"
+    );
     Ok(())
 }

@@ -29,6 +29,8 @@ fn one_instance() -> FleetRequest {
         instance_types: vec!["t3.micro".to_owned()],
         subnets: Vec::new(),
         market: Market::OnDemand,
+        shape: None,
+        root_volume: None,
     }
 }
 

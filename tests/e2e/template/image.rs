@@ -251,6 +251,8 @@ async fn a_new_bake_reaches_the_next_launch_without_a_stack_update() -> anyhow::
         instance_types: vec!["m7g.large".to_owned()],
         subnets: Vec::new(),
         market: Market::OnDemand,
+        shape: None,
+        root_volume: None,
     };
     for (bake, ami) in [("first", &first), ("second", &second)] {
         if bake == "second" {

@@ -441,6 +441,8 @@ async fn reaper_on(p: &mut Pipeline, args: &Args) -> anyhow::Result<Value> {
             instance_types: vec!["t3.micro".to_owned()],
             subnets: Vec::new(),
             market: Market::OnDemand,
+            shape: None,
+            root_volume: None,
         };
         instances.extend(p.fleet.inner().launch(&request).await?.instance_ids);
     }

@@ -14,6 +14,7 @@ from . import (
     control,
     dynamodb,
     ec2,
+    fleet_requirements,
     fleet_templates,
     image_params,
     rpcv2_cbor,
@@ -62,6 +63,7 @@ if __name__ == "__main__":
     dynamodb.install()
     sqs.install()
     ec2.install()
+    fleet_requirements.install()
     fleet_templates.install()
     image_params.install()
     cfn_updates.install()

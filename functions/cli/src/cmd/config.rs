@@ -135,9 +135,15 @@ fn registered_labels_lines(config: &Config) -> Vec<String> {
             let note = if added { " (self-hosted added)" } else { "" };
             let policy = &pool.sizing;
             let sizing = if policy.accept {
+                let cap = pool.runner_cap();
+                let capped = if cap < pool.max_runners {
+                    format!("; max_vcpus holds it to {cap} runners at once")
+                } else {
+                    String::new()
+                };
                 format!(
                     ", and sizing labels ({}*) up to {} vCPUs, {} GiB of memory and a {} GiB \
-                     disk per runner",
+                     disk per runner (a sized job's runner registers with them too){capped}",
                     ephemera_core::sizing::PREFIX,
                     policy.max_vcpus_per_runner,
                     policy.max_memory_gib,

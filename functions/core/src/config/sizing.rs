@@ -7,6 +7,26 @@ use crate::sizing::{image_name_rule, is_family, is_sizing, MAX_CPU, MAX_DISK_GIB
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
+impl PoolConfig {
+    /// The most runners the pool may have at once: `max_runners` and, in a pool that
+    /// accepts sizing and sets `max_vcpus`, `max_vcpus / sizing.max_vcpus_per_runner`.
+    /// A sized launch never offers a type above `max_vcpus_per_runner`, so that many
+    /// runners never pass `max_vcpus`; and the cap is taken with the pool's slot in one
+    /// transaction, so it holds under concurrent claims. A runner counts as the most it
+    /// may have, not what it got: a cap that a small runner leaves unused is the price of
+    /// a cap that cannot be passed. (Unsized jobs run on the pool's own `instance_types`,
+    /// which the operator keeps at or below `max_vcpus_per_runner`.)
+    pub fn runner_cap(&self) -> u32 {
+        match self.max_vcpus {
+            Some(max_vcpus) if self.sizing.accept => {
+                let per_runner = self.sizing.max_vcpus_per_runner.max(1);
+                self.max_runners.min(max_vcpus / per_runner)
+            }
+            _ => self.max_runners,
+        }
+    }
+}
+
 /// What the jobs of one pool may ask for with sizing labels.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
@@ -81,6 +101,17 @@ pub(super) fn pool_problems(pool: &PoolConfig) -> Vec<(String, String)> {
         problems.push(("max_vcpus".to_owned(), problem));
     }
     problems.extend(pool.sizing.problems(pool.max_vcpus));
+    if pool.sizing.accept && pool.min_idle > 0 && pool.min_idle >= pool.runner_cap() {
+        // Warm runners carry no sizing labels: kept in every slot, a sized job never runs.
+        let message = format!(
+            "{} warm runners would hold all of the pool's {} runners (max_runners, and \
+             max_vcpus / sizing.max_vcpus_per_runner), and a warm runner cannot take a sized \
+             job: keep min_idle below that",
+            pool.min_idle,
+            pool.runner_cap()
+        );
+        problems.push(("min_idle".to_owned(), message));
+    }
     problems
 }
 
@@ -243,5 +274,51 @@ mod tests {
                 .any(|e| e.contains("pools[0].sizing") && e.contains("max_cpu")),
             "{errors:#?}"
         );
+    }
+
+    fn pool_of(extra: &str) -> crate::config::PoolConfig {
+        let text = format!(
+            "deployment: eph\ngithub: {{ app_id: 1 }}\npools:\n  - name: p\n    labels: [a]\n    \
+             max_runners: 4\n    instance_types: [m7i.large]\n    ami: ami-1\n{extra}"
+        );
+        Config::parse("c.yaml", &text).expect("valid").pools[0].clone()
+    }
+
+    #[test]
+    fn max_vcpus_caps_a_sizing_pool_in_runners_of_the_largest_size() {
+        let sized = "    sizing: { accept: true, max_vcpus_per_runner: 16 }\n";
+        assert_eq!(
+            pool_of(&format!("    max_vcpus: 40\n{sized}")).runner_cap(),
+            2
+        );
+        assert_eq!(
+            pool_of(&format!("    max_vcpus: 640\n{sized}")).runner_cap(),
+            4
+        );
+        assert_eq!(pool_of(sized).runner_cap(), 4, "no max_vcpus: max_runners");
+        assert_eq!(
+            pool_of("    max_vcpus: 16\n").runner_cap(),
+            4,
+            "a pool without sizing: max_vcpus caps only the doctor's count"
+        );
+    }
+
+    #[test]
+    fn a_sizing_pool_keeps_min_idle_below_its_runner_cap() {
+        let errors = check(
+            "    max_vcpus: 32\n    min_idle: 2\n    warm_owner: o\n    \
+             sizing: { accept: true, max_vcpus_per_runner: 16 }\n",
+        );
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.contains("pools[0].min_idle: 2 warm runners")),
+            "{errors:?}"
+        );
+        let fits = check(
+            "    max_vcpus: 48\n    min_idle: 2\n    warm_owner: o\n    \
+             sizing: { accept: true, max_vcpus_per_runner: 16 }\n",
+        );
+        assert!(fits.is_empty(), "{fits:?}");
     }
 }

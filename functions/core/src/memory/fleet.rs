@@ -285,6 +285,8 @@ mod tests {
             instance_types: vec!["t3.small".to_owned()],
             subnets: Vec::new(),
             market,
+            shape: None,
+            root_volume: None,
         }
     }
 

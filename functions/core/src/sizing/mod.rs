@@ -19,6 +19,7 @@
 //! unrouted with that reason. The request renders back to the same labels
 //! ([`SizingRequest::labels`]), which is what a runner would register with.
 
+pub mod launch;
 mod parse;
 pub mod policy;
 

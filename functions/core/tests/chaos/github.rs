@@ -34,6 +34,7 @@ impl GitHub {
             kind,
             job_id,
             runner,
+            labels: self.job_labels.get(&job_id).cloned().unwrap_or_default(),
             guid: format!("guid-{}", self.next_guid),
             redelivery: false,
         }
@@ -59,6 +60,8 @@ impl World {
         let mut github = self.github();
         github.next_job += 1;
         let job_id = github.next_job;
+        let sized = self.config.pools[0].sizing.accept;
+        github.job_labels.insert(job_id, job_labels(job_id, sized));
         let event = github.event(MessageKind::Queued, job_id, None);
         github.jobs.insert(job_id, JobState::Queued);
         if refused {
@@ -358,8 +361,8 @@ impl World {
         }
     }
 
-    /// GitHub gives each queued job to a random idle runner (any of them: all carry the
-    /// pool's labels).
+    /// GitHub gives each queued job to a random idle runner whose registered labels
+    /// cover the job's (a sized job's sizing labels are on its own runners only).
     fn assign_jobs(&self, rng: &mut Rng, now: OffsetDateTime, eager: bool) {
         let queued: Vec<u64> = {
             let github = self.github();
@@ -377,11 +380,21 @@ impl World {
                 continue;
             }
             let mut github = self.github();
+            let wanted = github.job_labels.get(&job_id).cloned().unwrap_or_default();
+            let registered = self.forge.jit_requests();
+            let covers = |name: &str| {
+                registered
+                    .iter()
+                    .rev()
+                    .find(|r| r.name == name)
+                    .is_some_and(|r| ephemera_core::routing::runner_takes(&r.labels, &wanted))
+            };
             let idle: Vec<(u64, String)> = self
                 .forge
                 .runners()
                 .into_iter()
                 .filter(|r| r.online && !r.busy && !github.used.contains(&r.id))
+                .filter(|r| covers(&r.name))
                 .map(|r| (r.id, r.name))
                 .collect();
             if idle.is_empty() {
@@ -447,7 +460,7 @@ fn webhook_message(event: &Event, now: OffsetDateTime) -> QueueMessage {
         job_id: event.job_id,
         run_id: 1000 + event.job_id,
         pool: POOL.to_owned(),
-        labels: vec!["self-hosted".into(), "linux".into(), "x64".into()],
+        labels: event.labels.clone(),
         repo: REPO.to_owned(),
         owner: OWNER.to_owned(),
         installation_id: Some(INSTALLATION),
@@ -456,4 +469,17 @@ fn webhook_message(event: &Event, now: OffsetDateTime) -> QueueMessage {
         received_at: now,
         github: Default::default(),
     }
+}
+
+/// A job's `runs-on`: the pool's labels and, where the pool accepts sizing, for two jobs
+/// in three a size (drawn from the job id, so the schedule's draws stay as they were).
+fn job_labels(job_id: u64, sized: bool) -> Vec<String> {
+    let mut labels: Vec<String> = ["self-hosted", "linux", "x64"].map(String::from).to_vec();
+    let size: &[&str] = match (sized, job_id % 3) {
+        (true, 1) => &["ephemera.cpu=8"],
+        (true, 2) => &["ephemera.cpu=4-16", "ephemera.ram=8"],
+        _ => &[],
+    };
+    labels.extend(size.iter().map(|l| l.to_string()));
+    labels
 }

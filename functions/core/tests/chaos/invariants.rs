@@ -6,8 +6,10 @@
 //! `min_idle` keeps exactly that many warm runners, idle and ready, and nothing else).
 
 use crate::world::{JobState, World};
+use ephemera_core::config::PoolConfig;
 use ephemera_core::lifecycle::{InstanceStatus, RunnerStatus};
 use ephemera_core::model::{JobStatus, RunnerRecord};
+use ephemera_core::sizing::SizingRequest;
 use std::collections::BTreeMap;
 
 fn live_records(world: &World) -> Vec<RunnerRecord> {
@@ -34,7 +36,8 @@ pub fn check_always(world: &World) -> Result<(), String> {
     }
     let live = live_records(world);
     for pool in &world.config.pools {
-        check_pool(world, &pool.name, pool.max_runners, &live)?;
+        check_pool(world, &pool.name, pool.runner_cap(), &live)?;
+        check_vcpus(pool, &live)?;
     }
     // A runner GitHub shows busy before its `in_progress` is handled is marked active by
     // the reaper with the job it was launched for, which GitHub may have given to another
@@ -97,7 +100,35 @@ pub fn check_always(world: &World) -> Result<(), String> {
     Ok(())
 }
 
-/// Never above `max_runners`: the slot counter, the live records holding a slot, the
+/// Never above `max_vcpus`: the live records holding a slot, each counted at the most
+/// vCPUs its launch may have (a sized runner its shape's maximum, any other the
+/// policy's `max_vcpus_per_runner`).
+fn check_vcpus(pool: &PoolConfig, live: &[RunnerRecord]) -> Result<(), String> {
+    let Some(max_vcpus) = pool.max_vcpus else {
+        return Ok(());
+    };
+    let most = |record: &RunnerRecord| {
+        SizingRequest::from_labels(&record.labels)
+            .ok()
+            .flatten()
+            .and_then(|request| ephemera_core::sizing::launch::shape(pool, &request))
+            .map_or(pool.sizing.max_vcpus_per_runner, |shape| shape.vcpus_max)
+    };
+    let vcpus: u32 = live
+        .iter()
+        .filter(|r| r.pool == pool.name && r.slot_held)
+        .map(most)
+        .sum();
+    if vcpus > max_vcpus {
+        return Err(format!(
+            "pool {} above max_vcpus {max_vcpus}: live records may have {vcpus} vCPUs",
+            pool.name
+        ));
+    }
+    Ok(())
+}
+
+/// Never above the pool's runner cap (`max_runners`, and `max_vcpus` in runners): the slot counter, the live records holding a slot, the
 /// runners online on live instances; and the counter equals the slots the records hold.
 fn check_pool(world: &World, pool: &str, max: u32, live: &[RunnerRecord]) -> Result<(), String> {
     let counter = world.store.slots_used(pool);

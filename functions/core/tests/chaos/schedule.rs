@@ -72,6 +72,10 @@ const LONE_JOB_SCHEDULES: u64 = 10;
 /// warm pools were drawn.
 const WARM_STREAM: u64 = 0x5741_524D_504F_4F4C;
 
+/// Seeds the stream the sizing policy is drawn from, apart from the main one: a seed
+/// whose pool accepts no sizing names the schedule it named before sized jobs were drawn.
+const SIZING_STREAM: u64 = 0x5349_5A49_4E47_2121;
+
 fn config(rng: &mut Rng, seed: u64) -> Arc<Config> {
     let max_runners = rng.between(1, 4);
     let spot = rng.chance(50);
@@ -85,6 +89,15 @@ fn config(rng: &mut Rng, seed: u64) -> Arc<Config> {
     let ephemeral = !warm_rng.chance(25);
     let warm = if min_idle > 0 {
         format!("    min_idle: {min_idle}\n    warm_owner: {OWNER}\n")
+    } else {
+        String::new()
+    };
+    let mut sizing_rng = Rng::new(seed ^ SIZING_STREAM);
+    // A sizing pool keeps min_idle below its runner cap (config validate's rule).
+    let sizing = if sizing_rng.chance(50) && min_idle < max_runners {
+        // 16 vCPUs a runner at most; the pool's vCPUs cap it above its warm runners.
+        let max_vcpus = 16 * sizing_rng.between(min_idle + 1, max_runners);
+        format!("    max_vcpus: {max_vcpus}\n    sizing: {{ accept: true, max_vcpus_per_runner: 16 }}\n")
     } else {
         String::new()
     };
@@ -102,7 +115,7 @@ pools:
     ephemeral: {ephemeral}
     bootstrap_timeout: 10m
     idle_timeout: 5m
-{warm}"
+{warm}{sizing}"
     );
     Arc::new(Config::parse("chaos.yaml", &text).expect("valid chaos config"))
 }
@@ -113,8 +126,14 @@ impl Schedule {
         let config = config(&mut rng, seed);
         let pool = &config.pools[0];
         let setting = format!(
-            "pool max_runners {}, spot {}, check_queued {}, min_idle {}, ephemeral {}",
-            pool.max_runners, pool.spot, pool.check_queued, pool.min_idle, pool.ephemeral
+            "pool max_runners {}, spot {}, check_queued {}, min_idle {}, ephemeral {}, sizing {}, max_vcpus {:?}",
+            pool.max_runners,
+            pool.spot,
+            pool.check_queued,
+            pool.min_idle,
+            pool.ephemeral,
+            pool.sizing.accept,
+            pool.max_vcpus
         );
         let world = World::new(config);
         let mut refusals = Rng::new(seed ^ REFUSAL_STREAM);

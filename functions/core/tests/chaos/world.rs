@@ -70,6 +70,8 @@ pub struct Event {
     pub kind: MessageKind,
     pub job_id: u64,
     pub runner: Option<(String, u64)>,
+    /// The job's `runs-on` labels.
+    pub labels: Vec<String>,
     /// The event's `X-GitHub-Delivery`: the same for every attempt at it.
     pub guid: String,
     /// Sent again because the redelivery sweep asked for it.
@@ -79,6 +81,8 @@ pub struct Event {
 #[derive(Debug, Default)]
 pub struct GitHub {
     pub jobs: BTreeMap<u64, JobState>,
+    /// Each job's `runs-on` labels (sized jobs add sizing labels to the pool's).
+    pub job_labels: BTreeMap<u64, Vec<String>>,
     /// Jobs whose `queued` webhook reached the queue at least once.
     pub queued_delivered: BTreeSet<u64>,
     /// Jobs every first delivery of whose `queued` fails (the endpoint refuses it, or

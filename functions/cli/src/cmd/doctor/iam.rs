@@ -189,6 +189,7 @@ pub fn requests(role: Role, names: &Names) -> Vec<Request> {
             for action in [
                 "ec2:DescribeInstances",
                 "ec2:DescribeImages",
+                "ec2:DescribeInstanceTypes",
                 "ec2:DescribeLaunchTemplates",
                 "ec2:DescribeLaunchTemplateVersions",
             ] {

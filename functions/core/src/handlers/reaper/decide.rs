@@ -145,10 +145,13 @@ fn instance_alive(record: &RunnerRecord, instances: &HashMap<&str, InstanceState
     )
 }
 
-/// Whether GitHub could give queued `job` to `runner`: same pool, and registered where
-/// the job is (its organization, or its repository for a repository-scoped runner).
+/// Whether GitHub could give queued `job` to `runner`: same pool, registered where the
+/// job is (its organization, or its repository for a repository-scoped runner), and with
+/// labels that cover the job's (a sized job's sizing labels are on its own runners only;
+/// a record that names no labels is taken to have its pool's).
 fn could_take(runner: &RunnerRecord, job: &JobRecord) -> bool {
     job.pool == runner.pool
+        && (runner.labels.is_empty() || crate::routing::runner_takes(&runner.labels, &job.labels))
         && job.owner.eq_ignore_ascii_case(&runner.owner)
         && runner
             .repo

@@ -397,3 +397,23 @@ fn idle_ephemeral_runner_is_kept_only_for_a_queued_job_it_could_take() {
     assert!(deleted(&[queued_job("Octo-Org", "App")]).is_empty());
     assert_eq!(deleted(&[]), ["eph-linux-org", "eph-linux-repo"]);
 }
+
+#[test]
+fn idle_runner_is_not_kept_for_a_sized_job_its_labels_do_not_cover() {
+    let config = config(5);
+    let mut idle = record(
+        "eph-linux-plain",
+        InstanceStatus::Running,
+        RunnerStatus::Idle,
+    );
+    idle.owner = "octo-org".into();
+    idle.labels = vec!["self-hosted".into(), "linux".into()];
+    let mut sized = queued_job("octo-org", "app");
+    sized.labels = vec!["self-hosted".into(), "ephemera.cpu=8".into()];
+    let verdict = verdicts(&config, &[idle], None, &[sized], now() + minutes(60));
+    assert_eq!(
+        verdict[0].1,
+        Verdict::Clean(Cleanup::IdleNoWork),
+        "{verdict:?}"
+    );
+}

@@ -72,7 +72,7 @@ impl Reaper {
             let full = match pool_full.get(&job.pool) {
                 Some(full) => *full,
                 None => {
-                    let max = self.config.pool(&job.pool).map_or(0, |p| p.max_runners);
+                    let max = self.config.pool(&job.pool).map_or(0, |p| p.runner_cap());
                     let full = self.store.pool_counter(&job.pool).await?.slots_used >= max;
                     pool_full.insert(job.pool.clone(), full);
                     full

@@ -95,7 +95,7 @@ impl Reaper {
             match self.reserve_warm(pool, scope, now).await {
                 Reserved::Sent => sent += 1,
                 Reserved::PoolFull => {
-                    info!(pool = %pool.name, min_idle = pool.min_idle, ready = shortfall.ready, launched = sent, max_runners = pool.max_runners, "pool at max_runners: fewer warm runners launched than min_idle asks");
+                    info!(pool = %pool.name, min_idle = pool.min_idle, ready = shortfall.ready, launched = sent, runner_cap = pool.runner_cap(), "pool at its runner cap: fewer warm runners launched than min_idle asks");
                     break;
                 }
                 // Logged; the next run tries again.
@@ -119,7 +119,7 @@ impl Reaper {
         let mut tries = 0;
         let reserved = loop {
             tries += 1;
-            match self.store.reserve_runner(&runner, pool.max_runners).await {
+            match self.store.reserve_runner(&runner, pool.runner_cap()).await {
                 Err(StoreError::Conflict(_)) if tries < RESERVE_TRIES => {
                     tokio::time::sleep(Duration::from_millis(20 * tries)).await;
                 }

@@ -74,7 +74,7 @@ impl Scaler {
                 continue;
             };
             match self.store.get_pool(name).await {
-                Ok(record) if record.slots_used >= pool.max_runners => {
+                Ok(record) if record.slots_used >= pool.runner_cap() => {
                     full.insert(name.to_owned());
                 }
                 Ok(_) => {}

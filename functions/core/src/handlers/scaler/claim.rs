@@ -50,7 +50,7 @@ impl Scaler {
             pool.name.clone(),
             now,
         );
-        runner.labels = crate::routing::registered_labels(pool);
+        runner.labels = crate::routing::runner_labels(pool, &message.labels);
         runner.ephemeral = pool.ephemeral;
         runner.job_id = Some(message.job_id);
         runner.job_queued_at = Some(message.received_at);
@@ -69,7 +69,7 @@ impl Scaler {
             tries += 1;
             match self
                 .store
-                .claim_job(message.job_id, &runner, pool.max_runners)
+                .claim_job(message.job_id, &runner, pool.runner_cap())
                 .await
             {
                 Err(StoreError::Conflict(_)) if tries < CLAIM_TRIES => {

@@ -10,6 +10,8 @@ use crate::metrics::{Dimension, Metric};
 use crate::model::RunnerRecord;
 use crate::names;
 use crate::ports::*;
+use crate::sizing::launch::{first_market, sized_fleet_request};
+use crate::sizing::SizingRequest;
 use tracing::{info, warn};
 
 /// The `Reason` dimension of a launch failure.
@@ -42,6 +44,8 @@ pub fn fleet_request(
         instance_types: pool.instance_types.clone(),
         subnets: pool.subnets.clone(),
         market,
+        shape: None,
+        root_volume: None,
     }
 }
 
@@ -68,6 +72,37 @@ impl Launched {
     }
 }
 
+/// The sizing request a runner was launched for: its registered labels carry the job's
+/// sizing labels ([`super::claim`]), in a pool that accepts them.
+fn sizing_of(pool: &PoolConfig, runner: &RunnerRecord) -> Option<SizingRequest> {
+    if !pool.sizing.accept {
+        return None;
+    }
+    SizingRequest::from_labels(&runner.labels).ok().flatten()
+}
+
+/// Whether spot may fall back to on-demand: always for an unsized job; for a sized one
+/// only where the pool's `sizing.spot` allows on-demand (`false`).
+fn on_demand_allowed(pool: &PoolConfig, sizing: Option<&SizingRequest>) -> bool {
+    sizing.is_none() || pool.sizing.spot.contains(&false)
+}
+
+/// The runners of one launch, grouped by the size they ask (the unsized together):
+/// one EC2 request per group.
+type Groups = Vec<(Option<SizingRequest>, Vec<(String, RunnerRecord)>)>;
+
+fn by_size(pool: &PoolConfig, runners: Vec<(String, RunnerRecord)>) -> Groups {
+    let mut groups: Groups = Vec::new();
+    for (message_id, runner) in runners {
+        let sizing = sizing_of(pool, &runner);
+        match groups.iter_mut().find(|(size, _)| *size == sizing) {
+            Some((_, group)) => group.push((message_id, runner)),
+            None => groups.push((sizing, vec![(message_id, runner)])),
+        }
+    }
+    groups
+}
+
 impl Scaler {
     /// Launches instances for the runners of one pool in one request (plus one on-demand
     /// request if spot fell short), records each runner's instance, and fails the
@@ -88,8 +123,29 @@ impl Scaler {
                 .collect();
             return (Vec::new(), failed);
         };
+        let mut launched = Vec::new();
+        let mut failed = Vec::new();
+        for (sizing, group) in by_size(pool, runners) {
+            let (up, down) = self.launch_group(pool, sizing.as_ref(), group, clock).await;
+            launched.extend(up);
+            failed.extend(down);
+        }
+        (launched, failed)
+    }
+
+    /// Launches one request (plus the on-demand fallback) for runners of one size.
+    async fn launch_group(
+        &self,
+        pool: &PoolConfig,
+        sizing: Option<&SizingRequest>,
+        runners: Vec<(String, RunnerRecord)>,
+        clock: &Clock,
+    ) -> (
+        Vec<(String, RunnerRecord)>,
+        Vec<(String, Result<Handled, ScalerError>)>,
+    ) {
         let count = u32::try_from(runners.len()).unwrap_or(u32::MAX);
-        let (made, shortfall) = self.launch_with_fallback(pool, count).await;
+        let (made, shortfall) = self.launch_with_fallback(pool, sizing, count).await;
         let by_pool = [(Dimension::Pool, pool.name.as_str())];
         self.metrics
             .record(Metric::RunnersLaunched, &by_pool, made.len() as f64);
@@ -157,21 +213,42 @@ impl Scaler {
         (launched, failed)
     }
 
+    /// The request for `count` runners of `pool` in `market`, sized as `sizing` asks.
+    fn request_for(
+        &self,
+        pool: &PoolConfig,
+        sizing: Option<&SizingRequest>,
+        count: u32,
+        market: Market,
+    ) -> Result<FleetRequest, FleetError> {
+        let base = fleet_request(&self.config.deployment, pool, count, market);
+        match sizing {
+            None => Ok(base),
+            Some(sizing) => {
+                sized_fleet_request(base, pool, sizing).map_err(|err| FleetError::Rejected {
+                    code: "SizedLaunch".to_owned(),
+                    message: err.to_string(),
+                })
+            }
+        }
+    }
+
     async fn launch_with_fallback(
         &self,
         pool: &PoolConfig,
+        sizing: Option<&SizingRequest>,
         count: u32,
     ) -> (Vec<Launched>, Option<FleetError>) {
-        let market = if pool.spot {
-            Market::Spot
-        } else {
-            Market::OnDemand
+        let market = match sizing {
+            Some(sizing) => first_market(pool, sizing),
+            None if pool.spot => Market::Spot,
+            None => Market::OnDemand,
         };
-        let (mut ids, shortfall) = match self
-            .launcher
-            .launch(&fleet_request(&self.config.deployment, pool, count, market))
-            .await
-        {
+        let first = match self.request_for(pool, sizing, count, market) {
+            Ok(request) => self.launcher.launch(&request).await,
+            Err(err) => Err(err),
+        };
+        let (mut ids, shortfall) = match first {
             Ok(launch) => (
                 Launched::all(launch.instance_ids, &launch.instance_types, market),
                 launch.shortfall,
@@ -181,7 +258,7 @@ impl Scaler {
         let missing = count.saturating_sub(u32::try_from(ids.len()).unwrap_or(u32::MAX));
         match shortfall {
             Some(FleetError::CapacityUnavailable(code))
-                if market == Market::Spot && missing > 0 =>
+                if market == Market::Spot && missing > 0 && on_demand_allowed(pool, sizing) =>
             {
                 warn!(pool = %pool.name, missing, code = %code, "spot capacity unavailable; falling back to on-demand");
                 self.metrics.record(
@@ -189,16 +266,11 @@ impl Scaler {
                     &[(Dimension::Pool, pool.name.as_str())],
                     f64::from(missing),
                 );
-                match self
-                    .launcher
-                    .launch(&fleet_request(
-                        &self.config.deployment,
-                        pool,
-                        missing,
-                        Market::OnDemand,
-                    ))
-                    .await
-                {
+                let fallback = match self.request_for(pool, sizing, missing, Market::OnDemand) {
+                    Ok(request) => self.launcher.launch(&request).await,
+                    Err(err) => Err(err),
+                };
+                match fallback {
                     Ok(launch) => {
                         let types = &launch.instance_types;
                         ids.extend(Launched::all(launch.instance_ids, types, Market::OnDemand));

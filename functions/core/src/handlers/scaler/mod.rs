@@ -254,6 +254,8 @@ mod prepare_tests;
 #[cfg(test)]
 mod register_tests;
 #[cfg(test)]
+mod sized_launch_tests;
+#[cfg(test)]
 mod stamps_tests;
 #[cfg(test)]
 mod testing;

@@ -140,7 +140,13 @@ impl Scaler {
         }
         let request = JitRequest {
             name: runner.name.clone(),
-            labels: crate::routing::registered_labels(pool),
+            // The record's labels: the pool's and, for a sized job, the job's sizing
+            // labels, so GitHub gives that job to this runner.
+            labels: if runner.labels.is_empty() {
+                crate::routing::registered_labels(pool)
+            } else {
+                runner.labels.clone()
+            },
             runner_group: pool.runner_group.clone(),
             work_folder: "_work".to_owned(),
         };
