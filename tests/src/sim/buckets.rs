@@ -28,6 +28,15 @@ pub const CORE_LIMIT: u64 = 5_000;
 pub const REGISTRATION_LIMIT: u64 = 10_000;
 const HOUR: Duration = Duration::from_secs(3600);
 
+/// The hourly limit of `resource`'s bucket.
+pub fn limit_of(resource: &str) -> u64 {
+    if resource == REGISTRATION {
+        REGISTRATION_LIMIT
+    } else {
+        CORE_LIMIT
+    }
+}
+
 /// The bucket a call spends: `route` has its numeric segments as `{id}`.
 pub fn resource_of(method: &str, route: &str) -> &'static str {
     let registers = route.ends_with("/actions/runners/generate-jitconfig")
@@ -75,7 +84,6 @@ type Spent = BTreeMap<(String, &'static str), (u64, u64)>;
 /// The buckets of every credential, in hours counted from the simulator's start.
 pub struct Buckets {
     started: Instant,
-    limits: BTreeMap<&'static str, u64>,
     /// (credential, resource) → (hour since start, calls in it).
     used: Mutex<Spent>,
     /// Resources spent for every credential until the hour ends ([`Buckets::exhaust_all`]).
@@ -86,7 +94,6 @@ impl Buckets {
     pub fn new(started: Instant) -> Buckets {
         Buckets {
             started,
-            limits: BTreeMap::from([(CORE, CORE_LIMIT), (REGISTRATION, REGISTRATION_LIMIT)]),
             used: Mutex::new(BTreeMap::new()),
             spent_for_all: Mutex::new(BTreeMap::new()),
         }
@@ -99,15 +106,11 @@ impl Buckets {
         (elapsed / HOUR.as_secs(), now + left_in_hour)
     }
 
-    fn limit(&self, resource: &'static str) -> u64 {
-        self.limits.get(resource).copied().unwrap_or(CORE_LIMIT)
-    }
-
     /// The bucket without spending from it.
     pub fn peek(&self, credential: &str, resource: &'static str) -> BucketState {
         let (hour, reset) = self.hour_and_reset();
         let used = if self.spent_for_all(resource, hour) {
-            self.limit(resource)
+            limit_of(resource)
         } else {
             let used = self.used.lock().unwrap_or_else(|e| e.into_inner());
             match used.get(&(credential.to_owned(), resource)) {
@@ -116,7 +119,7 @@ impl Buckets {
             }
         };
         BucketState {
-            limit: self.limit(resource),
+            limit: limit_of(resource),
             used,
             reset,
         }
@@ -129,7 +132,7 @@ impl Buckets {
         resource: &'static str,
     ) -> Result<BucketState, BucketState> {
         let (hour, reset) = self.hour_and_reset();
-        let limit = self.limit(resource);
+        let limit = limit_of(resource);
         if self.spent_for_all(resource, hour) {
             return Err(BucketState {
                 limit,
@@ -177,9 +180,10 @@ impl Buckets {
     }
 
     /// Uses up `resource` for `credential` until the hour ends (tests of exhaustion).
-    pub fn exhaust(&self, credential: &str, resource: &'static str) {
+    #[cfg(test)]
+    fn exhaust(&self, credential: &str, resource: &'static str) {
         let (hour, _) = self.hour_and_reset();
-        let limit = self.limit(resource);
+        let limit = limit_of(resource);
         let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());
         used.insert((credential.to_owned(), resource), (hour, limit));
     }

@@ -85,6 +85,7 @@ pub async fn intercept(State(sim): State<Arc<Shared>>, request: Request, next: N
         RestFate::Serve => sim.buckets.spend(&credential, resource),
         _ => Ok(sim.buckets.peek(&credential, resource)),
     };
+    let bucket_was_spent = fate == RestFate::Serve && spent.is_err();
     let response = match (fate, spent) {
         (RestFate::Serve, Ok(bucket)) => {
             let request = Request::from_parts(parts, Body::from(request_body.clone()));
@@ -100,16 +101,11 @@ pub async fn intercept(State(sim): State<Arc<Shared>>, request: Request, next: N
         }
         (RestFate::RateLimited { kind, until }, _) => rate_limited(kind, until, resource),
     };
-    let fault = match (fate, response.status()) {
-        (RestFate::ServerError(_), _) => json!("server_error"),
-        (RestFate::RateLimited { .. }, _) => json!("rate_limit"),
-        (RestFate::Serve, StatusCode::FORBIDDEN)
-            if response.headers().get("x-ratelimit-remaining")
-                == Some(&HeaderValue::from(0u64)) =>
-        {
-            json!("bucket_spent")
-        }
-        (RestFate::Serve, _) => Value::Null,
+    let fault = match fate {
+        RestFate::ServerError(_) => json!("server_error"),
+        RestFate::RateLimited { .. } => json!("rate_limit"),
+        RestFate::Serve if bucket_was_spent => json!("bucket_spent"),
+        RestFate::Serve => Value::Null,
     };
     let Some(recorder) = &sim.recorder else {
         return response;
@@ -190,7 +186,7 @@ fn rate_limited(kind: RateLimitKind, until: Instant, resource: &'static str) -> 
     let headers = response.headers_mut();
     let reset = time::OffsetDateTime::now_utc().unix_timestamp() as u64 + wait;
     if kind == RateLimitKind::Primary {
-        let limit = sim_limit(resource);
+        let limit = buckets::limit_of(resource);
         let bucket = BucketState {
             limit,
             used: limit,
@@ -210,15 +206,6 @@ fn bucket_spent(resource: &'static str, bucket: BucketState) -> Response {
     let mut response = (StatusCode::FORBIDDEN, Json(body)).into_response();
     add_bucket_headers(&mut response, resource, bucket);
     response
-}
-
-/// The limit of `resource`'s bucket, for a rate limit a fault imposes.
-fn sim_limit(resource: &'static str) -> u64 {
-    if resource == buckets::REGISTRATION {
-        buckets::REGISTRATION_LIMIT
-    } else {
-        buckets::CORE_LIMIT
-    }
 }
 
 fn add_bucket_headers(response: &mut Response, resource: &'static str, bucket: BucketState) {
