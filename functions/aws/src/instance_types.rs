@@ -47,15 +47,7 @@ impl TypeInfo {
         let name = info.instance_type()?.as_str().to_owned();
         let vcpus = info.v_cpu_info()?.default_v_cpus()?;
         let memory_mib = info.memory_info()?.size_in_mib()?;
-        let architectures = info
-            .processor_info()
-            .map(|p| {
-                p.supported_architectures()
-                    .iter()
-                    .map(|a| a.as_str().to_owned())
-                    .collect()
-            })
-            .unwrap_or_default();
+        let architectures = architectures(info);
         let accelerated = info.gpu_info().is_some()
             || info.fpga_info().is_some()
             || info.inference_accelerator_info().is_some()
@@ -74,6 +66,18 @@ impl TypeInfo {
                 || accelerated,
         })
     }
+}
+
+/// The architectures an instance type runs (`x86_64`, `arm64`), as EC2 describes it.
+pub fn architectures(info: &InstanceTypeInfo) -> Vec<String> {
+    info.processor_info()
+        .map(|p| {
+            p.supported_architectures()
+                .iter()
+                .map(|a| a.as_str().to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The instance family of a type name (`m7i-flex` of `m7i-flex.2xlarge`).

@@ -131,15 +131,7 @@ impl Ec2Port for AwsPorts {
                 Err(err) => return Err(aws("EC2", "DescribeInstanceTypes")(err)),
             };
             for info in described.instance_types() {
-                let architectures = info
-                    .processor_info()
-                    .map(|p| {
-                        p.supported_architectures()
-                            .iter()
-                            .map(|a| a.as_str().to_owned())
-                            .collect()
-                    })
-                    .unwrap_or_default();
+                let architectures = ephemera_aws::instance_types::architectures(info);
                 let vcpus = info
                     .v_cpu_info()
                     .and_then(|v| v.default_v_cpus())
