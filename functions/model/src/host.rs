@@ -176,15 +176,19 @@ const ASSIGNMENT: Stage = Stage {
     ),
 };
 
-/// ephemera's control plane on a quiet pool: the webhook, the queue, the scaler's claim
-/// and launch, then its registration while the instance boots.
-fn ephemera_control(latencies: &Latencies) -> Vec<Stage> {
-    let call = |name, track, latency| Stage {
+/// A call whose latency is the model's (assumed) call latency.
+fn call(name: &'static str, track: Track, latency: Latency) -> Stage {
+    Stage {
         name,
         track,
         latency,
         source: ASSUMED_CALLS,
-    };
+    }
+}
+
+/// ephemera's control plane on a quiet pool: the webhook, the queue, the scaler's claim
+/// and launch, then its registration while the instance boots.
+fn ephemera_control(latencies: &Latencies) -> Vec<Stage> {
     vec![
         WEBHOOK_DELIVERY,
         call(
@@ -252,12 +256,6 @@ pub fn stages(host: Host, latencies: &Latencies) -> Vec<Stage> {
 /// Amazon Linux 2023 AMI with its user data's installs, the runner from its S3 cache,
 /// the JIT config through SSM.
 pub fn peer_stages(latencies: &Latencies) -> Vec<Stage> {
-    let call = |name, track, latency| Stage {
-        name,
-        track,
-        latency,
-        source: ASSUMED_CALLS,
-    };
     vec![
         WEBHOOK_DELIVERY,
         call(
