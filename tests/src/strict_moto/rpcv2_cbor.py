@@ -14,6 +14,7 @@ body map with `__type` and `message`."""
 
 import io
 import json
+import re
 
 from botocore.loaders import Loader
 from botocore.model import ServiceModel
@@ -28,6 +29,32 @@ PROTOCOL = "rpc-v2-cbor"
 SERVICES = {"GraniteServiceVersion20100801": "cloudwatch"}
 
 _models = {}
+
+# GetMetricData as the CloudWatch API reference bounds it (API_GetMetricData.html,
+# API_MetricDataQuery.html, API_MetricStat.html), which moto does not check: at most 500
+# queries a call; an Id starts with a lowercase letter, then letters, digits and `_`, at
+# most 255 characters, unique in the call; a Period of 1, 5, 10, 20, 30 or a multiple
+# of 60 seconds.
+GET_METRIC_DATA_MAX_QUERIES = 500
+QUERY_ID = re.compile(r"^[a-z][a-zA-Z0-9_]{0,254}$")
+
+
+def get_metric_data_refusal(params):
+    """The ValidationError message AWS would answer `params` with, or None."""
+    queries = params.get("MetricDataQueries") or []
+    if len(queries) > GET_METRIC_DATA_MAX_QUERIES:
+        return f"The collection MetricDataQueries must not have a size greater than {GET_METRIC_DATA_MAX_QUERIES}."
+    ids = [query.get("Id", "") for query in queries]
+    for query_id in ids:
+        if not QUERY_ID.match(query_id):
+            return f"The value {query_id} for parameter MetricDataQueries.member.Id is invalid."
+    if len(set(ids)) != len(ids):
+        return "The values for parameter id in MetricDataQueries are not unique."
+    for query in queries:
+        period = (query.get("MetricStat") or {}).get("Period")
+        if period is not None and period not in (1, 5, 10, 20, 30) and period % 60:
+            return "The parameter MetricDataQueries.member.MetricStat.Period must be a multiple of 60."
+    return None
 
 
 def is_rpcv2_cbor(environ):
@@ -98,6 +125,10 @@ def handle(app, environ, start_response):
     raw = environ["wsgi.input"].read(length) if length else b""
     params = _parse(RpcV2CBORParser(), raw, operation.input_shape) if raw else {}
 
+    if operation_name == "GetMetricData":
+        refusal = get_metric_data_refusal(params)
+        if refusal:
+            return _cbor_error(start_response, "400 Bad Request", "ValidationError", refusal)
     request = JSONSerializer().serialize_to_request(params, operation)
     forwarded = dict(environ)
     forwarded["PATH_INFO"] = "/"
