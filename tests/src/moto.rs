@@ -28,6 +28,19 @@ pub struct Moto {
     child: Child,
 }
 
+/// Which server answered a readiness check.
+enum Ready {
+    Ours,
+    /// Another process holds the port (ours exited, or another moto answered).
+    Another,
+}
+
+/// The strict layer's `GET /strict-api/process`.
+#[derive(Deserialize)]
+struct StrictProcess {
+    pid: u32,
+}
+
 /// What the strict layer refused so far, and the lines it logged (Lambda's recursion
 /// stops).
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -64,7 +77,17 @@ pub fn free_port() -> anyhow::Result<u16> {
 
 impl Moto {
     /// Starts moto behind the strict layer and waits (at most 60 s) until it answers.
+    ///
+    /// A free port is only free when it is picked: another server started in between
+    /// may take it, and our moto then fails to bind while the other one answers on the
+    /// port. So the answer must come from our own process (its PID), or moto is started
+    /// again on another port, at most three times.
     pub async fn start() -> anyhow::Result<Moto> {
+        Moto::start_on(free_port).await
+    }
+
+    /// [`Moto::start`], on the ports `next_port` picks.
+    async fn start_on(mut next_port: impl FnMut() -> anyhow::Result<u16>) -> anyhow::Result<Moto> {
         let path = moto_server_path();
         if !path.exists() {
             bail!(
@@ -72,45 +95,66 @@ impl Moto {
                 path.display()
             );
         }
-        let port = free_port()?;
-        let python = path.with_file_name("python");
-        let child = Command::new(&python)
-            .args([
-                "-m",
-                "strict_moto",
-                "-H",
-                "127.0.0.1",
-                "-p",
-                &port.to_string(),
-            ])
-            .env("PYTHONPATH", STRICT_LAYER_DIR)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .with_context(|| format!("starting moto with {}", python.display()))?;
-        let moto = Moto {
-            endpoint: format!("http://127.0.0.1:{port}"),
-            child,
-        };
-        moto.wait_ready(Duration::from_secs(60)).await?;
-        Ok(moto)
+        let mut taken = Vec::new();
+        for _ in 0..3 {
+            let port = next_port()?;
+            let python = path.with_file_name("python");
+            let child = Command::new(&python)
+                .args([
+                    "-m",
+                    "strict_moto",
+                    "-H",
+                    "127.0.0.1",
+                    "-p",
+                    &port.to_string(),
+                ])
+                .env("PYTHONPATH", STRICT_LAYER_DIR)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .kill_on_drop(true)
+                .spawn()
+                .with_context(|| format!("starting moto with {}", python.display()))?;
+            let mut moto = Moto {
+                endpoint: format!("http://127.0.0.1:{port}"),
+                child,
+            };
+            match moto.wait_ready(Duration::from_secs(60)).await? {
+                Ready::Ours => return Ok(moto),
+                Ready::Another => taken.push(port),
+            }
+        }
+        bail!("moto could not bind a free port: ports {taken:?} were taken by other servers as it started")
     }
 
-    async fn wait_ready(&self, limit: Duration) -> anyhow::Result<()> {
+    /// Waits until a strict layer answers on the port, and says whether it is ours.
+    async fn wait_ready(&mut self, limit: Duration) -> anyhow::Result<Ready> {
         let started = Instant::now();
         let client = reqwest::Client::new();
-        let url = format!("{}/strict-api/settings", self.endpoint);
+        let url = format!("{}/strict-api/process", self.endpoint);
+        let ours = self.child.id();
         while started.elapsed() < limit {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return Ok(Ready::Another);
+            }
             if let Ok(response) = client.get(&url).send().await {
-                if response.status().is_success() {
-                    return Ok(());
+                if !response.status().is_success() {
+                    bail!(
+                        "{} answered {} for the strict layer's process: is it moto without the layer?",
+                        self.endpoint,
+                        response.status()
+                    );
                 }
-                bail!(
-                    "{} answered {} for the strict layer's settings: is it moto without the layer?",
-                    self.endpoint,
-                    response.status()
-                );
+                let process: StrictProcess = response.json().await.with_context(|| {
+                    format!(
+                        "{} answered the strict layer's process with no PID",
+                        self.endpoint
+                    )
+                })?;
+                return Ok(if Some(process.pid) == ours {
+                    Ready::Ours
+                } else {
+                    Ready::Another
+                });
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -175,5 +219,39 @@ impl Moto {
     /// Stops the server now (dropping does the same).
     pub async fn stop(mut self) {
         let _ = self.child.kill().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_port_another_moto_took_is_left_for_the_next_free_one() -> anyhow::Result<()> {
+        let first = Moto::start().await?;
+        let taken: u16 = first
+            .endpoint
+            .rsplit(':')
+            .next()
+            .unwrap_or_default()
+            .parse()?;
+        let mut ports = vec![taken, free_port()?].into_iter();
+        let second = Moto::start_on(|| ports.next().context("no port left")).await?;
+        assert_ne!(second.endpoint, first.endpoint);
+        // Each answers for itself: a setting changed on one is not seen on the other.
+        second
+            .set_strict(serde_json::json!({"dynamodb_transaction_in_flight_ms": 7}))
+            .await?;
+        assert_ne!(
+            first.strict_settings().await?["dynamodb_transaction_in_flight_ms"],
+            7
+        );
+        let mut only_taken = std::iter::repeat(taken);
+        let refused = Moto::start_on(|| Ok(only_taken.next().unwrap_or(taken)))
+            .await
+            .err()
+            .context("three taken ports must fail")?;
+        assert!(refused.to_string().contains("were taken"), "{refused}");
+        Ok(())
     }
 }

@@ -3,11 +3,13 @@
     GET  /strict-api/settings        the settings in force (JSON)
     POST /strict-api/settings        change some of them ({"key": value, ...})
     GET  /strict-api/stats           {"refusals": {kind: count}, "log": [line, ...]}
+    GET  /strict-api/process         {"pid": n}: which process answers on this port
     POST /strict-api/clock           {"pause": true} | {"pause": false} | {"advance_ms": n}
 
 `POST /moto-api/reset` also resets the layer (settings as at start-up, no counts)."""
 
 import json
+import os
 
 from .core import STATE, SettingsError, checked_settings, read_body
 
@@ -54,6 +56,8 @@ def handle(environ, start_response):
     path = environ.get("PATH_INFO", "")
     if path == "/strict-api/settings":
         return settings(environ, start_response)
+    if path == "/strict-api/process":
+        return answer(start_response, "200 OK", {"pid": os.getpid()})
     if path == "/strict-api/stats":
         return answer(start_response, "200 OK", STATE.stats())
     if path == "/strict-api/clock" and environ["REQUEST_METHOD"] == "POST":
