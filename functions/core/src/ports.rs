@@ -13,6 +13,9 @@ use secrecy::SecretString;
 use std::time::Duration;
 use time::OffsetDateTime;
 
+mod tokens;
+pub use tokens::{fingerprint_of, SharedToken, TokenShelf};
+
 /// An error from below that callers do not branch on, kept with its cause.
 pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
 

@@ -6,7 +6,7 @@
 
 use crate::auth::{AppKey, KeySlot, TokenCache};
 use crate::retry::RetryPolicy;
-use ephemera_core::ports::AppKeySource;
+use ephemera_core::ports::{AppKeySource, TokenShelf};
 use secrecy::SecretString;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -82,6 +82,10 @@ pub struct GitHubApp {
     pub(crate) retry: RetryPolicy,
     pub(crate) clock: Clock,
     pub(crate) tokens: TokenCache,
+    /// Installation tokens shared with the deployment's other processes, if wired.
+    pub(crate) shelf: Option<Arc<dyn TokenShelf>>,
+    /// The App's id, which the shelf keys its tokens by.
+    pub(crate) app_id: u64,
     /// Installation ids found by owner (and repository), lower-cased.
     pub(crate) installations: Mutex<HashMap<(String, Option<String>), u64>>,
     /// Runner-group ids by name, per organization (lower-cased).
@@ -112,6 +116,8 @@ impl GitHubApp {
             retry: config.retry,
             clock: Arc::new(OffsetDateTime::now_utc),
             tokens: TokenCache::default(),
+            shelf: None,
+            app_id: config.app_id,
             installations: Mutex::default(),
             runner_groups: Mutex::default(),
             accounting: Accounting::default(),
@@ -131,6 +137,14 @@ impl GitHubApp {
     /// rotated key), and retries that call once with the new key.
     pub fn with_key_source(mut self, source: Arc<dyn AppKeySource>) -> GitHubApp {
         self.key = self.key.with_source(source);
+        self
+    }
+
+    /// Shares installation tokens through `shelf` with the deployment's other processes:
+    /// a token is taken from it before one is minted, and a minted one is put on it
+    /// ([`crate::auth`]).
+    pub fn with_token_shelf(mut self, shelf: Arc<dyn TokenShelf>) -> GitHubApp {
+        self.shelf = Some(shelf);
         self
     }
 

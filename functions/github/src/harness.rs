@@ -45,6 +45,15 @@ impl Harness {
         Harness { app, clock, stub }
     }
 
+    /// Another process's client of the same App and the same clock, on the same stub.
+    pub(crate) fn another_app(&self) -> GitHubApp {
+        let key = SecretString::from(PRIVATE_KEY.to_owned());
+        let now = self.clock.clone();
+        GitHubApp::new(GitHubAppConfig::new(format!("{}/", self.stub.url), 4242, key))
+            .expect("app")
+            .with_clock(move || *now.lock().expect("clock"))
+    }
+
     pub(crate) fn advance(&self, by: time::Duration) {
         *self.clock.lock().expect("clock") += by;
     }

@@ -42,6 +42,8 @@ mod harness;
 mod stub;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod shelf_tests;
 
 pub use app::AppDescription;
 pub use auth::KEY_REREAD_GAP;

@@ -21,6 +21,7 @@ mod intercept;
 mod jit_store;
 mod queue;
 mod store;
+mod tokens;
 
 pub use deliveries::MemoryDeliveries;
 pub use fleet::{FakeFleet, FleetFailure};
@@ -28,6 +29,7 @@ pub use forge::{FakeForge, ForgeCalls, ForgeFailure};
 pub use intercept::{Arg, Call, Conflicted, CrashSwitch, Hook, Intercept, IntoArg, Refusal};
 pub use jit_store::MemoryJitStore;
 pub use queue::MemoryQueue;
+pub use tokens::{MemoryTokenShelf, ShelfCalls};
 pub use store::{MemoryStore, StoreOp};
 
 use std::sync::{Mutex, MutexGuard, PoisonError};

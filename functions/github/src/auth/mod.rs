@@ -8,14 +8,18 @@
 //! ([`GitHubApp::as_installation`]); [`crate::http`] only sends them with the bearer it
 //! is given.
 //!
+//! Tokens are also shared across the deployment's processes through a [`shelf`], when
+//! one is wired: a process takes the shelved token before it mints one.
+//!
 //! A refused token: when GitHub answers 401 to a call made with an installation token
-//! (revoked, or expired early), the token is dropped and the call made once more with a
-//! new one.
+//! (revoked, or expired early), the token is dropped (here and from the shelf) and the
+//! call made once more with a new one, never the refused one again.
 //!
 //! A rotated key is [`key`]'s: the App JWT's signing key, read again from its
 //! [`AppKeySource`](ephemera_core::ports::AppKeySource) when GitHub refuses it.
 
 mod key;
+mod shelf;
 
 pub use key::KEY_REREAD_GAP;
 pub(crate) use key::{AppKey, KeySlot};
@@ -23,7 +27,7 @@ pub(crate) use key::{AppKey, KeySlot};
 use crate::client::{lock, GitHubApp};
 use crate::http::{Call, Endpoint, Reply};
 use ephemera_core::ports::ForgeError;
-use secrecy::SecretString;
+use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -32,7 +36,7 @@ use tracing::{debug, warn};
 
 /// A cached token is replaced this long before it expires, so no call carries a token
 /// that expires in flight.
-const TOKEN_REFRESH_MARGIN: Duration = Duration::minutes(5);
+pub(crate) const TOKEN_REFRESH_MARGIN: Duration = Duration::minutes(5);
 
 const ACCESS_TOKEN: Endpoint = Endpoint::new("access_token", &[]);
 const INSTALLATION: Endpoint = Endpoint::new("installation", &[]);
@@ -132,7 +136,7 @@ impl GitHubApp {
         endpoint: &Endpoint,
         call: &Call,
     ) -> Result<Reply, ForgeError> {
-        let token = self.installation_token(installation_id).await?;
+        let token = self.installation_token(installation_id, None).await?;
         match self.send(endpoint, call, &token).await {
             Err(ForgeError::Unauthorized) => {
                 warn!(
@@ -141,26 +145,40 @@ impl GitHubApp {
                     "token refused; fetching a new one"
                 );
                 self.tokens.forget(installation_id);
-                let token = self.installation_token(installation_id).await?;
+                self.withdraw_shared(installation_id, &token).await;
+                let token = self
+                    .installation_token(installation_id, Some(&token))
+                    .await?;
                 self.send(endpoint, call, &token).await
             }
             other => other,
         }
     }
 
-    /// A usable token for the installation: cached, or fetched and cached.
+    /// A usable token for the installation, never `refused`: cached in this process,
+    /// else shared by another process of the deployment ([`shelf`]), else minted (and
+    /// then cached and shared).
     pub(crate) async fn installation_token(
         &self,
         installation_id: u64,
+        refused: Option<&SecretString>,
     ) -> Result<SecretString, ForgeError> {
-        if let Some(token) = self.tokens.get(installation_id, self.now()) {
+        let usable = |token: &SecretString| {
+            refused.is_none_or(|refused| refused.expose_secret() != token.expose_secret())
+        };
+        if let Some(token) = self.tokens.get(installation_id, self.now()).filter(usable) {
             return Ok(token);
         }
         let fetch_lock = self.tokens.fetch_lock(installation_id);
         let _fetching = fetch_lock.lock().await;
         // Another task may have fetched it while this one waited.
-        if let Some(token) = self.tokens.get(installation_id, self.now()) {
+        if let Some(token) = self.tokens.get(installation_id, self.now()).filter(usable) {
             return Ok(token);
+        }
+        if let Some(shared) = self.shared_token(installation_id, refused).await {
+            self.tokens
+                .put(installation_id, shared.token.clone(), shared.expires_at);
+            return Ok(shared.token);
         }
         let call = Call::post(format!(
             "/app/installations/{installation_id}/access_tokens"
@@ -184,6 +202,8 @@ impl GitHubApp {
         debug!(installation_id, expires_at = %fresh.expires_at, "installation token issued");
         self.tokens
             .put(installation_id, fresh.token.clone(), fresh.expires_at);
+        self.shelve_shared(installation_id, &fresh.token, fresh.expires_at)
+            .await;
         Ok(fresh.token)
     }
 
