@@ -13,6 +13,7 @@ mod kills;
 mod local;
 mod local_world;
 mod redelivery;
+mod shared_token;
 mod sizing;
 mod unrouted;
 mod views;

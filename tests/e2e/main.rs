@@ -8,6 +8,7 @@ mod aws_jit;
 mod aws_queue;
 mod aws_stamps;
 mod aws_store;
+mod aws_tokens;
 mod burst;
 mod cli;
 mod doctor;

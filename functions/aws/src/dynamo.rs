@@ -154,7 +154,7 @@ fn is_throttling(code: Option<&str>) -> bool {
 }
 
 /// Maps a failed request onto the port's error, keeping it as the cause.
-fn store_error<E, R>(err: SdkError<E, R>) -> StoreError
+pub(crate) fn store_error<E, R>(err: SdkError<E, R>) -> StoreError
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
     R: std::fmt::Debug + Send + Sync + 'static,

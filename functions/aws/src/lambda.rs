@@ -162,6 +162,14 @@ impl LambdaEnv {
         ))
     }
 
+    /// The installation tokens shared by the deployment's processes, in the table.
+    pub fn token_shelf(&self) -> anyhow::Result<crate::token_shelf::DynamoTokenShelf> {
+        Ok(crate::token_shelf::DynamoTokenShelf::new(
+            aws_sdk_dynamodb::Client::new(&self.sdk),
+            self.var(TABLE)?,
+        ))
+    }
+
     /// Where the webhook records jobs no pool takes: the table, when `EPHEMERA_TABLE`
     /// is set (it is optional for the webhook, which otherwise never reads it).
     pub fn unrouted_jobs(&self) -> Option<crate::DynamoUnroutedJobs> {

@@ -31,6 +31,7 @@ pub mod secrets;
 pub mod sqs;
 pub mod stack;
 pub mod tags;
+pub mod token_shelf;
 pub mod unrouted;
 
 pub use client::{sdk_config, AwsSettings};

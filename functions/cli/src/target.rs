@@ -14,6 +14,7 @@ use anyhow::Context;
 use aws_config::SdkConfig;
 use clap::Args;
 use ephemera_aws::stack::{self, StackOutputs};
+use ephemera_aws::token_shelf::DynamoTokenShelf;
 use ephemera_aws::{AwsSettings, DynamoRunnerStore};
 use ephemera_core::config::Config;
 use ephemera_github::{GitHubApp, GitHubAppConfig};
@@ -355,6 +356,15 @@ impl Deployment {
                         .context(format!("GitHub App key {}", key_file.display())),
                 )
             })?;
+        // The deployment's shared installation token, when its table is known; without
+        // one the CLI mints its own.
+        let app = match self.table_if_known().await {
+            Ok(Some(table)) => app.with_token_shelf(std::sync::Arc::new(DynamoTokenShelf::new(
+                aws_sdk_dynamodb::Client::new(&self.sdk),
+                table,
+            ))),
+            _ => app,
+        };
         Ok(app)
     }
 }

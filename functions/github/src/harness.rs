@@ -49,9 +49,13 @@ impl Harness {
     pub(crate) fn another_app(&self) -> GitHubApp {
         let key = SecretString::from(PRIVATE_KEY.to_owned());
         let now = self.clock.clone();
-        GitHubApp::new(GitHubAppConfig::new(format!("{}/", self.stub.url), 4242, key))
-            .expect("app")
-            .with_clock(move || *now.lock().expect("clock"))
+        GitHubApp::new(GitHubAppConfig::new(
+            format!("{}/", self.stub.url),
+            4242,
+            key,
+        ))
+        .expect("app")
+        .with_clock(move || *now.lock().expect("clock"))
     }
 
     pub(crate) fn advance(&self, by: time::Duration) {

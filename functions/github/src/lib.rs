@@ -39,11 +39,11 @@ mod retry;
 #[cfg(test)]
 mod harness;
 #[cfg(test)]
+mod shelf_tests;
+#[cfg(test)]
 mod stub;
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod shelf_tests;
 
 pub use app::AppDescription;
 pub use auth::KEY_REREAD_GAP;

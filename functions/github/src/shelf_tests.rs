@@ -59,7 +59,11 @@ async fn a_shelved_token_near_its_expiry_is_never_used() {
     assert_eq!(bearers(&h), ["tok-1"]);
     assert_eq!(h.stub.count("POST", TOKENS), 1);
     let held = shelf.shelved(4242, 7).expect("shelved");
-    assert_eq!(held.token.expose_secret(), "tok-1", "the fresh one replaced it");
+    assert_eq!(
+        held.token.expose_secret(),
+        "tok-1",
+        "the fresh one replaced it"
+    );
 }
 
 #[tokio::test]
@@ -121,5 +125,9 @@ async fn a_failing_shelf_leaves_the_process_minting_its_own() {
     app.get_runner(&org(), 5).await.expect("runner");
     app.get_runner(&org(), 5).await.expect("runner");
     assert_eq!(h.stub.count("POST", TOKENS), 1);
-    assert_eq!(shelf.calls().failed, 2, "one read and one shelve, both failed");
+    assert_eq!(
+        shelf.calls().failed,
+        2,
+        "one read and one shelve, both failed"
+    );
 }

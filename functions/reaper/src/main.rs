@@ -40,6 +40,7 @@ fn build(env: &LambdaEnv, sources: &Sources) -> anyhow::Result<Reaper> {
     let forge = GitHubApp::new(GitHubAppConfig::of(&config.github, sources.app_key(env)?))
         .map_err(|err| env.unusable_app_key(err))?
         .with_key_source(env.app_key_source()?)
+        .with_token_shelf(Arc::new(env.token_shelf()?))
         .with_metrics(metrics.clone());
     let forge = Arc::new(forge);
     let store = Arc::new(env.store()?);

@@ -33,6 +33,8 @@ pub struct LocalOptions {
     pub pickup_delay: Duration,
     /// `--reaper-interval`.
     pub reaper_interval: &'static str,
+    /// `--only` parts of the world's process; all three when empty.
+    pub only: Vec<&'static str>,
 }
 
 impl Default for LocalOptions {
@@ -42,6 +44,7 @@ impl Default for LocalOptions {
             job_duration: Duration::from_secs(1),
             pickup_delay: Duration::from_millis(500),
             reaper_interval: "2s",
+            only: Vec::new(),
         }
     }
 }
@@ -52,6 +55,7 @@ pub struct LocalWorld {
     pub config: Config,
     config_path: PathBuf,
     reaper_interval: &'static str,
+    only: Vec<&'static str>,
     /// The webhook listener's port, the same for every start.
     pub port: u16,
     /// Every start's output, one after another.
@@ -91,6 +95,7 @@ impl LocalWorld {
             config,
             config_path,
             reaper_interval: options.reaper_interval,
+            only: options.only,
             port,
             log_path,
             process: None,
@@ -112,31 +117,8 @@ impl LocalWorld {
         let log = std::fs::OpenOptions::new()
             .append(true)
             .open(&self.log_path)?;
-        let key = workspace_path("tests/fixtures/github-app-test-key.pem");
-        let child = Command::new(assert_cmd::cargo::cargo_bin("ephemera"))
-            .current_dir(workspace_path(""))
-            .args([
-                "local",
-                "--bootstrap",
-                "--reaper-interval",
-                self.reaper_interval,
-            ])
-            .arg("--config")
-            .arg(&self.config_path)
-            .args(["--listen", &format!("127.0.0.1:{}", self.port)])
-            .args(["--github-api-url", &self.sim.url, "--github-app-key"])
-            .arg(&key)
-            .env("AWS_ENDPOINT_URL", &self.moto.endpoint)
-            .env("AWS_ACCESS_KEY_ID", "testing")
-            .env("AWS_SECRET_ACCESS_KEY", "testing")
-            .env("AWS_REGION", "us-east-1")
-            .env("EPHEMERA_WEBHOOK_SECRET", WEBHOOK_SECRET)
-            .env("NO_COLOR", "1")
-            .env("RUST_LOG", "info,ephemera_cli=debug")
-            .stdout(Stdio::from(log.try_clone()?))
-            .stderr(Stdio::from(log))
-            .kill_on_drop(true)
-            .spawn()?;
+        let only = self.only.clone();
+        let child = self.command(&only, log)?.spawn()?;
         self.process = Some(child);
         let started = Instant::now();
         while tokio::net::TcpStream::connect(("127.0.0.1", self.port))
@@ -159,6 +141,54 @@ impl LocalWorld {
         }
         self.sim.set_webhook_url(self.webhook_url());
         Ok(())
+    }
+
+    /// `ephemera local` on this world with the `--only` parts `only`, its output appended
+    /// to `log`.
+    fn command(&self, only: &[&str], log: std::fs::File) -> anyhow::Result<Command> {
+        let key = workspace_path("tests/fixtures/github-app-test-key.pem");
+        let mut command = Command::new(assert_cmd::cargo::cargo_bin("ephemera"));
+        command
+            .current_dir(workspace_path(""))
+            .args([
+                "local",
+                "--bootstrap",
+                "--reaper-interval",
+                self.reaper_interval,
+            ])
+            .arg("--config")
+            .arg(&self.config_path)
+            .args(["--listen", &format!("127.0.0.1:{}", self.port)])
+            .args(["--github-api-url", &self.sim.url, "--github-app-key"])
+            .arg(&key)
+            .env("AWS_ENDPOINT_URL", &self.moto.endpoint)
+            .env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", "testing")
+            .env("AWS_REGION", "us-east-1")
+            .env("EPHEMERA_WEBHOOK_SECRET", WEBHOOK_SECRET)
+            .env("NO_COLOR", "1")
+            .env("RUST_LOG", "info,ephemera_cli=debug")
+            .stdout(Stdio::from(log.try_clone()?))
+            .stderr(Stdio::from(log))
+            .kill_on_drop(true);
+        for part in only {
+            command.args(["--only", part]);
+        }
+        Ok(command)
+    }
+
+    /// A second process on the same world, running the `--only` parts `only` (without
+    /// the webhook, which holds the port), its output in `log`; stopped when dropped.
+    pub fn spawn_other(&self, only: &[&str], log: &std::path::Path) -> anyhow::Result<Child> {
+        anyhow::ensure!(
+            !only.contains(&"webhook"),
+            "the world's process holds the port"
+        );
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)?;
+        Ok(self.command(only, file)?.spawn()?)
     }
 
     /// SIGKILL: no shutdown, no flush, whatever the process was in the middle of.

@@ -97,6 +97,44 @@ async fn template_posture_holds() -> anyhow::Result<()> {
     each_function_has_its_own_role(&template)?;
     user_data_is_the_bootstrap_script(&template)?;
     webhook_writes_only_unrouted_items(&template)?;
+    only_the_scaler_and_reaper_read_the_table(&template)?;
+    Ok(())
+}
+
+/// The runners table holds the shared installation token (`TOKEN#` items): no role of
+/// the stack but the scaler's and the reaper's may read any item of it (a read action on
+/// the table, its indexes, or any resource).
+fn only_the_scaler_and_reaper_read_the_table(template: &Value) -> anyhow::Result<()> {
+    const READS: [&str; 6] = [
+        "dynamodb:GetItem",
+        "dynamodb:BatchGetItem",
+        "dynamodb:Query",
+        "dynamodb:Scan",
+        "dynamodb:TransactGetItems",
+        "dynamodb:PartiQLSelect",
+    ];
+    let mut readers = Vec::new();
+    for (role, statement) in role_statements(template) {
+        if statement["Effect"] != "Allow" {
+            continue;
+        }
+        let reads = actions(statement)
+            .iter()
+            .any(|a| READS.contains(a) || a.ends_with(":*") || a.contains("Get*"));
+        let resources = statement["Resource"].to_string();
+        let on_table = resources.contains(r#"["Table","Arn"]"#)
+            || resources.contains("${Table.Arn}")
+            || resources.contains(r#""*""#);
+        if reads && on_table {
+            readers.push(role);
+        }
+    }
+    readers.sort();
+    readers.dedup();
+    ensure!(
+        readers == ["ReaperRole", "ScalerRole"],
+        "roles that may read the runners table: {readers:?}"
+    );
     Ok(())
 }
 

@@ -29,8 +29,8 @@ pub use forge::{FakeForge, ForgeCalls, ForgeFailure};
 pub use intercept::{Arg, Call, Conflicted, CrashSwitch, Hook, Intercept, IntoArg, Refusal};
 pub use jit_store::MemoryJitStore;
 pub use queue::MemoryQueue;
-pub use tokens::{MemoryTokenShelf, ShelfCalls};
 pub use store::{MemoryStore, StoreOp};
+pub use tokens::{MemoryTokenShelf, ShelfCalls};
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 

@@ -82,7 +82,10 @@ impl TokenShelf for MemoryTokenShelf {
         self.count(|c| &mut c.shelves)?;
         let mut tokens = lock(&self.tokens);
         let key = (app_id, installation_id);
-        if tokens.get(&key).is_none_or(|held| held.expires_at < token.expires_at) {
+        if tokens
+            .get(&key)
+            .is_none_or(|held| held.expires_at < token.expires_at)
+        {
             tokens.insert(key, token.clone());
         }
         Ok(())

@@ -30,7 +30,10 @@ impl GitHubApp {
         let was_refused =
             refused.is_some_and(|refused| refused.expose_secret() == shared.token.expose_secret());
         if expired || was_refused {
-            debug!(installation_id, expired, was_refused, "shared installation token not used");
+            debug!(
+                installation_id,
+                expired, was_refused, "shared installation token not used"
+            );
             return None;
         }
         debug!(installation_id, expires_at = %shared.expires_at, "installation token taken from the shelf");

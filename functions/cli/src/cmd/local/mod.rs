@@ -16,6 +16,7 @@ pub use loops::{drain_queue, reap_every, webhook_router};
 
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
+use ephemera_aws::token_shelf::DynamoTokenShelf;
 use ephemera_aws::{
     AwsSettings, DynamoJitConfigs, DynamoRunnerStore, DynamoUnroutedJobs, Ec2Fleet, SqsJobQueue,
 };
@@ -181,7 +182,12 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
         tasks.spawn(async move { axum::serve(listener, app).await.context("webhook listener") });
     }
     if parts.contains(&Part::Scaler) || parts.contains(&Part::Reaper) {
-        let forge = Arc::new(github_app(&config, &args)?.with_metrics(metrics.clone()));
+        let shelf = DynamoTokenShelf::new(aws_sdk_dynamodb::Client::new(&sdk), &table);
+        let forge = Arc::new(
+            github_app(&config, &args)?
+                .with_token_shelf(Arc::new(shelf))
+                .with_metrics(metrics.clone()),
+        );
         let store = Arc::new(DynamoRunnerStore::new(
             aws_sdk_dynamodb::Client::new(&sdk),
             table,
