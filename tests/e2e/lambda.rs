@@ -5,6 +5,7 @@
 
 mod cold_start;
 mod follow;
+mod interruptions;
 mod lease;
 mod recursion;
 mod rotation;

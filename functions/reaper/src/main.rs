@@ -6,7 +6,7 @@ use ephemera_aws::lambda::{
     cold_start, init_tracing, metrics, LambdaEnv, GITHUB_KEY_SECRET_ID, REAPER_VARS,
 };
 use ephemera_aws::reload::{Reloading, Sources};
-use ephemera_core::handlers::reaper::Reaper;
+use ephemera_core::handlers::reaper::{InstanceEvent, Reaper};
 use ephemera_github::{GitHubApp, GitHubAppConfig};
 use lambda_runtime::{service_fn, Error, LambdaEvent};
 use std::sync::Arc;
@@ -62,6 +62,16 @@ async fn handle(
     event: LambdaEvent<serde_json::Value>,
 ) -> Result<serde_json::Value, Error> {
     let reaper = reaper.handler().await;
+    // EC2's events (EventBridge rules of the stack) come to the same function as its
+    // schedule; each is one instance's news, handled on its own.
+    if let Some(instance_event) =
+        InstanceEvent::from_eventbridge(&event.payload).map_err(Error::from)?
+    {
+        let outcome = reaper
+            .on_instance_event(&instance_event, time::OffsetDateTime::now_utc())
+            .await?;
+        return Ok(serde_json::json!({ "instance_event": outcome }));
+    }
     let left = event
         .context
         .deadline()

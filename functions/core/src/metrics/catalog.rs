@@ -65,6 +65,8 @@ pub enum Dimension {
     /// GitHub's rate-limit bucket an answer spent, as its `x-ratelimit-resource` names
     /// it: `core`, `actions_runner_registration`.
     Resource,
+    /// An EC2 instance type, e.g. `m7i.large` (`unknown` when the record has none).
+    InstanceType,
 }
 
 impl Dimension {
@@ -81,6 +83,7 @@ impl Dimension {
             Dimension::Status => "Status",
             Dimension::Repository => "Repository",
             Dimension::Resource => "Resource",
+            Dimension::InstanceType => "InstanceType",
         }
     }
 }
@@ -143,10 +146,14 @@ pub enum Metric {
     /// Requests the webhook refused, by reason (`crate::screen::Rejection::reason`):
     /// `no_signature`, `bad_signature`, `too_large`, `unknown_event`.
     WebhookRejected,
+    /// Spot interruption warnings EC2 sent for the deployment's runners, by pool and
+    /// instance type.
+    SpotInterruptions,
 }
 
 use Dimension::{
-    Deployment, Endpoint, Kind, Mode, Outcome, Pool, Reason, Repository, Resource, Status,
+    Deployment, Endpoint, InstanceType, Kind, Mode, Outcome, Pool, Reason, Repository, Resource,
+    Status,
 };
 
 const BY_POOL: &[Dimension] = &[Deployment, Pool];
@@ -187,7 +194,7 @@ const fn seconds(name: &'static str) -> Spec {
 
 impl Metric {
     /// Every metric, for tests and documentation.
-    pub const ALL: [Metric; 20] = [
+    pub const ALL: [Metric; 21] = [
         Metric::JobsQueued,
         Metric::JobsUnrouted,
         Metric::RunnersLaunched,
@@ -208,6 +215,7 @@ impl Metric {
         Metric::Redeliveries,
         Metric::RedeliveriesGivenUp,
         Metric::WebhookRejected,
+        Metric::SpotInterruptions,
     ];
 
     fn spec(self) -> Spec {
@@ -229,6 +237,9 @@ impl Metric {
             Metric::Redeliveries => count("Redeliveries", &[Deployment]),
             Metric::RedeliveriesGivenUp => count("RedeliveriesGivenUp", &[Deployment, Reason]),
             Metric::WebhookRejected => count("WebhookRejected", &[Deployment, Reason]),
+            Metric::SpotInterruptions => {
+                count("SpotInterruptions", &[Deployment, Pool, InstanceType])
+            }
             Metric::GitHubCalls => count("GitHubCalls", &[Deployment, Endpoint, Outcome]),
             Metric::GitHubRateLimitRemaining => Spec {
                 aggregation: Aggregation::Samples,

@@ -22,6 +22,7 @@ mod counters;
 mod decide;
 mod delete;
 mod failed_events;
+mod interruptions;
 mod jobs;
 mod lease;
 mod orphans;
@@ -35,6 +36,10 @@ pub use decide::{
     JOB_CHECK_INTERVAL, JOB_RECHECK, QUEUED_GRACE, WARM_STALL,
 };
 pub use failed_events::REFUSED_ASKS;
+pub use interruptions::{
+    was_interrupted, InstanceEvent, InstanceEventKind, InstanceEventOutcome, INTERRUPTION_NOTE,
+    SPOT_INTERRUPTION_WARNING, STATE_CHANGE,
+};
 pub use lease::{LEASE_MARGIN, REAPER_LEASE};
 
 use crate::config::Config;
@@ -354,6 +359,8 @@ enum Step {
 
 #[cfg(test)]
 mod failed_events_tests;
+#[cfg(test)]
+mod interruptions_tests;
 #[cfg(test)]
 mod reconcile_tests;
 #[cfg(test)]

@@ -169,8 +169,17 @@ impl Scaler {
             };
             self.on_in_progress(&in_progress, clock).await?;
         }
-        let to_delete = Transition::new(runner.status, PendingDelete, clock.now())
-            .because(format!("job {} completed", message.job_id));
+        // GitHub fails the job of a reclaimed spot instance, often before EC2 reports the
+        // termination: the reason keeps the interruption in sight.
+        let reason = if crate::handlers::reaper::was_interrupted(&runner) {
+            format!(
+                "job {} ended by a spot interruption: EC2 reclaimed the instance",
+                message.job_id
+            )
+        } else {
+            format!("job {} completed", message.job_id)
+        };
+        let to_delete = Transition::new(runner.status, PendingDelete, clock.now()).because(reason);
         match self.store.transition(name, &to_delete).await {
             Ok(_) => {
                 info!(job_id = message.job_id, runner = %name, "runner to be reaped");
