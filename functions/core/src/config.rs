@@ -17,8 +17,10 @@ mod github_limits;
 mod locate;
 pub mod ranges;
 mod sizing;
+mod spot_breaker;
 mod template_version;
 pub use sizing::SizingPolicy;
+pub use spot_breaker::SpotBreaker;
 use template_version::template_version_problem;
 
 pub use ranges::parse_duration;
@@ -102,6 +104,9 @@ pub struct PoolConfig {
     pub ami: Option<String>,
     #[serde(default)]
     pub spot: bool,
+    /// When interruptions spike, launches go on-demand for a while.
+    #[serde(default)]
+    pub spot_breaker: SpotBreaker,
     #[serde(default = "default_runner_group")]
     pub runner_group: String,
     #[serde(default = "default_bootstrap_timeout", deserialize_with = "duration")]
@@ -311,6 +316,8 @@ impl Config {
                 problems.push((at("name"), message));
             }
             problems.extend(pool.problems().into_iter().map(|(f, m)| (at(f), m)));
+            let breaker = pool.spot_breaker.problems();
+            problems.extend(breaker.into_iter().map(|(f, m)| (at(f), m)));
             let sizing = sizing::pool_problems(pool);
             problems.extend(sizing.into_iter().map(|(f, m)| (at(&f), m)));
             let limits = github_limits::pool_problems(self, i);

@@ -26,6 +26,7 @@
 //! - [`backoff`], [`names`], [`clock`]: small pieces used by the handlers.
 
 pub mod backoff;
+pub mod breaker;
 pub mod clock;
 pub mod config;
 pub mod handlers;

@@ -14,6 +14,7 @@
 //! [`Intercept`] wraps any port, fake or real, and hands each call to a [`Hook`] before
 //! and after it: the one way tests add crashes, refusals, latency or watches to a port.
 
+mod breaker;
 mod deliveries;
 mod fleet;
 mod forge;
@@ -23,6 +24,7 @@ mod queue;
 mod store;
 mod tokens;
 
+pub use breaker::MemorySpotBreakers;
 pub use deliveries::MemoryDeliveries;
 pub use fleet::{FakeFleet, FleetFailure};
 pub use forge::{FakeForge, ForgeCalls, ForgeFailure};

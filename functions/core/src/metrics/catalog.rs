@@ -149,6 +149,8 @@ pub enum Metric {
     /// Spot interruption warnings EC2 sent for the deployment's runners, by pool and
     /// instance type.
     SpotInterruptions,
+    /// A pool's spot circuit breaker opened: its launches go on-demand for its cool-down.
+    SpotBreakerOpened,
 }
 
 use Dimension::{
@@ -194,7 +196,7 @@ const fn seconds(name: &'static str) -> Spec {
 
 impl Metric {
     /// Every metric, for tests and documentation.
-    pub const ALL: [Metric; 21] = [
+    pub const ALL: [Metric; 22] = [
         Metric::JobsQueued,
         Metric::JobsUnrouted,
         Metric::RunnersLaunched,
@@ -216,6 +218,7 @@ impl Metric {
         Metric::RedeliveriesGivenUp,
         Metric::WebhookRejected,
         Metric::SpotInterruptions,
+        Metric::SpotBreakerOpened,
     ];
 
     fn spec(self) -> Spec {
@@ -237,6 +240,7 @@ impl Metric {
             Metric::Redeliveries => count("Redeliveries", &[Deployment]),
             Metric::RedeliveriesGivenUp => count("RedeliveriesGivenUp", &[Deployment, Reason]),
             Metric::WebhookRejected => count("WebhookRejected", &[Deployment, Reason]),
+            Metric::SpotBreakerOpened => count("SpotBreakerOpened", BY_POOL),
             Metric::SpotInterruptions => {
                 count("SpotInterruptions", &[Deployment, Pool, InstanceType])
             }

@@ -152,6 +152,8 @@ impl Reaper {
                     1.0,
                 );
                 warn!(%runner, pool = %record.pool, instance_id = %event.instance_id, %action, instance_type, "spot interruption warning: the runner's job will fail");
+                self.count_for_breaker(&record, &event.instance_id, now)
+                    .await?;
                 Ok(InstanceEventOutcome::WarningRecorded { runner })
             }
             InstanceEventKind::StateChange { state } if state == "terminated" => {
@@ -179,6 +181,36 @@ impl Reaper {
             }
             InstanceEventKind::StateChange { .. } => Ok(InstanceEventOutcome::Nothing { runner }),
         }
+    }
+
+    /// Counts the interruption for the pool's spot circuit breaker, and opens it when
+    /// the pool's interruptions spike.
+    async fn count_for_breaker(
+        &self,
+        record: &RunnerRecord,
+        instance_id: &str,
+        now: OffsetDateTime,
+    ) -> Result<(), StoreError> {
+        let Some(breakers) = &self.breakers else {
+            return Ok(());
+        };
+        let Some(pool) = self.config.pools.iter().find(|p| p.name == record.pool) else {
+            return Ok(());
+        };
+        let breaker = &pool.spot_breaker;
+        let state = breakers
+            .note_interruption(&pool.name, instance_id, now, now - breaker.within)
+            .await?;
+        if let Some(until) = state.opens(breaker, now) {
+            breakers.pause_spot(&pool.name, until).await?;
+            self.metrics.record(
+                Metric::SpotBreakerOpened,
+                &[(Dimension::Pool, pool.name.as_str())],
+                1.0,
+            );
+            warn!(pool = %pool.name, interruptions = state.recent(breaker, now), within = ?breaker.within, until = %until.format(&Rfc3339).unwrap_or_default(), "spot circuit breaker open: the pool launches on-demand until then");
+        }
+        Ok(())
     }
 
     /// The live record naming `instance_id`, read through the status index.

@@ -139,6 +139,8 @@ pub struct Reaper {
     metrics: Metrics,
     memory: Arc<Mutex<Memory>>,
     lease: Option<Arc<dyn crate::lease::Leases>>,
+    /// Where spot interruptions are counted per pool (none: no circuit breaker).
+    breakers: Option<Arc<dyn crate::breaker::SpotBreakerStore>>,
 }
 
 impl Reaper {
@@ -161,7 +163,18 @@ impl Reaper {
             metrics: Metrics::disabled(),
             memory: Arc::default(),
             lease: None,
+            breakers: None,
         }
+    }
+
+    /// Counts spot interruptions per pool in `breakers` and opens a pool's spot circuit
+    /// breaker when they spike ([`crate::breaker`]).
+    pub fn with_spot_breakers(
+        mut self,
+        breakers: Arc<dyn crate::breaker::SpotBreakerStore>,
+    ) -> Reaper {
+        self.breakers = Some(breakers);
+        self
     }
 
     /// Sweeps the App's webhook deliveries every run and asks GitHub to redeliver the
@@ -357,6 +370,8 @@ enum Step {
     Counters,
 }
 
+#[cfg(test)]
+mod breaker_tests;
 #[cfg(test)]
 mod failed_events_tests;
 #[cfg(test)]

@@ -145,7 +145,7 @@ impl Scaler {
         Vec<(String, Result<Handled, ScalerError>)>,
     ) {
         let count = u32::try_from(runners.len()).unwrap_or(u32::MAX);
-        let (made, shortfall) = self.launch_with_fallback(pool, sizing, count).await;
+        let (made, shortfall) = self.launch_with_fallback(pool, sizing, count, clock).await;
         let by_pool = [(Dimension::Pool, pool.name.as_str())];
         self.metrics
             .record(Metric::RunnersLaunched, &by_pool, made.len() as f64);
@@ -233,17 +233,43 @@ impl Scaler {
         }
     }
 
+    /// Whether the pool's spot circuit breaker is open now. A breaker that cannot be
+    /// read is taken as closed: spot, with its on-demand fallback, as without one.
+    async fn spot_paused(&self, pool: &PoolConfig, clock: &Clock) -> bool {
+        let Some(breakers) = &self.breakers else {
+            return false;
+        };
+        match breakers.breaker_state(&pool.name).await {
+            Ok(state) if state.paused(clock.now()) => {
+                info!(pool = %pool.name, until = ?state.paused_until, "spot circuit breaker open: launching on-demand");
+                true
+            }
+            Ok(_) => false,
+            Err(err) => {
+                warn!(pool = %pool.name, error = %err, "cannot read the spot circuit breaker; launching spot");
+                false
+            }
+        }
+    }
+
     async fn launch_with_fallback(
         &self,
         pool: &PoolConfig,
         sizing: Option<&SizingRequest>,
         count: u32,
+        clock: &Clock,
     ) -> (Vec<Launched>, Option<FleetError>) {
-        let market = match sizing {
+        let mut market = match sizing {
             Some(sizing) => first_market(pool, sizing),
             None if pool.spot => Market::Spot,
             None => Market::OnDemand,
         };
+        if market == Market::Spot
+            && on_demand_allowed(pool, sizing)
+            && self.spot_paused(pool, clock).await
+        {
+            market = Market::OnDemand;
+        }
         let first = match self.request_for(pool, sizing, count, market) {
             Ok(request) => self.launcher.launch(&request).await,
             Err(err) => Err(err),

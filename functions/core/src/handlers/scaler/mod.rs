@@ -132,6 +132,8 @@ pub struct Scaler {
     /// another, instead of all at once to conflict with each other.
     claim_turn: tokio::sync::Mutex<()>,
     metrics: Metrics,
+    /// Each pool's spot circuit breaker (none: spot is never paused).
+    breakers: Option<Arc<dyn crate::breaker::SpotBreakerStore>>,
 }
 
 impl Scaler {
@@ -155,7 +157,18 @@ impl Scaler {
             jitter: Arc::new(ThreadJitter),
             claim_turn: tokio::sync::Mutex::new(()),
             metrics: Metrics::disabled(),
+            breakers: None,
         }
+    }
+
+    /// Reads a pool's spot circuit breaker before each spot launch and launches
+    /// on-demand while it is open ([`crate::breaker`]).
+    pub fn with_spot_breakers(
+        mut self,
+        breakers: Arc<dyn crate::breaker::SpotBreakerStore>,
+    ) -> Scaler {
+        self.breakers = Some(breakers);
+        self
     }
 
     /// Where launches, failures, fallbacks and deferrals are counted; flushed after
