@@ -255,6 +255,10 @@ impl Pipeline {
         tasks.spawn(async move { Ok(axum::serve(listener, router).await?) });
         sim.set_webhook_url(&webhook_url);
 
+        let breakers = Arc::new(ephemera_aws::breaker::DynamoSpotBreakers::new(
+            counted_dynamodb(&sdk, &calls),
+            &resources.table,
+        ));
         let scaler = Arc::new(
             Scaler::new(
                 config.clone(),
@@ -265,6 +269,7 @@ impl Pipeline {
                 queue.clone(),
             )
             .with_capacity_retry(options.capacity_retry)
+            .with_spot_breakers(breakers.clone())
             .with_metrics(options.metrics.clone()),
         );
         let scaler_loops = options.scaler_loops.max(1);
@@ -280,6 +285,7 @@ impl Pipeline {
                 jit_store,
                 queue.clone(),
             )
+            .with_spot_breakers(breakers)
             .with_metrics(options.metrics.clone()),
         );
         if let Some(interval) = options.reaper_interval {

@@ -162,6 +162,14 @@ impl LambdaEnv {
         ))
     }
 
+    /// Each pool's spot circuit breaker, in the table.
+    pub fn spot_breakers(&self) -> anyhow::Result<crate::breaker::DynamoSpotBreakers> {
+        Ok(crate::breaker::DynamoSpotBreakers::new(
+            aws_sdk_dynamodb::Client::new(&self.sdk),
+            self.var(TABLE)?,
+        ))
+    }
+
     /// The installation tokens shared by the deployment's processes, in the table.
     pub fn token_shelf(&self) -> anyhow::Result<crate::token_shelf::DynamoTokenShelf> {
         Ok(crate::token_shelf::DynamoTokenShelf::new(

@@ -14,6 +14,7 @@
 //! two, never the reverse); [`provision`] creates the resources for local runs and tests; [`stack`]
 //! reads a deployed stack's outputs for the operator CLI.
 
+pub mod breaker;
 pub mod client;
 pub mod config_source;
 pub mod dynamo;

@@ -163,6 +163,11 @@ pub struct PoolRow {
     /// Live runners running a job.
     pub active: usize,
     pub queued_jobs: usize,
+    /// Until when the pool's spot circuit breaker sends its launches on-demand (RFC 3339),
+    /// if it is open now.
+    pub spot_paused_until: Option<String>,
+    /// Spot interruptions counted for the breaker (those of the last `spot_breaker.within`).
+    pub spot_interruptions: usize,
 }
 
 /// One job (`status` `unrouted` with `pool` `""` for a job no pool takes).

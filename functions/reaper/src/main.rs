@@ -53,6 +53,7 @@ fn build(env: &LambdaEnv, sources: &Sources) -> anyhow::Result<Reaper> {
         Arc::new(env.queue()?),
     )
     .with_deliveries(forge)
+    .with_spot_breakers(Arc::new(env.spot_breakers()?))
     .with_metrics(metrics)
     .with_lease(store))
 }

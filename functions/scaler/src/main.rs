@@ -69,6 +69,7 @@ fn build(
         Arc::new(env.queue()?),
     )
     .with_metrics(metrics)
+    .with_spot_breakers(Arc::new(env.spot_breakers()?))
     .with_registration_pace(pace))
 }
 

@@ -15,11 +15,15 @@ use crate::target::{
 use crate::views::{print_json, PoolRow};
 use anyhow::Context;
 use clap::Args;
+use ephemera_aws::breaker::DynamoSpotBreakers;
+use ephemera_core::breaker::SpotBreakerStore;
 use ephemera_core::lifecycle::{InstanceStatus, RunnerStatus};
 use ephemera_core::model::{JobRecord, JobStatus, RunnerRecord};
 use ephemera_core::ports::RunnerStore;
 use serde::Serialize;
 use std::collections::BTreeMap;
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
 
 #[derive(Args, Debug)]
 pub struct PoolsArgs {
@@ -100,17 +104,22 @@ pub async fn pools(deployment: &mut Deployment, args: PoolsArgs) -> Outcome {
             names.push((pool.clone(), None, None));
         }
     }
+    let breakers = DynamoSpotBreakers::new(
+        aws_sdk_dynamodb::Client::new(&deployment.sdk),
+        deployment.table().await?,
+    );
+    let now = OffsetDateTime::now_utc();
     let mut rows = Vec::new();
     for (name, max_runners, min_idle) in names {
         let slots_used = store.get_pool(&name).await?.slots_used;
-        rows.push(pool_row(
-            name,
-            max_runners,
-            min_idle,
-            slots_used,
-            &runners,
-            &queued,
-        ));
+        let breaker = breakers.breaker_state(&name).await?;
+        let mut row = pool_row(name, max_runners, min_idle, slots_used, &runners, &queued);
+        row.spot_interruptions = breaker.interrupted.len();
+        row.spot_paused_until = breaker
+            .paused_until
+            .filter(|_| breaker.paused(now))
+            .and_then(|until| until.format(&Rfc3339).ok());
+        rows.push(row);
     }
     let queue = queue_depth(deployment).await?;
     deployment.progress.clear();
@@ -156,6 +165,14 @@ pub async fn pools(deployment: &mut Deployment, args: PoolsArgs) -> Outcome {
     } else {
         print!("{}", table.render(colour_stdout()));
     }
+    for row in &rows {
+        if let Some(until) = &row.spot_paused_until {
+            println!(
+                "\n{}: spot paused until {until} ({} spot interruptions counted): launches go on-demand",
+                row.name, row.spot_interruptions
+            );
+        }
+    }
     if let Some(q) = queue {
         println!(
             "\njobs queue: {} waiting, {} being handled, {} delayed",
@@ -192,6 +209,8 @@ fn pool_row(
         min_idle,
         slots_used,
         by_status,
+        spot_paused_until: None,
+        spot_interruptions: 0,
     }
 }
 

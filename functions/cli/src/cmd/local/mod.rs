@@ -16,6 +16,7 @@ pub use loops::{drain_queue, reap_every, webhook_router};
 
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
+use ephemera_aws::breaker::DynamoSpotBreakers;
 use ephemera_aws::token_shelf::DynamoTokenShelf;
 use ephemera_aws::{
     AwsSettings, DynamoJitConfigs, DynamoRunnerStore, DynamoUnroutedJobs, Ec2Fleet, SqsJobQueue,
@@ -183,6 +184,10 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
     }
     if parts.contains(&Part::Scaler) || parts.contains(&Part::Reaper) {
         let shelf = DynamoTokenShelf::new(aws_sdk_dynamodb::Client::new(&sdk), &table);
+        let breakers = Arc::new(DynamoSpotBreakers::new(
+            aws_sdk_dynamodb::Client::new(&sdk),
+            &table,
+        ));
         let forge = Arc::new(
             github_app(&config, &args)?
                 .with_token_shelf(Arc::new(shelf))
@@ -211,7 +216,8 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
                     jit_store.clone(),
                     queue.clone(),
                 )
-                .with_metrics(metrics.clone()),
+                .with_metrics(metrics.clone())
+                .with_spot_breakers(breakers.clone()),
             );
             let queue = queue.clone();
             tasks.spawn(async move { drain_queue(scaler, queue).await });
@@ -227,6 +233,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
                     queue.clone(),
                 )
                 .with_deliveries(forge)
+                .with_spot_breakers(breakers)
                 .with_metrics(metrics.clone()),
             );
             let interval = args.reaper_interval;
