@@ -230,7 +230,22 @@ async fn a_burst_of_fifty_jobs_costs_one_token_and_one_call_per_job() -> anyhow:
         scaler.calls()
     );
     assert_eq!(calls(scaler, Some("generate_jitconfig")), JOBS as u64);
-    let per_job = calls(scaler, None) - calls(scaler, Some("access_token"));
+    // GitHub may give a runner another job than the one it was launched for; a job whose
+    // runner was taken and could not be handed another is queued again and looked up
+    // once (`get_job`) before it gets a runner. Those lookups aside, one call per job.
+    let mut takers = 0;
+    for record in &records {
+        let Some(ran) = record.job_id else { continue };
+        let launched_for_it = p.store.get_job(ran).await?.and_then(|j| j.launched_runner);
+        takers += usize::from(launched_for_it.as_deref() != Some(record.name.as_str()));
+    }
+    let lookups = calls(scaler, Some("get_job"));
+    assert!(
+        lookups <= takers as u64,
+        "{lookups} job lookups for {takers} runners that took another job: {:?}",
+        scaler.calls()
+    );
+    let per_job = calls(scaler, None) - calls(scaler, Some("access_token")) - lookups;
     assert!(
         per_job <= JOBS as u64,
         "at most one GitHub call per job (the JIT config), made {per_job}: {:?}",
