@@ -21,13 +21,31 @@ pub enum Caller {
     Instance,
 }
 
+/// GitHub's primary buckets, as its `x-ratelimit-resource` names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GitHubBucket {
+    Core,
+    Registration,
+}
+
+impl GitHubBucket {
+    pub fn name(self) -> &'static str {
+        match self {
+            GitHubBucket::Core => "core",
+            GitHubBucket::Registration => "actions_runner_registration",
+        }
+    }
+}
+
 /// Calls by (caller, service, operation).
 pub type Tally = BTreeMap<(Caller, &'static str, &'static str), u64>;
 
 #[derive(Default)]
 struct State {
     buckets: HashMap<String, TokenBucket>,
-    hourly: Option<HourlyWindow>,
+    /// GitHub's hourly buckets by name (`core`, `actions_runner_registration`,
+    /// `content_creation`).
+    hourly: HashMap<&'static str, HourlyWindow>,
     github_in_flight: u32,
     calls: Tally,
     throttled: BTreeMap<&'static str, u64>,
@@ -95,17 +113,39 @@ impl Cloud {
         true
     }
 
-    /// Starts a GitHub request: one of the concurrent ones, one of the installation's
-    /// hourly calls; or how long GitHub says to wait.
-    pub fn github_start(&self) -> Result<(), Duration> {
+    /// Starts a GitHub request: one of the concurrent ones, one call of its bucket's
+    /// hour (`core` or `actions_runner_registration`; and of the content-creation
+    /// limit's, when that applies to it); or how long GitHub says to wait.
+    pub fn github_start(
+        &self,
+        bucket: GitHubBucket,
+        creates_content: bool,
+    ) -> Result<(), Duration> {
         let mut state = self.state();
         if state.github_in_flight >= self.quotas.github_concurrent {
             return Err(self.quotas.github_retry_after);
         }
-        let limit = self.quotas.github_hourly;
+        if let (true, Some(limit)) = (creates_content, self.quotas.github_content_creation) {
+            state
+                .buckets
+                .entry("github_content_creation_minute".to_owned())
+                .or_insert_with(|| TokenBucket::new(limit.per_minute))
+                .take(1.0)
+                .map_err(|_| self.quotas.github_retry_after)?;
+            state
+                .hourly
+                .entry("content_creation")
+                .or_insert_with(|| HourlyWindow::new(limit.per_hour))
+                .spend()?;
+        }
+        let limit = match bucket {
+            GitHubBucket::Core => self.quotas.github_core_hourly,
+            GitHubBucket::Registration => self.quotas.github_registration_hourly,
+        };
         state
             .hourly
-            .get_or_insert_with(|| HourlyWindow::new(limit))
+            .entry(bucket.name())
+            .or_insert_with(|| HourlyWindow::new(limit))
             .spend()?;
         state.github_in_flight += 1;
         Ok(())

@@ -1,9 +1,10 @@
 //! GitHub behind its limits: points per minute per endpoint, concurrent requests and the
-//! installation's hourly budget, each call answered after a drawn latency; and, in front
+//! installation's hourly buckets (`core`, and `actions_runner_registration` for
+//! generate-jitconfig; the content-creation limit when the quotas apply it), each call answered after a drawn latency; and, in front
 //! of it, ephemera's retry policy (`ephemera-github`: 4 attempts, 200 ms doubling, a
 //! 10 s budget, `retry-after` honoured only when it fits in the budget).
 
-use crate::cloud::{Caller, Cloud};
+use crate::cloud::{Caller, Cloud, GitHubBucket};
 use async_trait::async_trait;
 use ephemera_core::memory::FakeForge;
 use ephemera_core::ports::*;
@@ -15,40 +16,57 @@ const ATTEMPTS: u32 = 4;
 const BASE_DELAY: Duration = Duration::from_millis(200);
 const BUDGET: Duration = Duration::from_secs(10);
 
-/// A GitHub REST endpoint and its points.
+/// A GitHub REST endpoint, its points and the hourly bucket it spends.
 #[derive(Debug, Clone, Copy)]
 pub struct Endpoint {
     pub name: &'static str,
     pub points: f64,
+    pub bucket: GitHubBucket,
+    /// Whether the content-creation limit may apply to it (a POST that creates).
+    pub creates_content: bool,
 }
 
 pub const GENERATE_JITCONFIG: Endpoint = Endpoint {
     name: "generate_jitconfig",
     points: 5.0,
+    bucket: GitHubBucket::Registration,
+    creates_content: true,
 };
 pub const DELETE_RUNNER: Endpoint = Endpoint {
     name: "delete_runner",
     points: 5.0,
+    bucket: GitHubBucket::Core,
+    creates_content: false,
 };
 pub const GET_RUNNER: Endpoint = Endpoint {
     name: "get_runner",
     points: 1.0,
+    bucket: GitHubBucket::Core,
+    creates_content: false,
 };
 pub const LIST_RUNNERS: Endpoint = Endpoint {
     name: "list_runners",
     points: 1.0,
+    bucket: GitHubBucket::Core,
+    creates_content: false,
 };
 pub const LIST_DELIVERIES: Endpoint = Endpoint {
     name: "list_deliveries",
     points: 1.0,
+    bucket: GitHubBucket::Core,
+    creates_content: false,
 };
 pub const REDELIVER: Endpoint = Endpoint {
     name: "redeliver",
     points: 5.0,
+    bucket: GitHubBucket::Core,
+    creates_content: false,
 };
 pub const GET_JOB: Endpoint = Endpoint {
     name: "get_job",
     points: 1.0,
+    bucket: GitHubBucket::Core,
+    creates_content: false,
 };
 
 /// One request to GitHub as ephemera's client makes it: retried inside its budget,
@@ -58,7 +76,7 @@ pub async fn request(cloud: &Cloud, caller: Caller, endpoint: Endpoint) -> Resul
     let mut failures = 0;
     loop {
         cloud.count(caller, "GitHub", endpoint.name);
-        let refusal = match cloud.github_start() {
+        let refusal = match cloud.github_start(endpoint.bucket, endpoint.creates_content) {
             Ok(()) => {
                 let points = cloud.take(endpoint.name, cloud.quotas.github_points, endpoint.points);
                 cloud.wait(cloud.latencies.github).await;
