@@ -1,16 +1,23 @@
 //! Pacing of GitHub runner registrations, so a burst spends the App's quota evenly
 //! instead of running into it.
 //!
-//! GitHub limits a REST endpoint to a number of points per minute for the whole App
-//! (a `generate-jitconfig` POST costs 5 of its 900), and it answers a burst above that
-//! with a secondary rate limit and a `retry-after` of about a minute, longer than a scaler
-//! invocation may wait. Each scaler process holds one [`RegistrationPace`]: a token
-//! bucket holding its share of the App's allowance (the allowance divided by the number
-//! of scaler invocations that may run at once, so together they stay under it). A queued
-//! job takes a registration before its instance is launched: at once, after a short wait,
-//! or, when the wait would be long, never in this invocation — the job goes back to the
-//! queue to come back when its turn is due, and no instance waits on GitHub meanwhile.
-//! A throttled registration (the App's hourly budget spent, or other callers sharing the
+//! A registration (`generate-jitconfig`) spends two of GitHub's limits at once, and
+//! nothing else ephemera calls spends them:
+//! - the installation's primary bucket `actions_runner_registration` (10,000 an hour,
+//!   apart from the `core` bucket of 5,000 an hour that every other call spends: token
+//!   lookups, job lookups, runner lists and deletions);
+//! - GitHub's secondary per-endpoint limit of 900 points a minute, at 5 points a POST.
+//!
+//! GitHub answers a burst above the minute's points with a secondary rate limit and a
+//! `retry-after` of about a minute, and a spent hour with a wait until the bucket's
+//! reset; both are longer than a scaler invocation may wait. Each scaler process holds
+//! one [`RegistrationPace`]: a token bucket holding its share of the App's allowance (the
+//! allowance divided by the number of scaler invocations that may run at once, so
+//! together they stay under it), refilled no faster than the hour's budget allows. A
+//! queued job takes a registration before its instance is launched: at once, after a
+//! short wait, or, when the wait would be long, never in this invocation — the job goes
+//! back to the queue to come back when its turn is due, and no instance waits on GitHub
+//! meanwhile. A throttled registration (the budget spent, or other callers sharing the
 //! limit) pauses the pace until GitHub's `retry-after`.
 
 use std::sync::Mutex;
@@ -18,8 +25,14 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// Registrations a minute GitHub allows an App on one endpoint: 900 points a minute, at
-/// 5 points a POST (GitHub's documented secondary rate limit).
+/// 5 points for a request other than a GET (docs.github.com, "Rate limits for the REST
+/// API", secondary rate limits).
 pub const GITHUB_REGISTRATIONS_PER_MINUTE: f64 = 180.0;
+
+/// Registrations an hour in an installation's `actions_runner_registration` bucket
+/// (`GET /rate_limit` lists the bucket apart from `core`; the figure is
+/// terraform-aws-github-runner's rate-limit guide's, docs/rate-limits-and-tuning.md).
+pub const GITHUB_REGISTRATIONS_PER_HOUR: f64 = 10_000.0;
 
 /// How long after its turn a burst's first registration reaches GitHub: the claim and
 /// EC2's answer to the batch's launch (CreateFleet: seconds). GitHub's bucket is full
@@ -50,17 +63,26 @@ struct PaceState {
 }
 
 impl RegistrationPace {
-    /// `per_minute` registrations a minute for the whole App, shared by `processes`
-    /// scaler invocations running at once; the burst is that share of one minute's
-    /// allowance (GitHub counts points per minute) less what the share would refill
-    /// within [`REGISTRATION_LAG`].
+    /// `per_minute` registrations a minute and GitHub's
+    /// [`GITHUB_REGISTRATIONS_PER_HOUR`] for the whole App, shared by `processes` scaler
+    /// invocations running at once ([`RegistrationPace::shared_within`]).
     pub fn shared(per_minute: f64, processes: u32) -> RegistrationPace {
-        let share = per_minute / f64::from(processes.max(1));
-        let per_second = share / 60.0;
-        RegistrationPace::new(
-            per_second,
-            share - per_second * REGISTRATION_LAG.as_secs_f64(),
-        )
+        RegistrationPace::shared_within(per_minute, GITHUB_REGISTRATIONS_PER_HOUR, processes)
+    }
+
+    /// `per_minute` registrations a minute and `per_hour` an hour for the whole App,
+    /// shared by `processes` scaler invocations running at once. The burst is a
+    /// process's share of one minute's allowance (GitHub counts points per minute) less
+    /// what the share would refill within [`REGISTRATION_LAG`]; the rate is the minute's
+    /// share, or less when the hour binds: in any hour the bursts and the refill
+    /// together stay within `per_hour` (GitHub's window starts at its first call and
+    /// resets an hour later, so a burst and a full hour's refill can meet in one window).
+    pub fn shared_within(per_minute: f64, per_hour: f64, processes: u32) -> RegistrationPace {
+        let processes = f64::from(processes.max(1));
+        let share = per_minute / processes;
+        let burst = share - share / 60.0 * REGISTRATION_LAG.as_secs_f64();
+        let hourly = (per_hour / processes - burst).max(1.0) / 3600.0;
+        RegistrationPace::new((share / 60.0).min(hourly), burst)
     }
 
     /// The pace of a scaler invocation from its environment's texts: the App's rate
@@ -202,7 +224,7 @@ mod tests {
     async fn processes_share_the_app_allowance() {
         // 180 a minute for the App, 5 processes: 36 a minute each, 33 of them at once
         // (5 s of the share held back for the lag), then one per 1.67 s.
-        let pace = RegistrationPace::shared(180.0, 5);
+        let pace = RegistrationPace::shared_within(180.0, 1e9, 5);
         for _ in 0..33 {
             assert_eq!(pace.take(Duration::ZERO), Ok(Duration::ZERO));
         }
@@ -231,6 +253,33 @@ mod tests {
         assert!(
             error.contains("EPHEMERA_REGISTRATIONS_PER_MINUTE"),
             "{error}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_registration_buckets_hour_slows_the_minutes_pace() {
+        // 180 a minute would be 10,800 an hour: above the 10,000 of
+        // `actions_runner_registration`. 5 processes: 33 at once each (165 for the App),
+        // then the hour's rest, 9,835, spread over the hour.
+        let pace = RegistrationPace::shared(180.0, 5);
+        for _ in 0..33 {
+            assert_eq!(pace.take(Duration::ZERO), Ok(Duration::ZERO));
+        }
+        let wait = pace.take(LONG).expect("within the bound");
+        let expected = 3600.0 / ((GITHUB_REGISTRATIONS_PER_HOUR - 165.0) / 5.0);
+        assert!((wait.as_secs_f64() - expected).abs() < 1e-6, "{wait:?}");
+        // Over any hour, the five processes together stay within the bucket.
+        let mut started = 165.0;
+        tokio::time::advance(wait).await;
+        let until = Instant::now() + Duration::from_secs(3600);
+        while Instant::now() < until {
+            let wait = pace.take(LONG).expect("within the bound");
+            tokio::time::advance(wait).await;
+            started += 5.0;
+        }
+        assert!(
+            started <= GITHUB_REGISTRATIONS_PER_HOUR + 5.0,
+            "{started} in the first hour"
         );
     }
 
