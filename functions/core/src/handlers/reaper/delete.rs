@@ -20,6 +20,9 @@ use time::OffsetDateTime;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
+/// Tries of the transaction that finishes a deletion, when it meets concurrent writes.
+const FINISH_TRIES: u64 = 5;
+
 /// How one deletion attempt ended.
 pub(super) enum Outcome {
     Deleted,
@@ -140,10 +143,7 @@ impl Reaper {
                 warn!(runner = %name, %instance_id, error = %error_chain(&err), "JIT config delete failed; ignored (force)");
             }
         }
-        let at = clock.now();
-        self.store
-            .finish_deletion(name, at, at + self.config.reaper.deleted_ttl)
-            .await?;
+        self.finish(name, clock.now()).await?;
         let mode = if force { "forced" } else { "graceful" };
         self.metrics.record(
             Metric::RunnersDeleted,
@@ -155,6 +155,25 @@ impl Reaper {
         );
         info!(runner = %name, pool = %runner.pool, force, instance_id = runner.instance_id.as_deref(), "runner deleted");
         Ok(Outcome::Deleted)
+    }
+
+    /// `deleting` → `deleted`, the slot given back. The transaction writes the pool item,
+    /// which a burst's claims write many times a second, so it may meet a concurrent
+    /// write: it is tried again at once rather than left `deleting` for
+    /// `stuck_deleting`, which would send the whole deletion (a GitHub DELETE among it)
+    /// again.
+    async fn finish(&self, name: &str, at: OffsetDateTime) -> Result<(), StoreError> {
+        let ttl = at + self.config.reaper.deleted_ttl;
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match self.store.finish_deletion(name, at, ttl).await {
+                Err(StoreError::Conflict(_)) if tries < FINISH_TRIES => {
+                    tokio::time::sleep(std::time::Duration::from_millis(20 * tries)).await;
+                }
+                other => return other,
+            }
+        }
     }
 
     /// Removes the runner from GitHub. A record without a GitHub id may still have been

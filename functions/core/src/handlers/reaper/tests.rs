@@ -208,3 +208,20 @@ async fn a_throttled_delete_waits_for_github_and_the_run_starts_no_other() {
         "due again at GitHub's wait, not the first backoff's second"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_deletion_whose_last_write_meets_a_concurrent_one_is_finished_in_the_same_run() {
+    let world = World::new(5);
+    let runner = finished_runner(&world, 30).await;
+    world
+        .store
+        .conflict(crate::memory::StoreOp::FinishDeletion, 2);
+    let report = world.reaper().run(now(), far()).await.expect("run");
+    assert_eq!(report.deleted, 1, "{report:?}");
+    assert_eq!(
+        world.store.runner(&runner.name).map(|r| r.status),
+        Some(InstanceStatus::Deleted)
+    );
+    assert_eq!(world.store.slots_used(POOL), 0);
+    assert_eq!(world.forge.calls().remove_runner, 1, "one DELETE on GitHub");
+}
