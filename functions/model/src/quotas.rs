@@ -176,6 +176,9 @@ pub struct Settings {
     /// `WebhookReservedConcurrency` in template.yaml: the webhook's executions at most,
     /// kept from the rest of the account; `None` reserves nothing (the template's 0).
     pub webhook_reserved_concurrency: Option<u32>,
+    /// GitHub Apps with the same installations, each with its own buckets and pace; the
+    /// scaler's execution environments take them in turn (the reaper uses the first).
+    pub github_apps: u32,
 }
 
 impl Settings {
@@ -191,6 +194,7 @@ impl Settings {
             scaler_timeout: Duration::from_secs(30),
             registrations_per_minute: Some(180.0),
             webhook_reserved_concurrency: Some(50),
+            github_apps: 1,
         }
     }
 }
@@ -203,6 +207,9 @@ pub const SOURCES: &[(&str, &str, &str)] = &[
     ("GitHub installation budget, core", "5,000 calls/h", "same page: primary rate limit for GitHub App installations (more with many repos/users; 15,000 on Enterprise Cloud); token mints are the App's JWT's, not counted"),
     ("GitHub installation budget, actions_runner_registration", "10,000 registrations/h", "REST API endpoints for rate limits (the bucket exists, no figure); the figure and that generate-jitconfig spends it: terraform-aws-github-runner's rate-limit guide (docs/rate-limits-and-tuning.md)"),
     ("GitHub content-creation limit on generate-jitconfig", "not applied (a setting: 80/min, 500/h when applied)", "Rate limits for the REST API lists 80/min and 500/h for content-creating requests; whether generate-jitconfig is one is not documented: assumed not, as peers report 1,000 JIT runners in ~8 min, above 80/min"),
+    ("GitHub Apps", "1 (a setting; 2 in the two-App bursts)", "each App its own installation buckets and points: Rate limits for the REST API (primary limits are per installation, secondary per App); the same installations for every App: assumed, as a deployment lists them"),
+    ("Registration pace", "per App: 180 a minute, and no more than the App's 10,000 an hour in any hour, shared by the scaler's invocations", "functions/core/src/pace.rs (900 points a minute at 5 a POST; actions_runner_registration)"),
+    ("Which idle scaler environment takes a batch", "the one idle longest", "assumed (Lambda does not say)"),
     ("EC2 CreateFleet request bucket", "50, refill 5/s", "EC2 API reference, Request throttling: mutating actions"),
     ("EC2 instances launched (resource bucket)", "1,000, refill 2/s", "same page: RunInstances resource bucket; that an instant fleet spends it is assumed"),
     ("EC2 DescribeInstances (filtered)", "100, refill 20/s", "same page: non-mutating actions"),

@@ -104,8 +104,17 @@ pub enum Pattern {
 }
 
 /// The time each quota alone allows for `jobs` jobs, the longest first: (quota, s).
-pub fn bounds(jobs: u32, batch: usize, quotas: &Quotas, pattern: Pattern) -> Vec<(String, f64)> {
+/// GitHub's limits are each App's: with `apps` Apps, each registers its share of the
+/// jobs (AWS's quotas are the account's, whatever the number of Apps).
+pub fn bounds(
+    jobs: u32,
+    batch: usize,
+    quotas: &Quotas,
+    pattern: Pattern,
+    apps: u32,
+) -> Vec<(String, f64)> {
     let n = f64::from(jobs);
+    let per_app = n / f64::from(apps.max(1));
     let bucket = |cost: f64, spec: crate::bucket::BucketSpec| {
         ((cost - spec.capacity) / spec.per_second).max(0.0)
     };
@@ -117,9 +126,9 @@ pub fn bounds(jobs: u32, batch: usize, quotas: &Quotas, pattern: Pattern) -> Vec
             return 0.0;
         }
         let per_window = f64::from(per_hour) / calls_per_job;
-        let windows = (n / per_window).ceil().max(1.0);
+        let windows = (per_app / per_window).ceil().max(1.0);
         if windows > 1.0 {
-            3600.0 * (windows - 1.0) + jit_points(n - per_window * (windows - 1.0))
+            3600.0 * (windows - 1.0) + jit_points(per_app - per_window * (windows - 1.0))
         } else {
             0.0
         }
@@ -134,7 +143,7 @@ pub fn bounds(jobs: u32, batch: usize, quotas: &Quotas, pattern: Pattern) -> Vec
     let mut all = vec![
         (
             "GitHub points per minute (generate-jitconfig)".to_owned(),
-            jit_points(n),
+            jit_points(per_app),
         ),
         (
             "GitHub actions_runner_registration hourly budget".to_owned(),
@@ -161,15 +170,15 @@ pub fn bounds(jobs: u32, batch: usize, quotas: &Quotas, pattern: Pattern) -> Vec
         all.push(("SSM PutParameter".to_owned(), bucket(n, quotas.ssm_put)));
     }
     if let Some(limit) = quotas.github_content_creation {
-        let per_minute = bucket(n, limit.per_minute);
+        let per_minute = bucket(per_app, limit.per_minute);
         all.push((
             "GitHub content creation (80 a minute)".to_owned(),
             per_minute,
         ));
         // Whole hours of 500, then the last hour's rest at 80 a minute.
         let per_hour = f64::from(limit.per_hour);
-        let windows = (n / per_hour).ceil().max(1.0);
-        let last = n - per_hour * (windows - 1.0);
+        let windows = (per_app / per_hour).ceil().max(1.0);
+        let last = per_app - per_hour * (windows - 1.0);
         let hours = if windows > 1.0 {
             3600.0 * (windows - 1.0) + bucket(last, limit.per_minute)
         } else {
@@ -188,7 +197,7 @@ mod tests {
     #[test]
     fn github_points_bind_a_thousand_jobs_and_ten_thousand() {
         let quotas = Quotas::default();
-        let thousand = bounds(1_000, 10, &quotas, Pattern::Ephemera);
+        let thousand = bounds(1_000, 10, &quotas, Pattern::Ephemera, 1);
         assert_eq!(
             thousand[0].0,
             "GitHub points per minute (generate-jitconfig)"
@@ -196,7 +205,7 @@ mod tests {
         assert!((thousand[0].1 - 4_100.0 / 15.0).abs() < 1e-9);
         // 10,000 registrations fit the registration bucket's hour, and their points
         // take 3,273 s; EC2's launch bucket (1,000, 2 a second) takes longer.
-        let ten_thousand = bounds(10_000, 10, &quotas, Pattern::Ephemera);
+        let ten_thousand = bounds(10_000, 10, &quotas, Pattern::Ephemera, 1);
         assert_eq!(
             ten_thousand[0].0,
             "EC2 instances launched (resource bucket)"
@@ -215,7 +224,7 @@ mod tests {
     #[test]
     fn past_its_hour_the_registration_bucket_binds() {
         let quotas = Quotas::default();
-        let twenty_thousand = bounds(20_000, 10, &quotas, Pattern::Ephemera);
+        let twenty_thousand = bounds(20_000, 10, &quotas, Pattern::Ephemera, 1);
         let registration = twenty_thousand
             .iter()
             .find(|(name, _)| name == "GitHub actions_runner_registration hourly budget");
@@ -226,7 +235,7 @@ mod tests {
     fn the_peer_spends_core_per_job_and_ephemera_does_not() {
         let quotas = Quotas::default();
         let core = |pattern| {
-            bounds(10_000, 10, &quotas, pattern)
+            bounds(10_000, 10, &quotas, pattern, 1)
                 .into_iter()
                 .find(|(name, _)| name == "GitHub core hourly budget")
                 .map(|(_, s)| s)
@@ -236,12 +245,32 @@ mod tests {
     }
 
     #[test]
+    fn two_apps_halve_githubs_bounds_and_not_ec2s() {
+        let quotas = Quotas::default();
+        let bound = |apps, quota: &str| {
+            bounds(10_000, 10, &quotas, Pattern::Ephemera, apps)
+                .into_iter()
+                .find(|(name, _)| name == quota)
+                .map(|(_, s)| s)
+        };
+        let points = "GitHub points per minute (generate-jitconfig)";
+        assert!((bound(2, points).unwrap() - 24_100.0 / 15.0).abs() < 1e-9);
+        let ec2 = "EC2 instances launched (resource bucket)";
+        assert_eq!(bound(2, ec2), bound(1, ec2));
+        assert_eq!(
+            bounds(10_000, 10, &quotas, Pattern::Ephemera, 2)[0].0,
+            ec2,
+            "EC2's launch bucket binds two Apps' burst"
+        );
+    }
+
+    #[test]
     fn the_content_creation_limit_when_applied_binds_at_500_an_hour() {
         let quotas = Quotas {
             github_content_creation: Some(crate::quotas::ContentCreation::documented()),
             ..Quotas::default()
         };
-        let thousand = bounds(1_000, 10, &quotas, Pattern::Ephemera);
+        let thousand = bounds(1_000, 10, &quotas, Pattern::Ephemera, 1);
         assert_eq!(thousand[0].0, "GitHub content creation (500 an hour)");
         // One hour for the first 500, then the rest at 80 a minute.
         assert!(
