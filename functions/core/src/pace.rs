@@ -1,25 +1,40 @@
 //! Pacing of GitHub runner registrations, so a burst spends the App's quota evenly
 //! instead of running into it.
 //!
-//! GitHub limits a REST endpoint to a number of points per minute for the whole App
-//! (a `generate-jitconfig` POST costs 5 of its 900), and it answers a burst above that
-//! with a secondary rate limit and a `retry-after` of about a minute, longer than a scaler
-//! invocation may wait. Each scaler process holds one [`RegistrationPace`]: a token
-//! bucket holding its share of the App's allowance (the allowance divided by the number
-//! of scaler invocations that may run at once, so together they stay under it). A queued
-//! job takes a registration before its instance is launched: at once, after a short wait,
-//! or, when the wait would be long, never in this invocation — the job goes back to the
-//! queue to come back when its turn is due, and no instance waits on GitHub meanwhile.
-//! A throttled registration (the App's hourly budget spent, or other callers sharing the
+//! A registration (`generate-jitconfig`) spends two of GitHub's limits at once, and
+//! nothing else ephemera calls spends them:
+//! - the installation's primary bucket `actions_runner_registration` (10,000 an hour,
+//!   apart from the `core` bucket of 5,000 an hour that every other call spends: token
+//!   lookups, job lookups, runner lists and deletions);
+//! - GitHub's secondary per-endpoint limit of 900 points a minute, at 5 points a POST.
+//!
+//! GitHub answers a burst above the minute's points with a secondary rate limit and a
+//! `retry-after` of about a minute, and a spent hour with a wait until the bucket's
+//! reset; both are longer than a scaler invocation may wait. Each scaler process holds
+//! one [`RegistrationPace`]: a token bucket holding its share of the App's allowance (the
+//! allowance divided by the number of scaler invocations that may run at once, so
+//! together they stay under it), and starting no more than its share of the hour's
+//! budget in any hour. A
+//! queued job takes a registration before its instance is launched: at once, after a
+//! short wait, or, when the wait would be long, never in this invocation — the job goes
+//! back to the queue to come back when its turn is due, and no instance waits on GitHub
+//! meanwhile. A throttled registration (the budget spent, or other callers sharing the
 //! limit) pauses the pace until GitHub's `retry-after`.
 
+use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::Duration;
 use tokio::time::Instant;
 
 /// Registrations a minute GitHub allows an App on one endpoint: 900 points a minute, at
-/// 5 points a POST (GitHub's documented secondary rate limit).
+/// 5 points for a request other than a GET (docs.github.com, "Rate limits for the REST
+/// API", secondary rate limits).
 pub const GITHUB_REGISTRATIONS_PER_MINUTE: f64 = 180.0;
+
+/// Registrations an hour in an installation's `actions_runner_registration` bucket
+/// (`GET /rate_limit` lists the bucket apart from `core`; the figure is
+/// terraform-aws-github-runner's rate-limit guide's, docs/rate-limits-and-tuning.md).
+pub const GITHUB_REGISTRATIONS_PER_HOUR: f64 = 10_000.0;
 
 /// How long after its turn a burst's first registration reaches GitHub: the claim and
 /// EC2's answer to the batch's launch (CreateFleet: seconds). GitHub's bucket is full
@@ -31,12 +46,16 @@ pub const GITHUB_REGISTRATIONS_PER_MINUTE: f64 = 180.0;
 /// any amount: GitHub's bucket is not full then, and a late call only leaves it fuller.
 pub const REGISTRATION_LAG: Duration = Duration::from_secs(5);
 
+const HOUR: Duration = Duration::from_secs(3600);
+
 /// The registrations one scaler process may start: `per_second` on average, `burst` at
 /// once after a quiet spell.
 #[derive(Debug)]
 pub struct RegistrationPace {
     per_second: f64,
     burst: f64,
+    /// Registrations in any hour at most (this process's share of the bucket's hour).
+    per_hour: Option<usize>,
     state: Mutex<PaceState>,
 }
 
@@ -47,20 +66,32 @@ struct PaceState {
     at: Instant,
     /// No registration before this (GitHub said to wait).
     paused_until: Option<Instant>,
+    /// When each registration of the last hour was due to start, in order.
+    started: VecDeque<Instant>,
 }
 
 impl RegistrationPace {
-    /// `per_minute` registrations a minute for the whole App, shared by `processes`
-    /// scaler invocations running at once; the burst is that share of one minute's
-    /// allowance (GitHub counts points per minute) less what the share would refill
-    /// within [`REGISTRATION_LAG`].
+    /// `per_minute` registrations a minute and GitHub's
+    /// [`GITHUB_REGISTRATIONS_PER_HOUR`] for the whole App, shared by `processes` scaler
+    /// invocations running at once ([`RegistrationPace::shared_within`]).
     pub fn shared(per_minute: f64, processes: u32) -> RegistrationPace {
-        let share = per_minute / f64::from(processes.max(1));
-        let per_second = share / 60.0;
-        RegistrationPace::new(
-            per_second,
-            share - per_second * REGISTRATION_LAG.as_secs_f64(),
-        )
+        RegistrationPace::shared_within(per_minute, GITHUB_REGISTRATIONS_PER_HOUR, processes)
+    }
+
+    /// `per_minute` registrations a minute and `per_hour` an hour for the whole App,
+    /// shared by `processes` scaler invocations running at once. The burst is a
+    /// process's share of one minute's allowance (GitHub counts points per minute) less
+    /// what the share would refill within [`REGISTRATION_LAG`], at the minute's rate;
+    /// and in any hour a process starts no more than its share of `per_hour`. Any hour:
+    /// GitHub's window starts at its first call, which no process knows, so the hour a
+    /// process counts slides, and each of GitHub's windows holds at most its share.
+    pub fn shared_within(per_minute: f64, per_hour: f64, processes: u32) -> RegistrationPace {
+        let processes = f64::from(processes.max(1));
+        let share = per_minute / processes;
+        let burst = share - share / 60.0 * REGISTRATION_LAG.as_secs_f64();
+        let mut pace = RegistrationPace::new(share / 60.0, burst);
+        pace.per_hour = Some(((per_hour / processes).floor() as usize).max(1));
+        pace
     }
 
     /// The pace of a scaler invocation from its environment's texts: the App's rate
@@ -102,10 +133,12 @@ impl RegistrationPace {
         RegistrationPace {
             per_second: per_second.max(f64::MIN_POSITIVE),
             burst,
+            per_hour: None,
             state: Mutex::new(PaceState {
                 tokens: burst,
                 at: Instant::now(),
                 paused_until: None,
+                started: VecDeque::new(),
             }),
         }
     }
@@ -123,12 +156,34 @@ impl RegistrationPace {
             .paused_until
             .map_or(Duration::ZERO, |until| until.saturating_duration_since(now));
         let owed = (1.0 - state.tokens).max(0.0);
-        let wait = paused.max(Duration::from_secs_f64(owed / self.per_second));
+        let wait = paused
+            .max(Duration::from_secs_f64(owed / self.per_second))
+            .max(self.hour_wait(&mut state, now));
         if wait > max_wait {
             return Err(wait);
         }
         state.tokens -= 1.0;
+        if self.per_hour.is_some() {
+            let start = now + wait;
+            let at = state.started.partition_point(|t| *t <= start);
+            state.started.insert(at, start);
+        }
         Ok(wait)
+    }
+
+    /// How long until a registration fits in the hour: until the one that would be
+    /// `per_hour` before it is an hour old.
+    fn hour_wait(&self, state: &mut PaceState, now: Instant) -> Duration {
+        let Some(per_hour) = self.per_hour else {
+            return Duration::ZERO;
+        };
+        while state.started.front().is_some_and(|t| *t + HOUR <= now) {
+            state.started.pop_front();
+        }
+        match state.started.len().checked_sub(per_hour) {
+            Some(index) => (state.started[index] + HOUR).saturating_duration_since(now),
+            None => Duration::ZERO,
+        }
     }
 
     /// Returns a registration taken by a job that turned out to need none (another
@@ -136,6 +191,7 @@ impl RegistrationPace {
     pub fn give_back(&self) {
         let mut state = self.lock();
         state.tokens = (state.tokens + 1.0).min(self.burst);
+        state.started.pop_back();
     }
 
     /// GitHub refused a registration: none starts before `for_at_least` has passed.
@@ -232,6 +288,35 @@ mod tests {
             error.contains("EPHEMERA_REGISTRATIONS_PER_MINUTE"),
             "{error}"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn no_process_starts_more_than_its_share_of_the_hour_in_any_hour() {
+        // 100 an hour for the App over 2 processes: 50 each, though the minute's share
+        // (90, 82 at once) would allow more.
+        let pace = RegistrationPace::shared_within(180.0, 100.0, 2);
+        for _ in 0..50 {
+            assert_eq!(pace.take(Duration::ZERO), Ok(Duration::ZERO));
+        }
+        assert_eq!(pace.take(Duration::ZERO), Err(HOUR));
+        // One given back frees its place in the hour.
+        pace.give_back();
+        assert_eq!(pace.take(Duration::ZERO), Ok(Duration::ZERO));
+        tokio::time::advance(Duration::from_secs(1800)).await;
+        assert_eq!(pace.take(LONG), Ok(Duration::from_secs(1800)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn github_limits_a_registration_burst_by_the_minute_and_the_hour() {
+        // One process at GitHub's figures: 180 a minute, so 10,000 in 55.5 minutes;
+        // then none until the hour since the first has passed.
+        let pace = RegistrationPace::shared(GITHUB_REGISTRATIONS_PER_MINUTE, 1);
+        let mut last = Duration::ZERO;
+        for _ in 0..GITHUB_REGISTRATIONS_PER_HOUR as usize {
+            last = pace.take(LONG).expect("within the bound");
+        }
+        assert!(last < Duration::from_secs(56 * 60), "{last:?}");
+        assert_eq!(pace.take(LONG), Ok(HOUR));
     }
 
     #[tokio::test(start_paused = true)]

@@ -17,7 +17,7 @@ use ephemera_core::handlers::scaler::{fleet_request, BatchItem, Scaler};
 use ephemera_core::pace::RegistrationPace;
 use ephemera_core::ports::Market;
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -191,17 +191,19 @@ async fn event_source(
                 let handled = if pattern == Pattern::Peer {
                     tokio::time::timeout(timeout, peer.handle_batch(batch)).await
                 } else {
+                    // The environment idle longest takes the batch (assumed: Lambda does
+                    // not say which idle environment an invocation goes to).
                     let scaler = containers
                         .lock()
                         .unwrap_or_else(PoisonError::into_inner)
-                        .pop();
+                        .pop_front();
                     let scaler = scaler.expect("a container per concurrent invocation");
                     let result =
                         tokio::time::timeout(timeout, invoke(&scaler, batch, &world)).await;
                     containers
                         .lock()
                         .unwrap_or_else(PoisonError::into_inner)
-                        .push(scaler);
+                        .push_back(scaler);
                     result
                 };
                 match handled {
@@ -233,25 +235,35 @@ async fn invoke(scaler: &Arc<Scaler>, batch: Vec<Stored>, world: &World) -> Vec<
     scaler.handle_batch(items, world.timeline.now()).await
 }
 
-/// One scaler per execution environment the event source may keep busy at once, each
-/// with its share of the App's registration pace.
-fn scaler_containers(world: &World, spec: &BurstSpec) -> Vec<Arc<Scaler>> {
+/// One scaler per execution environment the event source may keep busy at once, the
+/// environments spread over the GitHub Apps in turn (each App's calls on its own
+/// buckets), each with its share of its App's registration pace.
+fn scaler_containers(world: &World, spec: &BurstSpec) -> VecDeque<Arc<Scaler>> {
     let settings = &spec.settings;
-    (0..settings.scaler_max_concurrency)
-        .map(|_| {
+    let apps = settings.github_apps.max(1);
+    let concurrency = settings.scaler_max_concurrency;
+    (0..concurrency)
+        .map(|container| {
+            let app = container % apps;
+            // The environments that share this App's allowance.
+            let sharing = (concurrency - app).div_ceil(apps);
             let scaler = Scaler::new(
                 world.config.clone(),
                 world.store_for(Caller::Scaler),
                 world.fleet_for(Caller::Scaler),
-                world.forge_for(Caller::Scaler),
+                world.forge_as(Caller::Scaler, app as usize),
                 world.jit_store_for(Caller::Scaler),
                 world.queue_for(Caller::Scaler),
             )
             .with_jitter(world.cloud.jitter());
             let scaler = match settings.registrations_per_minute {
-                Some(per_minute) => scaler.with_registration_pace(Arc::new(
-                    RegistrationPace::shared(per_minute, settings.scaler_max_concurrency),
-                )),
+                Some(per_minute) => {
+                    scaler.with_registration_pace(Arc::new(RegistrationPace::shared_within(
+                        per_minute,
+                        f64::from(spec.quotas.github_registration_hourly),
+                        sharing,
+                    )))
+                }
                 None => scaler,
             };
             Arc::new(scaler)
@@ -338,6 +350,7 @@ fn outcome(spec: &BurstSpec, world: &Arc<World>, timeouts: u32) -> BurstOutcome 
         spec.settings.batch_size,
         &spec.quotas,
         spec.pattern,
+        spec.settings.github_apps,
     );
     let (binding, bound) = limits.first().cloned().unwrap_or_default();
     let round = |v: Option<f64>| v.map(|v| (v * 10.0).round() / 10.0);
@@ -364,6 +377,8 @@ fn outcome(spec: &BurstSpec, world: &Arc<World>, timeouts: u32) -> BurstOutcome 
         "scaler_max_concurrency": settings.scaler_max_concurrency,
         "batch_size": settings.batch_size,
         "registrations_per_minute": settings.registrations_per_minute,
+        "github_apps": settings.github_apps,
+        "github_content_creation_applied": spec.quotas.github_content_creation.is_some(),
         "webhook_reserved_concurrency": settings.webhook_reserved_concurrency,
         "lambda_throttles": world.flood.row(spec.flood.as_ref()),
         "other_bounds": limits.iter().skip(1).map(|(n, s)| json!({"quota": n, "bound_s": (s * 10.0).round() / 10.0})).collect::<Vec<_>>(),

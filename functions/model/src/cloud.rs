@@ -1,5 +1,6 @@
-//! The account and the App as the model sees them: one place that holds every bucket,
-//! draws every latency and tallies every call, throttle and transaction conflict.
+//! The account and the GitHub Apps as the model sees them: one place that holds every
+//! bucket (GitHub's per App), draws every latency and tallies every call, throttle and
+//! transaction conflict.
 
 use crate::bucket::{BucketSpec, HourlyWindow, TokenBucket};
 use crate::quotas::{Latencies, Latency, Quotas};
@@ -21,14 +22,33 @@ pub enum Caller {
     Instance,
 }
 
+/// GitHub's primary buckets, as its `x-ratelimit-resource` names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GitHubBucket {
+    Core,
+    Registration,
+}
+
+impl GitHubBucket {
+    pub fn name(self) -> &'static str {
+        match self {
+            GitHubBucket::Core => "core",
+            GitHubBucket::Registration => "actions_runner_registration",
+        }
+    }
+}
+
 /// Calls by (caller, service, operation).
 pub type Tally = BTreeMap<(Caller, &'static str, &'static str), u64>;
 
 #[derive(Default)]
 struct State {
     buckets: HashMap<String, TokenBucket>,
-    hourly: Option<HourlyWindow>,
-    github_in_flight: u32,
+    /// GitHub's hourly buckets by App and name (`core`, `actions_runner_registration`,
+    /// `content_creation`).
+    hourly: HashMap<(usize, &'static str), HourlyWindow>,
+    /// GitHub requests under way, by App.
+    github_in_flight: HashMap<usize, u32>,
     calls: Tally,
     throttled: BTreeMap<&'static str, u64>,
     conflicts: u64,
@@ -95,26 +115,51 @@ impl Cloud {
         true
     }
 
-    /// Starts a GitHub request: one of the concurrent ones, one of the installation's
-    /// hourly calls; or how long GitHub says to wait.
-    pub fn github_start(&self) -> Result<(), Duration> {
+    /// Starts a GitHub request of App `app`: one of its concurrent ones, one call of
+    /// its bucket's hour (`core` or `actions_runner_registration`; and of the
+    /// content-creation limit's, when that applies to it); or how long GitHub says to
+    /// wait. Each App has its own buckets.
+    pub fn github_start(
+        &self,
+        app: usize,
+        bucket: GitHubBucket,
+        creates_content: bool,
+    ) -> Result<(), Duration> {
         let mut state = self.state();
-        if state.github_in_flight >= self.quotas.github_concurrent {
+        if state.github_in_flight.get(&app).copied().unwrap_or(0) >= self.quotas.github_concurrent {
             return Err(self.quotas.github_retry_after);
         }
-        let limit = self.quotas.github_hourly;
+        if let (true, Some(limit)) = (creates_content, self.quotas.github_content_creation) {
+            state
+                .buckets
+                .entry(format!("app{app}:github_content_creation_minute"))
+                .or_insert_with(|| TokenBucket::new(limit.per_minute))
+                .take(1.0)
+                .map_err(|_| self.quotas.github_retry_after)?;
+            state
+                .hourly
+                .entry((app, "content_creation"))
+                .or_insert_with(|| HourlyWindow::new(limit.per_hour))
+                .spend()?;
+        }
+        let limit = match bucket {
+            GitHubBucket::Core => self.quotas.github_core_hourly,
+            GitHubBucket::Registration => self.quotas.github_registration_hourly,
+        };
         state
             .hourly
-            .get_or_insert_with(|| HourlyWindow::new(limit))
+            .entry((app, bucket.name()))
+            .or_insert_with(|| HourlyWindow::new(limit))
             .spend()?;
-        state.github_in_flight += 1;
+        *state.github_in_flight.entry(app).or_default() += 1;
         Ok(())
     }
 
-    /// Ends a GitHub request started with [`Cloud::github_start`].
-    pub fn github_end(&self) {
+    /// Ends a GitHub request of App `app` started with [`Cloud::github_start`].
+    pub fn github_end(&self, app: usize) {
         let mut state = self.state();
-        state.github_in_flight = state.github_in_flight.saturating_sub(1);
+        let in_flight = state.github_in_flight.entry(app).or_default();
+        *in_flight = in_flight.saturating_sub(1);
     }
 
     /// A latency drawn from `latency` (log-normal through its median and p99).

@@ -1,9 +1,10 @@
-//! GitHub behind its limits: points per minute per endpoint, concurrent requests and the
-//! installation's hourly budget, each call answered after a drawn latency; and, in front
+//! GitHub behind its limits, each GitHub App's own: points per minute per endpoint,
+//! concurrent requests and the installation's hourly buckets (`core`, and `actions_runner_registration` for
+//! generate-jitconfig; the content-creation limit when the quotas apply it), each call answered after a drawn latency; and, in front
 //! of it, ephemera's retry policy (`ephemera-github`: 4 attempts, 200 ms doubling, a
 //! 10 s budget, `retry-after` honoured only when it fits in the budget).
 
-use crate::cloud::{Caller, Cloud};
+use crate::cloud::{Caller, Cloud, GitHubBucket};
 use async_trait::async_trait;
 use ephemera_core::memory::FakeForge;
 use ephemera_core::ports::*;
@@ -15,54 +16,83 @@ const ATTEMPTS: u32 = 4;
 const BASE_DELAY: Duration = Duration::from_millis(200);
 const BUDGET: Duration = Duration::from_secs(10);
 
-/// A GitHub REST endpoint and its points.
+/// A GitHub REST endpoint, its points and the hourly bucket it spends.
 #[derive(Debug, Clone, Copy)]
 pub struct Endpoint {
     pub name: &'static str,
     pub points: f64,
+    pub bucket: GitHubBucket,
+    /// Whether the content-creation limit may apply to it (a POST that creates).
+    pub creates_content: bool,
 }
 
 pub const GENERATE_JITCONFIG: Endpoint = Endpoint {
     name: "generate_jitconfig",
     points: 5.0,
+    bucket: GitHubBucket::Registration,
+    creates_content: true,
 };
 pub const DELETE_RUNNER: Endpoint = Endpoint {
     name: "delete_runner",
     points: 5.0,
+    bucket: GitHubBucket::Core,
+    creates_content: false,
 };
 pub const GET_RUNNER: Endpoint = Endpoint {
     name: "get_runner",
     points: 1.0,
+    bucket: GitHubBucket::Core,
+    creates_content: false,
 };
 pub const LIST_RUNNERS: Endpoint = Endpoint {
     name: "list_runners",
     points: 1.0,
+    bucket: GitHubBucket::Core,
+    creates_content: false,
 };
 pub const LIST_DELIVERIES: Endpoint = Endpoint {
     name: "list_deliveries",
     points: 1.0,
+    bucket: GitHubBucket::Core,
+    creates_content: false,
 };
 pub const REDELIVER: Endpoint = Endpoint {
     name: "redeliver",
     points: 5.0,
+    bucket: GitHubBucket::Core,
+    creates_content: false,
 };
 pub const GET_JOB: Endpoint = Endpoint {
     name: "get_job",
     points: 1.0,
+    bucket: GitHubBucket::Core,
+    creates_content: false,
 };
 
-/// One request to GitHub as ephemera's client makes it: retried inside its budget,
-/// `Throttled` with GitHub's wait once that does not fit.
+/// One request to GitHub as ephemera's client makes it, as the first App.
 pub async fn request(cloud: &Cloud, caller: Caller, endpoint: Endpoint) -> Result<(), ForgeError> {
+    request_as(cloud, caller, 0, endpoint).await
+}
+
+/// One request to GitHub as App `app`: retried inside its budget, `Throttled` with
+/// GitHub's wait once that does not fit.
+pub async fn request_as(
+    cloud: &Cloud,
+    caller: Caller,
+    app: usize,
+    endpoint: Endpoint,
+) -> Result<(), ForgeError> {
     let started = Instant::now();
     let mut failures = 0;
+    let points_bucket = format!("app{app}:{}", endpoint.name);
     loop {
         cloud.count(caller, "GitHub", endpoint.name);
-        let refusal = match cloud.github_start() {
+        let refusal = match cloud.github_start(app, endpoint.bucket, endpoint.creates_content) {
             Ok(()) => {
-                let points = cloud.take(endpoint.name, cloud.quotas.github_points, endpoint.points);
+                let points =
+                    cloud.take(&points_bucket, cloud.quotas.github_points, endpoint.points);
                 cloud.wait(cloud.latencies.github).await;
-                cloud.github_end();
+                cloud.github_end(app);
                 match points {
                     Ok(()) => return Ok(()),
                     Err(_) => cloud.quotas.github_retry_after,
@@ -84,11 +114,14 @@ pub async fn request(cloud: &Cloud, caller: Caller, endpoint: Endpoint) -> Resul
     }
 }
 
-/// The [`Forge`] port on GitHub's limits, over the in-memory GitHub.
+/// The [`Forge`] port on GitHub's limits, over the in-memory GitHub, as one App (every
+/// App has the same installations, so one GitHub answers them all).
 pub struct MeteredForge {
     pub inner: Arc<FakeForge>,
     pub cloud: Arc<Cloud>,
     pub caller: Caller,
+    /// Which App's buckets its calls spend.
+    pub app: usize,
 }
 
 #[async_trait]
@@ -98,7 +131,7 @@ impl Forge for MeteredForge {
         scope: &RunnerScope,
         request_: &JitRequest,
     ) -> Result<JitConfig, ForgeError> {
-        request(&self.cloud, self.caller, GENERATE_JITCONFIG).await?;
+        request_as(&self.cloud, self.caller, self.app, GENERATE_JITCONFIG).await?;
         self.inner.generate_jit_config(scope, request_).await
     }
 
@@ -107,7 +140,7 @@ impl Forge for MeteredForge {
         scope: &RunnerScope,
         runner_id: u64,
     ) -> Result<RunnerRemoval, ForgeError> {
-        request(&self.cloud, self.caller, DELETE_RUNNER).await?;
+        request_as(&self.cloud, self.caller, self.app, DELETE_RUNNER).await?;
         self.inner.remove_runner(scope, runner_id).await
     }
 
@@ -116,7 +149,7 @@ impl Forge for MeteredForge {
         scope: &RunnerScope,
         runner_id: u64,
     ) -> Result<Option<ForgeRunner>, ForgeError> {
-        request(&self.cloud, self.caller, GET_RUNNER).await?;
+        request_as(&self.cloud, self.caller, self.app, GET_RUNNER).await?;
         self.inner.get_runner(scope, runner_id).await
     }
 
@@ -124,7 +157,7 @@ impl Forge for MeteredForge {
         let listed = self.inner.list_runners(scope).await?;
         // One request per page of 100.
         for _ in 0..listed.len().div_ceil(100).max(1) {
-            request(&self.cloud, self.caller, LIST_RUNNERS).await?;
+            request_as(&self.cloud, self.caller, self.app, LIST_RUNNERS).await?;
         }
         Ok(listed)
     }
@@ -135,7 +168,7 @@ impl Forge for MeteredForge {
         name: &str,
     ) -> Result<Option<ForgeRunner>, ForgeError> {
         // One request: the list endpoint filtered by name.
-        request(&self.cloud, self.caller, LIST_RUNNERS).await?;
+        request_as(&self.cloud, self.caller, self.app, LIST_RUNNERS).await?;
         self.inner.find_runner(scope, name).await
     }
 
@@ -146,7 +179,7 @@ impl Forge for MeteredForge {
         repo: &str,
         job_id: u64,
     ) -> Result<Option<ForgeJobState>, ForgeError> {
-        request(&self.cloud, self.caller, GET_JOB).await?;
+        request_as(&self.cloud, self.caller, self.app, GET_JOB).await?;
         self.inner
             .job_state(installation_id, owner, repo, job_id)
             .await

@@ -1,12 +1,15 @@
 //! `make bench-model`: bursts of 100, 1,000 and 10,000 jobs on the model, for ephemera's
-//! default settings, without the registration pace (what stood in the way), for the best
-//! settings found, for terraform-aws-github-runner's call pattern, and the 1,000-job
-//! burst under issue #33's flood (with the webhook's reserved concurrency and without);
-//! written to `bench/model.json` and printed as a table.
+//! default settings, with two GitHub Apps, without the registration pace (what stood in
+//! the way), for the best settings found, for terraform-aws-github-runner's call
+//! pattern, the 1,000-job burst with GitHub's content-creation limit applied to
+//! registrations, and the 1,000-job burst under issue #33's flood (with the webhook's
+//! reserved concurrency and without); written to `bench/model.json` and printed as a
+//! table.
 //!
-//! Usage: `bench-model [--out FILE] [--jobs 100,1000,10000] [--seed N] [--default-only]
-//! [--flood-only] [--start-only]` (`--default-only`, `--flood-only`: those bursts only;
-//! `--start-only`: queued → started per host mode; each printed, nothing written)
+//! Usage: `bench-model [--out FILE] [--jobs 100,1000,10000] [--seed N] [--apps N]
+//! [--default-only] [--flood-only] [--start-only]` (`--default-only`, `--flood-only`:
+//! those bursts only, `--apps` the GitHub Apps of the default-only bursts; `--start-only`:
+//! queued → started per host mode; each printed, nothing written)
 //!
 //! Every random draw of a burst (latencies, retry jitter, runner names) comes from one
 //! RNG seeded with `--seed` (default [`DEFAULT_SEED`]) and the burst's size, so a seed
@@ -14,8 +17,8 @@
 
 use ephemera_model::burst::{run, BurstSpec};
 use ephemera_model::flood::Flood;
-use ephemera_model::quotas::{Latencies, Quotas, Settings};
-use ephemera_model::report::Pattern;
+use ephemera_model::quotas::{ContentCreation, Latencies, Quotas, Settings};
+use ephemera_model::report::{bounds, Pattern};
 use ephemera_model::start::start_latency;
 use ephemera_model::world::Assignment;
 use serde_json::{json, Value};
@@ -69,7 +72,40 @@ fn peer_settings() -> Settings {
         scaler_timeout: Duration::from_secs(60),
         registrations_per_minute: None,
         webhook_reserved_concurrency: None,
+        github_apps: 1,
     }
+}
+
+fn with_apps(apps: u32) -> Settings {
+    Settings {
+        name: if apps == 1 {
+            "default".to_owned()
+        } else {
+            format!("default, {apps} GitHub Apps")
+        },
+        github_apps: apps,
+        ..Settings::default_settings()
+    }
+}
+
+/// The 1,000-job burst with GitHub's content-creation limit (80 a minute, 500 an hour)
+/// applied to registrations, and the bound it sets on 10,000 jobs (a run of those would
+/// take most of a day of simulated time).
+fn content_creation(seed: u64) -> Value {
+    let quotas = Quotas {
+        github_content_creation: Some(ContentCreation::documented()),
+        ..Quotas::default()
+    };
+    let mut applied = spec(seed, 1_000, Settings::default_settings(), Pattern::Ephemera);
+    applied.quotas = quotas.clone();
+    let row = burst(&applied);
+    let ten_thousand = bounds(10_000, 10, &quotas, Pattern::Ephemera, 1);
+    let (binding, bound) = ten_thousand.first().cloned().unwrap_or_default();
+    json!({
+        "applied_1000": row,
+        "bound_10000_s": (bound * 10.0).round() / 10.0,
+        "binding_10000": binding,
+    })
 }
 
 fn unreserved() -> Settings {
@@ -146,6 +182,7 @@ fn main() {
     let mut default_only = false;
     let mut flood_only = false;
     let mut start_only = false;
+    let mut apps = 1;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         if arg == "--default-only" {
@@ -172,13 +209,19 @@ fn main() {
                     })
                     .collect();
             }
+            ("--apps", Some(text)) => {
+                apps = text
+                    .trim()
+                    .parse()
+                    .unwrap_or_else(|_| panic!("--apps: {text:?} is not a whole number"));
+            }
             ("--seed", Some(text)) => {
                 seed = text
                     .trim()
                     .parse()
                     .unwrap_or_else(|_| panic!("--seed: {text:?} is not a whole number"));
             }
-            _ => panic!("usage: bench-model [--out FILE] [--jobs 100,1000,10000] [--seed N] [--default-only] [--flood-only] [--start-only]"),
+            _ => panic!("usage: bench-model [--out FILE] [--jobs 100,1000,10000] [--seed N] [--apps N] [--default-only] [--flood-only] [--start-only]"),
         }
     }
     if start_only {
@@ -193,12 +236,7 @@ fn main() {
     }
     if default_only {
         for &jobs in &sizes {
-            burst(&spec(
-                seed,
-                jobs,
-                Settings::default_settings(),
-                Pattern::Ephemera,
-            ));
+            burst(&spec(seed, jobs, with_apps(apps), Pattern::Ephemera));
         }
         return;
     }
@@ -223,6 +261,7 @@ fn main() {
             Settings::default_settings(),
             Pattern::Ephemera,
         )));
+        bursts.push(burst(&spec(seed, jobs, with_apps(2), Pattern::Ephemera)));
         bursts.push(burst(&spec(seed, jobs, unpaced(), Pattern::Ephemera)));
         let mut best_settings = with_concurrency(best);
         best_settings.name = format!("best (ScalerMaxConcurrency {best})");
@@ -233,6 +272,7 @@ fn main() {
         "seed": seed,
         "bursts": bursts,
         "peer": { "terraform-aws-github-runner": peer },
+        "content_creation": content_creation(seed),
         "flood": flood_cases(seed),
         "start_latency": start_latency(seed),
     });

@@ -9,8 +9,16 @@ use std::time::Duration;
 pub struct Quotas {
     /// GitHub: points per minute per REST endpoint (a POST or DELETE costs 5, a GET 1).
     pub github_points: BucketSpec,
-    /// GitHub: REST calls per hour per App installation.
-    pub github_hourly: u32,
+    /// GitHub: REST calls per hour per App installation in the `core` bucket (everything
+    /// but runner registrations).
+    pub github_core_hourly: u32,
+    /// GitHub: runner registrations (generate-jitconfig) per hour per installation, in
+    /// the `actions_runner_registration` bucket.
+    pub github_registration_hourly: u32,
+    /// GitHub's content-creation limit (80 a minute, 500 an hour), when it is applied to
+    /// generate-jitconfig; GitHub does not say whether it is, so it is a setting, off
+    /// by default.
+    pub github_content_creation: Option<ContentCreation>,
     /// GitHub: concurrent requests.
     pub github_concurrent: u32,
     /// GitHub: the wait a secondary rate limit answer asks for.
@@ -43,7 +51,9 @@ impl Default for Quotas {
                 capacity: 900.0,
                 per_second: 15.0,
             },
-            github_hourly: 5_000,
+            github_core_hourly: 5_000,
+            github_registration_hourly: 10_000,
+            github_content_creation: None,
             github_concurrent: 100,
             github_retry_after: Duration::from_secs(60),
             ec2_create_fleet: BucketSpec {
@@ -74,6 +84,27 @@ impl Default for Quotas {
             lambda_account_concurrency: 1_000,
             esm_initial: 5,
             esm_added_per_minute: 300,
+        }
+    }
+}
+
+/// GitHub's secondary limit on requests that create content.
+#[derive(Debug, Clone, Copy)]
+pub struct ContentCreation {
+    pub per_minute: BucketSpec,
+    pub per_hour: u32,
+}
+
+impl ContentCreation {
+    /// The figures of GitHub's "Rate limits for the REST API": no more than 80
+    /// content-generating requests a minute and 500 an hour.
+    pub fn documented() -> ContentCreation {
+        ContentCreation {
+            per_minute: BucketSpec {
+                capacity: 80.0,
+                per_second: 80.0 / 60.0,
+            },
+            per_hour: 500,
         }
     }
 }
@@ -145,6 +176,9 @@ pub struct Settings {
     /// `WebhookReservedConcurrency` in template.yaml: the webhook's executions at most,
     /// kept from the rest of the account; `None` reserves nothing (the template's 0).
     pub webhook_reserved_concurrency: Option<u32>,
+    /// GitHub Apps with the same installations, each with its own buckets and pace; the
+    /// scaler's execution environments take them in turn (the reaper uses the first).
+    pub github_apps: u32,
 }
 
 impl Settings {
@@ -160,6 +194,7 @@ impl Settings {
             scaler_timeout: Duration::from_secs(30),
             registrations_per_minute: Some(180.0),
             webhook_reserved_concurrency: Some(50),
+            github_apps: 1,
         }
     }
 }
@@ -169,8 +204,12 @@ pub const SOURCES: &[(&str, &str, &str)] = &[
     ("GitHub REST points per minute per endpoint", "900 (POST 5, GET 1)", "docs.github.com, Rate limits for the REST API: secondary rate limits"),
     ("GitHub concurrent requests", "100", "same page"),
     ("GitHub secondary limit wait", "60 s", "same page: wait at least one minute when no retry-after"),
-    ("GitHub installation budget", "5,000 calls/h", "same page: primary rate limit for GitHub App installations (more with many repos/users; 15,000 on Enterprise Cloud)"),
-    ("GitHub content-creation limit on generate-jitconfig", "not applied", "assumed: peers report 1,000 JIT runners in ~8 min, above 80/min"),
+    ("GitHub installation budget, core", "5,000 calls/h", "same page: primary rate limit for GitHub App installations (more with many repos/users; 15,000 on Enterprise Cloud); token mints are the App's JWT's, not counted"),
+    ("GitHub installation budget, actions_runner_registration", "10,000 registrations/h", "REST API endpoints for rate limits (the bucket exists, no figure); the figure and that generate-jitconfig spends it: terraform-aws-github-runner's rate-limit guide (docs/rate-limits-and-tuning.md)"),
+    ("GitHub content-creation limit on generate-jitconfig", "not applied (a setting: 80/min, 500/h when applied)", "Rate limits for the REST API lists 80/min and 500/h for content-creating requests; whether generate-jitconfig is one is not documented: assumed not, as peers report 1,000 JIT runners in ~8 min, above 80/min"),
+    ("GitHub Apps", "1 (a setting; 2 in the two-App bursts)", "each App its own installation buckets and points: Rate limits for the REST API (primary limits are per installation, secondary per App); the same installations for every App: assumed, as a deployment lists them"),
+    ("Registration pace", "per App: 180 a minute, and no more than the App's 10,000 an hour in any hour, shared by the scaler's invocations", "functions/core/src/pace.rs (900 points a minute at 5 a POST; actions_runner_registration)"),
+    ("Which idle scaler environment takes a batch", "the one idle longest", "assumed (Lambda does not say)"),
     ("EC2 CreateFleet request bucket", "50, refill 5/s", "EC2 API reference, Request throttling: mutating actions"),
     ("EC2 instances launched (resource bucket)", "1,000, refill 2/s", "same page: RunInstances resource bucket; that an instant fleet spends it is assumed"),
     ("EC2 DescribeInstances (filtered)", "100, refill 20/s", "same page: non-mutating actions"),

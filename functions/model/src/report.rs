@@ -104,30 +104,55 @@ pub enum Pattern {
 }
 
 /// The time each quota alone allows for `jobs` jobs, the longest first: (quota, s).
-pub fn bounds(jobs: u32, batch: usize, quotas: &Quotas, pattern: Pattern) -> Vec<(String, f64)> {
+/// GitHub's limits are each App's: with `apps` Apps, each registers its share of the
+/// jobs (AWS's quotas are the account's, whatever the number of Apps).
+pub fn bounds(
+    jobs: u32,
+    batch: usize,
+    quotas: &Quotas,
+    pattern: Pattern,
+    apps: u32,
+) -> Vec<(String, f64)> {
     let n = f64::from(jobs);
+    let per_app = n / f64::from(apps.max(1));
     let bucket = |cost: f64, spec: crate::bucket::BucketSpec| {
         ((cost - spec.capacity) / spec.per_second).max(0.0)
     };
     let jit_points = |jobs: f64| bucket(jobs * 5.0, quotas.github_points);
-    let calls_per_job = match pattern {
-        Pattern::Ephemera => 1.0,
-        Pattern::Peer => 2.0,
+    // `calls_per_job` calls a job in a bucket of `per_hour`: whole hours for the windows
+    // before the last, then the last window's rest at the points' pace.
+    let hourly = |per_hour: u32, calls_per_job: f64| {
+        if calls_per_job == 0.0 {
+            return 0.0;
+        }
+        let per_window = f64::from(per_hour) / calls_per_job;
+        let windows = (per_app / per_window).ceil().max(1.0);
+        if windows > 1.0 {
+            3600.0 * (windows - 1.0) + jit_points(per_app - per_window * (windows - 1.0))
+        } else {
+            0.0
+        }
     };
-    let per_window = f64::from(quotas.github_hourly) / calls_per_job;
-    let windows = (n / per_window).ceil().max(1.0);
-    let hourly = if windows > 1.0 {
-        3600.0 * (windows - 1.0) + jit_points(n - per_window * (windows - 1.0))
-    } else {
-        0.0
+    // ephemera spends no core call per job (the installation token is minted with the
+    // App's JWT, once an hour); the peer checks each job (GET) in core.
+    let core_per_job = match pattern {
+        Pattern::Ephemera => 0.0,
+        Pattern::Peer => 1.0,
     };
     let batches = (n / batch as f64).ceil();
     let mut all = vec![
         (
             "GitHub points per minute (generate-jitconfig)".to_owned(),
-            jit_points(n),
+            jit_points(per_app),
         ),
-        ("GitHub installation hourly budget".to_owned(), hourly),
+        (
+            "GitHub actions_runner_registration hourly budget".to_owned(),
+            hourly(quotas.github_registration_hourly, 1.0),
+        ),
+        (
+            "GitHub core hourly budget".to_owned(),
+            hourly(quotas.github_core_hourly, core_per_job),
+        ),
         (
             "EC2 instances launched (resource bucket)".to_owned(),
             bucket(n, quotas.ec2_launch_resource),
@@ -144,6 +169,23 @@ pub fn bounds(jobs: u32, batch: usize, quotas: &Quotas, pattern: Pattern) -> Vec
     if pattern == Pattern::Peer {
         all.push(("SSM PutParameter".to_owned(), bucket(n, quotas.ssm_put)));
     }
+    if let Some(limit) = quotas.github_content_creation {
+        let per_minute = bucket(per_app, limit.per_minute);
+        all.push((
+            "GitHub content creation (80 a minute)".to_owned(),
+            per_minute,
+        ));
+        // Whole hours of 500, then the last hour's rest at 80 a minute.
+        let per_hour = f64::from(limit.per_hour);
+        let windows = (per_app / per_hour).ceil().max(1.0);
+        let last = per_app - per_hour * (windows - 1.0);
+        let hours = if windows > 1.0 {
+            3600.0 * (windows - 1.0) + bucket(last, limit.per_minute)
+        } else {
+            0.0
+        };
+        all.push(("GitHub content creation (500 an hour)".to_owned(), hours));
+    }
     all.sort_by(|a, b| b.1.total_cmp(&a.1));
     all
 }
@@ -153,16 +195,87 @@ mod tests {
     use super::*;
 
     #[test]
-    fn github_points_bind_a_thousand_jobs_and_the_hourly_budget_ten_thousand() {
+    fn github_points_bind_a_thousand_jobs_and_ten_thousand() {
         let quotas = Quotas::default();
-        let thousand = bounds(1_000, 10, &quotas, Pattern::Ephemera);
+        let thousand = bounds(1_000, 10, &quotas, Pattern::Ephemera, 1);
         assert_eq!(
             thousand[0].0,
             "GitHub points per minute (generate-jitconfig)"
         );
         assert!((thousand[0].1 - 4_100.0 / 15.0).abs() < 1e-9);
-        let ten_thousand = bounds(10_000, 10, &quotas, Pattern::Ephemera);
-        assert_eq!(ten_thousand[0].0, "GitHub installation hourly budget");
-        assert!((ten_thousand[0].1 - (3_600.0 + 24_100.0 / 15.0)).abs() < 1e-9);
+        // 10,000 registrations fit the registration bucket's hour, and their points
+        // take 3,273 s; EC2's launch bucket (1,000, 2 a second) takes longer.
+        let ten_thousand = bounds(10_000, 10, &quotas, Pattern::Ephemera, 1);
+        assert_eq!(
+            ten_thousand[0].0,
+            "EC2 instances launched (resource bucket)"
+        );
+        assert!((ten_thousand[0].1 - 9_000.0 / 2.0).abs() < 1e-9);
+        let points = ten_thousand
+            .iter()
+            .find(|(name, _)| name == "GitHub points per minute (generate-jitconfig)");
+        assert!((points.unwrap().1 - 49_100.0 / 15.0).abs() < 1e-9);
+        let registration = ten_thousand
+            .iter()
+            .find(|(name, _)| name == "GitHub actions_runner_registration hourly budget");
+        assert_eq!(registration.map(|(_, s)| *s), Some(0.0));
+    }
+
+    #[test]
+    fn past_its_hour_the_registration_bucket_binds() {
+        let quotas = Quotas::default();
+        let twenty_thousand = bounds(20_000, 10, &quotas, Pattern::Ephemera, 1);
+        let registration = twenty_thousand
+            .iter()
+            .find(|(name, _)| name == "GitHub actions_runner_registration hourly budget");
+        assert!((registration.unwrap().1 - (3_600.0 + 49_100.0 / 15.0)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_peer_spends_core_per_job_and_ephemera_does_not() {
+        let quotas = Quotas::default();
+        let core = |pattern| {
+            bounds(10_000, 10, &quotas, pattern, 1)
+                .into_iter()
+                .find(|(name, _)| name == "GitHub core hourly budget")
+                .map(|(_, s)| s)
+        };
+        assert_eq!(core(Pattern::Ephemera), Some(0.0));
+        assert!((core(Pattern::Peer).unwrap() - (3_600.0 + 24_100.0 / 15.0)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn two_apps_halve_githubs_bounds_and_not_ec2s() {
+        let quotas = Quotas::default();
+        let bound = |apps, quota: &str| {
+            bounds(10_000, 10, &quotas, Pattern::Ephemera, apps)
+                .into_iter()
+                .find(|(name, _)| name == quota)
+                .map(|(_, s)| s)
+        };
+        let points = "GitHub points per minute (generate-jitconfig)";
+        assert!((bound(2, points).unwrap() - 24_100.0 / 15.0).abs() < 1e-9);
+        let ec2 = "EC2 instances launched (resource bucket)";
+        assert_eq!(bound(2, ec2), bound(1, ec2));
+        assert_eq!(
+            bounds(10_000, 10, &quotas, Pattern::Ephemera, 2)[0].0,
+            ec2,
+            "EC2's launch bucket binds two Apps' burst"
+        );
+    }
+
+    #[test]
+    fn the_content_creation_limit_when_applied_binds_at_500_an_hour() {
+        let quotas = Quotas {
+            github_content_creation: Some(crate::quotas::ContentCreation::documented()),
+            ..Quotas::default()
+        };
+        let thousand = bounds(1_000, 10, &quotas, Pattern::Ephemera, 1);
+        assert_eq!(thousand[0].0, "GitHub content creation (500 an hour)");
+        // One hour for the first 500, then the rest at 80 a minute.
+        assert!(
+            (thousand[0].1 - (3_600.0 + 420.0 * 60.0 / 80.0)).abs() < 1e-9,
+            "{thousand:?}"
+        );
     }
 }

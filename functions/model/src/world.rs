@@ -150,10 +150,16 @@ impl World {
     }
 
     pub fn forge_for(&self, caller: Caller) -> Arc<MeteredForge> {
+        self.forge_as(caller, 0)
+    }
+
+    /// GitHub as App `app` (its own buckets).
+    pub fn forge_as(&self, caller: Caller, app: usize) -> Arc<MeteredForge> {
         Arc::new(MeteredForge {
             inner: self.forge.clone(),
             cloud: self.cloud.clone(),
             caller,
+            app,
         })
     }
 

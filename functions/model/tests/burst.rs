@@ -139,3 +139,29 @@ fn a_burst_of_1000_jobs_ends_within_a_tenth_of_its_bound() {
         assert_eq!(outcome.dead_lettered, 0, "{row}");
     }
 }
+
+#[test]
+fn a_second_github_app_registers_a_burst_past_one_apps_minute_sooner() {
+    // 400 registrations: one App starts 165 at once and the rest at 180 a minute; two
+    // Apps, each on its own buckets, start 330 at once. EC2's 1,000 at once do not bind.
+    let registered = |apps: u32| {
+        let mut burst = spec(
+            Settings {
+                github_apps: apps,
+                ..Settings::default_settings()
+            },
+            Latencies::default(),
+        );
+        burst.jobs = 400;
+        let outcome = run(&burst);
+        assert_eq!(outcome.dead_lettered, 0, "{}", outcome.row);
+        assert_eq!(outcome.jobs_running, 400, "{}", outcome.row);
+        let throttled = outcome.row["throttled"]["GitHub"].as_u64().unwrap_or(0);
+        assert_eq!(throttled, 0, "no App past its buckets: {}", outcome.row);
+        outcome.row["all_registered_s"]
+            .as_f64()
+            .expect("all registered")
+    };
+    let (one, two) = (registered(1), registered(2));
+    assert!(two < one / 2.0, "one App {one} s, two Apps {two} s");
+}

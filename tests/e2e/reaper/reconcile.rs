@@ -63,6 +63,27 @@ async fn claim_left_by_a_crash_is_cleaned_after_the_bootstrap_timeout_in_one_run
         },
     )
     .await?;
+    // Its host fails as its runner starts: GitHub shows the runner offline, and the
+    // reaper never saw it online.
+    let runner_id = record(&p, &name)
+        .await?
+        .github_runner_id
+        .expect("the resumed creation registered the runner");
+    p.wait_for("the runner to start on its host", LIMIT, || async {
+        let online = p
+            .sim
+            .snapshot()
+            .runners
+            .get(&runner_id)
+            .is_some_and(|r| r.status == "online");
+        Ok(online.then_some(()))
+    })
+    .await?;
+    p.sim.with_state(|s| {
+        if let Some(runner) = s.runners.get_mut(&runner_id) {
+            runner.status = "offline".to_owned();
+        }
+    });
     let report = p.reap_at(at + minutes(21)).await?;
     assert_eq!(
         (report.sent_to_delete, report.deleted),

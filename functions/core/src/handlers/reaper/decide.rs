@@ -125,6 +125,14 @@ pub fn idle_since(record: &RunnerRecord) -> OffsetDateTime {
         .map_or(record.updated_at, |entry| entry.at)
 }
 
+/// When a runner's bootstrap timeout starts: when its JIT config was stored, as an
+/// instance cannot come online before it reads it, and under GitHub's registration
+/// pace or EC2's launch bucket the config may be stored long after the record was
+/// written; the record's creation when no config was stored yet.
+pub fn bootstrap_started(record: &RunnerRecord) -> OffsetDateTime {
+    crate::timeline::jit_stored_at(record).unwrap_or(record.created_at)
+}
+
 fn older_than(at: OffsetDateTime, now: OffsetDateTime, limit: Duration) -> bool {
     now - at >= limit
 }
@@ -236,7 +244,7 @@ fn verdict(
         Error => clean(Cleanup::CreationFailed),
         PendingCreate | Creating | Running
             if record.runner_status == RunnerStatus::Pending
-                && older_than(record.created_at, now, pool.bootstrap_timeout) =>
+                && older_than(bootstrap_started(record), now, pool.bootstrap_timeout) =>
         {
             clean(Cleanup::BootstrapTimeout)
         }

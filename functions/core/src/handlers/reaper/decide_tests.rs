@@ -59,6 +59,30 @@ fn pending_runner_times_out_only_after_its_pool_bootstrap_timeout() {
 }
 
 #[test]
+fn the_bootstrap_timeout_starts_when_the_jit_config_was_stored() {
+    let config = config(5);
+    // Claimed at `now`, its JIT config stored 30 minutes later (the registration pace
+    // and EC2's launch bucket held it back): its instance had no config to come online
+    // with before then.
+    let mut late = record(
+        "eph-linux-a",
+        InstanceStatus::Running,
+        RunnerStatus::Pending,
+    );
+    late.job_id = Some(1);
+    late.note(HistoryEntry::status(
+        now() + minutes(30),
+        InstanceStatus::Running,
+        None,
+    ));
+    let live = vec![late];
+    let alive = [alive("i-eph-linux-a")];
+    let at = |m| verdicts(&config, &live, Some(&alive), &[], now() + minutes(m));
+    assert!(at(40).is_empty(), "{:?}", at(40));
+    assert_eq!(at(50)[0].1, Verdict::Clean(Cleanup::BootstrapTimeout));
+}
+
+#[test]
 fn a_creation_for_a_job_stalls_one_lease_after_its_last_step() {
     let config = config(5);
     for status in [InstanceStatus::PendingCreate, InstanceStatus::Creating] {

@@ -1,7 +1,10 @@
 //! Deletion, graceful and forced: GitHub's DELETE first (422 = busy: the record goes back
 //! to `pending_delete` and the instance is kept, with no time limit), then the instance,
 //! then the JIT config, then `deleted` with the slot given back. Provider errors back off
-//! exponentially; forced deletion logs and ignores them and finishes in one pass.
+//! exponentially; forced deletion logs and ignores them and finishes in one pass. A
+//! DELETE GitHub throttles waits for GitHub's wait (the bucket's reset), and the run
+//! starts no other deletion: each would spend a call of the installation's `core`
+//! budget on a refusal, budget the scaler's job lookups need.
 
 use super::{Reaper, ReaperReport, Snapshot, PARALLEL_DELETES};
 use crate::backoff;
@@ -17,11 +20,16 @@ use time::OffsetDateTime;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
+/// Tries of the transaction that finishes a deletion, when it meets concurrent writes.
+const FINISH_TRIES: u64 = 5;
+
 /// How one deletion attempt ended.
 pub(super) enum Outcome {
     Deleted,
     Busy,
     BackedOff,
+    /// Backed off because GitHub throttled the DELETE.
+    Throttled,
     Skipped,
 }
 
@@ -51,8 +59,9 @@ impl Reaper {
             .collect();
         let mut records = queue.into_iter();
         let mut deleting = tokio::task::JoinSet::new();
+        let mut throttled = false;
         loop {
-            while deleting.len() < PARALLEL_DELETES {
+            while !throttled && deleting.len() < PARALLEL_DELETES {
                 let Some(record) = records.next() else { break };
                 if Instant::now() >= deadline {
                     report.left_for_next_run = true;
@@ -69,6 +78,13 @@ impl Reaper {
                 Ok(Ok(Outcome::Deleted)) => report.deleted += 1,
                 Ok(Ok(Outcome::Busy)) => report.busy += 1,
                 Ok(Ok(Outcome::BackedOff)) => report.backed_off += 1,
+                Ok(Ok(Outcome::Throttled)) => {
+                    report.backed_off += 1;
+                    if !throttled && !records.as_slice().is_empty() {
+                        report.left_for_next_run = true;
+                    }
+                    throttled = true;
+                }
                 Ok(Ok(Outcome::Skipped)) => {}
                 Ok(Err(err)) => {
                     warn!(error = %error_chain(&err), "deletion step failed; next run retries it")
@@ -100,26 +116,34 @@ impl Reaper {
             Err(err) if force => {
                 warn!(runner = %name, error = %error_chain(&err), "GitHub removal failed; ignored (force)")
             }
-            Err(err) => return self.back_off(&runner, &err, clock.now()).await,
+            Err(err) => {
+                let at_least = match err {
+                    ForgeError::Throttled { retry_after } => Some(retry_after.unwrap_or_default()),
+                    _ => None,
+                };
+                let outcome = self.back_off(&runner, &err, clock.now(), at_least).await?;
+                return Ok(if at_least.is_some() {
+                    Outcome::Throttled
+                } else {
+                    outcome
+                });
+            }
         }
         if let Some(instance_id) = &runner.instance_id {
             if let Err(err) = self.fleet.terminate(instance_id).await {
                 if !force {
-                    return self.back_off(&runner, &err, clock.now()).await;
+                    return self.back_off(&runner, &err, clock.now(), None).await;
                 }
                 warn!(runner = %name, %instance_id, error = %error_chain(&err), "terminate failed; ignored (force)");
             }
             if let Err(err) = self.jit_store.delete(instance_id).await {
                 if !force {
-                    return self.back_off(&runner, &err, clock.now()).await;
+                    return self.back_off(&runner, &err, clock.now(), None).await;
                 }
                 warn!(runner = %name, %instance_id, error = %error_chain(&err), "JIT config delete failed; ignored (force)");
             }
         }
-        let at = clock.now();
-        self.store
-            .finish_deletion(name, at, at + self.config.reaper.deleted_ttl)
-            .await?;
+        self.finish(name, clock.now()).await?;
         let mode = if force { "forced" } else { "graceful" };
         self.metrics.record(
             Metric::RunnersDeleted,
@@ -131,6 +155,25 @@ impl Reaper {
         );
         info!(runner = %name, pool = %runner.pool, force, instance_id = runner.instance_id.as_deref(), "runner deleted");
         Ok(Outcome::Deleted)
+    }
+
+    /// `deleting` → `deleted`, the slot given back. The transaction writes the pool item,
+    /// which a burst's claims write many times a second, so it may meet a concurrent
+    /// write: it is tried again at once rather than left `deleting` for
+    /// `stuck_deleting`, which would send the whole deletion (a GitHub DELETE among it)
+    /// again.
+    async fn finish(&self, name: &str, at: OffsetDateTime) -> Result<(), StoreError> {
+        let ttl = at + self.config.reaper.deleted_ttl;
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match self.store.finish_deletion(name, at, ttl).await {
+                Err(StoreError::Conflict(_)) if tries < FINISH_TRIES => {
+                    tokio::time::sleep(std::time::Duration::from_millis(20 * tries)).await;
+                }
+                other => return other,
+            }
+        }
     }
 
     /// Removes the runner from GitHub. A record without a GitHub id may still have been
@@ -172,15 +215,17 @@ impl Reaper {
         Ok(Outcome::Busy)
     }
 
-    /// A provider error: back to `pending_delete`, due again after an exponential delay.
+    /// A provider error: back to `pending_delete`, due again after an exponential delay,
+    /// or after the provider's own wait (`at_least`) when that is longer.
     async fn back_off(
         &self,
         runner: &RunnerRecord,
         err: &(dyn std::error::Error + Send + Sync + 'static),
         now: OffsetDateTime,
+        at_least: Option<std::time::Duration>,
     ) -> Result<Outcome, StoreError> {
         let attempts = runner.attempts + 1;
-        let delay = backoff::delay_after(attempts);
+        let delay = backoff::delay_after(attempts).max(at_least.unwrap_or_default());
         let mut back =
             Transition::new(InstanceStatus::Deleting, InstanceStatus::PendingDelete, now)
                 .because("retrying after error");

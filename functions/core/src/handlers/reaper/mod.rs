@@ -233,7 +233,8 @@ impl Reaper {
         // wait for, so it goes before the rules (which may be slow when the providers are).
         self.delete_due(&snapshot, Vec::new(), now, deadline, report)
             .await;
-        report.came_online = self.watch_bootstrapping(&snapshot, now, deadline).await?;
+        let seen_online = self.watch_bootstrapping(&snapshot, now, deadline).await?;
+        report.came_online = seen_online.len();
         let instances = match self.fleet.describe_live().await {
             Ok(instances) => Some(instances),
             Err(err) => {
@@ -242,7 +243,14 @@ impl Reaper {
             }
         };
         let marked = self
-            .apply_rules(&snapshot, instances.as_deref(), now, deadline, report)
+            .apply_rules(
+                &snapshot,
+                instances.as_deref(),
+                &seen_online,
+                now,
+                deadline,
+                report,
+            )
             .await?;
         let leaving: HashSet<String> = marked.iter().map(|r| r.name.clone()).collect();
         let already_done = Snapshot {

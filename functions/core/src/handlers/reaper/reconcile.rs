@@ -14,6 +14,7 @@ use crate::model::scope_of;
 use crate::model::{JobStatus, RunnerRecord};
 use crate::ports::*;
 use crate::timeline::launch_requested_at;
+use std::collections::HashSet;
 use time::OffsetDateTime;
 use tokio::time::Instant;
 use tracing::{info, warn};
@@ -22,14 +23,15 @@ use tracing::{info, warn};
 pub const WATCH_LOOKUPS_PER_RUN: usize = 30;
 
 impl Reaper {
-    /// Marks bootstrapping runners that GitHub shows online as idle (or active).
+    /// Marks bootstrapping runners that GitHub shows online as idle (or active); returns
+    /// their names.
     pub(super) async fn watch_bootstrapping(
         &self,
         snapshot: &Snapshot,
         now: OffsetDateTime,
         deadline: Instant,
-    ) -> Result<usize, StoreError> {
-        let mut came_online = 0;
+    ) -> Result<HashSet<String>, StoreError> {
+        let mut came_online = HashSet::new();
         let mut waiting: Vec<&RunnerRecord> = snapshot
             .runners
             .iter()
@@ -62,31 +64,73 @@ impl Reaper {
                     continue;
                 }
             };
-            let status = if seen.busy {
-                RunnerStatus::Active
-            } else {
-                RunnerStatus::Idle
-            };
-            let update = RunnerUpdate {
-                runner_status: Some(status),
-                note: Some("online".to_owned()),
-                online_at: Some(now),
-                ..RunnerUpdate::default()
-            };
-            self.store.update_runner(&record.name, &update, now).await?;
-            let by_pool = [(Dimension::Pool, record.pool.as_str())];
-            if let Some(queued_at) = record.job_queued_at {
-                self.metrics
-                    .record_duration(Metric::QueuedToOnline, &by_pool, now - queued_at);
-            }
-            if let Some(launched) = launch_requested_at(record) {
-                self.metrics
-                    .record_duration(Metric::BootSeconds, &by_pool, now - launched);
-            }
-            info!(runner = %record.name, runner_status = %status, "runner online");
-            came_online += 1;
+            self.mark_online(record, &seen, now).await?;
+            came_online.insert(record.name.clone());
         }
         Ok(came_online)
+    }
+
+    /// Records a runner GitHub shows online: idle, or active when it is busy.
+    async fn mark_online(
+        &self,
+        record: &RunnerRecord,
+        seen: &ForgeRunner,
+        now: OffsetDateTime,
+    ) -> Result<(), StoreError> {
+        let status = if seen.busy {
+            RunnerStatus::Active
+        } else {
+            RunnerStatus::Idle
+        };
+        let update = RunnerUpdate {
+            runner_status: Some(status),
+            note: Some("online".to_owned()),
+            online_at: Some(now),
+            ..RunnerUpdate::default()
+        };
+        self.store.update_runner(&record.name, &update, now).await?;
+        let by_pool = [(Dimension::Pool, record.pool.as_str())];
+        if let Some(queued_at) = record.job_queued_at {
+            self.metrics
+                .record_duration(Metric::QueuedToOnline, &by_pool, now - queued_at);
+        }
+        if let Some(launched) = launch_requested_at(record) {
+            self.metrics
+                .record_duration(Metric::BootSeconds, &by_pool, now - launched);
+        }
+        info!(runner = %record.name, runner_status = %status, "runner online");
+        Ok(())
+    }
+
+    /// Whether a runner past its bootstrap timeout is online after all: seen so in this
+    /// run, or now on GitHub (one GET, marked online then). Under a burst its job's
+    /// `in_progress` may wait in the queue behind thousands of messages while it runs
+    /// the job; a DELETE would only meet it busy, and be put off and sent again every
+    /// run, each a call of the installation's `core` budget. When GitHub cannot be read,
+    /// it is left for the next run (a DELETE would fail the same way).
+    async fn online_after_all(
+        &self,
+        record: &RunnerRecord,
+        seen_online: &HashSet<String>,
+        now: OffsetDateTime,
+    ) -> Result<bool, StoreError> {
+        if seen_online.contains(&record.name) {
+            return Ok(true);
+        }
+        let Some(runner_id) = record.github_runner_id else {
+            return Ok(false);
+        };
+        match self.forge.get_runner(&scope_of(record), runner_id).await {
+            Ok(Some(seen)) if seen.online => {
+                self.mark_online(record, &seen, now).await?;
+                Ok(true)
+            }
+            Ok(_) => Ok(false),
+            Err(err) => {
+                warn!(rule = "never_online", runner = %record.name, error = %error_chain(&err), "cannot read runner from GitHub; looking again next run");
+                Ok(true)
+            }
+        }
     }
 
     /// Applies the record rules; returns the records now in `pending_delete`, to be
@@ -95,6 +139,7 @@ impl Reaper {
         &self,
         snapshot: &Snapshot,
         instances: Option<&[Instance]>,
+        seen_online: &HashSet<String>,
         now: OffsetDateTime,
         deadline: Instant,
         report: &mut ReaperReport,
@@ -121,6 +166,11 @@ impl Reaper {
                 job_checks += 1;
             }
             let moved = match verdict {
+                Verdict::Clean(Cleanup::BootstrapTimeout)
+                    if self.online_after_all(&record, seen_online, now).await? =>
+                {
+                    None
+                }
                 Verdict::Clean(cleanup) => {
                     self.send_to_delete(&record, cleanup.rule(), cleanup.reason(), now)
                         .await?

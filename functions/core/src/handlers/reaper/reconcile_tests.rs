@@ -73,6 +73,43 @@ async fn runner_that_never_comes_online_is_cleaned_after_the_bootstrap_timeout()
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_runner_past_its_bootstrap_timeout_that_github_shows_busy_is_kept() {
+    // A burst's runners took their jobs; their `in_progress` still wait in the queue.
+    // More than one run's lookups of bootstrapping runners: the rest are asked about
+    // before the rule deletes them.
+    let world = World::new(40);
+    let count = super::reconcile::WATCH_LOOKUPS_PER_RUN + 1;
+    let mut runners = Vec::new();
+    for job in 0..count as u64 {
+        let runner = running_runner(&world, 100 + job).await;
+        let runner_id = runner.github_runner_id.expect("registered");
+        world.forge.set_online(runner_id, true);
+        world.forge.set_busy(runner_id, true);
+        runners.push(runner);
+    }
+    let report = world
+        .reaper()
+        .run(now() + minutes(21), far())
+        .await
+        .expect("run");
+    assert_eq!((report.sent_to_delete, report.busy), (0, 0), "{report:?}");
+    assert_eq!(
+        world.forge.calls().remove_runner,
+        0,
+        "no DELETE met a busy runner"
+    );
+    for runner in &runners {
+        let record = world.store.runner(&runner.name).expect("record");
+        assert_eq!(
+            (record.status, record.runner_status),
+            (InstanceStatus::Running, RunnerStatus::Active),
+            "{}",
+            runner.name
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
 async fn record_stuck_in_deleting_is_taken_up_again() {
     let world = World::new(5);
     let runner = running_runner(&world, 2).await;

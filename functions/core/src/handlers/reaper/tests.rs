@@ -174,3 +174,54 @@ async fn reaper_starts_no_work_after_its_deadline() {
     assert!(report.left_for_next_run);
     assert_eq!(report.deleted, 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_throttled_delete_waits_for_github_and_the_run_starts_no_other() {
+    let world = World::new(20);
+    let mut runners = Vec::new();
+    for job in 10..20 {
+        runners.push(finished_runner(&world, job).await);
+    }
+    // The first DELETE meets GitHub's rate limit (retry-after: one minute).
+    world
+        .forge
+        .fail_next_with(1, crate::memory::ForgeFailure::Throttled);
+    let report = world.reaper().run(now(), far()).await.expect("run");
+    // The deletions already under way finish; none is started after the refusal.
+    assert_eq!(
+        (report.backed_off, report.deleted),
+        (1, PARALLEL_DELETES - 1),
+        "{report:?}"
+    );
+    assert!(report.left_for_next_run, "{report:?}");
+    let waiting: Vec<RunnerRecord> = runners
+        .iter()
+        .filter_map(|r| world.store.runner(&r.name))
+        .filter(|r| r.status == InstanceStatus::PendingDelete)
+        .collect();
+    assert_eq!(waiting.len(), runners.len() - (PARALLEL_DELETES - 1));
+    let throttled: Vec<&RunnerRecord> = waiting.iter().filter(|r| r.attempts == 1).collect();
+    assert_eq!(throttled.len(), 1);
+    assert_eq!(
+        throttled[0].next_attempt_at,
+        now() + Duration::from_secs(60),
+        "due again at GitHub's wait, not the first backoff's second"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deletion_whose_last_write_meets_a_concurrent_one_is_finished_in_the_same_run() {
+    let world = World::new(5);
+    let runner = finished_runner(&world, 30).await;
+    world
+        .store
+        .conflict(crate::memory::StoreOp::FinishDeletion, 2);
+    let report = world.reaper().run(now(), far()).await.expect("run");
+    assert_eq!(report.deleted, 1, "{report:?}");
+    assert_eq!(
+        world.store.runner(&runner.name).map(|r| r.status),
+        Some(InstanceStatus::Deleted)
+    );
+    assert_eq!(world.store.slots_used(POOL), 0);
+    assert_eq!(world.forge.calls().remove_runner, 1, "one DELETE on GitHub");
+}

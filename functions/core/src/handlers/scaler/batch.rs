@@ -7,7 +7,7 @@ use crate::clock::Clock;
 use crate::handlers::error_chain;
 use crate::message::{MessageKind, QueueMessage};
 use crate::model::RunnerRecord;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use tracing::{error, warn, Instrument};
 
@@ -18,6 +18,7 @@ impl Scaler {
         clock: Clock,
     ) -> Vec<(String, Outcome)> {
         let full = Arc::new(self.full_pools(&messages).await);
+        let sent: HashMap<String, QueueMessage> = messages.iter().cloned().collect();
         let prepared = spawn_each(
             messages,
             |scaler: Arc<Scaler>, message: QueueMessage| {
@@ -44,7 +45,15 @@ impl Scaler {
         for (pool, runners) in to_launch {
             let (launched, failed) = self.launch_pool(&pool, runners, &clock).await;
             to_finish.extend(launched);
-            outcomes.extend(failed);
+            for (message_id, outcome) in failed {
+                let outcome = match (outcome, sent.get(&message_id)) {
+                    (Err(ScalerError::LaunchThrottled { runner, .. }), Some(message)) => {
+                        self.after_throttled_launch(message, &runner).await
+                    }
+                    (outcome, _) => outcome,
+                };
+                outcomes.push((message_id, outcome));
+            }
         }
         let finished = spawn_each(
             to_finish,

@@ -175,7 +175,14 @@ impl Scaler {
                     Some(err) => error_chain(err).into(),
                     None => "EC2 launched fewer instances than asked".into(),
                 };
-                let outcome = self.fail(&runner, cause, clock).await;
+                let outcome = match self.fail(&runner, cause, clock).await {
+                    Err(ScalerError::Creation { runner, cause })
+                        if matches!(shortfall, Some(FleetError::Throttled(_))) =>
+                    {
+                        Err(ScalerError::LaunchThrottled { runner, cause })
+                    }
+                    outcome => outcome,
+                };
                 failed.push((message_id, outcome));
                 continue;
             };

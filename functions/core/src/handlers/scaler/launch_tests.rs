@@ -108,3 +108,27 @@ async fn capacity_error_releases_the_slot_at_once_and_frees_the_job_for_a_retry(
     assert_eq!(world.store.runners().len(), 2);
     assert_eq!(world.store.slots_used(POOL), 1);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_throttled_launch_sends_its_jobs_back_in_line_instead_of_failing_their_messages() {
+    let world = World::new(5);
+    world.fleet.fail_launch_with(Some(FleetFailure::Throttled));
+    let failed = world.scaler().handle_batch(batch(1..=3), now()).await;
+    // Failed messages would count a receive each, and dead-letter after five.
+    assert!(failed.is_empty(), "{failed:?}");
+    let requeued: Vec<u64> = world.queue.sent().iter().map(|m| m.job_id).collect();
+    assert_eq!(requeued, [1, 2, 3]);
+    assert!(world.queue.delays().iter().all(|d| !d.is_zero()));
+    for runner in world.store.runners() {
+        assert_eq!(
+            runner.status,
+            InstanceStatus::Error,
+            "cleaned by the reaper"
+        );
+        assert!(!runner.slot_held);
+    }
+    assert_eq!(world.store.slots_used(POOL), 0);
+    for job in 1..=3 {
+        assert_eq!(world.store.job(job).and_then(|j| j.runner_name), None);
+    }
+}

@@ -80,6 +80,14 @@ pub enum ScalerError {
     Store(#[from] StoreError),
     #[error("handling the message panicked")]
     Panicked,
+    /// EC2 throttled the launch of the runner's instance; its record is failed and its
+    /// job unclaimed, and the batch sends the job back to the queue.
+    #[error("EC2 throttled the launch of runner {runner}")]
+    LaunchThrottled {
+        runner: String,
+        #[source]
+        cause: Cause,
+    },
 }
 
 /// What handling a message did.
@@ -87,7 +95,8 @@ pub enum ScalerError {
 pub enum Handled {
     /// A runner is up for the job (launched now, or by an earlier delivery).
     RunnerUp(String),
-    /// The pool is full: the job went back to the queue, delayed.
+    /// The job went back to the queue, delayed (a full pool, its registration's turn,
+    /// a throttled launch).
     Deferred,
     /// The job needed nothing (already running or finished, or not ours).
     NothingToDo,

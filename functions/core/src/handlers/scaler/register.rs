@@ -2,6 +2,7 @@
 //! its instance's JIT item, and marked `running`; a failed step is retried, abandoned
 //! when no job waits for the runner any more, or fails the creation.
 
+use super::claim::{claim_wait, CLAIM_TRIES};
 use super::{Handled, Scaler, ScalerError};
 use crate::clock::Clock;
 use crate::config::PoolConfig;
@@ -256,9 +257,26 @@ impl Scaler {
     ) -> Result<Handled, ScalerError> {
         let text = error_chain(cause.as_ref());
         error!(runner = %runner.name, job_id = runner.job_id, error = %text, "runner creation failed");
-        self.store
-            .fail_creation(&runner.name, clock.now(), &text)
-            .await?;
+        // The transaction gives the slot back on the pool item, which a burst's claims
+        // write many times a second: a conflict is waited out as a claim's is, rather
+        // than failing the message (five failures dead-letter its job).
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match self
+                .store
+                .fail_creation(&runner.name, clock.now(), &text)
+                .await
+            {
+                Err(StoreError::Conflict(_)) if tries < CLAIM_TRIES => {
+                    tokio::time::sleep(claim_wait(tries, self.jitter.unit())).await;
+                }
+                other => {
+                    other?;
+                    break;
+                }
+            }
+        }
         if let Some(job_id) = runner.job_id {
             self.store.unclaim_job(job_id, &runner.name).await?;
         }

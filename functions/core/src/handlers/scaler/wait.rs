@@ -91,6 +91,24 @@ impl Scaler {
         }
     }
 
+    /// EC2 throttled the launch of the job's runner (its record failed, its job
+    /// unclaimed): the job goes back in line like one of a full pool, so that EC2's
+    /// launch bucket (1,000 instances, refilled 2 a second) never dead-letters it, and
+    /// the registration its turn took goes to the next job.
+    pub(super) async fn after_throttled_launch(
+        &self,
+        message: &QueueMessage,
+        runner: &str,
+    ) -> Result<Handled, ScalerError> {
+        if let Some(pace) = &self.pace {
+            pace.give_back();
+        }
+        let delay = spread(self.capacity_retry, self.jitter.unit());
+        self.send_back(message, delay).await?;
+        info!(job_id = message.job_id, runner, retry_in = ?delay, "instance launch throttled; job waits in line");
+        Ok(Handled::Deferred)
+    }
+
     /// The job goes back to the queue as a fresh message, due after `delay`.
     pub(super) async fn send_back(
         &self,
