@@ -16,6 +16,7 @@
 //! - [`model`]: the records kept in the table (runners, jobs, pools).
 //! - [`ports`]: the narrow traits the handlers use (`RunnerStore`, `JobQueue`, `Fleet`,
 //!   `Forge`, `JitConfigStore`), with their typed errors.
+//! - [`prices`]: cached instance prices and what a job's instance cost.
 //! - [`lease`]: expiring leases, so that only one reaper runs at a time.
 //! - [`memory`]: in-memory implementations of the ports, for unit tests.
 //! - [`handlers`]: the webhook, scaler and reaper handlers, generic over the ports.
@@ -38,6 +39,7 @@ pub mod model;
 pub mod names;
 pub mod pace;
 pub mod ports;
+pub mod prices;
 pub mod routing;
 pub mod screen;
 pub mod sizing;

@@ -19,6 +19,7 @@ mod fleet;
 mod forge;
 mod intercept;
 mod jit_store;
+mod prices;
 mod queue;
 mod store;
 
@@ -27,6 +28,7 @@ pub use fleet::{FakeFleet, FleetFailure};
 pub use forge::{FakeForge, ForgeCalls, ForgeFailure};
 pub use intercept::{Arg, Call, Conflicted, CrashSwitch, Hook, Intercept, IntoArg, Refusal};
 pub use jit_store::MemoryJitStore;
+pub use prices::{FakePriceList, MemoryPriceBook};
 pub use queue::MemoryQueue;
 pub use store::{MemoryStore, StoreOp};
 

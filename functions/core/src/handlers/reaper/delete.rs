@@ -117,9 +117,13 @@ impl Reaper {
             }
         }
         let at = clock.now();
+        let cost = self.job_cost(&runner, at).await;
         self.store
-            .finish_deletion(name, at, at + self.config.reaper.deleted_ttl)
+            .finish_deletion(name, at, at + self.config.reaper.deleted_ttl, cost.as_ref())
             .await?;
+        if let Some(cost) = &cost {
+            self.record_cost(cost);
+        }
         let mode = if force { "forced" } else { "graceful" };
         self.metrics.record(
             Metric::RunnersDeleted,

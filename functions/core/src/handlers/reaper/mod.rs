@@ -25,6 +25,7 @@ mod failed_events;
 mod jobs;
 mod lease;
 mod orphans;
+mod prices;
 mod reconcile;
 mod redeliver;
 mod settle;
@@ -36,6 +37,7 @@ pub use decide::{
 };
 pub use failed_events::REFUSED_ASKS;
 pub use lease::{LEASE_MARGIN, REAPER_LEASE};
+pub use prices::Pricing;
 
 use crate::config::Config;
 use crate::lifecycle::InstanceStatus;
@@ -93,6 +95,8 @@ pub struct ReaperReport {
     pub counters_repaired: usize,
     /// Warm runners reserved and handed to the scaler to reach `min_idle`.
     pub warm_requested: usize,
+    /// Prices read from the providers' price lists (at most daily per type and market).
+    pub prices_read: usize,
     /// Work left for the next run because the deadline came.
     pub left_for_next_run: bool,
     /// Another run held the reaper lease, so this one did nothing.
@@ -118,6 +122,8 @@ struct Memory {
     scopes: HashSet<RunnerScope>,
     /// Where the redelivery sweep stopped, and what it asked.
     sweep: redeliver::SweepMark,
+    /// The cached prices, once read from the table.
+    prices: Option<Vec<crate::prices::Price>>,
 }
 
 /// Deletes what was asked to be deleted, and reconciles the three views of the world.
@@ -134,6 +140,8 @@ pub struct Reaper {
     metrics: Metrics,
     memory: Arc<Mutex<Memory>>,
     lease: Option<Arc<dyn crate::lease::Leases>>,
+    /// Where prices are cached and read (none: jobs are not priced).
+    pricing: Option<Pricing>,
 }
 
 impl Reaper {
@@ -156,6 +164,7 @@ impl Reaper {
             metrics: Metrics::disabled(),
             memory: Arc::default(),
             lease: None,
+            pricing: None,
         }
     }
 
@@ -170,6 +179,13 @@ impl Reaper {
     /// gauge are recorded; flushed at the end of every run.
     pub fn with_metrics(mut self, metrics: Metrics) -> Reaper {
         self.metrics = metrics;
+        self
+    }
+
+    /// Prices every deleted runner's instance from the prices cached in `book`, read
+    /// from `list` at most daily (see [`prices`]).
+    pub fn with_pricing(mut self, book: Arc<dyn PriceBook>, list: Arc<dyn PriceList>) -> Reaper {
+        self.pricing = Some(Pricing { book, list });
         self
     }
 
@@ -211,6 +227,9 @@ impl Reaper {
         let snapshot = self.read_snapshot(now).await?;
         self.remember_scopes(&snapshot);
         self.record_gauges(&snapshot);
+        // Prices before the deletions that are priced from them: once warm, this makes no
+        // call at all, and at most a few reads a day.
+        report.prices_read = self.refresh_prices(&snapshot, now, deadline).await;
         // Capacity first: what is already due for deletion holds slots that queued jobs
         // wait for, so it goes before the rules (which may be slow when the providers are).
         self.delete_due(&snapshot, Vec::new(), now, deadline, report)
@@ -354,6 +373,8 @@ enum Step {
 
 #[cfg(test)]
 mod failed_events_tests;
+#[cfg(test)]
+mod prices_tests;
 #[cfg(test)]
 mod reconcile_tests;
 #[cfg(test)]
