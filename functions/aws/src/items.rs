@@ -168,6 +168,7 @@ pub fn runner_to_item(runner: &RunnerRecord) -> Item {
         runner.instance_type.as_deref().map(s),
     );
     put_opt(&mut item, MARKET, runner.market.map(|m| s(m.as_str())));
+    put_opt(&mut item, COST, runner.cost.as_ref().map(cost_value));
     item.insert(HISTORY.to_owned(), history(&runner.history));
     item
 }
@@ -430,11 +431,12 @@ pub fn runner_from_item(item: &Item) -> Result<RunnerRecord, StoreError> {
             .map(market)
             .transpose()
             .map_err(|m| r.corrupt(m))?,
+        cost: r.cost()?,
     })
 }
 
 /// A market as an item spells it.
-fn market(value: &str) -> Result<Market, String> {
+pub fn market(value: &str) -> Result<Market, String> {
     [Market::Spot, Market::OnDemand]
         .into_iter()
         .find(|m| m.as_str() == value)
@@ -475,6 +477,9 @@ pub fn pool_from_item(name: &str, item: &Item) -> Result<PoolRecord, StoreError>
         slots_used: r.opt_n(SLOTS_USED)?.unwrap_or(0),
     })
 }
+
+mod cost;
+pub use cost::{cost_value, COST};
 
 #[cfg(test)]
 mod tests;
