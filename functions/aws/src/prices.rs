@@ -54,6 +54,20 @@ impl AwsPriceList {
         }
     }
 
+    /// Prices for `region`, read with these clients (`pricing` reaching
+    /// [`PRICE_LIST_REGION`], `ec2` that region's).
+    pub fn from_clients(
+        pricing: aws_sdk_pricing::Client,
+        ec2: aws_sdk_ec2::Client,
+        region: impl Into<String>,
+    ) -> AwsPriceList {
+        AwsPriceList {
+            pricing,
+            ec2,
+            region: region.into(),
+        }
+    }
+
     #[instrument(skip_all, fields(instance_type, region = %self.region))]
     async fn on_demand(&self, instance_type: &str) -> Result<Option<u64>, PriceError> {
         let filters = [
