@@ -145,9 +145,11 @@ async fn no_secret_appears_in_any_log_line_or_metric() -> anyhow::Result<()> {
     let (metrics, captured) = Metrics::capture(DEPLOYMENT);
     let p = Pipeline::start(PipelineOptions {
         metrics,
+        priced_in: Some("us-east-1"),
         ..PipelineOptions::default()
     })
     .await?;
+    p.reap_once().await?;
     let (job_id, runners) = one_job_to_the_end(&p).await?;
 
     // Every secret that went through the pipeline: the webhook secret (signatures), the
@@ -173,7 +175,7 @@ async fn no_secret_appears_in_any_log_line_or_metric() -> anyhow::Result<()> {
         "the logs were not captured"
     );
     let metric_lines = captured.lines().join("\n");
-    // What an operator prints of the job: its timeline, as text and as JSON.
+    // What an operator prints of the job: its timeline and cost, as text and as JSON.
     let op = crate::cli::Operator::new(&p)?;
     let job = job_id.to_string();
     let mut timeline = String::new();
@@ -186,9 +188,25 @@ async fn no_secret_appears_in_any_log_line_or_metric() -> anyhow::Result<()> {
         let out = op.run(args)?.assert().success();
         timeline.push_str(&String::from_utf8_lossy(&out.get_output().stdout));
     }
+    // And its cost, on the job and summed over the period.
+    for args in [
+        &["costs", "--since", "1h"][..],
+        &["costs", "--since", "1h", "--json"],
+    ] {
+        let out = op.run(args)?.assert().success();
+        timeline.push_str(&String::from_utf8_lossy(&out.get_output().stdout));
+    }
     assert!(
-        timeline.contains("launch_requested") && timeline.contains("not yet priced"),
+        timeline.contains("launch_requested")
+            && timeline.contains("launch requested → terminated")
+            && timeline.contains("\"cost_until\": \"terminated\"")
+            && timeline.contains("by_repository")
+            && timeline.contains("REPOSITORY"),
         "{timeline}"
+    );
+    assert!(
+        metric_lines.contains("\"JobCost\""),
+        "the job's cost is a metric: {metric_lines}"
     );
     let readable = tags_and_user_data(&p).await?;
     assert!(
