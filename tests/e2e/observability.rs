@@ -59,9 +59,11 @@ async fn one_job_writes_valid_emf_documents_with_the_expected_values() -> anyhow
     let (metrics, captured) = Metrics::capture(DEPLOYMENT);
     let p = Pipeline::start(PipelineOptions {
         metrics,
+        priced_in: Some("us-east-1"),
         ..PipelineOptions::default()
     })
     .await?;
+    p.reap_once().await?;
     one_job_to_the_end(&p).await?;
     // The reaper flushes at the end of the run that deleted the runner.
     p.wait_for("the deletion to be counted", LIMIT, || async {
@@ -120,6 +122,14 @@ async fn one_job_writes_valid_emf_documents_with_the_expected_values() -> anyhow
     assert_eq!(total(&documents, Metric::RunnersDeleted, &graceful), 1.0);
     let forced = [(Dimension::Pool, POOL), (Dimension::Mode, "forced")];
     assert_eq!(total(&documents, Metric::RunnersDeleted, &forced), 0.0);
+    // The job's cost, once, in USD, by its repository: at least EC2's 60-second minimum
+    // at t3.micro's lower recorded price (spot).
+    let cost = samples(&documents, Metric::JobCost);
+    assert_eq!(cost.len(), 1, "{cost:?}");
+    let least = ephemera_core::prices::cost_micros(60, 3_500);
+    assert!(cost[0] >= ephemera_core::prices::usd_f64(least), "{cost:?}");
+    let app = [(Dimension::Repository, "octo-org/app")];
+    assert_eq!(total(&documents, Metric::JobCost, &app), cost[0]);
     assert!(
         documents
             .iter()
@@ -174,7 +184,13 @@ async fn no_secret_appears_in_any_log_line_or_metric() -> anyhow::Result<()> {
         logs.contains("runner deleted"),
         "the logs were not captured"
     );
-    let metric_lines = captured.lines().join("\n");
+    // The reaper flushes its metrics when its run ends, after the deletion's write.
+    let metric_lines = p
+        .wait_for("the job's cost among the metrics", LIMIT, || async {
+            let lines = captured.lines().join("\n");
+            Ok(lines.contains("\"JobCost\"").then_some(lines))
+        })
+        .await?;
     // What an operator prints of the job: its timeline and cost, as text and as JSON.
     let op = crate::cli::Operator::new(&p)?;
     let job = job_id.to_string();
@@ -204,10 +220,7 @@ async fn no_secret_appears_in_any_log_line_or_metric() -> anyhow::Result<()> {
             && timeline.contains("REPOSITORY"),
         "{timeline}"
     );
-    assert!(
-        metric_lines.contains("\"JobCost\""),
-        "the job's cost is a metric: {metric_lines}"
-    );
+
     let readable = tags_and_user_data(&p).await?;
     assert!(
         p.waiting_jit_configs().await?.is_empty(),
