@@ -1,8 +1,9 @@
 //! The DynamoDB item layout: the only module that knows attribute names.
 //!
-//! The runners table holds six kinds of item, told apart by the key prefix and by
+//! The runners table holds seven kinds of item, told apart by the key prefix and by
 //! `kind`: runners (`RUNNER#<name>`), jobs (`JOB#<job_id>`) and pools (`POOL#<name>`),
-//! laid out here; unrouted jobs (`UNROUTED#<job_id>`, [`crate::unrouted`]), leases
+//! laid out here; the cached prices (`PRICES`, [`crate::price_book`]), unrouted jobs
+//! (`UNROUTED#<job_id>`, [`crate::unrouted`]), leases
 //! (`LEASE#<name>`, the store's lease module) and the configuration each function runs
 //! (`RUNNING#<function>`, [`crate::running`]), each laid out by its own module with the
 //! constants shared from here. Runner, job and unrouted items carry `status` and
