@@ -3,8 +3,8 @@
 //! The reaper keeps one cached price per region, instance type and market in the
 //! deployment's table ([`crate::ports::PriceBook`]) and reads the providers' price lists
 //! ([`crate::ports::PriceList`]) only for the entries missing or older than
-//! [`PRICE_MAX_AGE`], at most [`PRICE_READS_PER_RUN`] a run: prices are read daily, never
-//! per job. When it finishes a runner's deletion it prices the instance's life from that
+//! [`PRICE_MAX_AGE`], at most [`PRICE_READS_PER_RUN`] a run (none for [`PRICE_RETRY`]
+//! after a failed read): prices are read daily, never per job. When it finishes a runner's deletion it prices the instance's life from that
 //! cache, in the write it makes anyway ([`JobCost`] on the runner record).
 //!
 //! Money is kept in whole millionths of a US dollar (`u64`), so records stay exactly
@@ -20,6 +20,8 @@ use time::{Duration, OffsetDateTime};
 
 /// How old a cached price may be before the reaper reads it again.
 pub const PRICE_MAX_AGE: Duration = Duration::hours(24);
+/// How long price reads wait after one failed.
+pub const PRICE_RETRY: Duration = Duration::minutes(15);
 /// Price-list reads per reaper run at most (each is one or two provider calls).
 pub const PRICE_READS_PER_RUN: usize = 16;
 /// EC2 bills a Linux instance per second with a minimum of 60 seconds.

@@ -182,6 +182,10 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
     }
     if parts.contains(&Part::Scaler) || parts.contains(&Part::Reaper) {
         let forge = Arc::new(github_app(&config, &args)?.with_metrics(metrics.clone()));
+        let price_book = Arc::new(ephemera_aws::DynamoPriceBook::new(
+            aws_sdk_dynamodb::Client::new(&sdk),
+            table.clone(),
+        ));
         let store = Arc::new(DynamoRunnerStore::new(
             aws_sdk_dynamodb::Client::new(&sdk),
             table,
@@ -221,7 +225,8 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
                     queue.clone(),
                 )
                 .with_deliveries(forge)
-                .with_metrics(metrics.clone()),
+                .with_metrics(metrics.clone())
+                .with_pricing(price_book, Arc::new(ephemera_aws::AwsPriceList::new(&sdk))),
             );
             let interval = args.reaper_interval;
             tasks.spawn(async move { reap_every(reaper, interval).await });

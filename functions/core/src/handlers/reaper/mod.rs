@@ -124,6 +124,9 @@ struct Memory {
     sweep: redeliver::SweepMark,
     /// The cached prices, once read from the table.
     prices: Option<Vec<crate::prices::Price>>,
+    /// When reading a price last failed: no read until [`crate::prices::PRICE_RETRY`]
+    /// has passed.
+    price_failure: Option<OffsetDateTime>,
 }
 
 /// Deletes what was asked to be deleted, and reconciles the three views of the world.

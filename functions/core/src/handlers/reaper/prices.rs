@@ -54,6 +54,10 @@ impl Reaper {
                 .iter()
                 .filter_map(|r| r.instance_type.clone()),
         );
+        let failed_at = self.memory().price_failure;
+        if failed_at.is_some_and(|at| now - at < prices::PRICE_RETRY) {
+            return 0;
+        }
         let mut fresh = Vec::new();
         for (instance_type, market) in prices::to_read(&cached, &types, now) {
             if Instant::now() >= deadline {
@@ -68,9 +72,16 @@ impl Reaper {
                     read_at: now,
                 }),
                 Err(err) => {
-                    warn!(%instance_type, market = market.as_str(), error = %error_chain(&err), "cannot read a price; next run tries again");
+                    // A price list that fails for one type fails for the others: the
+                    // rest waits, so a missing or throttled API is not asked every run.
+                    warn!(%instance_type, market = market.as_str(), error = %error_chain(&err), retry_in = ?prices::PRICE_RETRY, "cannot read a price; reads wait");
+                    self.memory().price_failure = Some(now);
+                    break;
                 }
             }
+        }
+        if fresh.len() == prices::to_read(&cached, &types, now).len() {
+            self.memory().price_failure = None;
         }
         if fresh.is_empty() {
             return 0;

@@ -164,4 +164,20 @@ async fn a_failing_price_list_leaves_the_cache_and_the_deletions_alone() {
         cost.unpriced.as_deref(),
         Some("no price: m7i.large not read yet")
     );
+    assert_eq!(
+        list.reads().len(),
+        1,
+        "the first failure stops the run's reads"
+    );
+
+    list.fail(false);
+    let soon = now() + time::Duration::minutes(10);
+    assert_eq!(reaper.run(soon, far()).await.expect("run").prices_read, 0);
+    assert_eq!(
+        list.reads().len(),
+        1,
+        "no read within the wait after a failure"
+    );
+    let later = now() + time::Duration::minutes(15);
+    assert_eq!(reaper.run(later, far()).await.expect("run").prices_read, 2);
 }
