@@ -15,7 +15,7 @@
 //! - [`message`]: the versioned queue message between webhook and scaler.
 //! - [`model`]: the records kept in the table (runners, jobs, pools).
 //! - [`ports`]: the narrow traits the handlers use (`RunnerStore`, `JobQueue`, `Fleet`,
-//!   `Forge`, `JitConfigStore`), with their typed errors.
+//!   `Forge`, `JitConfigStore`, `PriceList`, `PriceBook`), with their typed errors.
 //! - [`prices`]: cached instance prices and what a job's instance cost; [`costs`]: a
 //!   job's cost as shown, and costs summed by repository and pool.
 //! - [`lease`]: expiring leases, so that only one reaper runs at a time.

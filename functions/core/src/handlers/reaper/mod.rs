@@ -4,12 +4,15 @@
 //!
 //! One run reads the live records once, by status through the status index (never the
 //! whole table, so its cost follows the live work and not the history), then:
+//! reads the prices that are missing or a day old (`prices`: at most daily, never per
+//! job); deletes what is already due (`delete`), pricing each instance in the
+//! deletion's own write;
 //! watches bootstrapping runners come online; applies the record rules of
 //! [`decide::verdicts`] (bootstrap timeout, stuck `deleting`, `error`, instance gone,
 //! missed `completed`, idle runners, stalled warm launches), each a move to
 //! `pending_delete` — except that a runner which came online while its record still said
-//! `creating` is recorded `running` for those rules to take up; deletes what is due
-//! (`delete`); tops up the warm pools to `min_idle` (`warm`: it reserves the runners and
+//! `creating` is recorded `running` for those rules to take up; deletes what they sent
+//! there; tops up the warm pools to `min_idle` (`warm`: it reserves the runners and
 //! the scaler creates them); sweeps orphan instances and GitHub runners (`orphans`);
 //! queues again the jobs whose launch was lost (`jobs`); and repairs drifted pool
 //! counters (`counters`). It starts no new step after its deadline; the rest waits a
