@@ -321,7 +321,7 @@ async fn finish_deletion_releases_the_slot_once() -> anyhow::Result<()> {
     assert_eq!(t.store.get_pool("linux").await?.slots_used, 1);
 
     // Not yet deleting: refused, and the slot stays taken.
-    let early = t.store.finish_deletion("eph-linux-a", at, ttl).await;
+    let early = t.store.finish_deletion("eph-linux-a", at, ttl, None).await;
     assert!(
         matches!(early, Err(StoreError::TransitionRefused { actual, .. }) if actual == "pending_create")
     );
@@ -333,7 +333,9 @@ async fn finish_deletion_releases_the_slot_once() -> anyhow::Result<()> {
             .transition("eph-linux-a", &Transition::new(from, to, at))
             .await?;
     }
-    t.store.finish_deletion("eph-linux-a", at, ttl).await?;
+    t.store
+        .finish_deletion("eph-linux-a", at, ttl, None)
+        .await?;
     let deleted = t
         .store
         .get_runner("eph-linux-a")
@@ -346,7 +348,7 @@ async fn finish_deletion_releases_the_slot_once() -> anyhow::Result<()> {
     );
     assert_eq!(t.store.get_pool("linux").await?.slots_used, 0);
 
-    let again = t.store.finish_deletion("eph-linux-a", at, ttl).await;
+    let again = t.store.finish_deletion("eph-linux-a", at, ttl, None).await;
     assert!(
         matches!(again, Err(StoreError::TransitionRefused { actual, .. }) if actual == "deleted")
     );
@@ -355,7 +357,9 @@ async fn finish_deletion_releases_the_slot_once() -> anyhow::Result<()> {
     // Drift: a deleting runner whose slot was never counted still reaches `deleted`,
     // and the counter does not go below zero.
     t.plant(&runner("eph-linux-b", Deleting, at)).await?;
-    t.store.finish_deletion("eph-linux-b", at, ttl).await?;
+    t.store
+        .finish_deletion("eph-linux-b", at, ttl, None)
+        .await?;
     assert_eq!(
         t.store.get_runner("eph-linux-b").await?.map(|r| r.status),
         Some(Deleted)

@@ -19,6 +19,7 @@ mod lambda;
 mod model_agreement;
 mod observability;
 mod pipeline;
+mod prices;
 mod reaper;
 mod scaler;
 mod sim;

@@ -59,9 +59,11 @@ async fn one_job_writes_valid_emf_documents_with_the_expected_values() -> anyhow
     let (metrics, captured) = Metrics::capture(DEPLOYMENT);
     let p = Pipeline::start(PipelineOptions {
         metrics,
+        priced_in: Some("us-east-1"),
         ..PipelineOptions::default()
     })
     .await?;
+    p.reap_once().await?;
     one_job_to_the_end(&p).await?;
     // The reaper flushes at the end of the run that deleted the runner.
     p.wait_for("the deletion to be counted", LIMIT, || async {
@@ -120,6 +122,14 @@ async fn one_job_writes_valid_emf_documents_with_the_expected_values() -> anyhow
     assert_eq!(total(&documents, Metric::RunnersDeleted, &graceful), 1.0);
     let forced = [(Dimension::Pool, POOL), (Dimension::Mode, "forced")];
     assert_eq!(total(&documents, Metric::RunnersDeleted, &forced), 0.0);
+    // The job's cost, once, in USD, by its repository: at least EC2's 60-second minimum
+    // at t3.micro's lower recorded price (spot).
+    let cost = samples(&documents, Metric::JobCost);
+    assert_eq!(cost.len(), 1, "{cost:?}");
+    let least = ephemera_core::prices::cost_micros(60, 3_500);
+    assert!(cost[0] >= ephemera_core::prices::usd_f64(least), "{cost:?}");
+    let app = [(Dimension::Repository, "octo-org/app")];
+    assert_eq!(total(&documents, Metric::JobCost, &app), cost[0]);
     assert!(
         documents
             .iter()
@@ -145,9 +155,11 @@ async fn no_secret_appears_in_any_log_line_or_metric() -> anyhow::Result<()> {
     let (metrics, captured) = Metrics::capture(DEPLOYMENT);
     let p = Pipeline::start(PipelineOptions {
         metrics,
+        priced_in: Some("us-east-1"),
         ..PipelineOptions::default()
     })
     .await?;
+    p.reap_once().await?;
     let (job_id, runners) = one_job_to_the_end(&p).await?;
 
     // Every secret that went through the pipeline: the webhook secret (signatures), the
@@ -172,8 +184,14 @@ async fn no_secret_appears_in_any_log_line_or_metric() -> anyhow::Result<()> {
         logs.contains("runner deleted"),
         "the logs were not captured"
     );
-    let metric_lines = captured.lines().join("\n");
-    // What an operator prints of the job: its timeline, as text and as JSON.
+    // The reaper flushes its metrics when its run ends, after the deletion's write.
+    let metric_lines = p
+        .wait_for("the job's cost among the metrics", LIMIT, || async {
+            let lines = captured.lines().join("\n");
+            Ok(lines.contains("\"JobCost\"").then_some(lines))
+        })
+        .await?;
+    // What an operator prints of the job: its timeline and cost, as text and as JSON.
     let op = crate::cli::Operator::new(&p)?;
     let job = job_id.to_string();
     let mut timeline = String::new();
@@ -186,10 +204,23 @@ async fn no_secret_appears_in_any_log_line_or_metric() -> anyhow::Result<()> {
         let out = op.run(args)?.assert().success();
         timeline.push_str(&String::from_utf8_lossy(&out.get_output().stdout));
     }
+    // And its cost, on the job and summed over the period.
+    for args in [
+        &["costs", "--since", "1h"][..],
+        &["costs", "--since", "1h", "--json"],
+    ] {
+        let out = op.run(args)?.assert().success();
+        timeline.push_str(&String::from_utf8_lossy(&out.get_output().stdout));
+    }
     assert!(
-        timeline.contains("launch_requested") && timeline.contains("not yet priced"),
+        timeline.contains("launch_requested")
+            && timeline.contains("launch requested → terminated")
+            && timeline.contains("\"cost_until\": \"terminated\"")
+            && timeline.contains("by_repository")
+            && timeline.contains("REPOSITORY"),
         "{timeline}"
     );
+
     let readable = tags_and_user_data(&p).await?;
     assert!(
         p.waiting_jit_configs().await?.is_empty(),

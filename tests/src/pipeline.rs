@@ -10,7 +10,10 @@ use crate::sim::{self, SimConfig, SimFaults, SimHandle};
 use anyhow::{bail, Context};
 use aws_config::SdkConfig;
 use ephemera_aws::provision::{ensure_resources, ResourceNames};
-use ephemera_aws::{AwsSettings, DynamoJitConfigs, DynamoRunnerStore, Ec2Fleet, SqsJobQueue};
+use ephemera_aws::{
+    AwsPriceList, AwsSettings, DynamoJitConfigs, DynamoPriceBook, DynamoRunnerStore, Ec2Fleet,
+    SqsJobQueue,
+};
 use ephemera_core::config::Config;
 use ephemera_core::handlers::reaper::{Reaper, ReaperReport};
 use ephemera_core::handlers::scaler::Scaler;
@@ -61,6 +64,9 @@ pub struct PipelineOptions {
     pub metrics: Metrics,
     /// How long a job over capacity waits before it is tried again.
     pub capacity_retry: Duration,
+    /// The region whose prices the reaper reads (from the strict layer's recorded
+    /// answers) to price each job; `None`: jobs are not priced.
+    pub priced_in: Option<&'static str>,
 }
 
 impl Default for PipelineOptions {
@@ -78,6 +84,7 @@ impl Default for PipelineOptions {
             github_faults: SimFaults::default(),
             metrics: Metrics::disabled(),
             capacity_retry: Duration::from_secs(1),
+            priced_in: None,
         }
     }
 }
@@ -134,6 +141,34 @@ fn counted_sqs(sdk: &SdkConfig, calls: &CallCounter) -> aws_sdk_sqs::Client {
         aws_sdk_sqs::config::Builder::from(sdk)
             .interceptor(calls.clone())
             .build(),
+    )
+}
+
+/// The reaper's prices: cached in `table`, read for `region` through counted clients
+/// (the Price List Query API's in us-east-1, EC2's in `region`).
+pub fn counted_pricing(
+    sdk: &SdkConfig,
+    calls: &CallCounter,
+    table: &str,
+    region: &str,
+) -> (DynamoPriceBook, AwsPriceList) {
+    let pricing = aws_sdk_pricing::Client::from_conf(
+        aws_sdk_pricing::config::Builder::from(sdk)
+            .region(aws_config::Region::new(
+                ephemera_aws::prices::PRICE_LIST_REGION,
+            ))
+            .interceptor(calls.clone())
+            .build(),
+    );
+    let ec2 = aws_sdk_ec2::Client::from_conf(
+        aws_sdk_ec2::config::Builder::from(sdk)
+            .region(aws_config::Region::new(region.to_owned()))
+            .interceptor(calls.clone())
+            .build(),
+    );
+    (
+        DynamoPriceBook::new(counted_dynamodb(sdk, calls), table),
+        AwsPriceList::from_clients(pricing, ec2, region),
     )
 }
 
@@ -276,18 +311,21 @@ impl Pipeline {
         if options.drain_queue {
             spawn_scaler_loops(&mut tasks, &scaler, &queue, scaler_loops);
         }
-        let reaper = Arc::new(
-            Reaper::new(
-                config.clone(),
-                store.clone(),
-                fleet.clone(),
-                reaper_forge.clone(),
-                jit_store,
-                queue.clone(),
-            )
-            .with_spot_breakers(breakers)
-            .with_metrics(options.metrics.clone()),
-        );
+        let mut reaper = Reaper::new(
+            config.clone(),
+            store.clone(),
+            fleet.clone(),
+            reaper_forge.clone(),
+            jit_store,
+            queue.clone(),
+        )
+        .with_spot_breakers(breakers)
+        .with_metrics(options.metrics.clone());
+        if let Some(region) = options.priced_in {
+            let (book, list) = counted_pricing(&sdk, &calls, &resources.table, region);
+            reaper = reaper.with_pricing(Arc::new(book), Arc::new(list));
+        }
+        let reaper = Arc::new(reaper);
         if let Some(interval) = options.reaper_interval {
             let reaper = reaper.clone();
             tasks

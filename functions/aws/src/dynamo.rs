@@ -25,6 +25,7 @@ use ephemera_core::model::{JobRecord, JobStatus, PoolRecord, RunnerRecord};
 use ephemera_core::ports::{
     Claim, ClaimHandOver, PoolCounter, RunnerStore, RunnerUpdate, StoreError, Transition,
 };
+use ephemera_core::prices::JobCost;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use time::OffsetDateTime;
@@ -305,8 +306,9 @@ impl RunnerStore for DynamoRunnerStore {
         name: &str,
         at: OffsetDateTime,
         ttl: OffsetDateTime,
+        cost: Option<&JobCost>,
     ) -> Result<(), StoreError> {
-        self.delete_and_release(name, at, ttl).await
+        self.delete_and_release(name, at, ttl, cost).await
     }
 
     async fn runners_in_status(

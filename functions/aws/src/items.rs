@@ -1,10 +1,11 @@
 //! The DynamoDB item layout: the only module that knows attribute names.
 //!
-//! The runners table holds eight kinds of item, told apart by the key prefix and by
+//! The runners table holds nine kinds of item, told apart by the key prefix and by
 //! `kind`: runners (`RUNNER#<name>`), jobs (`JOB#<job_id>`) and pools (`POOL#<name>`),
-//! laid out here; unrouted jobs (`UNROUTED#<job_id>`, [`crate::unrouted`]), leases
+//! laid out here; the cached prices (`PRICES`, [`crate::price_book`]), unrouted jobs
+//! (`UNROUTED#<job_id>`, [`crate::unrouted`]), leases
 //! (`LEASE#<name>`, the store's lease module) and the configuration each function runs
-//! (`RUNNING#<function>`, [`crate::running`]) and the shared installation tokens
+//! (`RUNNING#<function>`, [`crate::running`]), the shared installation tokens
 //! (`TOKEN#<app_id>#<installation_id>`, [`crate::token_shelf`]) and each pool's spot circuit
 //! breaker (`BREAKER#<pool>`, [`crate::breaker`]), each laid out by its own module with the
 //! constants shared from here. Runner, job and unrouted items carry `status` and
@@ -170,6 +171,7 @@ pub fn runner_to_item(runner: &RunnerRecord) -> Item {
         runner.instance_type.as_deref().map(s),
     );
     put_opt(&mut item, MARKET, runner.market.map(|m| s(m.as_str())));
+    put_opt(&mut item, COST, runner.cost.as_ref().map(cost_value));
     item.insert(HISTORY.to_owned(), history(&runner.history));
     item
 }
@@ -432,11 +434,12 @@ pub fn runner_from_item(item: &Item) -> Result<RunnerRecord, StoreError> {
             .map(market)
             .transpose()
             .map_err(|m| r.corrupt(m))?,
+        cost: r.cost()?,
     })
 }
 
 /// A market as an item spells it.
-fn market(value: &str) -> Result<Market, String> {
+pub fn market(value: &str) -> Result<Market, String> {
     [Market::Spot, Market::OnDemand]
         .into_iter()
         .find(|m| m.as_str() == value)
@@ -477,6 +480,9 @@ pub fn pool_from_item(name: &str, item: &Item) -> Result<PoolRecord, StoreError>
         slots_used: r.opt_n(SLOTS_USED)?.unwrap_or(0),
     })
 }
+
+mod cost;
+pub use cost::{cost_value, COST};
 
 #[cfg(test)]
 mod tests;

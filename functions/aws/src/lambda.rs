@@ -188,6 +188,13 @@ impl LambdaEnv {
         ))
     }
 
+    /// The prices cached in the table, and where they are read from (the reaper's).
+    pub fn pricing(&self) -> anyhow::Result<(crate::DynamoPriceBook, crate::AwsPriceList)> {
+        let book =
+            crate::DynamoPriceBook::new(aws_sdk_dynamodb::Client::new(&self.sdk), self.var(TABLE)?);
+        Ok((book, crate::AwsPriceList::new(&self.sdk)))
+    }
+
     pub fn queue(&self) -> anyhow::Result<SqsJobQueue> {
         Ok(SqsJobQueue::new(
             aws_sdk_sqs::Client::new(&self.sdk),

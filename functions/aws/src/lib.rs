@@ -7,7 +7,8 @@
 //! Layout: [`items`] maps records onto DynamoDB items and [`dynamo`] is the store (with
 //! the reaper's lease); [`ec2`] (with [`tags`]) launches, lists and terminates runner
 //! instances; [`jit`] hands JIT configs to instances; [`sqs`] is the jobs queue;
-//! [`unrouted`] keeps the jobs no pool takes; [`secrets`] reads Secrets Manager;
+//! [`unrouted`] keeps the jobs no pool takes; [`prices`] reads instance prices and
+//! [`price_book`] caches them in the table; [`secrets`] reads Secrets Manager;
 //! [`client`] builds the SDK configuration with its timeouts; [`lambda`] is what the
 //! functions share at cold start (environment, adapters), [`config_source`] reads the
 //! configuration from SSM, and [`reload`] follows it and the secrets (it uses the other
@@ -25,6 +26,8 @@ pub mod items;
 pub mod jit;
 pub mod lambda;
 pub mod launch;
+pub mod price_book;
+pub mod prices;
 pub mod provision;
 pub mod reload;
 pub mod running;
@@ -40,6 +43,8 @@ pub use dynamo::DynamoRunnerStore;
 pub use ec2::Ec2Fleet;
 pub use items::runner_to_item;
 pub use jit::DynamoJitConfigs;
+pub use price_book::DynamoPriceBook;
+pub use prices::AwsPriceList;
 pub use provision::{ensure_resources, ResourceNames, Resources};
 pub use secrets::read_secret;
 pub use sqs::{ReceivedMessage, SqsJobQueue};

@@ -6,7 +6,7 @@
 //! after the command's full name; `local` keeps its own flags. Every command's `--help`
 //! ends with examples.
 
-use crate::cmd::{config, dlq, doctor, jobs, jobs_show, local, pools, runners};
+use crate::cmd::{config, costs, dlq, doctor, jobs, jobs_show, local, pools, runners};
 use crate::errors::describe;
 use crate::exit::Failure;
 use crate::target::on_deployment;
@@ -31,6 +31,7 @@ const TOP_HELP: &str = concat!(
   ephemera runners list --stack ephemera --status running,error
   ephemera jobs list --stack ephemera --status unrouted
   ephemera jobs dlq list --stack ephemera
+  ephemera costs --stack ephemera --since 7d
   ephemera config validate infra/config.example.yaml
   ephemera doctor --stack ephemera
 
@@ -57,6 +58,14 @@ enum Command {
         #[command(subcommand)]
         command: JobsCommand,
     },
+    /// What the runners' instances cost over a period (runners deleted since then),
+    /// summed by the repository of the job each ran and by pool. An estimate: instance
+    /// time at the cached on-demand or spot price, no EBS volume or data transfer.
+    #[command(after_help = "Examples:
+  ephemera costs --stack ephemera
+  ephemera costs --stack ephemera --since 24h
+  ephemera costs --stack ephemera --since 7d --json | jq '.by_repository'")]
+    Costs(costs::CostsArgs),
     /// Check a configuration file, or push it to the deployment.
     Config {
         #[command(subcommand)]
@@ -172,6 +181,7 @@ pub async fn run(cli: Cli) -> ExitCode {
             RunnersCommand::Delete(args) => on_deployment(args).await,
         },
         Command::Pools(args) => on_deployment(args).await,
+        Command::Costs(args) => on_deployment(args).await,
         Command::Jobs { command } => match command {
             JobsCommand::List(args) => on_deployment(args).await,
             JobsCommand::Show(args) => on_deployment(args).await,

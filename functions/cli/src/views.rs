@@ -9,7 +9,9 @@
 //! - `jobs show --json`: `JobTimelineView`
 //! - `jobs dlq list --json`: `{"dead_letter_queue": URL, "messages": [DeadLetterRow]}`
 
+use ephemera_core::costs;
 use ephemera_core::model::{HistoryEntry, JobRecord, RunnerRecord};
+use ephemera_core::prices::{usd_f64, Price};
 use ephemera_core::timeline::Timeline;
 use ephemera_core::unrouted::UnroutedJob;
 use serde::Serialize;
@@ -256,21 +258,34 @@ pub struct JobTimelineView {
     pub instance_type: Option<String>,
     /// `spot` or `on_demand`.
     pub market: Option<&'static str>,
-    /// Always `null`: instances are not yet priced (see `cost_note`).
+    /// What its instance cost in USD (`null` when no price is known: `cost_note` says
+    /// why): final once terminated, so far while it lives (`cost_until`).
     pub cost: Option<f64>,
-    pub cost_note: &'static str,
+    /// One line on the cost: the figure and how it was made, or why there is none.
+    pub cost_note: String,
+    /// `terminated` (final) or `now` (so far); `null` with no instance.
+    pub cost_until: Option<&'static str>,
+    /// Instance-seconds billed (launch requested → `cost_until`, at least 60).
+    pub cost_seconds: Option<u64>,
+    /// The hourly price used, in USD.
+    pub price_usd_per_hour: Option<f64>,
     pub wait_seconds: Option<f64>,
     pub stages: Vec<StageRow>,
     /// Pairs of stages whose times contradict their order, `[earlier, later]`.
     pub out_of_order: Vec<[&'static str; 2]>,
 }
 
-/// What `jobs show` says of the cost.
-pub const COST_NOT_PRICED: &str = "not yet priced";
-
 impl JobTimelineView {
-    pub fn new(job: &JobRecord, runner: Option<&RunnerRecord>, now: OffsetDateTime) -> Self {
+    /// The view of `job` run by `runner`, a live runner priced from `prices`.
+    pub fn new(
+        job: &JobRecord,
+        runner: Option<&RunnerRecord>,
+        prices: &[Price],
+        now: OffsetDateTime,
+    ) -> Self {
         let timeline = Timeline::of(job, runner);
+        let cost = costs::shown(runner, prices, now);
+        let figure = cost.cost.as_ref();
         JobTimelineView {
             job_id: job.job_id,
             status: job.status.to_string(),
@@ -282,8 +297,11 @@ impl JobTimelineView {
             instance_id: runner.and_then(|r| r.instance_id.clone()),
             instance_type: runner.and_then(|r| r.instance_type.clone()),
             market: runner.and_then(|r| r.market).map(|m| m.as_str()),
-            cost: None,
-            cost_note: COST_NOT_PRICED,
+            cost: figure.and_then(|c| c.usd_micros).map(usd_f64),
+            cost_note: cost.note.clone(),
+            cost_until: cost.until.map(|u| u.as_str()),
+            cost_seconds: figure.map(|c| c.seconds),
+            price_usd_per_hour: figure.and_then(|c| c.usd_micros_per_hour).map(usd_f64),
             wait_seconds: Timeline::wait(job, now).map(|w| w.as_seconds_f64()),
             stages: timeline
                 .stamps

@@ -15,7 +15,9 @@
 //! - [`message`]: the versioned queue message between webhook and scaler.
 //! - [`model`]: the records kept in the table (runners, jobs, pools).
 //! - [`ports`]: the narrow traits the handlers use (`RunnerStore`, `JobQueue`, `Fleet`,
-//!   `Forge`, `JitConfigStore`), with their typed errors.
+//!   `Forge`, `JitConfigStore`, `PriceList`, `PriceBook`), with their typed errors.
+//! - [`prices`]: cached instance prices and what a job's instance cost; [`costs`]: a
+//!   job's cost as shown, and costs summed by repository and pool.
 //! - [`lease`]: expiring leases, so that only one reaper runs at a time.
 //! - [`memory`]: in-memory implementations of the ports, for unit tests.
 //! - [`handlers`]: the webhook, scaler and reaper handlers, generic over the ports.
@@ -29,6 +31,7 @@ pub mod backoff;
 pub mod breaker;
 pub mod clock;
 pub mod config;
+pub mod costs;
 pub mod handlers;
 pub mod lease;
 pub mod lifecycle;
@@ -39,6 +42,7 @@ pub mod model;
 pub mod names;
 pub mod pace;
 pub mod ports;
+pub mod prices;
 pub mod routing;
 pub mod screen;
 pub mod sizing;

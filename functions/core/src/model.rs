@@ -5,6 +5,7 @@
 pub use crate::lifecycle::JobStatus;
 use crate::lifecycle::{InstanceStatus, RunnerStatus};
 use crate::ports::{Market, RunnerScope};
+use crate::prices::JobCost;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
@@ -64,6 +65,9 @@ pub struct RunnerRecord {
     pub instance_type: Option<String>,
     #[serde(default)]
     pub market: Option<Market>,
+    /// What its instance cost, written with the move to `deleted` (see [`crate::prices`]).
+    #[serde(default)]
+    pub cost: Option<JobCost>,
 }
 
 impl RunnerRecord {
@@ -168,6 +172,7 @@ impl RunnerRecord {
             online_at: None,
             instance_type: None,
             market: None,
+            cost: None,
         }
     }
 }

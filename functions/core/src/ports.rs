@@ -8,6 +8,7 @@
 use crate::lifecycle::{InstanceStatus, RunnerStatus};
 use crate::message::QueueMessage;
 use crate::model::{JobRecord, JobStatus, PoolRecord, RunnerRecord};
+use crate::prices::{JobCost, Price};
 use async_trait::async_trait;
 use secrecy::SecretString;
 use std::time::Duration;
@@ -237,14 +238,15 @@ pub trait RunnerStore: Send + Sync {
         error: &str,
     ) -> Result<RunnerRecord, StoreError>;
 
-    /// In one transaction: `deleting` → `deleted` with `ttl`, and the runner's pool slot
-    /// given back if it still holds one. Refused (and nothing released) unless the
-    /// record is `deleting`.
+    /// In one transaction: `deleting` → `deleted` with `ttl` and what its instance
+    /// `cost`, and the runner's pool slot given back if it still holds one. Refused (and
+    /// nothing released) unless the record is `deleting`.
     async fn finish_deletion(
         &self,
         name: &str,
         at: OffsetDateTime,
         ttl: OffsetDateTime,
+        cost: Option<&JobCost>,
     ) -> Result<(), StoreError>;
 
     /// Runner records in `status` due by `due` (`next_attempt_at <= due`), earliest
@@ -319,10 +321,48 @@ pub trait JobQueue: Send + Sync {
     async fn send_after(&self, message: &QueueMessage, delay: Duration) -> Result<(), QueueError>;
 }
 
+// ----------------------------------------------------------------------------- prices
+
+/// Why a price list could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum PriceError {
+    #[error("price list throttled the request")]
+    Throttled(#[source] Cause),
+    #[error("price list request failed")]
+    Transient(#[source] Cause),
+}
+
+/// The providers' price lists (AWS: the Price List Query API for on-demand, the spot
+/// price history for spot), read by the reaper at most daily per type.
+#[async_trait]
+pub trait PriceList: Send + Sync {
+    /// The region whose prices are read.
+    fn region(&self) -> &str;
+
+    /// The current price of an hour of `instance_type` in `market`, in millionths of a
+    /// USD; `None` when the region does not offer it. Read-only.
+    async fn hourly_price(
+        &self,
+        instance_type: &str,
+        market: Market,
+    ) -> Result<Option<u64>, PriceError>;
+}
+
+/// The cached prices, kept in the deployment's table.
+#[async_trait]
+pub trait PriceBook: Send + Sync {
+    /// Every cached price (none before the first read). Read-only.
+    async fn read_prices(&self) -> Result<Vec<Price>, StoreError>;
+
+    /// Replaces the cached prices with `prices`. Idempotent; one writer (the reaper,
+    /// under its lease).
+    async fn write_prices(&self, prices: &[Price]) -> Result<(), StoreError>;
+}
+
 // ----------------------------------------------------------------------------- fleet
 
 /// Which market instances are bought in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Market {
     Spot,

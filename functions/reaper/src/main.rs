@@ -44,6 +44,7 @@ fn build(env: &LambdaEnv, sources: &Sources) -> anyhow::Result<Reaper> {
         .with_metrics(metrics.clone());
     let forge = Arc::new(forge);
     let store = Arc::new(env.store()?);
+    let (price_book, price_list) = env.pricing()?;
     Ok(Reaper::new(
         config.clone(),
         store.clone(),
@@ -55,6 +56,7 @@ fn build(env: &LambdaEnv, sources: &Sources) -> anyhow::Result<Reaper> {
     .with_deliveries(forge)
     .with_spot_breakers(Arc::new(env.spot_breakers()?))
     .with_metrics(metrics)
+    .with_pricing(Arc::new(price_book), Arc::new(price_list))
     .with_lease(store))
 }
 
@@ -92,6 +94,7 @@ async fn handle(
         "requeued": report.requeued,
         "counters_repaired": report.counters_repaired,
         "warm_requested": report.warm_requested,
+        "prices_read": report.prices_read,
         "left_for_next_run": report.left_for_next_run,
         "another_run_held_the_lease": report.another_run_held_the_lease,
     }))

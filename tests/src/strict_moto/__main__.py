@@ -1,7 +1,8 @@
 """moto's server behind a strict layer: what AWS refuses is refused, with AWS's error
 codes, statuses, bodies and messages, before moto sees it; DynamoDB requests are taken
 one at a time; what moto cannot parse (Smithy RPC v2 CBOR) is translated for it
-(rpcv2_cbor.py). Arguments are moto_server's (-H HOST -p PORT). Settings: core.DEFAULTS,
+(rpcv2_cbor.py); what moto does not offer or fakes (prices) is answered from recorded
+answers (prices.py). Arguments are moto_server's (-H HOST -p PORT). Settings: core.DEFAULTS,
 overridden at start by EPHEMERA_STRICT_SETTINGS_FILE and EPHEMERA_STRICT_SETTINGS, and
 at run time through the control API (control.py)."""
 
@@ -17,6 +18,7 @@ from . import (
     fleet_requirements,
     fleet_templates,
     image_params,
+    prices,
     rpcv2_cbor,
     sqs,
     ssm,
@@ -37,9 +39,14 @@ def strict_app(app):
             STATE.reset()
         if rpcv2_cbor.is_rpcv2_cbor(environ):
             return rpcv2_cbor.handle(app, environ, start_response)
+        if prices.is_get_products(environ):
+            return prices.get_products(environ, start_response)
         target = environ.get("HTTP_X_AMZ_TARGET", "")
         service, _, action = target.partition(".")
         strict_on = STATE.setting("enabled")
+        spot = strict_on and prices.spot_request(environ)
+        if spot:
+            return prices.spot_price_history(environ, spot, start_response)
         if service.startswith("DynamoDB_"):
             return dynamodb.handle(app, environ, start_response, action, strict_on)
         if strict_on and service == "AmazonSSM":

@@ -11,6 +11,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
 use ephemera_core::lifecycle::InstanceStatus;
 use ephemera_core::model::{HistoryEntry, RunnerRecord};
 use ephemera_core::ports::StoreError;
+use ephemera_core::prices::JobCost;
 use time::OffsetDateTime;
 use tracing::{instrument, warn};
 
@@ -30,20 +31,25 @@ struct SlotRelease {
 }
 
 impl DynamoRunnerStore {
-    /// `deleting` → `deleted` with its TTL, giving the slot back.
+    /// `deleting` → `deleted` with its TTL and its instance's cost, giving the slot back.
     #[instrument(skip_all, fields(runner = %name))]
     pub(super) async fn delete_and_release(
         &self,
         name: &str,
         at: OffsetDateTime,
         ttl: OffsetDateTime,
+        cost: Option<&JobCost>,
     ) -> Result<(), StoreError> {
+        let mut fields = vec![(items::TTL, items::epoch_seconds(ttl))];
+        if let Some(cost) = cost {
+            fields.push((items::COST, items::cost_value(cost)));
+        }
         let change = SlotRelease {
             from: InstanceStatus::Deleting,
             to: InstanceStatus::Deleted,
             at,
             reason: None,
-            fields: vec![(items::TTL, items::epoch_seconds(ttl))],
+            fields,
         };
         self.release_with(name, change).await
     }

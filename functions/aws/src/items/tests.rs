@@ -23,6 +23,13 @@ fn runner() -> RunnerRecord {
     runner.online_at = Some(datetime!(2025-03-01 12:00:40.5 UTC));
     runner.instance_type = Some("m7i.large".into());
     runner.market = Some(Market::Spot);
+    runner.cost = Some(ephemera_core::prices::JobCost {
+        seconds: 1800,
+        usd_micros_per_hour: Some(36_100),
+        usd_micros: Some(18_050),
+        unpriced: None,
+        repository: Some("octo/repo".into()),
+    });
     runner
 }
 

@@ -1,14 +1,17 @@
 //! `ephemera jobs show JOB`: one job's timeline (queued, received, claimed, launch
 //! requested, JIT config stored, online, started, completed, terminated) with the gap
-//! between each stage, and the runner, instance type and market that ran it. Two reads
-//! of the table (the job's item, its runner's); no other call.
+//! between each stage, and the runner, instance type, market and cost of what ran it.
+//! Two reads of the table (the job's item, its runner's), and a third, of the cached
+//! prices, only to price a runner still alive; no other call.
 
 use crate::exit::{Failure, Outcome, NOT_FOUND};
 use crate::render::{colour_stdout, gap, or_dash, when, Cell, Table};
 use crate::target::{table_command, Deployment, StackArgs, TableArg};
 use crate::views::{print_json, JobTimelineView};
 use clap::Args;
-use ephemera_core::ports::RunnerStore;
+use ephemera_aws::DynamoPriceBook;
+use ephemera_core::lifecycle::InstanceStatus;
+use ephemera_core::ports::{PriceBook, RunnerStore};
 use time::OffsetDateTime;
 
 #[derive(Args, Debug)]
@@ -41,8 +44,19 @@ pub async fn show(deployment: &mut Deployment, args: JobsShowArgs) -> Outcome {
         Some(name) => store.get_runner(name).await?,
         None => None,
     };
+    let alive = runner.as_ref().is_some_and(|r| {
+        r.instance_id.is_some() && r.cost.is_none() && r.status != InstanceStatus::Deleted
+    });
+    let prices = if alive {
+        let table = deployment.table().await?;
+        DynamoPriceBook::new(aws_sdk_dynamodb::Client::new(&deployment.sdk), table)
+            .read_prices()
+            .await?
+    } else {
+        Vec::new()
+    };
     deployment.progress.clear();
-    let view = JobTimelineView::new(&job, runner.as_ref(), OffsetDateTime::now_utc());
+    let view = JobTimelineView::new(&job, runner.as_ref(), &prices, OffsetDateTime::now_utc());
     if args.json {
         print_json(&view)?;
         return Ok(());
@@ -71,7 +85,7 @@ pub fn render(view: &JobTimelineView, colour: bool) -> String {
         or_dash(view.instance_type.as_deref()).into(),
     );
     field("market", or_dash(view.market).into());
-    field("cost", view.cost_note.into());
+    field("cost", view.cost_note.as_str().into());
     let wait = view
         .wait_seconds
         .map(|w| gap(time::Duration::seconds_f64(w)));
@@ -138,7 +152,14 @@ mod tests {
         let mut runner = RunnerRecord::new("eph-linux-a".into(), "linux".into(), at);
         runner.instance_type = Some("m7i.large".into());
         runner.market = Some(Market::Spot);
-        let view = JobTimelineView::new(&job, Some(&runner), at + secs(60));
+        runner.instance_id = Some("i-1".into());
+        runner.status = ephemera_core::lifecycle::InstanceStatus::Running;
+        runner.note(ephemera_core::model::HistoryEntry::status(
+            at + secs(3),
+            ephemera_core::lifecycle::InstanceStatus::Creating,
+            None,
+        ));
+        let view = JobTimelineView::new(&job, Some(&runner), &[], at + secs(60));
         let text = render(&view, false);
         for stage in ephemera_core::timeline::Stage::ALL {
             assert!(text.contains(stage.as_str()), "{stage:?} in\n{text}");
@@ -149,8 +170,56 @@ mod tests {
             .lines()
             .find(|l| l.starts_with("cost "))
             .unwrap_or_default();
-        assert!(cost.ends_with(" not yet priced"), "{text}");
+        assert!(
+            cost.ends_with(" no price: m7i.large not read yet"),
+            "{text}"
+        );
         assert!(text.contains("42.0s (queued → started)"), "{text}");
         assert_eq!(view.cost, None);
+        assert_eq!(view.cost_until, Some("now"));
+    }
+
+    #[test]
+    fn a_priced_job_shows_its_figure_and_how_it_was_made() {
+        let at = datetime!(2026-11-22 10:00:00 UTC);
+        let job = JobRecord {
+            job_id: 7,
+            status: JobStatus::Completed,
+            pool: "linux".into(),
+            owner: "o".into(),
+            repo: "r".into(),
+            run_id: 8,
+            installation_id: None,
+            labels: vec![],
+            runner_name: Some("eph-linux-a".into()),
+            launched_runner: Some("eph-linux-a".into()),
+            received_at: at,
+            updated_at: at,
+            github: GitHubTimes::default(),
+            claimed_at: None,
+        };
+        let mut runner = RunnerRecord::new("eph-linux-a".into(), "linux".into(), at);
+        runner.instance_id = Some("i-1".into());
+        runner.instance_type = Some("m7i.large".into());
+        runner.market = Some(Market::OnDemand);
+        runner.status = ephemera_core::lifecycle::InstanceStatus::Deleted;
+        runner.cost = Some(ephemera_core::prices::JobCost {
+            seconds: 1800,
+            usd_micros_per_hour: Some(100_800),
+            usd_micros: Some(50_400),
+            unpriced: None,
+            repository: Some("o/r".into()),
+        });
+        let view = JobTimelineView::new(&job, Some(&runner), &[], at);
+        let text = render(&view, false);
+        assert!(
+            text.contains(
+                "$0.0504 (m7i.large on_demand at $0.1008/h, 1800 s, launch requested → terminated)"
+            ),
+            "{text}"
+        );
+        assert_eq!(view.cost, Some(0.0504));
+        assert_eq!(view.price_usd_per_hour, Some(0.1008));
+        assert_eq!(view.cost_until, Some("terminated"));
     }
 }

@@ -4,11 +4,13 @@
 //! [`crate::errors`]) are shared and live outside.
 //!
 //! [`runners`] (list, show, delete), [`pools`], [`jobs`] (`jobs list`), [`jobs_show`]
-//! (`jobs show`, a job's timeline), [`dlq`] (`jobs
+//! (`jobs show`, a job's timeline), [`costs`] (instance costs by repository and
+//! pool), [`dlq`] (`jobs
 //! dlq list|redrive`), [`config`] (validate, push), [`doctor`] (its checks by area, over
 //! ports), and [`local`], which runs the whole pipeline in one process.
 
 pub mod config;
+pub mod costs;
 pub mod dlq;
 pub mod doctor;
 pub mod jobs;

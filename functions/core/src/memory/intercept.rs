@@ -8,6 +8,7 @@ use crate::lifecycle::InstanceStatus;
 use crate::message::QueueMessage;
 use crate::model::{JobRecord, JobStatus, PoolRecord, RunnerRecord};
 use crate::ports::*;
+use crate::prices::JobCost;
 use async_trait::async_trait;
 use std::any::Any;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -225,6 +226,7 @@ macro_rules! other_arg {
 }
 
 other_arg!(
+    Option<&JobCost>,
     u32,
     usize,
     Duration,
@@ -273,7 +275,7 @@ intercept!(RunnerStore {
     fn update_runner(&self, name: &str, update: &RunnerUpdate, at: OffsetDateTime) -> Result<RunnerRecord, StoreError>;
     fn transition(&self, name: &str, transition: &Transition) -> Result<RunnerRecord, StoreError>;
     fn fail_creation(&self, name: &str, at: OffsetDateTime, error: &str) -> Result<RunnerRecord, StoreError>;
-    fn finish_deletion(&self, name: &str, at: OffsetDateTime, ttl: OffsetDateTime) -> Result<(), StoreError>;
+    fn finish_deletion(&self, name: &str, at: OffsetDateTime, ttl: OffsetDateTime, cost: Option<&JobCost>) -> Result<(), StoreError>;
     fn runners_in_status(&self, status: InstanceStatus, due: OffsetDateTime, limit: usize) -> Result<Vec<RunnerRecord>, StoreError>;
     fn get_pool(&self, name: &str) -> Result<PoolRecord, StoreError>;
     fn jobs_in_status(&self, status: JobStatus, due: OffsetDateTime, limit: usize) -> Result<Vec<JobRecord>, StoreError>;

@@ -10,6 +10,7 @@ use crate::model::{HistoryEntry, JobRecord, JobStatus, PoolRecord, RunnerRecord}
 use crate::ports::{
     Claim, ClaimHandOver, PoolCounter, RunnerStore, RunnerUpdate, StoreError, Transition,
 };
+use crate::prices::JobCost;
 use async_trait::async_trait;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -517,6 +518,7 @@ impl RunnerStore for MemoryStore {
         name: &str,
         at: OffsetDateTime,
         ttl: OffsetDateTime,
+        cost: Option<&JobCost>,
     ) -> Result<(), StoreError> {
         let tables = &mut *lock(&self.tables);
         tables.check(StoreOp::FinishDeletion)?;
@@ -531,6 +533,7 @@ impl RunnerStore for MemoryStore {
         record.updated_at = at;
         record.next_attempt_at = at;
         record.ttl = Some(ttl);
+        record.cost = cost.cloned();
         record.note(HistoryEntry::status(at, to, None));
         if record.slot_held {
             record.slot_held = false;

@@ -124,6 +124,9 @@ pub enum Metric {
     BusyDeferrals,
     /// Runners deleted, by mode (`graceful` or `forced`).
     RunnersDeleted,
+    /// What a job's instance cost, in USD, once per priced job when its runner is
+    /// deleted, by the job's repository.
+    JobCost,
     /// Orphans removed by reconciliation, by kind.
     OrphansReaped,
     /// Jobs reconciliation queued again after their event was lost.
@@ -196,7 +199,7 @@ const fn seconds(name: &'static str) -> Spec {
 
 impl Metric {
     /// Every metric, for tests and documentation.
-    pub const ALL: [Metric; 22] = [
+    pub const ALL: [Metric; 23] = [
         Metric::JobsQueued,
         Metric::JobsUnrouted,
         Metric::RunnersLaunched,
@@ -208,6 +211,7 @@ impl Metric {
         Metric::BootSeconds,
         Metric::BusyDeferrals,
         Metric::RunnersDeleted,
+        Metric::JobCost,
         Metric::OrphansReaped,
         Metric::Reenqueued,
         Metric::CapacityDeferrals,
@@ -234,6 +238,12 @@ impl Metric {
             Metric::BootSeconds => seconds("BootSeconds"),
             Metric::BusyDeferrals => count("BusyDeferrals", BY_POOL),
             Metric::RunnersDeleted => count("RunnersDeleted", &[Deployment, Pool, Mode]),
+            // CloudWatch has no currency unit: the value is USD.
+            Metric::JobCost => Spec {
+                unit: "None",
+                aggregation: Aggregation::Samples,
+                ..count("JobCost", &[Deployment, Repository])
+            },
             Metric::OrphansReaped => count("OrphansReaped", &[Deployment, Kind]),
             Metric::Reenqueued => count("Reenqueued", BY_POOL),
             Metric::CapacityDeferrals => count("CapacityDeferrals", BY_POOL),

@@ -208,7 +208,13 @@ pub fn requests(role: Role, names: &Names) -> Vec<Request> {
             records(&mut requests);
             requests.push(request("sqs:SendMessage", queue));
             requests.push(terminate);
-            requests.push(request("ec2:DescribeInstances", "*"));
+            for action in [
+                "ec2:DescribeInstances",
+                "pricing:GetProducts",
+                "ec2:DescribeSpotPriceHistory",
+            ] {
+                requests.push(request(action, "*"));
+            }
             requests.push(request("dynamodb:DeleteItem", jit_table));
         }
         Role::Runner => {

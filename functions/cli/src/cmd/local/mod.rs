@@ -193,6 +193,10 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
                 .with_token_shelf(Arc::new(shelf))
                 .with_metrics(metrics.clone()),
         );
+        let price_book = Arc::new(ephemera_aws::DynamoPriceBook::new(
+            aws_sdk_dynamodb::Client::new(&sdk),
+            table.clone(),
+        ));
         let store = Arc::new(DynamoRunnerStore::new(
             aws_sdk_dynamodb::Client::new(&sdk),
             table,
@@ -234,7 +238,8 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
                 )
                 .with_deliveries(forge)
                 .with_spot_breakers(breakers)
-                .with_metrics(metrics.clone()),
+                .with_metrics(metrics.clone())
+                .with_pricing(price_book, Arc::new(ephemera_aws::AwsPriceList::new(&sdk))),
             );
             let interval = args.reaper_interval;
             tasks.spawn(async move { reap_every(reaper, interval).await });

@@ -14,6 +14,7 @@ use crate::lifecycle::InstanceStatus;
 use crate::metrics::{Dimension, Metric};
 use crate::model::scope_of;
 use crate::model::RunnerRecord;
+use crate::prices::JobCost;
 use crate::ports::*;
 use std::collections::HashSet;
 use time::OffsetDateTime;
@@ -143,7 +144,12 @@ impl Reaper {
                 warn!(runner = %name, %instance_id, error = %error_chain(&err), "JIT config delete failed; ignored (force)");
             }
         }
-        self.finish(name, clock.now()).await?;
+        let at = clock.now();
+        let cost = self.job_cost(&runner, at).await;
+        self.finish(name, at, cost.as_ref()).await?;
+        if let Some(cost) = &cost {
+            self.record_cost(cost);
+        }
         let mode = if force { "forced" } else { "graceful" };
         self.metrics.record(
             Metric::RunnersDeleted,
@@ -162,12 +168,17 @@ impl Reaper {
     /// write: it is tried again at once rather than left `deleting` for
     /// `stuck_deleting`, which would send the whole deletion (a GitHub DELETE among it)
     /// again.
-    async fn finish(&self, name: &str, at: OffsetDateTime) -> Result<(), StoreError> {
+    async fn finish(
+        &self,
+        name: &str,
+        at: OffsetDateTime,
+        cost: Option<&JobCost>,
+    ) -> Result<(), StoreError> {
         let ttl = at + self.config.reaper.deleted_ttl;
         let mut tries = 0;
         loop {
             tries += 1;
-            match self.store.finish_deletion(name, at, ttl).await {
+            match self.store.finish_deletion(name, at, ttl, cost).await {
                 Err(StoreError::Conflict(_)) if tries < FINISH_TRIES => {
                     tokio::time::sleep(std::time::Duration::from_millis(20 * tries)).await;
                 }

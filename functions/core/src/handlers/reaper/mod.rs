@@ -4,12 +4,15 @@
 //!
 //! One run reads the live records once, by status through the status index (never the
 //! whole table, so its cost follows the live work and not the history), then:
+//! reads the prices that are missing or a day old (`prices`: at most daily, never per
+//! job); deletes what is already due (`delete`), pricing each instance in the
+//! deletion's own write;
 //! watches bootstrapping runners come online; applies the record rules of
 //! [`decide::verdicts`] (bootstrap timeout, stuck `deleting`, `error`, instance gone,
 //! missed `completed`, idle runners, stalled warm launches), each a move to
 //! `pending_delete` — except that a runner which came online while its record still said
-//! `creating` is recorded `running` for those rules to take up; deletes what is due
-//! (`delete`); tops up the warm pools to `min_idle` (`warm`: it reserves the runners and
+//! `creating` is recorded `running` for those rules to take up; deletes what they sent
+//! there; tops up the warm pools to `min_idle` (`warm`: it reserves the runners and
 //! the scaler creates them); sweeps orphan instances and GitHub runners (`orphans`);
 //! queues again the jobs whose launch was lost (`jobs`); and repairs drifted pool
 //! counters (`counters`). It starts no new step after its deadline; the rest waits a
@@ -26,6 +29,7 @@ mod interruptions;
 mod jobs;
 mod lease;
 mod orphans;
+mod prices;
 mod reconcile;
 mod redeliver;
 mod settle;
@@ -41,6 +45,7 @@ pub use interruptions::{
     SPOT_INTERRUPTION_WARNING, STATE_CHANGE,
 };
 pub use lease::{LEASE_MARGIN, REAPER_LEASE};
+pub use prices::Pricing;
 
 use crate::config::Config;
 use crate::lifecycle::InstanceStatus;
@@ -98,6 +103,8 @@ pub struct ReaperReport {
     pub counters_repaired: usize,
     /// Warm runners reserved and handed to the scaler to reach `min_idle`.
     pub warm_requested: usize,
+    /// Prices read from the providers' price lists (at most daily per type and market).
+    pub prices_read: usize,
     /// Work left for the next run because the deadline came.
     pub left_for_next_run: bool,
     /// Another run held the reaper lease, so this one did nothing.
@@ -123,6 +130,11 @@ struct Memory {
     scopes: HashSet<RunnerScope>,
     /// Where the redelivery sweep stopped, and what it asked.
     sweep: redeliver::SweepMark,
+    /// The cached prices, once read from the table.
+    prices: Option<Vec<crate::prices::Price>>,
+    /// When reading a price last failed: no read until [`crate::prices::PRICE_RETRY`]
+    /// has passed.
+    price_failure: Option<OffsetDateTime>,
 }
 
 /// Deletes what was asked to be deleted, and reconciles the three views of the world.
@@ -141,6 +153,8 @@ pub struct Reaper {
     lease: Option<Arc<dyn crate::lease::Leases>>,
     /// Where spot interruptions are counted per pool (none: no circuit breaker).
     breakers: Option<Arc<dyn crate::breaker::SpotBreakerStore>>,
+    /// Where prices are cached and read (none: jobs are not priced).
+    pricing: Option<Pricing>,
 }
 
 impl Reaper {
@@ -164,6 +178,7 @@ impl Reaper {
             memory: Arc::default(),
             lease: None,
             breakers: None,
+            pricing: None,
         }
     }
 
@@ -188,6 +203,13 @@ impl Reaper {
     /// gauge are recorded; flushed at the end of every run.
     pub fn with_metrics(mut self, metrics: Metrics) -> Reaper {
         self.metrics = metrics;
+        self
+    }
+
+    /// Prices every deleted runner's instance from the prices cached in `book`, read
+    /// from `list` at most daily (see [`prices`]).
+    pub fn with_pricing(mut self, book: Arc<dyn PriceBook>, list: Arc<dyn PriceList>) -> Reaper {
+        self.pricing = Some(Pricing { book, list });
         self
     }
 
@@ -229,6 +251,9 @@ impl Reaper {
         let snapshot = self.read_snapshot(now).await?;
         self.remember_scopes(&snapshot);
         self.record_gauges(&snapshot);
+        // Prices before the deletions that are priced from them: once warm, this makes no
+        // call at all, and at most a few reads a day.
+        report.prices_read = self.refresh_prices(&snapshot, now, deadline).await;
         // Capacity first: what is already due for deletion holds slots that queued jobs
         // wait for, so it goes before the rules (which may be slow when the providers are).
         self.delete_due(&snapshot, Vec::new(), now, deadline, report)
@@ -384,6 +409,8 @@ mod breaker_tests;
 mod failed_events_tests;
 #[cfg(test)]
 mod interruptions_tests;
+#[cfg(test)]
+mod prices_tests;
 #[cfg(test)]
 mod reconcile_tests;
 #[cfg(test)]

@@ -209,7 +209,13 @@ fn every_role_asks_for_the_calls_ephemera_makes_with_it() {
     ] {
         assert!(actions(Role::Scaler).contains(&needed), "{needed}");
     }
-    assert!(actions(Role::Reaper).contains(&"ec2:TerminateInstances"));
+    for needed in [
+        "ec2:TerminateInstances",
+        "pricing:GetProducts",
+        "ec2:DescribeSpotPriceHistory",
+    ] {
+        assert!(actions(Role::Reaper).contains(&needed), "{needed}");
+    }
     assert_eq!(
         actions(Role::Runner),
         ["dynamodb:GetItem", "dynamodb:DeleteItem"]

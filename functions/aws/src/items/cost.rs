@@ -1,0 +1,57 @@
+//! A job's cost on its runner's item: one map attribute `cost`
+//! `{seconds, usd_micros?, usd_micros_per_hour?, unpriced?, repository?}`, set with the
+//! move to `deleted` (money in whole millionths of a USD, as [`ephemera_core::prices`]
+//! keeps it).
+
+use super::{n, put_opt, s, Item, Reader};
+use aws_sdk_dynamodb::types::AttributeValue;
+use ephemera_core::ports::StoreError;
+use ephemera_core::prices::JobCost;
+use std::collections::HashMap;
+
+pub const COST: &str = "cost";
+const SECONDS: &str = "seconds";
+const USD_MICROS: &str = "usd_micros";
+const USD_MICROS_PER_HOUR: &str = "usd_micros_per_hour";
+const UNPRICED: &str = "unpriced";
+const REPOSITORY: &str = "repository";
+
+/// The `cost` attribute of `cost`.
+pub fn cost_value(cost: &JobCost) -> AttributeValue {
+    let mut map = HashMap::from([(SECONDS.to_owned(), n(cost.seconds))]);
+    put_opt(&mut map, USD_MICROS, cost.usd_micros.map(n));
+    put_opt(
+        &mut map,
+        USD_MICROS_PER_HOUR,
+        cost.usd_micros_per_hour.map(n),
+    );
+    put_opt(&mut map, UNPRICED, cost.unpriced.as_deref().map(s));
+    put_opt(&mut map, REPOSITORY, cost.repository.as_deref().map(s));
+    AttributeValue::M(map)
+}
+
+impl Reader<'_> {
+    /// The `cost` attribute, if set.
+    pub(super) fn cost(&self) -> Result<Option<JobCost>, StoreError> {
+        let map: &Item = match self.item.get(COST) {
+            None | Some(AttributeValue::Null(_)) => return Ok(None),
+            Some(AttributeValue::M(map)) => map,
+            Some(_) => return Err(self.corrupt(format!("{COST} is not a map"))),
+        };
+        let inner = Reader { item: map };
+        let named = |err: StoreError| match err {
+            StoreError::Corrupt { message, .. } => self.corrupt(format!("{COST}.{message}")),
+            other => other,
+        };
+        let read = || -> Result<JobCost, StoreError> {
+            Ok(JobCost {
+                seconds: inner.n(SECONDS)?,
+                usd_micros: inner.opt_n(USD_MICROS)?,
+                usd_micros_per_hour: inner.opt_n(USD_MICROS_PER_HOUR)?,
+                unpriced: inner.opt_s(UNPRICED)?.map(str::to_owned),
+                repository: inner.opt_s(REPOSITORY)?.map(str::to_owned),
+            })
+        };
+        read().map(Some).map_err(named)
+    }
+}

@@ -1,0 +1,221 @@
+//! Instance prices from AWS ([`PriceList`]): on-demand from the Price List Query API,
+//! spot from EC2's spot price history. The reaper calls these at most daily per type
+//! and market ([`ephemera_core::prices`]), never per job.
+//!
+//! - On-demand: `pricing:GetProducts` for service code `AmazonEC2`, with `TERM_MATCH`
+//!   filters on `instanceType`, `regionCode`, `operatingSystem` Linux, `tenancy` Shared,
+//!   `preInstalledSw` NA and `capacitystatus` Used (the plain on-demand product, not a
+//!   reservation's or a Windows/SQL one). The API answers only in a few regions
+//!   (us-east-1 among them), whatever region is priced: the client is always built for
+//!   us-east-1 and the region goes in the `regionCode` filter.
+//!   <https://docs.aws.amazon.com/awsaccountbilling/latest/aboutv2/using-price-list-query-api.html>,
+//!   <https://docs.aws.amazon.com/aws-cost-management/latest/APIReference/API_pricing_GetProducts.html>.
+//!   Each `PriceList` entry is a JSON document (a string); the hourly price is at
+//!   `terms.OnDemand.*.priceDimensions.*.pricePerUnit.USD`, in the dimension whose `unit`
+//!   is `Hrs`. No entry: the region does not offer the type.
+//! - Spot: `ec2:DescribeSpotPriceHistory` for the type, product description
+//!   `Linux/UNIX`, start time now (so only the current price of each zone).
+//!   <https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeSpotPriceHistory.html>.
+//!   The runner record does not keep its zone, so the highest zone's price is taken: the
+//!   figure errs high, never low. No history: not offered.
+
+use async_trait::async_trait;
+use aws_sdk_ec2::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_ec2::types::InstanceType;
+use aws_sdk_pricing::types::{Filter, FilterType};
+use ephemera_core::ports::{Market, PriceError, PriceList};
+use tracing::instrument;
+
+/// The region the Price List Query API is reached in.
+pub const PRICE_LIST_REGION: &str = "us-east-1";
+
+/// Prices of one region's instances.
+#[derive(Debug, Clone)]
+pub struct AwsPriceList {
+    pricing: aws_sdk_pricing::Client,
+    ec2: aws_sdk_ec2::Client,
+    region: String,
+}
+
+impl AwsPriceList {
+    /// Prices for the region of `sdk` (its EC2 client), read from the Price List Query
+    /// API in [`PRICE_LIST_REGION`].
+    pub fn new(sdk: &aws_config::SdkConfig) -> AwsPriceList {
+        let pricing = aws_sdk_pricing::config::Builder::from(sdk)
+            .region(aws_config::Region::new(PRICE_LIST_REGION))
+            .build();
+        AwsPriceList {
+            pricing: aws_sdk_pricing::Client::from_conf(pricing),
+            ec2: aws_sdk_ec2::Client::new(sdk),
+            region: sdk
+                .region()
+                .map(|r| r.to_string())
+                .unwrap_or_else(|| PRICE_LIST_REGION.to_owned()),
+        }
+    }
+
+    /// Prices for `region`, read with these clients (`pricing` reaching
+    /// [`PRICE_LIST_REGION`], `ec2` that region's).
+    pub fn from_clients(
+        pricing: aws_sdk_pricing::Client,
+        ec2: aws_sdk_ec2::Client,
+        region: impl Into<String>,
+    ) -> AwsPriceList {
+        AwsPriceList {
+            pricing,
+            ec2,
+            region: region.into(),
+        }
+    }
+
+    #[instrument(skip_all, fields(instance_type, region = %self.region))]
+    async fn on_demand(&self, instance_type: &str) -> Result<Option<u64>, PriceError> {
+        let filters = [
+            ("instanceType", instance_type),
+            ("regionCode", self.region.as_str()),
+            ("operatingSystem", "Linux"),
+            ("tenancy", "Shared"),
+            ("preInstalledSw", "NA"),
+            ("capacitystatus", "Used"),
+        ];
+        let mut request = self
+            .pricing
+            .get_products()
+            .service_code("AmazonEC2")
+            .format_version("aws_v1")
+            .max_results(10);
+        for (field, value) in filters {
+            let filter = Filter::builder()
+                .r#type(FilterType::TermMatch)
+                .field(field)
+                .value(value)
+                .build()
+                .map_err(|err| PriceError::Transient(Box::new(err)))?;
+            request = request.filters(filter);
+        }
+        let output = request.send().await.map_err(price_error)?;
+        Ok(output
+            .price_list()
+            .iter()
+            .find_map(|entry| on_demand_hourly(entry)))
+    }
+
+    #[instrument(skip_all, fields(instance_type, region = %self.region))]
+    async fn spot(&self, instance_type: &str) -> Result<Option<u64>, PriceError> {
+        let output = self
+            .ec2
+            .describe_spot_price_history()
+            .instance_types(InstanceType::from(instance_type))
+            .product_descriptions("Linux/UNIX")
+            .start_time(aws_sdk_ec2::primitives::DateTime::from(
+                std::time::SystemTime::now(),
+            ))
+            .send()
+            .await
+            .map_err(price_error)?;
+        Ok(output
+            .spot_price_history()
+            .iter()
+            .filter(|p| p.instance_type().map(|t| t.as_str()) == Some(instance_type))
+            .filter_map(|p| p.spot_price().and_then(usd_micros))
+            .max())
+    }
+}
+
+#[async_trait]
+impl PriceList for AwsPriceList {
+    fn region(&self) -> &str {
+        &self.region
+    }
+
+    async fn hourly_price(
+        &self,
+        instance_type: &str,
+        market: Market,
+    ) -> Result<Option<u64>, PriceError> {
+        match market {
+            Market::OnDemand => self.on_demand(instance_type).await,
+            Market::Spot => self.spot(instance_type).await,
+        }
+    }
+}
+
+fn price_error<E, R>(err: SdkError<E, R>) -> PriceError
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    match err.code() {
+        Some("RequestLimitExceeded" | "Throttling" | "ThrottlingException") => {
+            PriceError::Throttled(Box::new(err))
+        }
+        _ => PriceError::Transient(Box::new(err)),
+    }
+}
+
+/// The hourly on-demand price in one `PriceList` entry, in millionths of a USD: the first
+/// positive `USD` of a price dimension whose unit is `Hrs`.
+pub fn on_demand_hourly(entry: &str) -> Option<u64> {
+    let product: serde_json::Value = serde_json::from_str(entry).ok()?;
+    let terms = product.get("terms")?.get("OnDemand")?.as_object()?;
+    terms
+        .values()
+        .filter_map(|term| term.get("priceDimensions")?.as_object())
+        .flat_map(|dimensions| dimensions.values())
+        .filter(|dimension| dimension.get("unit").and_then(|u| u.as_str()) == Some("Hrs"))
+        .filter_map(|dimension| {
+            let usd = dimension.get("pricePerUnit")?.get("USD")?.as_str()?;
+            usd_micros(usd)
+        })
+        .find(|&micros| micros > 0)
+}
+
+/// A decimal USD amount (`"0.1008000000"`) in millionths, rounded half up; `None` for
+/// anything that is not a plain non-negative decimal.
+pub fn usd_micros(text: &str) -> Option<u64> {
+    let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if whole.is_empty() || !digits(whole) || !digits(fraction) {
+        return None;
+    }
+    let mut micros: u64 = whole.parse::<u64>().ok()?.checked_mul(1_000_000)?;
+    let padded = format!("{fraction:0<7}");
+    micros = micros.checked_add(padded[..6].parse().ok()?)?;
+    if padded.as_bytes()[6] >= b'5' {
+        micros = micros.checked_add(1)?;
+    }
+    Some(micros)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usd_amounts_become_millionths() {
+        assert_eq!(usd_micros("0.1008000000"), Some(100_800));
+        assert_eq!(usd_micros("0.0000005"), Some(1));
+        assert_eq!(usd_micros("2"), Some(2_000_000));
+        assert_eq!(usd_micros("0.036100"), Some(36_100));
+        assert_eq!(usd_micros("-1"), None);
+        assert_eq!(usd_micros("1e3"), None);
+        assert_eq!(usd_micros(""), None);
+    }
+
+    #[test]
+    fn the_hourly_price_is_read_from_the_on_demand_terms() {
+        let entry = r#"{"product":{"attributes":{"instanceType":"m7i.large"}},
+            "terms":{"OnDemand":{"ABC.JRTCKXETXF":{"priceDimensions":{
+                "ABC.JRTCKXETXF.6YS6EN2CT7":{"unit":"Hrs","pricePerUnit":{"USD":"0.1008000000"}},
+                "ABC.JRTCKXETXF.X":{"unit":"Quantity","pricePerUnit":{"USD":"5.0"}}}}}}}"#;
+        assert_eq!(on_demand_hourly(entry), Some(100_800));
+    }
+
+    #[test]
+    fn an_entry_without_an_hourly_price_gives_none_never_zero() {
+        let zero = r#"{"terms":{"OnDemand":{"T":{"priceDimensions":{"D":{"unit":"Hrs","pricePerUnit":{"USD":"0.0000000000"}}}}}}}"#;
+        assert_eq!(on_demand_hourly(zero), None);
+        assert_eq!(on_demand_hourly(r#"{"terms":{}}"#), None);
+        assert_eq!(on_demand_hourly("not json"), None);
+    }
+}
