@@ -64,6 +64,14 @@ pub struct RunnerRecord {
     pub instance_type: Option<String>,
     #[serde(default)]
     pub market: Option<Market>,
+    /// EC2's launch time of the instance (when it entered `pending`), kept by the reaper
+    /// when it deletes the runner.
+    #[serde(default, with = "time::serde::rfc3339::option")]
+    pub instance_launched_at: Option<OffsetDateTime>,
+    /// When the instance read its JIT config (its own clock, to the second), kept by the
+    /// reaper from the tombstone the bootstrap left.
+    #[serde(default, with = "time::serde::rfc3339::option")]
+    pub jit_read_at: Option<OffsetDateTime>,
 }
 
 impl RunnerRecord {
@@ -168,6 +176,8 @@ impl RunnerRecord {
             online_at: None,
             instance_type: None,
             market: None,
+            instance_launched_at: None,
+            jit_read_at: None,
         }
     }
 }

@@ -8,7 +8,8 @@ use super::{lock, spend, InjectedFailure};
 use crate::lifecycle::{ClaimMove, ClaimState, InstanceStatus};
 use crate::model::{HistoryEntry, JobRecord, JobStatus, PoolRecord, RunnerRecord};
 use crate::ports::{
-    Claim, ClaimHandOver, PoolCounter, RunnerStore, RunnerUpdate, StoreError, Transition,
+    Claim, ClaimHandOver, HostStamps, PoolCounter, RunnerStore, RunnerUpdate, StoreError,
+    Transition,
 };
 use async_trait::async_trait;
 use std::collections::{BTreeMap, HashMap};
@@ -517,6 +518,7 @@ impl RunnerStore for MemoryStore {
         name: &str,
         at: OffsetDateTime,
         ttl: OffsetDateTime,
+        host: &HostStamps,
     ) -> Result<(), StoreError> {
         let tables = &mut *lock(&self.tables);
         tables.check(StoreOp::FinishDeletion)?;
@@ -531,6 +533,8 @@ impl RunnerStore for MemoryStore {
         record.updated_at = at;
         record.next_attempt_at = at;
         record.ttl = Some(ttl);
+        record.instance_launched_at = host.instance_launched_at.or(record.instance_launched_at);
+        record.jit_read_at = host.jit_read_at.or(record.jit_read_at);
         record.note(HistoryEntry::status(at, to, None));
         if record.slot_held {
             record.slot_held = false;

@@ -234,10 +234,12 @@ async fn finish_deletion_releases_the_slot_once() {
         ..store.runner("a").expect("a")
     });
     store
-        .finish_deletion("a", minute(1), minute(60))
+        .finish_deletion("a", minute(1), minute(60), &HostStamps::default())
         .await
         .expect("finish");
-    let again = store.finish_deletion("a", minute(2), minute(61)).await;
+    let again = store
+        .finish_deletion("a", minute(2), minute(61), &HostStamps::default())
+        .await;
     assert!(
         matches!(again, Err(StoreError::TransitionRefused { actual, .. }) if actual == "deleted")
     );
@@ -252,13 +254,15 @@ async fn finish_deletion_refuses_a_record_that_is_not_deleting() {
     store.set_slots_used("linux", 1);
     store.put_runner(runner("r", PendingDelete));
     let err = store
-        .finish_deletion("r", minute(1), minute(60))
+        .finish_deletion("r", minute(1), minute(60), &HostStamps::default())
         .await
         .expect_err("refused");
     assert!(
         matches!(err, StoreError::TransitionRefused { actual, .. } if actual == "pending_delete")
     );
-    let missing = store.finish_deletion("ghost", minute(1), minute(60)).await;
+    let missing = store
+        .finish_deletion("ghost", minute(1), minute(60), &HostStamps::default())
+        .await;
     assert!(
         matches!(missing, Err(StoreError::TransitionRefused { actual, .. }) if actual == "missing")
     );
@@ -270,7 +274,7 @@ async fn finish_deletion_never_takes_the_counter_below_zero() {
     let store = MemoryStore::new();
     store.put_runner(runner("r", Deleting));
     store
-        .finish_deletion("r", minute(1), minute(60))
+        .finish_deletion("r", minute(1), minute(60), &HostStamps::default())
         .await
         .expect("finish");
     assert_eq!(store.get_pool("linux").await.expect("pool").slots_used, 0);

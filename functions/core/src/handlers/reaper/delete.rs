@@ -2,6 +2,10 @@
 //! to `pending_delete` and the instance is kept, with no time limit), then the instance,
 //! then the JIT config, then `deleted` with the slot given back. Provider errors back off
 //! exponentially; forced deletion logs and ignores them and finishes in one pass.
+//!
+//! The last write keeps two stamps of the job's timeline that only the deletion learns,
+//! at no extra call: EC2's launch time from the run's describe, and when the instance
+//! read its JIT config, which the delete of its item (a tombstone by then) returns.
 
 use super::{Reaper, ReaperReport, Snapshot, PARALLEL_DELETES};
 use crate::backoff;
@@ -12,7 +16,7 @@ use crate::metrics::{Dimension, Metric};
 use crate::model::scope_of;
 use crate::model::RunnerRecord;
 use crate::ports::*;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use time::OffsetDateTime;
 use tokio::time::Instant;
 use tracing::{info, warn};
@@ -25,6 +29,20 @@ pub(super) enum Outcome {
     Skipped,
 }
 
+/// EC2's launch time of each described instance, by instance id.
+pub(super) type LaunchTimes = HashMap<String, OffsetDateTime>;
+
+/// The launch times in a describe's answer (none without one). EC2's `LaunchTime` is
+/// when the instance was launched, i.e. entered `pending`:
+/// <https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_Instance.html>.
+pub(super) fn launch_times(instances: Option<&[Instance]>) -> LaunchTimes {
+    instances
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|i| Some((i.id.clone(), i.launched_at?)))
+        .collect()
+}
+
 impl Reaper {
     /// Deletes the due `pending_force_delete` records, then the due `pending_delete` ones
     /// (with those a rule has just sent there), a few at a time, until the deadline.
@@ -32,6 +50,7 @@ impl Reaper {
         &self,
         snapshot: &Snapshot,
         marked: Vec<RunnerRecord>,
+        launched: &LaunchTimes,
         now: OffsetDateTime,
         deadline: Instant,
         report: &mut ReaperReport,
@@ -59,8 +78,14 @@ impl Reaper {
                     break;
                 }
                 let reaper = self.clone();
-                deleting
-                    .spawn(async move { reaper.delete(record, &Clock::starting_at(now)).await });
+                let launched_at = record
+                    .instance_id
+                    .as_ref()
+                    .and_then(|id| launched.get(id).copied());
+                deleting.spawn(async move {
+                    let clock = Clock::starting_at(now);
+                    reaper.delete(record, launched_at, &clock).await
+                });
             }
             let Some(joined) = deleting.join_next().await else {
                 break;
@@ -80,7 +105,14 @@ impl Reaper {
         }
     }
 
-    async fn delete(&self, record: RunnerRecord, clock: &Clock) -> Result<Outcome, StoreError> {
+    /// Deletes `record`'s runner, instance and JIT item; `launched_at` is EC2's launch
+    /// time of its instance, if the run's describe saw it.
+    async fn delete(
+        &self,
+        record: RunnerRecord,
+        launched_at: Option<OffsetDateTime>,
+        clock: &Clock,
+    ) -> Result<Outcome, StoreError> {
         let force = record.status == InstanceStatus::PendingForceDelete;
         let mut to_deleting = Transition::new(record.status, InstanceStatus::Deleting, clock.now());
         to_deleting.reason = record.reason.clone();
@@ -102,6 +134,10 @@ impl Reaper {
             }
             Err(err) => return self.back_off(&runner, &err, clock.now()).await,
         }
+        let mut host = HostStamps {
+            instance_launched_at: launched_at,
+            jit_read_at: None,
+        };
         if let Some(instance_id) = &runner.instance_id {
             if let Err(err) = self.fleet.terminate(instance_id).await {
                 if !force {
@@ -109,17 +145,17 @@ impl Reaper {
                 }
                 warn!(runner = %name, %instance_id, error = %error_chain(&err), "terminate failed; ignored (force)");
             }
-            if let Err(err) = self.jit_store.delete(instance_id).await {
-                if !force {
-                    return self.back_off(&runner, &err, clock.now()).await;
+            match self.jit_store.delete(instance_id).await {
+                Ok(read_at) => host.jit_read_at = read_at,
+                Err(err) if !force => return self.back_off(&runner, &err, clock.now()).await,
+                Err(err) => {
+                    warn!(runner = %name, %instance_id, error = %error_chain(&err), "JIT config delete failed; ignored (force)")
                 }
-                warn!(runner = %name, %instance_id, error = %error_chain(&err), "JIT config delete failed; ignored (force)");
             }
         }
         let at = clock.now();
-        self.store
-            .finish_deletion(name, at, at + self.config.reaper.deleted_ttl)
-            .await?;
+        let ttl = at + self.config.reaper.deleted_ttl;
+        self.store.finish_deletion(name, at, ttl, &host).await?;
         let mode = if force { "forced" } else { "graceful" };
         self.metrics.record(
             Metric::RunnersDeleted,

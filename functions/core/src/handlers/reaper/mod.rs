@@ -211,11 +211,9 @@ impl Reaper {
         let snapshot = self.read_snapshot(now).await?;
         self.remember_scopes(&snapshot);
         self.record_gauges(&snapshot);
-        // Capacity first: what is already due for deletion holds slots that queued jobs
-        // wait for, so it goes before the rules (which may be slow when the providers are).
-        self.delete_due(&snapshot, Vec::new(), now, deadline, report)
-            .await;
-        report.came_online = self.watch_bootstrapping(&snapshot, now, deadline).await?;
+        // The run's one describe, before the deletions: they keep each instance's EC2
+        // launch time on its record (the timeline's "instance launched"), which no other
+        // answer carries, and the instance rules below read the same list.
         let instances = match self.fleet.describe_live().await {
             Ok(instances) => Some(instances),
             Err(err) => {
@@ -223,6 +221,12 @@ impl Reaper {
                 None
             }
         };
+        let launched = delete::launch_times(instances.as_deref());
+        // Capacity first: what is already due for deletion holds slots that queued jobs
+        // wait for, so it goes before the rules (which may be slow when the providers are).
+        self.delete_due(&snapshot, Vec::new(), &launched, now, deadline, report)
+            .await;
+        report.came_online = self.watch_bootstrapping(&snapshot, now, deadline).await?;
         let marked = self
             .apply_rules(&snapshot, instances.as_deref(), now, deadline, report)
             .await?;
@@ -232,7 +236,7 @@ impl Reaper {
             queued_jobs: Vec::new(),
             complete: snapshot.complete,
         };
-        self.delete_due(&already_done, marked, now, deadline, report)
+        self.delete_due(&already_done, marked, &launched, now, deadline, report)
             .await;
         let steps_left = [
             Step::Warm,

@@ -174,3 +174,44 @@ async fn reaper_starts_no_work_after_its_deadline() {
     assert!(report.left_for_next_run);
     assert_eq!(report.deleted, 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_deletion_keeps_ec2s_launch_time_and_the_instances_jit_read() {
+    let world = World::new(5);
+    let launched = now() - time::Duration::seconds(90);
+    world.fleet.launch_at(launched);
+    let runner = finished_runner(&world, 1).await;
+    let instance_id = runner.instance_id.clone().expect("instance");
+    let read = now() - time::Duration::seconds(60);
+    world
+        .jit_store
+        .take(&instance_id, read)
+        .expect("its config waits");
+    let report = world.reaper().run(now(), far()).await.expect("run");
+    assert_eq!(report.deleted, 1);
+    let deleted = world.store.runner(&runner.name).expect("kept as deleted");
+    assert_eq!(deleted.status, InstanceStatus::Deleted);
+    assert_eq!(deleted.instance_launched_at, Some(launched));
+    assert_eq!(deleted.jit_read_at, Some(read));
+    assert!(
+        world.jit_store.tombstones().is_empty(),
+        "the tombstone is deleted too"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deletion_stamps_nothing_it_did_not_learn() {
+    let world = World::new(5);
+    let runner = finished_runner(&world, 1).await;
+    world.fleet.fail_describe_times(1);
+    let report = world.reaper().run(now(), far()).await.expect("run");
+    assert_eq!(
+        report.deleted, 1,
+        "a failed describe does not hold deletions"
+    );
+    let deleted = world.store.runner(&runner.name).expect("kept as deleted");
+    assert_eq!(deleted.status, InstanceStatus::Deleted);
+    assert_eq!(deleted.instance_launched_at, None, "no describe answered");
+    assert_eq!(deleted.jit_read_at, None, "the config was never read");
+    assert!(world.jit_store.instance_ids().is_empty());
+}
