@@ -23,7 +23,8 @@ use aws_sdk_dynamodb::Client;
 use ephemera_core::lifecycle::InstanceStatus;
 use ephemera_core::model::{JobRecord, JobStatus, PoolRecord, RunnerRecord};
 use ephemera_core::ports::{
-    Claim, ClaimHandOver, PoolCounter, RunnerStore, RunnerUpdate, StoreError, Transition,
+    Claim, ClaimHandOver, HostStamps, PoolCounter, RunnerStore, RunnerUpdate, StoreError,
+    Transition,
 };
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -305,8 +306,9 @@ impl RunnerStore for DynamoRunnerStore {
         name: &str,
         at: OffsetDateTime,
         ttl: OffsetDateTime,
+        host: &HostStamps,
     ) -> Result<(), StoreError> {
-        self.delete_and_release(name, at, ttl).await
+        self.delete_and_release(name, at, ttl, host).await
     }
 
     async fn runners_in_status(

@@ -10,7 +10,7 @@ use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
 use ephemera_core::lifecycle::InstanceStatus;
 use ephemera_core::model::{HistoryEntry, RunnerRecord};
-use ephemera_core::ports::StoreError;
+use ephemera_core::ports::{HostStamps, StoreError};
 use time::OffsetDateTime;
 use tracing::{instrument, warn};
 
@@ -30,20 +30,30 @@ struct SlotRelease {
 }
 
 impl DynamoRunnerStore {
-    /// `deleting` → `deleted` with its TTL, giving the slot back.
+    /// `deleting` → `deleted` with its TTL and the host's stamps, giving the slot back.
     #[instrument(skip_all, fields(runner = %name))]
     pub(super) async fn delete_and_release(
         &self,
         name: &str,
         at: OffsetDateTime,
         ttl: OffsetDateTime,
+        host: &HostStamps,
     ) -> Result<(), StoreError> {
+        let stamps = [
+            (items::INSTANCE_LAUNCHED_AT, host.instance_launched_at),
+            (items::JIT_READ_AT, host.jit_read_at),
+        ];
+        let stamps = stamps
+            .into_iter()
+            .filter_map(|(name, at)| Some((name, items::timestamp(at?))));
         let change = SlotRelease {
             from: InstanceStatus::Deleting,
             to: InstanceStatus::Deleted,
             at,
             reason: None,
-            fields: vec![(items::TTL, items::epoch_seconds(ttl))],
+            fields: std::iter::once((items::TTL, items::epoch_seconds(ttl)))
+                .chain(stamps)
+                .collect(),
         };
         self.release_with(name, change).await
     }

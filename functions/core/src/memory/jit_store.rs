@@ -54,14 +54,20 @@ impl MemoryJitStore {
     /// The instance ids that have a JIT config waiting, sorted.
     pub fn instance_ids(&self) -> Vec<String> {
         let state = lock(&self.state);
-        let waiting = state.stored.iter().filter(|(_, item)| item.config.is_some());
+        let waiting = state
+            .stored
+            .iter()
+            .filter(|(_, item)| item.config.is_some());
         waiting.map(|(id, _)| id.clone()).collect()
     }
 
     /// The instance ids whose read of their config left a tombstone, sorted.
     pub fn tombstones(&self) -> Vec<String> {
         let state = lock(&self.state);
-        let read = state.stored.iter().filter(|(_, item)| item.config.is_none());
+        let read = state
+            .stored
+            .iter()
+            .filter(|(_, item)| item.config.is_none());
         read.map(|(id, _)| id.clone()).collect()
     }
 
