@@ -78,6 +78,28 @@ impl Stage {
         }
     }
 
+    /// What happened, in words (`jobs show`'s WHAT column).
+    pub fn label(self) -> &'static str {
+        match self {
+            Stage::Queued => "job queued",
+            Stage::Received => "webhook received",
+            Stage::Claimed => "job claimed",
+            Stage::LaunchRequested => "launch requested",
+            Stage::InstanceLaunched => "instance launched (EC2)",
+            Stage::JitStored => "JIT config stored",
+            Stage::JitRead => "JIT config read (instance)",
+            Stage::Online => "runner online",
+            Stage::Started => "job started",
+            Stage::Completed => "job completed",
+            Stage::Terminated => "instance terminated",
+        }
+    }
+
+    /// Whether only the reaper's deletion of the runner learns it.
+    pub fn learnt_at_deletion(self) -> bool {
+        matches!(self, Stage::InstanceLaunched | Stage::JitRead)
+    }
+
     /// Whose clock says it: GitHub's, EC2's, the instance's or ephemera's.
     pub fn source(self) -> &'static str {
         match self {

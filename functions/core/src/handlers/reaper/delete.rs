@@ -4,7 +4,7 @@
 //! exponentially; forced deletion logs and ignores them and finishes in one pass.
 //!
 //! The last write keeps two stamps of the job's timeline that only the deletion learns,
-//! at no extra call: EC2's launch time from the run's describe, and when the instance
+//! at no extra call: EC2's launch time from the reaper's describes, and when the instance
 //! read its JIT config, which the delete of its item (a tombstone by then) returns.
 
 use super::{Reaper, ReaperReport, Snapshot, PARALLEL_DELETES};
@@ -29,18 +29,37 @@ pub(super) enum Outcome {
     Skipped,
 }
 
-/// EC2's launch time of each described instance, by instance id.
+/// EC2's launch time of instances, by instance id.
 pub(super) type LaunchTimes = HashMap<String, OffsetDateTime>;
 
-/// The launch times in a describe's answer (none without one). EC2's `LaunchTime` is
-/// when the instance was launched, i.e. entered `pending`:
-/// <https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_Instance.html>.
-pub(super) fn launch_times(instances: Option<&[Instance]>) -> LaunchTimes {
-    instances
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|i| Some((i.id.clone(), i.launched_at?)))
-        .collect()
+impl Reaper {
+    /// The launch times this reaper has seen for the instances of live records: this
+    /// run's describe, and earlier runs' for instances gone from it since (a runner's
+    /// host powers off when its job ends, and its instance terminates before the record
+    /// is deleted). EC2's `LaunchTime` is when the instance was launched, i.e. entered
+    /// `pending`: <https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_Instance.html>.
+    /// Kept in memory only: a fresh process knows only what its own describes saw.
+    pub(super) fn remember_launch_times(
+        &self,
+        snapshot: &Snapshot,
+        instances: Option<&[Instance]>,
+    ) -> LaunchTimes {
+        let claimed: HashSet<&str> = snapshot
+            .runners
+            .iter()
+            .filter_map(|r| r.instance_id.as_deref())
+            .collect();
+        let mut memory = self.memory();
+        memory
+            .launch_times
+            .retain(|id, _| claimed.contains(id.as_str()));
+        for instance in instances.unwrap_or_default() {
+            if let Some(at) = instance.launched_at {
+                memory.launch_times.insert(instance.id.clone(), at);
+            }
+        }
+        memory.launch_times.clone()
+    }
 }
 
 impl Reaper {

@@ -118,6 +118,8 @@ struct Memory {
     scopes: HashSet<RunnerScope>,
     /// Where the redelivery sweep stopped, and what it asked.
     sweep: redeliver::SweepMark,
+    /// EC2's launch times of the live records' instances, as describes saw them.
+    launch_times: delete::LaunchTimes,
 }
 
 /// Deletes what was asked to be deleted, and reconciles the three views of the world.
@@ -221,7 +223,7 @@ impl Reaper {
                 None
             }
         };
-        let launched = delete::launch_times(instances.as_deref());
+        let launched = self.remember_launch_times(&snapshot, instances.as_deref());
         // Capacity first: what is already due for deletion holds slots that queued jobs
         // wait for, so it goes before the rules (which may be slow when the providers are).
         self.delete_due(&snapshot, Vec::new(), &launched, now, deadline, report)
