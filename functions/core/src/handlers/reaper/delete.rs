@@ -125,7 +125,7 @@ impl Reaper {
     }
 
     /// Deletes `record`'s runner, instance and JIT item; `launched_at` is EC2's launch
-    /// time of its instance, if the run's describe saw it.
+    /// time of its instance, if a describe saw it.
     async fn delete(
         &self,
         record: RunnerRecord,
