@@ -138,6 +138,16 @@ const ORDER: [(Stage, Stage); 11] = [
     (Stage::Completed, Stage::Terminated),
 ];
 
+/// From `earlier` to `later`; to the second when either stage's clock gives whole
+/// seconds, so a stamp rounded down shows no gap that did not happen.
+fn gap_between(earlier: (Stage, OffsetDateTime), later: (Stage, OffsetDateTime)) -> Duration {
+    if earlier.0.whole_seconds() || later.0.whole_seconds() {
+        Duration::seconds(later.1.unix_timestamp() - earlier.1.unix_timestamp())
+    } else {
+        later.1 - earlier.1
+    }
+}
+
 /// Whether `later` contradicts `earlier`; to the second when either stage's clock gives
 /// whole seconds (its stamp is the true time rounded down, and so is the other's then).
 fn before(earlier: (Stage, OffsetDateTime), later: (Stage, OffsetDateTime)) -> bool {
@@ -153,7 +163,8 @@ fn before(earlier: (Stage, OffsetDateTime), later: (Stage, OffsetDateTime)) -> b
 pub struct Stamp {
     pub stage: Stage,
     pub at: Option<OffsetDateTime>,
-    /// Since the closest earlier stage that has a time.
+    /// Since the closest earlier stage that has a time (to the second when either
+    /// stamp comes from a clock that gives whole seconds).
     pub gap: Option<Duration>,
 }
 
@@ -202,13 +213,15 @@ impl Timeline {
             Stage::Completed => job.github.completed_at,
             Stage::Terminated => runner.and_then(|r| first_move(r, InstanceStatus::Deleted)),
         };
-        let mut last = None;
+        let mut last: Option<(Stage, OffsetDateTime)> = None;
         let stamps = Stage::ALL
             .into_iter()
             .map(|stage| {
                 let at = at(stage);
-                let gap = at.zip(last).map(|(at, last)| at - last);
-                last = at.or(last);
+                let gap = at
+                    .zip(last)
+                    .map(|(at, last)| gap_between(last, (stage, at)));
+                last = at.map(|at| (stage, at)).or(last);
                 Stamp { stage, at, gap }
             })
             .collect();

@@ -160,6 +160,26 @@ fn a_whole_second_clock_is_ordered_to_the_second() {
 }
 
 #[test]
+fn a_gap_to_or_from_a_whole_second_clock_is_in_whole_seconds() {
+    let tenths = Duration::milliseconds(300);
+    let mut runner = runner();
+    runner.history[1].at = secs(3) + tenths; // launch requested at 10:00:03.3
+    runner.instance_launched_at = Some(secs(3)); // EC2: launched at 10:00:03.x
+    let timeline = Timeline::of(&job(), Some(&runner));
+    let gap = |stage| timeline.stamps.iter().find(|s| s.stage == stage)?.gap;
+    assert_eq!(
+        gap(Stage::InstanceLaunched),
+        Some(Duration::ZERO),
+        "not -0.3 s"
+    );
+    assert_eq!(gap(Stage::JitStored), Some(Duration::seconds(2)));
+    assert_eq!(
+        gap(Stage::LaunchRequested),
+        Some(Duration::seconds(1) + tenths)
+    );
+}
+
+#[test]
 fn a_runner_launched_for_another_job_is_not_ordered_against_this_claim() {
     let mut job = job();
     job.claimed_at = Some(secs(4));
