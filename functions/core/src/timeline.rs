@@ -123,15 +123,16 @@ impl Stage {
 /// GitHub's start (a reaper's look between the start and its `in_progress`), and the
 /// instance may read its JIT config before the scaler records `running`: neither is
 /// ordered against those. The instance is launched after the request, reads its config
-/// after it boots, and its runner is online and starts a job only after that read.
-const ORDER: [(Stage, Stage); 11] = [
+/// after it boots, and its runner starts a job only after that read; "online" is not
+/// ordered against the read either, as the reaper stamps it with its run's clock, which
+/// may be a little earlier than its look.
+const ORDER: [(Stage, Stage); 10] = [
     (Stage::Queued, Stage::Received),
     (Stage::Received, Stage::Claimed),
     (Stage::LaunchRequested, Stage::InstanceLaunched),
     (Stage::LaunchRequested, Stage::JitStored),
     (Stage::LaunchRequested, Stage::Online),
     (Stage::InstanceLaunched, Stage::JitRead),
-    (Stage::JitRead, Stage::Online),
     (Stage::JitRead, Stage::Started),
     (Stage::Queued, Stage::Started),
     (Stage::Started, Stage::Completed),

@@ -152,10 +152,10 @@ fn a_whole_second_clock_is_ordered_to_the_second() {
         ]
     );
     let mut late_read = self::runner();
-    late_read.jit_read_at = Some(secs(39));
+    late_read.jit_read_at = Some(secs(41));
     assert_eq!(
         Timeline::of(&job(), Some(&late_read)).out_of_order(),
-        [(Stage::JitRead, Stage::Online)]
+        [(Stage::JitRead, Stage::Started)]
     );
 }
 
