@@ -210,6 +210,9 @@ impl Reaper {
         deadline: Instant,
         report: &mut ReaperReport,
     ) -> Result<(), StoreError> {
+        // The deletions stamp the moment they happen, not the run's start: the describe
+        // and the rules before them take a while.
+        let clock = crate::clock::Clock::starting_at(now);
         let snapshot = self.read_snapshot(now).await?;
         self.remember_scopes(&snapshot);
         self.record_gauges(&snapshot);
@@ -226,8 +229,15 @@ impl Reaper {
         let launched = self.remember_launch_times(&snapshot, instances.as_deref());
         // Capacity first: what is already due for deletion holds slots that queued jobs
         // wait for, so it goes before the rules (which may be slow when the providers are).
-        self.delete_due(&snapshot, Vec::new(), &launched, now, deadline, report)
-            .await;
+        self.delete_due(
+            &snapshot,
+            Vec::new(),
+            &launched,
+            clock.now(),
+            deadline,
+            report,
+        )
+        .await;
         report.came_online = self.watch_bootstrapping(&snapshot, now, deadline).await?;
         let marked = self
             .apply_rules(&snapshot, instances.as_deref(), now, deadline, report)
@@ -238,8 +248,15 @@ impl Reaper {
             queued_jobs: Vec::new(),
             complete: snapshot.complete,
         };
-        self.delete_due(&already_done, marked, &launched, now, deadline, report)
-            .await;
+        self.delete_due(
+            &already_done,
+            marked,
+            &launched,
+            clock.now(),
+            deadline,
+            report,
+        )
+        .await;
         let steps_left = [
             Step::Warm,
             Step::OrphanInstances,
