@@ -4,7 +4,7 @@
 #   bootstrap.sh install  the image recipe: packages, git, Docker, the runner user, the
 #                         pinned runner (SHA-256 checked), and a marker file saying so.
 #   bootstrap.sh [start]  the user data: installs what the marker lacks (all of it on a
-#                         stock image), reads and deletes this instance's JIT config (curl
+#                         stock image), reads and removes this instance's JIT config (curl
 #                         --aws-sigv4, no AWS CLI), runs the runner once, powers off.
 # Needs bash, coreutils, grep, sed, tar, curl 7.75+. A failure prints one line,
 # "ephemera-bootstrap: FAILED <step>: <reason>", on the console. The JIT config, the
@@ -312,7 +312,7 @@ install_missing
 step=docker
 systemctl start docker || fail "could not start Docker"
 
-# ---- the JIT config: read once, deleted at once; an AWS error fails at once, but for
+# ---- the JIT config: read once, removed at once; an AWS error fails at once, but for
 # throttling and the service's own faults (retried, as an absent item is)
 step=jit-config
 credentials || fail "no instance role credentials from IMDS"
@@ -343,12 +343,13 @@ for ((i = 1; i <= jit_tries; i++)); do
 done
 body=""
 [ -n "$jit_config" ] || fail "no JIT config in $jit_table after $i attempts and ${SECONDS}s (limit ${jit_wait}s)"
-# One use only: nobody may read it again, not even this instance.
-delete_jit() {
-  dynamodb DeleteItem "$key}" || return 1
-  [ "$status" = 200 ] || { log "jit-config: delete: $(aws_error)" && return 1; }
+tombstone() {
+  dynamodb UpdateItem "$key,\"UpdateExpression\":\"REMOVE jit_config SET jit_read_at=:t\",\
+\"ConditionExpression\":\"attribute_exists(jit_config)\",\"ExpressionAttributeValues\":{\":t\":{\"N\":\"$t\"}}}" || return 1
+  [ "$status" = 200 ] || [[ "$(aws_error)" = ConditionalCheck* ]] || { log "jit-config: $(aws_error)" && return 1; }
 }
-retry delete_jit || log "could not delete the JIT config of $instance_arn (the reaper will)"
+t="$(date +%s)"
+retry tombstone || log "could not remove the JIT config (the reaper will)"
 unset token key_id secret session
 
 # ---- the runner, as the runner user, once

@@ -108,7 +108,8 @@ class World:
         self.dynamo_errors = []  # AWS errors (status, body) for the next requests, in turn
         self.lock = threading.Lock()
         self.requests = []  # (method, path, status)
-        self.dynamo = []  # "get-item item", "get-item none", "delete-item ok", "<op> <code>"
+        self.dynamo = []  # "get-item item", "get-item none", "update-item ok", "<op> <code>"
+        self.before_update = None  # called before an UpdateItem reaches the emulator
         self.bad_signatures = []
         self.tarballs = {}  # arch -> bytes served
         self.sums = {}  # arch -> the published SHA-256
@@ -126,6 +127,29 @@ class World:
             for a, s in sorted(self.sums.items())
         ]
         return "## SHA-256 Checksums\r\n\r\n" + "\r\n".join(lines) + "\r\n"
+
+
+# What the runner role's UpdateItem statement allows (template.yaml, StampOwnJitRead):
+# these attributes only (dynamodb:Attributes), and nothing asked back
+# (dynamodb:ReturnValues NONE). The key is the instance's own (dynamodb:LeadingKeys).
+STAMP_ATTRIBUTES = {"instance_arn", "jit_config", "jit_read_at"}
+
+
+def beyond_the_runner_role(request):
+    """Why IAM would refuse this UpdateItem of the runner role, or None."""
+    if request.get("ReturnValues", "NONE") != "NONE":
+        return f"ReturnValues {request['ReturnValues']} is not allowed"
+    if request.get("Key") != {"instance_arn": {"S": ARN}}:
+        return "not the instance's own item"
+    names = request.get("ExpressionAttributeNames", {})
+    expressions = " ".join(request.get(k, "") for k in ("UpdateExpression", "ConditionExpression"))
+    # Names, not the :values.
+    words = set(re.findall(r"(?<![:\w#])#?[A-Za-z_]\w*", expressions))
+    keywords = {"SET", "REMOVE", "ADD", "DELETE", "AND", "OR", "NOT", "attribute_exists", "attribute_not_exists"}
+    attributes = {names.get(w, w) for w in words - keywords}
+    if not attributes <= STAMP_ATTRIBUTES:
+        return f"attributes {sorted(attributes - STAMP_ATTRIBUTES)} are not allowed"
+    return None
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -218,7 +242,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if self.path != "/dynamodb":
             return self.answer(404)
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        operation = {"DynamoDB_20120810.GetItem": "get-item", "DynamoDB_20120810.DeleteItem": "delete-item"}.get(
+        operation = {"DynamoDB_20120810.GetItem": "get-item", "DynamoDB_20120810.UpdateItem": "update-item"}.get(
             self.headers.get("X-Amz-Target", ""), "unexpected"
         )
         problem = sigv4_problem("POST", self.path, self.headers, body, self.world, "dynamodb")
@@ -233,6 +257,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if error is not None:
             self.world.dynamo.append(f"{operation} {error[1]['__type'].split('#')[1]}")
             return self.answer(error[0], json.dumps(error[1]).encode())
+        if operation == "update-item":
+            refused = beyond_the_runner_role(json.loads(body))
+            if refused:
+                self.world.dynamo.append(f"{operation} AccessDeniedException")
+                error = {"__type": "com.amazon.coral.service#AccessDeniedException", "message": refused}
+                return self.answer(400, json.dumps(error).encode())
+            if self.world.before_update:
+                self.world.before_update()
         status, answer = self.forward(body)
         if status != 200:
             outcome = json.loads(answer).get("__type", "?").split("#")[-1]

@@ -30,7 +30,7 @@ class BootstrapScript(harness.BootstrapHarness):
         self.assertFalse([c for c in self.calls() if c.startswith("snap")], "no AWS CLI needed")
         self.assertEqual(self.downloads(), [f"/actions/runner/releases/download/v{LATEST}/actions-runner-linux-x64-{LATEST}.tar.gz"])
         self.assert_docker_for_the_runner_user()
-        self.assert_ran_once_and_deleted()
+        self.assert_ran_once_and_config_removed()
         self.assert_powered_off_once()
         self.assertEqual([l for l in self.console_lines() if "FAILED" in l], [])
         self.assertIn("runner exited with status 0", output)
@@ -40,7 +40,7 @@ class BootstrapScript(harness.BootstrapHarness):
         status, output = self.run_script("al2023", arch="aarch64")
         self.assertEqual(status, 0, output)
         self.assertEqual(self.downloads(), [f"/actions/runner/releases/download/v{LATEST}/actions-runner-linux-arm64-{LATEST}.tar.gz"])
-        self.assert_ran_once_and_deleted()
+        self.assert_ran_once_and_config_removed()
         self.assert_powered_off_once()
 
     def check_ubuntu(self, family, icu, lttng):
@@ -60,7 +60,7 @@ class BootstrapScript(harness.BootstrapHarness):
         self.assertIn("installdependencies", calls, "the runner's own Ubuntu dependencies")
         self.assertFalse([c for c in calls if c.startswith("snap")], "no AWS CLI, so no snap store at boot")
         self.assert_docker_for_the_runner_user()
-        self.assert_ran_once_and_deleted()
+        self.assert_ran_once_and_config_removed()
         self.assert_powered_off_once()
 
     def test_ubuntu_22_04(self):
@@ -77,7 +77,7 @@ class BootstrapScript(harness.BootstrapHarness):
         puts = [s for m, p, s in self.world.requests if m == "PUT"]
         self.assertEqual(puts[:4], [500, 500, 500, 200], puts)
         self.assertIn("imds: attempt 3 of 5 failed", output)
-        self.assert_ran_once_and_deleted()
+        self.assert_ran_once_and_config_removed()
         self.assert_powered_off_once()
 
     def test_metadata_read_hiccups_are_ridden_out_with_a_fresh_token(self):
@@ -88,7 +88,7 @@ class BootstrapScript(harness.BootstrapHarness):
         self.assertIn("imds: reading meta-data/placement/region, attempt 2 of 5 failed", output)
         puts = [s for m, p, s in self.world.requests if m == "PUT"]
         self.assertEqual(puts, [200, 200, 200], "a fresh token after each failed read")
-        self.assert_ran_once_and_deleted()
+        self.assert_ran_once_and_config_removed()
         self.assert_powered_off_once()
 
     def test_a_preinstalled_runner_is_used_as_is(self):
@@ -99,7 +99,7 @@ class BootstrapScript(harness.BootstrapHarness):
         self.assertEqual(status, 0, output)
         self.assertEqual(self.downloads(), [], "nothing downloaded")
         self.assertIn("using the runner preinstalled in", output)
-        self.assert_ran_once_and_deleted()
+        self.assert_ran_once_and_config_removed()
         self.assert_powered_off_once()
 
     def test_imds_that_never_answers_fails_on_the_console(self):
@@ -125,7 +125,7 @@ class BootstrapScript(harness.BootstrapHarness):
         late.join(timeout=5)
         self.assertEqual(status, 0, output)
         self.assertGreaterEqual(self.aws_calls().count("get-item none"), 3)
-        self.assert_ran_once_and_deleted()
+        self.assert_ran_once_and_config_removed()
         self.assert_powered_off_once()
 
     def test_a_jit_config_that_never_comes_fails_on_the_console(self):
@@ -146,7 +146,7 @@ class BootstrapScript(harness.BootstrapHarness):
         self.put_jit()
         status, output = self.run_script("ubuntu2404", runner_exit=3)
         self.assert_failed(status, "runner", "the runner exited with status 3")
-        self.assert_ran_once_and_deleted()
+        self.assert_ran_once_and_config_removed()
 
     def test_any_other_failing_command_still_says_so_and_powers_off(self):
         self.put_jit()
@@ -172,7 +172,7 @@ class BootstrapScript(harness.BootstrapHarness):
         self.assert_failed(status, "packages", "dnf install failed 5 times")
         self.assertEqual(len([c for c in self.calls() if c.startswith("dnf ")]), 5)
         self.assertIsNone(self.runner())
-        self.assertTrue(self.jit_item_left(), "not read before the host is ready")
+        self.assertTrue(self.jit_config_left(), "not read before the host is ready")
 
 
 

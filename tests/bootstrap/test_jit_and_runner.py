@@ -33,7 +33,7 @@ class JitConfigRead(harness.BootstrapHarness):
         self.assertEqual(self.aws_calls(), ["get-item AccessDeniedException"], "one attempt, no retry")
         self.assertLess(time.monotonic() - started, 25, "no pause before failing")
         self.assertIsNone(self.runner())
-        self.assertTrue(self.jit_item_left())
+        self.assertTrue(self.jit_config_left())
 
     def test_a_missing_table_prints_its_code_on_the_first_attempt(self):
         self.dynamo.delete_table(TableName=TABLE)
@@ -57,7 +57,7 @@ class JitConfigRead(harness.BootstrapHarness):
         self.assertEqual(status, 0, output)
         self.assertEqual(self.aws_calls()[:3], ["get-item ThrottlingException"] * 2 + ["get-item item"])
         self.assertIn("jit-config: ThrottlingException: Rate exceeded (HTTP 400) (attempt 1)", output)
-        self.assert_ran_once_and_deleted()
+        self.assert_ran_once_and_config_removed()
 
     def test_a_service_fault_is_ridden_out(self):
         self.world.dynamo_errors = [UNAVAILABLE]
@@ -66,7 +66,7 @@ class JitConfigRead(harness.BootstrapHarness):
         self.assertEqual(status, 0, output)
         self.assertEqual(self.aws_calls()[:2], ["get-item ServiceUnavailableException", "get-item item"])
         self.assertIn("(HTTP 503)", output)
-        self.assert_ran_once_and_deleted()
+        self.assert_ran_once_and_config_removed()
 
     def test_expired_credentials_are_read_again_from_imds(self):
         self.world.dynamo_errors = [EXPIRED]
@@ -76,7 +76,30 @@ class JitConfigRead(harness.BootstrapHarness):
         self.assertEqual(self.aws_calls()[:2], ["get-item ExpiredTokenException", "get-item item"])
         reads = [p for m, p, s in self.world.requests if p == f"/latest/meta-data/iam/security-credentials/{ROLE}"]
         self.assertEqual(len(reads), 2, "the role's credentials read again")
-        self.assert_ran_once_and_deleted()
+        self.assert_ran_once_and_config_removed()
+
+    def test_the_read_leaves_a_tombstone_with_its_time_and_no_config(self):
+        self.put_jit()
+        before = int(time.time())
+        status, output = self.run_script("al2023")
+        self.assertEqual(status, 0, output)
+        self.assertEqual(self.aws_calls(), ["get-item item", "update-item ok"])
+        tombstone = self.jit_item()
+        self.assertEqual(sorted(tombstone), ["instance_arn", "jit_read_at", "runner"])
+        self.assertGreaterEqual(int(tombstone["jit_read_at"]["N"]), before)
+        self.assert_ran_once_and_config_removed()
+
+    def test_an_item_deleted_before_the_stamp_is_not_made_again(self):
+        self.put_jit()
+        key = {"instance_arn": {"S": harness.ARN}}
+        self.world.before_update = lambda: self.dynamo.delete_item(TableName=TABLE, Key=key)
+        status, output = self.run_script("al2023")
+        self.assertEqual(status, 0, output)
+        self.assertEqual(
+            self.aws_calls(), ["get-item item", "update-item ConditionalCheckFailedException"], "gone: not retried"
+        )
+        self.assertIsNone(self.jit_item(), "the stamp made no item")
+        self.assertEqual(self.runner()["args"], ["--jitconfig", self.jit])
 
 
 class RunnerDownload(harness.BootstrapHarness):
@@ -92,7 +115,7 @@ class RunnerDownload(harness.BootstrapHarness):
             [f"/api/v3/repos/actions/runner/releases/tags/v{LATEST}", self.tarball_path()],
         )
         self.assertIn(f"(SHA-256 {self.world.sums['x64']})", output)
-        self.assert_ran_once_and_deleted()
+        self.assert_ran_once_and_config_removed()
 
     def test_the_sum_is_found_in_release_notes_with_escaped_markup(self):
         self.world.escape_html = True
@@ -100,7 +123,7 @@ class RunnerDownload(harness.BootstrapHarness):
         status, output = self.run_script("al2023")
         self.assertEqual(status, 0, output)
         self.assertIn(f"(SHA-256 {self.world.sums['x64']})", output)
-        self.assert_ran_once_and_deleted()
+        self.assert_ran_once_and_config_removed()
 
     def test_a_checksum_mismatch_fails_the_boot_named(self):
         # Not the tarball whose sum was published.
@@ -112,14 +135,14 @@ class RunnerDownload(harness.BootstrapHarness):
         self.assertFalse((self.tmp / "actions-runner/run.sh").exists(), "nothing unpacked")
         self.assertFalse((self.tmp / "actions-runner.tar.gz").exists(), "nothing left behind")
         self.assertIsNone(self.runner())
-        self.assertTrue(self.jit_item_left())
+        self.assertTrue(self.jit_config_left())
 
     def test_a_pinned_sum_is_used_without_asking_github(self):
         self.put_jit()
         status, output = self.run_script("al2023", runner_sha256_x64=self.world.sums["x64"].upper())
         self.assertEqual(status, 0, output)
         self.assertEqual(self.network_fetches(), [self.tarball_path()])
-        self.assert_ran_once_and_deleted()
+        self.assert_ran_once_and_config_removed()
 
     def test_a_pinned_sum_that_differs_fails_the_boot_named(self):
         self.put_jit()
@@ -148,7 +171,7 @@ class RunnerDownload(harness.BootstrapHarness):
             ],
             "no lookup of the newest release",
         )
-        self.assert_ran_once_and_deleted()
+        self.assert_ran_once_and_config_removed()
 
     def put_in_bucket(self, arch="x64", published=None):
         name = f"actions-runner-linux-{arch}-{LATEST}.tar.gz"
@@ -165,7 +188,7 @@ class RunnerDownload(harness.BootstrapHarness):
             self.network_fetches(), [f"{BUCKET_PREFIX}/{name}.sha256", f"{BUCKET_PREFIX}/{name}"], "nothing from GitHub"
         )
         self.assertEqual(self.world.bad_signatures, [])
-        self.assert_ran_once_and_deleted()
+        self.assert_ran_once_and_config_removed()
 
     def test_install_from_the_bucket_signs_with_the_build_instance_role(self):
         self.put_in_bucket()

@@ -35,7 +35,7 @@ class TwoPhases(harness.BootstrapHarness):
         self.assertEqual(self.network_fetches(), [], "no download at boot")
         self.assertIn("nothing to install", output)
         self.assertIn("systemctl start docker", self.calls())
-        self.assert_ran_once_and_deleted()
+        self.assert_ran_once_and_config_removed()
         self.assert_powered_off_once()
 
     def test_install_then_start_on_a_baked_al2023_makes_no_package_call_and_no_download(self):
@@ -48,7 +48,7 @@ class TwoPhases(harness.BootstrapHarness):
         self.put_jit()
         status, output = self.run_script("al2023")
         self.assertEqual(status, 0, output)
-        self.assert_ran_once_and_deleted()
+        self.assert_ran_once_and_config_removed()
         self.assertEqual(self.marker(), f"packages=dnf\nrunner={LATEST} x64\n")
 
     def test_a_bake_of_another_runner_version_downloads_only_the_pinned_runner_at_boot(self):
@@ -63,7 +63,7 @@ class TwoPhases(harness.BootstrapHarness):
         self.assertEqual(self.package_manager_calls(), [], "the packages are the image's")
         self.assertEqual(self.downloads(), [f"/actions/runner/releases/download/v{LATEST}/actions-runner-linux-x64-{LATEST}.tar.gz"])
         self.assertIn(f"runner={LATEST} x64", self.marker())
-        self.assert_ran_once_and_deleted()
+        self.assert_ran_once_and_config_removed()
 
     def test_latest_on_a_baked_image_takes_the_image_runner(self):
         status, output = self.run_script("al2023", "install")
@@ -73,7 +73,7 @@ class TwoPhases(harness.BootstrapHarness):
         status, output = self.run_script("al2023", runner_version="latest")
         self.assertEqual(status, 0, output)
         self.assertEqual(self.network_fetches(), [], "no release lookup at boot")
-        self.assert_ran_once_and_deleted()
+        self.assert_ran_once_and_config_removed()
 
     def test_a_baked_image_of_another_os_family_installs_its_packages(self):
         status, output = self.run_script("al2023", "install")
@@ -84,7 +84,7 @@ class TwoPhases(harness.BootstrapHarness):
         self.assertEqual(status, 0, output)
         self.assertTrue([c for c in self.calls() if c.startswith("apt-get ")])
         self.assertEqual(self.downloads(), [], "the runner is the image's")
-        self.assert_ran_once_and_deleted()
+        self.assert_ran_once_and_config_removed()
 
     def test_an_unknown_phase_fails_and_does_not_power_off(self):
         status, output = self.run_script("al2023", "bake")
@@ -105,7 +105,7 @@ class TwoPhases(harness.BootstrapHarness):
         self.assertEqual(status, 0, output)
         self.assertIn("optional package lttng-ust not installed; going on", output)
         self.assertEqual([c for c in self.calls() if c.startswith("dnf ")][-1], "dnf install -y lttng-ust")
-        self.assert_ran_once_and_deleted()
+        self.assert_ran_once_and_config_removed()
         self.assert_powered_off_once()
 
     def test_a_missing_optional_package_on_ubuntu_does_not_fail_the_boot(self):
@@ -113,7 +113,7 @@ class TwoPhases(harness.BootstrapHarness):
         status, output = self.run_script("ubuntu2404", missing=["liblttng-ust1t64"])
         self.assertEqual(status, 0, output)
         self.assertIn("optional package liblttng-ust1t64 not installed; going on", output)
-        self.assert_ran_once_and_deleted()
+        self.assert_ran_once_and_config_removed()
 
     def test_a_missing_required_package_fails_the_boot(self):
         self.put_jit()
@@ -121,7 +121,7 @@ class TwoPhases(harness.BootstrapHarness):
         self.assert_failed(status, "packages", "dnf install failed 5 times")
         self.assertNotIn("dnf install -y lttng-ust", self.calls())
         self.assertIsNone(self.runner())
-        self.assertTrue(self.jit_item_left(), "not read before the host is ready")
+        self.assertTrue(self.jit_config_left(), "not read before the host is ready")
 
     def test_a_missing_required_package_on_ubuntu_fails_the_boot(self):
         self.put_jit()
@@ -156,11 +156,11 @@ class TwoPhases(harness.BootstrapHarness):
         self.put_jit()
         status, output = self.run_script("al2023")
         self.assertEqual(status, 0, output)
-        self.assertEqual(self.aws_calls(), ["get-item item", "delete-item ok"])
+        self.assertEqual(self.aws_calls(), ["get-item item", "update-item ok"])
         self.assertEqual(self.world.bad_signatures, [])
         credentials = [p for m, p, s in self.world.requests if "/iam/security-credentials/" in p]
         self.assertEqual(credentials[-1], f"/latest/meta-data/iam/security-credentials/{ROLE}")
-        self.assert_ran_once_and_deleted()
+        self.assert_ran_once_and_config_removed()
         self.assert_powered_off_once()
 
 

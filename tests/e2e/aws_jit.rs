@@ -1,11 +1,15 @@
 //! The JIT config table against moto, through the real adapter: a config of realistic
 //! size (6 KB) is stored under the instance's ARN and read back the way bootstrap.sh
 //! reads it; a later registration replaces an earlier one and never the reverse; deletes
-//! are idempotent; and what DynamoDB refuses comes back as an error that carries no config.
+//! are idempotent; the bootstrap's read leaves a tombstone whose time the reaper's delete
+//! returns, without the config; and what DynamoDB refuses comes back as an error that
+//! carries no config.
 
+use aws_sdk_dynamodb::types::AttributeValue;
 use base64::Engine;
 use ephemera_aws::jit::{
-    item_key, INSTANCE_ARN, ITEM_LIFETIME, JIT_CONFIG, RUNNER, RUNNER_ID, TTL,
+    item_key, BOOTSTRAP_READ, BOOTSTRAP_READ_CONDITION, INSTANCE_ARN, ITEM_LIFETIME, JIT_CONFIG,
+    JIT_READ_AT, RUNNER, RUNNER_ID, TTL,
 };
 use ephemera_aws::{ensure_resources, sdk_config, AwsSettings, DynamoJitConfigs, ResourceNames};
 use ephemera_core::ports::{JitConfig, JitConfigStore, JitStoreError};
@@ -123,6 +127,73 @@ async fn a_6_kb_jit_config_waits_under_the_instance_arn_and_is_read_as_bootstrap
     table.jit.delete("i-0abc").await?;
     assert_eq!(read_as_bootstrap(&table, &arn).await?, None);
     table.jit.delete("i-0abc").await?;
+    Ok(())
+}
+
+/// DynamoDB `UpdateItem` `REMOVE jit_config SET jit_read_at = :now`, on the condition
+/// that the item is there: what bootstrap.sh sends once it has read its config.
+async fn stamp_as_bootstrap(table: &Table, instance_arn: &str, now: u64) -> anyhow::Result<()> {
+    table
+        .dynamodb
+        .update_item()
+        .table_name(table.jit.table())
+        .set_key(Some(item_key(instance_arn)))
+        .update_expression(BOOTSTRAP_READ)
+        .condition_expression(BOOTSTRAP_READ_CONDITION)
+        .expression_attribute_values(":now", AttributeValue::N(now.to_string()))
+        .send()
+        .await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_read_leaves_a_tombstone_whose_time_the_delete_returns_without_the_config(
+) -> anyhow::Result<()> {
+    let table = jit_table().await?;
+    let config = realistic_jit_config(5000, 5);
+    table.jit.put("i-0abc", "r", &jit(7, &config)).await?;
+    let arn = table.jit.instance_arn("i-0abc");
+    assert!(read_as_bootstrap(&table, &arn).await?.is_some());
+    stamp_as_bootstrap(&table, &arn, 1_764_120_000).await?;
+    assert_eq!(
+        read_as_bootstrap(&table, &arn).await?,
+        None,
+        "the secret is gone"
+    );
+    let tombstone = table
+        .dynamodb
+        .get_item()
+        .table_name(table.jit.table())
+        .set_key(Some(item_key(&arn)))
+        .send()
+        .await?
+        .item
+        .expect("a tombstone");
+    assert!(!tombstone.contains_key(JIT_CONFIG));
+    assert_eq!(
+        tombstone[JIT_READ_AT].as_n().ok().map(String::as_str),
+        Some("1764120000")
+    );
+    let read = table.jit.delete("i-0abc").await?;
+    assert_eq!(read.map(|at| at.unix_timestamp()), Some(1_764_120_000));
+    assert_eq!(table.jit.delete("i-0abc").await?, None, "gone is deleted");
+
+    // A stamp after the reaper's delete creates nothing.
+    let late = stamp_as_bootstrap(&table, &arn, 1_764_120_001).await;
+    assert!(late.is_err(), "the condition refuses a missing item");
+    let scan = table
+        .dynamodb
+        .scan()
+        .table_name(table.jit.table())
+        .send()
+        .await?;
+    assert_eq!(scan.count(), 0);
+
+    // A config never read is deleted all the same, and its answer is empty.
+    table.jit.put("i-0def", "r", &jit(8, &config)).await?;
+    assert_eq!(table.jit.delete("i-0def").await?, None);
+    let unread = table.jit.instance_arn("i-0def");
+    assert_eq!(read_as_bootstrap(&table, &unread).await?, None);
     Ok(())
 }
 

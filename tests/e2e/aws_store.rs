@@ -7,7 +7,7 @@ use ephemera_aws::{ResourceNames, Resources};
 use ephemera_core::lifecycle::{InstanceStatus, RunnerStatus};
 use ephemera_core::model::{JobRecord, JobStatus, RunnerRecord};
 use ephemera_core::ports::{
-    Claim, ClaimHandOver, RunnerStore, RunnerUpdate, StoreError, Transition,
+    Claim, ClaimHandOver, HostStamps, RunnerStore, RunnerUpdate, StoreError, Transition,
 };
 use ephemera_tests::moto::Moto;
 use std::sync::Arc;
@@ -321,7 +321,11 @@ async fn finish_deletion_releases_the_slot_once() -> anyhow::Result<()> {
     assert_eq!(t.store.get_pool("linux").await?.slots_used, 1);
 
     // Not yet deleting: refused, and the slot stays taken.
-    let early = t.store.finish_deletion("eph-linux-a", at, ttl, None).await;
+    let none = HostStamps::default();
+    let early = t
+        .store
+        .finish_deletion("eph-linux-a", at, ttl, &none, None)
+        .await;
     assert!(
         matches!(early, Err(StoreError::TransitionRefused { actual, .. }) if actual == "pending_create")
     );
@@ -333,8 +337,12 @@ async fn finish_deletion_releases_the_slot_once() -> anyhow::Result<()> {
             .transition("eph-linux-a", &Transition::new(from, to, at))
             .await?;
     }
+    let host = HostStamps {
+        instance_launched_at: Some(at - time::Duration::seconds(90)),
+        jit_read_at: Some(at - time::Duration::seconds(60)),
+    };
     t.store
-        .finish_deletion("eph-linux-a", at, ttl, None)
+        .finish_deletion("eph-linux-a", at, ttl, &host, None)
         .await?;
     let deleted = t
         .store
@@ -346,9 +354,17 @@ async fn finish_deletion_releases_the_slot_once() -> anyhow::Result<()> {
         deleted.ttl.map(|t| t.unix_timestamp()),
         Some(ttl.unix_timestamp())
     );
+    assert_eq!(
+        (deleted.instance_launched_at, deleted.jit_read_at),
+        (host.instance_launched_at, host.jit_read_at),
+        "the host's stamps ride on the same write"
+    );
     assert_eq!(t.store.get_pool("linux").await?.slots_used, 0);
 
-    let again = t.store.finish_deletion("eph-linux-a", at, ttl, None).await;
+    let again = t
+        .store
+        .finish_deletion("eph-linux-a", at, ttl, &none, None)
+        .await;
     assert!(
         matches!(again, Err(StoreError::TransitionRefused { actual, .. }) if actual == "deleted")
     );
@@ -358,7 +374,7 @@ async fn finish_deletion_releases_the_slot_once() -> anyhow::Result<()> {
     // and the counter does not go below zero.
     t.plant(&runner("eph-linux-b", Deleting, at)).await?;
     t.store
-        .finish_deletion("eph-linux-b", at, ttl, None)
+        .finish_deletion("eph-linux-b", at, ttl, &none, None)
         .await?;
     assert_eq!(
         t.store.get_runner("eph-linux-b").await?.map(|r| r.status),

@@ -1,6 +1,7 @@
 //! A job's timeline, end to end: a burst of jobs through the simulator, on moto behind
-//! the strict layer, leaves every job with every stamp set and in order, and
-//! `ephemera jobs show` prints them (`--json` too); `jobs list` has the wait column.
+//! the strict layer, leaves every job with every stamp set and in order (EC2's launch
+//! time and the instance's JIT read among them, kept when the reaper deletes the runner),
+//! and `ephemera jobs show` prints them (`--json` too); `jobs list` has the wait column.
 
 use crate::cli::{stdout_of, Operator};
 use ephemera_core::lifecycle::InstanceStatus;
@@ -56,6 +57,14 @@ async fn a_burst_leaves_every_job_stamped_in_order_and_jobs_show_prints_it() -> 
             timeline.out_of_order()
         );
         assert!(runner.instance_type.is_some() && runner.market.is_some());
+        let launched = timeline
+            .at(Stage::InstanceLaunched)
+            .expect("EC2's launch time");
+        let read = timeline.at(Stage::JitRead).expect("the instance's read");
+        assert!(
+            launched.unix_timestamp() <= read.unix_timestamp(),
+            "{timeline:?}"
+        );
     }
 
     let op = Operator::new(&p)?;
@@ -68,7 +77,12 @@ async fn a_burst_leaves_every_job_stamped_in_order_and_jobs_show_prints_it() -> 
             .find(|l| l.starts_with(&format!("{} ", stage.as_str())))
             .unwrap_or_default();
         assert!(row.contains("Z "), "stage {stage:?} has no time in\n{text}");
+        assert!(
+            row.contains(stage.label()),
+            "stage {stage:?} unnamed in\n{text}"
+        );
     }
+    assert!(text.contains("instance launched (EC2)"), "{text}");
     let cost = text
         .lines()
         .find(|l| l.starts_with("cost "))
@@ -88,6 +102,15 @@ async fn a_burst_leaves_every_job_stamped_in_order_and_jobs_show_prints_it() -> 
     let stages = json["stages"].as_array().cloned().unwrap_or_default();
     assert_eq!(stages.len(), Stage::ALL.len());
     assert!(stages.iter().all(|s| s["at"].is_string()), "{json}");
+    let names: Vec<&str> = stages.iter().filter_map(|s| s["stage"].as_str()).collect();
+    let in_place = [
+        "launch_requested",
+        "instance_launched",
+        "jit_stored",
+        "jit_read",
+        "online",
+    ];
+    assert!(names.windows(5).any(|w| w == in_place), "{names:?}");
     assert_eq!(json["out_of_order"], serde_json::json!([]));
     assert!(json["wait_seconds"].as_f64().is_some_and(|w| w >= 0.0));
     assert_eq!(json["cost"], Value::Null);

@@ -23,7 +23,8 @@ use aws_sdk_dynamodb::Client;
 use ephemera_core::lifecycle::InstanceStatus;
 use ephemera_core::model::{JobRecord, JobStatus, PoolRecord, RunnerRecord};
 use ephemera_core::ports::{
-    Claim, ClaimHandOver, PoolCounter, RunnerStore, RunnerUpdate, StoreError, Transition,
+    Claim, ClaimHandOver, HostStamps, PoolCounter, RunnerStore, RunnerUpdate, StoreError,
+    Transition,
 };
 use ephemera_core::prices::JobCost;
 use std::collections::HashMap;
@@ -306,9 +307,10 @@ impl RunnerStore for DynamoRunnerStore {
         name: &str,
         at: OffsetDateTime,
         ttl: OffsetDateTime,
+        host: &HostStamps,
         cost: Option<&JobCost>,
     ) -> Result<(), StoreError> {
-        self.delete_and_release(name, at, ttl, cost).await
+        self.delete_and_release(name, at, ttl, host, cost).await
     }
 
     async fn runners_in_status(

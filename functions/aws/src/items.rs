@@ -62,6 +62,10 @@ pub const STARTED_AT: &str = "started_at";
 pub const COMPLETED_AT: &str = "completed_at";
 pub const CLAIMED_AT: &str = "claimed_at";
 pub const ONLINE_AT: &str = "online_at";
+/// EC2's launch time of the runner's instance, kept when the runner is deleted.
+pub const INSTANCE_LAUNCHED_AT: &str = "instance_launched_at";
+/// When the instance read its JIT config (its clock), kept when the runner is deleted.
+pub const JIT_READ_AT: &str = "jit_read_at";
 pub const INSTANCE_TYPE: &str = "instance_type";
 /// `spot` or `on_demand`.
 pub const MARKET: &str = "market";
@@ -165,6 +169,12 @@ pub fn runner_to_item(runner: &RunnerRecord) -> Item {
     put_opt(&mut item, LAST_ERROR, runner.last_error.as_deref().map(s));
     put_opt(&mut item, TTL, runner.ttl.map(epoch_seconds));
     put_opt(&mut item, ONLINE_AT, runner.online_at.map(timestamp));
+    put_opt(
+        &mut item,
+        INSTANCE_LAUNCHED_AT,
+        runner.instance_launched_at.map(timestamp),
+    );
+    put_opt(&mut item, JIT_READ_AT, runner.jit_read_at.map(timestamp));
     put_opt(
         &mut item,
         INSTANCE_TYPE,
@@ -428,6 +438,8 @@ pub fn runner_from_item(item: &Item) -> Result<RunnerRecord, StoreError> {
         ttl: r.opt_epoch_seconds(TTL)?,
         history: r.history()?,
         online_at: r.opt_timestamp(ONLINE_AT)?,
+        instance_launched_at: r.opt_timestamp(INSTANCE_LAUNCHED_AT)?,
+        jit_read_at: r.opt_timestamp(JIT_READ_AT)?,
         instance_type: r.opt_s(INSTANCE_TYPE)?.map(str::to_owned),
         market: r
             .opt_s(MARKET)?

@@ -2,11 +2,13 @@
 //!
 //! One item per runner instance, keyed by the instance's ARN
 //! (`arn:<partition>:ec2:<region>:<account>:instance/<id>`), written by the scaler after
-//! the launch. The runner role may only `GetItem` and `DeleteItem` the item whose key
-//! equals the `ec2:SourceInstanceARN` of its credentials (`dynamodb:LeadingKeys`), so an
-//! instance reads its own config and nothing else. The bootstrap script reads the item,
-//! deletes it and starts the runner; the reaper deletes what no runner picked up; a TTL
-//! is the last backstop.
+//! the launch. The runner role may only `GetItem` the item whose key equals the
+//! `ec2:SourceInstanceARN` of its credentials (`dynamodb:LeadingKeys`), and `UpdateItem`
+//! it touching only `instance_arn`, `jit_config` and `jit_read_at`, so an instance reads
+//! its own config and nothing else. The bootstrap script reads the item, then turns it
+//! into a tombstone ([`BOOTSTRAP_READ`]: the config removed, the read's time kept) and
+//! starts the runner; the reaper deletes the item, tombstone or unread config; a TTL is
+//! the last backstop.
 //!
 //! Why DynamoDB and not SSM: a JIT config is about 4–6 KB (SSM's Standard tier holds 4 KB),
 //! SSM writes are capped at a few per second per account and region, and an account holds
@@ -16,17 +18,21 @@
 //! Errors: `ConditionalCheckFailedException` on put means a later registration's config is
 //! waiting ([`JitStoreError::Superseded`]); throttling codes are [`JitStoreError::Throttled`];
 //! `ValidationException` (e.g. an item over 400 KB) and `ResourceNotFoundException` cannot
-//! succeed on a retry ([`JitStoreError::Rejected`]); anything else is transient. No request
-//! asks for the old item back, so no error ever carries a config.
+//! succeed on a retry ([`JitStoreError::Rejected`]); anything else is transient. One
+//! request asks for the old item back: the reaper's delete, and only on the condition
+//! that the item holds no config (a tombstone), so its answer is the read's time and
+//! never a config; no request asks for the item on a failed condition, so no error ever
+//! carries a config either.
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
-use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use aws_sdk_dynamodb::Client;
 use ephemera_core::ports::{JitConfig, JitConfigStore, JitStoreError};
 use secrecy::ExposeSecret;
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use time::OffsetDateTime;
 use tracing::instrument;
 
 /// The partition key: the ARN of the instance the config is for.
@@ -39,6 +45,16 @@ pub const RUNNER: &str = "runner";
 pub const RUNNER_ID: &str = "runner_id";
 /// When DynamoDB may delete the item by itself (epoch seconds).
 pub const TTL: &str = "ttl";
+/// When the instance read its config (epoch seconds, the instance's clock): set by the
+/// bootstrap as it removes the config, the tombstone the reaper's delete returns.
+pub const JIT_READ_AT: &str = "jit_read_at";
+
+/// The bootstrap's `UpdateItem` of its own item once it has read the config, with the
+/// read's time as `:now` (epoch seconds): the secret goes, the stamp stays.
+pub const BOOTSTRAP_READ: &str = "REMOVE jit_config SET jit_read_at = :now";
+/// Its condition: the config is still there (a late update creates no item, and a
+/// repeated one does not stamp again).
+pub const BOOTSTRAP_READ_CONDITION: &str = "attribute_exists(jit_config)";
 
 /// How long an item lives without its instance or the reaper deleting it: well beyond a
 /// bootstrap's wait for it (`EPHEMERA_JIT_WAIT`, 10 minutes). DynamoDB deletes expired
@@ -200,17 +216,43 @@ impl JitConfigStore for DynamoJitConfigs {
     }
 
     #[instrument(skip_all, fields(instance_id))]
-    async fn delete(&self, instance_id: &str) -> Result<(), JitStoreError> {
-        // Deleting an item that is not there succeeds: no condition needed.
-        self.client
+    async fn delete(&self, instance_id: &str) -> Result<Option<OffsetDateTime>, JitStoreError> {
+        let key = item_key(&self.instance_arn(instance_id));
+        // The old item is asked back only on the condition that it holds no config: a
+        // tombstone (or nothing), so the answer carries the read's time and never a secret.
+        let tombstone = self
+            .client
             .delete_item()
             .table_name(&self.table)
-            .set_key(Some(item_key(&self.instance_arn(instance_id))))
+            .set_key(Some(key.clone()))
+            .condition_expression("attribute_not_exists(#config)")
+            .expression_attribute_names("#config", JIT_CONFIG)
+            .return_values(ReturnValue::AllOld)
             .send()
-            .await
-            .map_err(jit_store_error)?;
-        Ok(())
+            .await;
+        match tombstone {
+            Ok(output) => Ok(read_at(output.attributes())),
+            // A config nobody read: the one path with a second request, a plain delete
+            // (deleting an item that is not there succeeds, so no condition is needed).
+            Err(err) if err.code() == Some("ConditionalCheckFailedException") => {
+                self.client
+                    .delete_item()
+                    .table_name(&self.table)
+                    .set_key(Some(key))
+                    .send()
+                    .await
+                    .map_err(jit_store_error)?;
+                Ok(None)
+            }
+            Err(err) => Err(jit_store_error(err)),
+        }
     }
+}
+
+/// The `jit_read_at` of a deleted tombstone; none for an item never read, or absent.
+fn read_at(item: Option<&HashMap<String, AttributeValue>>) -> Option<OffsetDateTime> {
+    let seconds = item?.get(JIT_READ_AT)?.as_n().ok()?.parse().ok()?;
+    OffsetDateTime::from_unix_timestamp(seconds).ok()
 }
 
 #[cfg(test)]
@@ -225,5 +267,17 @@ mod tests {
             instance_arn_prefix("aws-cn", "cn-north-1", "1"),
             "arn:aws-cn:ec2:cn-north-1:1:instance/"
         );
+    }
+
+    #[test]
+    fn a_tombstone_gives_its_read_time_and_anything_else_none() {
+        let n = |v: &str| AttributeValue::N(v.to_owned());
+        let tombstone = HashMap::from([(JIT_READ_AT.to_owned(), n("1764120000"))]);
+        let at = OffsetDateTime::from_unix_timestamp(1_764_120_000).ok();
+        assert_eq!(read_at(Some(&tombstone)), at);
+        let garbled = HashMap::from([(JIT_READ_AT.to_owned(), n("soon"))]);
+        assert_eq!(read_at(Some(&garbled)), None);
+        assert_eq!(read_at(Some(&HashMap::new())), None);
+        assert_eq!(read_at(None), None);
     }
 }

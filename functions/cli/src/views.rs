@@ -233,8 +233,10 @@ impl JobRow {
 #[derive(Debug, Serialize)]
 pub struct StageRow {
     pub stage: &'static str,
-    /// `github` or `ephemera`: whose clock says it.
+    /// `github`, `ec2`, `instance` or `ephemera`: whose clock says it.
     pub source: &'static str,
+    /// What happened, in words ("instance launched (EC2)").
+    pub label: &'static str,
     #[serde(with = "time::serde::rfc3339::option")]
     pub at: Option<OffsetDateTime>,
     /// Since the closest earlier stage with a time.
@@ -309,6 +311,7 @@ impl JobTimelineView {
                 .map(|s| StageRow {
                     stage: s.stage.as_str(),
                     source: s.stage.source(),
+                    label: s.stage.label(),
                     at: s.at,
                     gap_seconds: s.gap.map(|g| g.as_seconds_f64()),
                 })

@@ -68,6 +68,14 @@ pub struct RunnerRecord {
     /// What its instance cost, written with the move to `deleted` (see [`crate::prices`]).
     #[serde(default)]
     pub cost: Option<JobCost>,
+    /// EC2's launch time of the instance (when it entered `pending`), kept by the reaper
+    /// when it deletes the runner.
+    #[serde(default, with = "time::serde::rfc3339::option")]
+    pub instance_launched_at: Option<OffsetDateTime>,
+    /// When the instance read its JIT config (its own clock, to the second), kept by the
+    /// reaper from the tombstone the bootstrap left.
+    #[serde(default, with = "time::serde::rfc3339::option")]
+    pub jit_read_at: Option<OffsetDateTime>,
 }
 
 impl RunnerRecord {
@@ -173,6 +181,8 @@ impl RunnerRecord {
             instance_type: None,
             market: None,
             cost: None,
+            instance_launched_at: None,
+            jit_read_at: None,
         }
     }
 }

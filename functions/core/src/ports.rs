@@ -91,6 +91,16 @@ pub struct RunnerUpdate {
     pub market: Option<Market>,
 }
 
+/// What the reaper learnt of a runner's host while deleting it, kept on the record by
+/// [`RunnerStore::finish_deletion`] for the job's timeline; `None` leaves a field unset.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HostStamps {
+    /// EC2's `LaunchTime` of the instance, from the reaper's describe of that run.
+    pub instance_launched_at: Option<OffsetDateTime>,
+    /// When the instance read its JIT config, from the tombstone its bootstrap left.
+    pub jit_read_at: Option<OffsetDateTime>,
+}
+
 /// A queued job's claim moving off the runner launched for it, which GitHub gave
 /// another job (see [`RunnerStore::hand_over_claim`]): no crash between these writes can
 /// leave two records naming the job.
@@ -238,14 +248,16 @@ pub trait RunnerStore: Send + Sync {
         error: &str,
     ) -> Result<RunnerRecord, StoreError>;
 
-    /// In one transaction: `deleting` → `deleted` with `ttl` and what its instance
-    /// `cost`, and the runner's pool slot given back if it still holds one. Refused (and
-    /// nothing released) unless the record is `deleting`.
+    /// In one transaction: `deleting` → `deleted` with `ttl`, the `host` stamps the
+    /// deletion learnt and what its instance `cost`, and the runner's pool slot given
+    /// back if it still holds one. Refused (and nothing released) unless the record is
+    /// `deleting`.
     async fn finish_deletion(
         &self,
         name: &str,
         at: OffsetDateTime,
         ttl: OffsetDateTime,
+        host: &HostStamps,
         cost: Option<&JobCost>,
     ) -> Result<(), StoreError>;
 
@@ -549,8 +561,11 @@ pub trait JitConfigStore: Send + Sync {
         jit: &JitConfig,
     ) -> Result<(), JitStoreError>;
 
-    /// Deletes it; one already gone counts as deleted.
-    async fn delete(&self, instance_id: &str) -> Result<(), JitStoreError>;
+    /// Deletes the item of `instance_id`, config or tombstone; one already gone counts
+    /// as deleted. Returns when the instance read its config, if it left the tombstone
+    /// that says so (the bootstrap removes the config and stamps the read); never the
+    /// config itself.
+    async fn delete(&self, instance_id: &str) -> Result<Option<OffsetDateTime>, JitStoreError>;
 }
 
 // ----------------------------------------------------------------------------- forge

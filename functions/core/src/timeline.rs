@@ -10,14 +10,21 @@
 //! - launch requested, JIT config stored, terminated: the runner's history entries of
 //!   its moves to `creating` (just before the launch request), `running` (after the JIT
 //!   config is stored for its instance) and `deleted` (after the instance is terminated);
+//! - instance launched: EC2's `LaunchTime` (when the instance entered `pending`,
+//!   <https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_Instance.html>), from
+//!   the reaper's one describe of its run, kept by the reaper's final write of the
+//!   deleted runner (`finish_deletion`);
+//! - JIT config read: the instance's own clock, which its bootstrap writes on its JIT
+//!   item as it removes the config (an `UpdateItem` in place of the `DeleteItem` it made
+//!   before); the reaper's delete of that item returns it and the same final write keeps
+//!   it;
 //! - online: the runner-status update of the reaper that saw it online, or of the
 //!   scaler's binding to its job (then GitHub's `started_at`: it was online by then;
 //!   GitHub gives it to the second, so it is never put before the JIT config was stored).
 //!
-//! Not stamped, because nothing ephemera does today learns them: EC2's launch time (only
-//! the reaper's describe reads it, and it writes no runner record from it) and the
-//! bootstrap's read of the JIT config (the instance deletes its own item; nothing
-//! watches the JIT table).
+//! So those two are known once the runner is deleted, not while it runs. GitHub's, EC2's
+//! and the instance's clocks give whole seconds: a stage from one of them is ordered
+//! against another stage to the second.
 
 use crate::lifecycle::InstanceStatus;
 use crate::model::{JobRecord, RunnerRecord};
@@ -30,7 +37,9 @@ pub enum Stage {
     Received,
     Claimed,
     LaunchRequested,
+    InstanceLaunched,
     JitStored,
+    JitRead,
     Online,
     Started,
     Completed,
@@ -38,12 +47,14 @@ pub enum Stage {
 }
 
 impl Stage {
-    pub const ALL: [Stage; 9] = [
+    pub const ALL: [Stage; 11] = [
         Stage::Queued,
         Stage::Received,
         Stage::Claimed,
         Stage::LaunchRequested,
+        Stage::InstanceLaunched,
         Stage::JitStored,
+        Stage::JitRead,
         Stage::Online,
         Stage::Started,
         Stage::Completed,
@@ -57,7 +68,9 @@ impl Stage {
             Stage::Received => "received",
             Stage::Claimed => "claimed",
             Stage::LaunchRequested => "launch_requested",
+            Stage::InstanceLaunched => "instance_launched",
             Stage::JitStored => "jit_stored",
+            Stage::JitRead => "jit_read",
             Stage::Online => "online",
             Stage::Started => "started",
             Stage::Completed => "completed",
@@ -65,12 +78,41 @@ impl Stage {
         }
     }
 
-    /// Whose clock says it: GitHub's or ephemera's.
+    /// What happened, in words (`jobs show`'s WHAT column).
+    pub fn label(self) -> &'static str {
+        match self {
+            Stage::Queued => "job queued",
+            Stage::Received => "webhook received",
+            Stage::Claimed => "job claimed",
+            Stage::LaunchRequested => "launch requested",
+            Stage::InstanceLaunched => "instance launched (EC2)",
+            Stage::JitStored => "JIT config stored",
+            Stage::JitRead => "JIT config read (instance)",
+            Stage::Online => "runner online",
+            Stage::Started => "job started",
+            Stage::Completed => "job completed",
+            Stage::Terminated => "instance terminated",
+        }
+    }
+
+    /// Whether only the reaper's deletion of the runner learns it.
+    pub fn learnt_at_deletion(self) -> bool {
+        matches!(self, Stage::InstanceLaunched | Stage::JitRead)
+    }
+
+    /// Whose clock says it: GitHub's, EC2's, the instance's or ephemera's.
     pub fn source(self) -> &'static str {
         match self {
             Stage::Queued | Stage::Started | Stage::Completed => "github",
+            Stage::InstanceLaunched => "ec2",
+            Stage::JitRead => "instance",
             _ => "ephemera",
         }
+    }
+
+    /// Whether its clock gives whole seconds (GitHub's, EC2's and the instance's do).
+    fn whole_seconds(self) -> bool {
+        self.source() != "ephemera"
     }
 }
 
@@ -80,23 +122,50 @@ impl Stage {
 /// against the job's claim. "Online" is when ephemera first knew it, which may be after
 /// GitHub's start (a reaper's look between the start and its `in_progress`), and the
 /// instance may read its JIT config before the scaler records `running`: neither is
-/// ordered against those.
-const ORDER: [(Stage, Stage); 7] = [
+/// ordered against those. The instance is launched after the request, reads its config
+/// after it boots, and its runner starts a job only after that read; "online" is not
+/// ordered against the read either, as the reaper stamps it with its run's clock, which
+/// may be a little earlier than its look.
+const ORDER: [(Stage, Stage); 10] = [
     (Stage::Queued, Stage::Received),
     (Stage::Received, Stage::Claimed),
+    (Stage::LaunchRequested, Stage::InstanceLaunched),
     (Stage::LaunchRequested, Stage::JitStored),
     (Stage::LaunchRequested, Stage::Online),
+    (Stage::InstanceLaunched, Stage::JitRead),
+    (Stage::JitRead, Stage::Started),
     (Stage::Queued, Stage::Started),
     (Stage::Started, Stage::Completed),
     (Stage::Completed, Stage::Terminated),
 ];
+
+/// From `earlier` to `later`; to the second when either stage's clock gives whole
+/// seconds, so a stamp rounded down shows no gap that did not happen.
+fn gap_between(earlier: (Stage, OffsetDateTime), later: (Stage, OffsetDateTime)) -> Duration {
+    if earlier.0.whole_seconds() || later.0.whole_seconds() {
+        Duration::seconds(later.1.unix_timestamp() - earlier.1.unix_timestamp())
+    } else {
+        later.1 - earlier.1
+    }
+}
+
+/// Whether `later` contradicts `earlier`; to the second when either stage's clock gives
+/// whole seconds (its stamp is the true time rounded down, and so is the other's then).
+fn before(earlier: (Stage, OffsetDateTime), later: (Stage, OffsetDateTime)) -> bool {
+    if earlier.0.whole_seconds() || later.0.whole_seconds() {
+        later.1.unix_timestamp() < earlier.1.unix_timestamp()
+    } else {
+        later.1 < earlier.1
+    }
+}
 
 /// One stage and when it happened, if known.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stamp {
     pub stage: Stage,
     pub at: Option<OffsetDateTime>,
-    /// Since the closest earlier stage that has a time.
+    /// Since the closest earlier stage that has a time (to the second when either
+    /// stamp comes from a clock that gives whole seconds).
     pub gap: Option<Duration>,
 }
 
@@ -137,19 +206,23 @@ impl Timeline {
             Stage::Received => Some(job.received_at),
             Stage::Claimed => job.claimed_at,
             Stage::LaunchRequested => runner.and_then(launch_requested_at),
+            Stage::InstanceLaunched => runner.and_then(|r| r.instance_launched_at),
             Stage::JitStored => runner.and_then(jit_stored_at),
+            Stage::JitRead => runner.and_then(|r| r.jit_read_at),
             Stage::Online => runner.and_then(|r| r.online_at),
             Stage::Started => job.github.started_at,
             Stage::Completed => job.github.completed_at,
             Stage::Terminated => runner.and_then(|r| first_move(r, InstanceStatus::Deleted)),
         };
-        let mut last = None;
+        let mut last: Option<(Stage, OffsetDateTime)> = None;
         let stamps = Stage::ALL
             .into_iter()
             .map(|stage| {
                 let at = at(stage);
-                let gap = at.zip(last).map(|(at, last)| at - last);
-                last = at.or(last);
+                let gap = at
+                    .zip(last)
+                    .map(|(at, last)| gap_between(last, (stage, at)));
+                last = at.map(|at| (stage, at)).or(last);
                 Stamp { stage, at, gap }
             })
             .collect();
@@ -186,7 +259,7 @@ impl Timeline {
             .chain(own)
             .filter(
                 |&(earlier, later)| match (self.at(earlier), self.at(later)) {
-                    (Some(earlier), Some(later)) => later < earlier,
+                    (Some(e), Some(l)) => before((earlier, e), (later, l)),
                     _ => false,
                 },
             )

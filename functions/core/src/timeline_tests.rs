@@ -44,6 +44,8 @@ fn runner() -> RunnerRecord {
     ] {
         runner.note(HistoryEntry::status(secs(at), status, None));
     }
+    runner.instance_launched_at = Some(secs(4));
+    runner.jit_read_at = Some(secs(30));
     runner.online_at = Some(secs(38));
     runner
 }
@@ -66,8 +68,10 @@ fn every_stage_of_a_finished_job_is_stamped_with_its_gap() {
             (Stage::Received, Some(1)),
             (Stage::Claimed, Some(1)),
             (Stage::LaunchRequested, Some(1)),
-            (Stage::JitStored, Some(2)),
-            (Stage::Online, Some(33)),
+            (Stage::InstanceLaunched, Some(1)),
+            (Stage::JitStored, Some(1)),
+            (Stage::JitRead, Some(25)),
+            (Stage::Online, Some(8)),
             (Stage::Started, Some(2)),
             (Stage::Completed, Some(40)),
             (Stage::Terminated, Some(8)),
@@ -96,7 +100,7 @@ fn a_waiting_job_has_only_its_own_stages_and_waits_until_now() {
     };
     job.claimed_at = None;
     let timeline = Timeline::of(&job, None);
-    assert_eq!(timeline.missing().len(), 7);
+    assert_eq!(timeline.missing().len(), 9);
     assert!(!timeline.own_runner);
     assert_eq!(Timeline::wait(&job, secs(30)), Some(Duration::seconds(30)));
 }
@@ -126,6 +130,52 @@ fn stamps_against_the_order_are_reported() {
     assert_eq!(
         timeline.out_of_order(),
         [(Stage::Started, Stage::Completed)]
+    );
+}
+
+#[test]
+fn a_whole_second_clock_is_ordered_to_the_second() {
+    let half = Duration::milliseconds(500);
+    let mut runner = runner();
+    // EC2 says 10:00:03 for a launch at 10:00:03.9, requested at 10:00:03.5.
+    runner.history[1].at = secs(3) + half;
+    runner.instance_launched_at = Some(secs(3));
+    let timeline = Timeline::of(&job(), Some(&runner));
+    assert!(timeline.out_of_order().is_empty(), "{timeline:?}");
+    runner.instance_launched_at = Some(secs(2));
+    runner.jit_read_at = Some(secs(1));
+    assert_eq!(
+        Timeline::of(&job(), Some(&runner)).out_of_order(),
+        [
+            (Stage::LaunchRequested, Stage::InstanceLaunched),
+            (Stage::InstanceLaunched, Stage::JitRead)
+        ]
+    );
+    let mut late_read = self::runner();
+    late_read.jit_read_at = Some(secs(41));
+    assert_eq!(
+        Timeline::of(&job(), Some(&late_read)).out_of_order(),
+        [(Stage::JitRead, Stage::Started)]
+    );
+}
+
+#[test]
+fn a_gap_to_or_from_a_whole_second_clock_is_in_whole_seconds() {
+    let tenths = Duration::milliseconds(300);
+    let mut runner = runner();
+    runner.history[1].at = secs(3) + tenths; // launch requested at 10:00:03.3
+    runner.instance_launched_at = Some(secs(3)); // EC2: launched at 10:00:03.x
+    let timeline = Timeline::of(&job(), Some(&runner));
+    let gap = |stage| timeline.stamps.iter().find(|s| s.stage == stage)?.gap;
+    assert_eq!(
+        gap(Stage::InstanceLaunched),
+        Some(Duration::ZERO),
+        "not -0.3 s"
+    );
+    assert_eq!(gap(Stage::JitStored), Some(Duration::seconds(2)));
+    assert_eq!(
+        gap(Stage::LaunchRequested),
+        Some(Duration::seconds(1) + tenths)
     );
 }
 

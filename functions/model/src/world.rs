@@ -304,20 +304,22 @@ impl World {
         )
     }
 
-    /// The runner agent of one instance: boots, reads (and deletes) its JIT config as the
-    /// bootstrap script does, comes online and takes the oldest queued job; GitHub then
+    /// The runner agent of one instance: boots, reads its JIT config (and removes it,
+    /// stamping the read) as the bootstrap script does, comes online and takes the oldest queued job; GitHub then
     /// sends `in_progress` (which the peer's webhook drops).
     pub async fn agent(self: Arc<Self>, instance_id: String, handler: Arc<WebhookHandler>) {
         tokio::time::sleep(self.cloud.draw(self.cloud.latencies.instance_boot)).await;
         let (service, read, delete) = if self.through_ssm {
             ("SSM", "GetParameter", "DeleteParameter")
         } else {
-            ("DynamoDB", "GetItem", "DeleteItem")
+            ("DynamoDB", "GetItem", "UpdateItem")
         };
         for _ in 0..BOOTSTRAP_TRIES {
             self.cloud.count(Caller::Instance, service, read);
             self.cloud.wait(self.cloud.latencies.dynamodb).await;
-            let Some((runner_name, config)) = self.jit_store.take(&instance_id) else {
+            let Some((runner_name, config)) =
+                self.jit_store.take(&instance_id, self.timeline.now())
+            else {
                 tokio::time::sleep(BOOTSTRAP_POLL).await;
                 continue;
             };

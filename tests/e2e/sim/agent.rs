@@ -5,6 +5,7 @@
 
 use super::{config, installation_token, register_with, Receiver};
 use anyhow::Context;
+use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_ec2::types::{
     InstanceStateName, ResourceType, ShutdownBehavior, Tag, TagSpecification,
 };
@@ -178,9 +179,14 @@ async fn agent_runs_the_job_on_its_instance_and_deregisters() -> anyhow::Result<
         state.jobs[&job_id].runner_name.as_deref(),
         Some("eph-run-linux-1")
     );
+    let tombstone = jit_item(&world, &instance_id).await?.expect("a tombstone");
     assert!(
-        !jit_item_exists(&world, &instance_id).await?,
-        "the agent deleted its JIT config"
+        !tombstone.contains_key(ephemera_aws::jit::JIT_CONFIG),
+        "the agent removed its JIT config"
+    );
+    assert!(
+        tombstone.contains_key(ephemera_aws::jit::JIT_READ_AT),
+        "and stamped its read, as bootstrap.sh does"
     );
     // bootstrap.sh powers off; InstanceInitiatedShutdownBehavior=terminate ends it.
     wait_for_state(&world, &instance_id, InstanceStateName::Terminated).await?;
@@ -303,7 +309,11 @@ async fn terminating_a_busy_instance_counts_a_killed_job() -> anyhow::Result<()>
     Ok(())
 }
 
-async fn jit_item_exists(world: &AgentWorld, instance_id: &str) -> anyhow::Result<bool> {
+/// The JIT item of `instance_id`, if there is one.
+async fn jit_item(
+    world: &AgentWorld,
+    instance_id: &str,
+) -> anyhow::Result<Option<std::collections::HashMap<String, AttributeValue>>> {
     let output = world
         .dynamodb
         .get_item()
@@ -314,5 +324,5 @@ async fn jit_item_exists(world: &AgentWorld, instance_id: &str) -> anyhow::Resul
         .consistent_read(true)
         .send()
         .await?;
-    Ok(output.item.is_some())
+    Ok(output.item)
 }

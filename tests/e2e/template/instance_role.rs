@@ -1,9 +1,11 @@
 //! What a runner instance's credentials may do, evaluated rather than pattern-matched:
 //! the runner role's policies from the translated template are asked about every action
-//! that touches the stack's resources. Exactly two requests are allowed — GetItem and
-//! DeleteItem of the JIT table item whose key is the calling instance's own ARN — and
-//! everything else is refused: another instance's item, several items at once, a Query
-//! or Scan, any write, the runners table, the queue, the secrets, the configuration.
+//! that touches the stack's resources. Exactly two requests are allowed — GetItem of the
+//! JIT table item whose key is the calling instance's own ARN, and UpdateItem of that
+//! item touching only `instance_arn`, `jit_config` and `jit_read_at` and asking nothing
+//! back (the bootstrap's `REMOVE jit_config SET jit_read_at`) — and everything else is
+//! refused: another instance's item, several items at once, a Query or Scan, a delete,
+//! any other write, the runners table, the queue, the secrets, the configuration.
 
 use super::policy::{allows, context, Stack, ACCOUNT, REGION};
 use anyhow::{ensure, Context};
@@ -104,8 +106,8 @@ fn stack_resources(stack: &Stack) -> anyhow::Result<Vec<String>> {
 }
 
 #[tokio::test]
-async fn an_instance_may_get_and_delete_only_its_own_jit_item_and_nothing_else(
-) -> anyhow::Result<()> {
+async fn an_instance_may_get_and_stamp_only_its_own_jit_item_and_nothing_else() -> anyhow::Result<()>
+{
     let template = translate_template(&template_path()).await?;
     let stack = Stack {
         template: &template,
@@ -122,7 +124,7 @@ async fn an_instance_may_get_and_delete_only_its_own_jit_item_and_nothing_else(
     };
     let foreign = "arn:aws:ec2:us-east-1:999999999999:instance/i-1";
 
-    for action in ["dynamodb:GetItem", "dynamodb:DeleteItem"] {
+    for action in ["dynamodb:GetItem", "dynamodb:UpdateItem"] {
         ensure!(
             allows(
                 &stack,
@@ -155,6 +157,18 @@ async fn an_instance_may_get_and_delete_only_its_own_jit_item_and_nothing_else(
         }
     }
 
+    ensure!(
+        !allows(
+            &stack,
+            &statements,
+            "dynamodb:DeleteItem",
+            &jit_table,
+            &on_instance(vec![own])
+        )?,
+        "DeleteItem of its own item is allowed"
+    );
+    stamps_only_the_read(&stack, &statements, &jit_table)?;
+
     let best_chance = on_instance(vec![own]);
     let mut allowed = Vec::new();
     for action in ACTIONS {
@@ -166,9 +180,58 @@ async fn an_instance_may_get_and_delete_only_its_own_jit_item_and_nothing_else(
     }
     allowed.sort();
     let expected = [
-        format!("dynamodb:DeleteItem on {jit_table}"),
         format!("dynamodb:GetItem on {jit_table}"),
+        format!("dynamodb:UpdateItem on {jit_table}"),
     ];
     ensure!(allowed == expected, "the runner role allows {allowed:#?}");
+    Ok(())
+}
+
+/// The UpdateItem of its own item is allowed as the bootstrap sends it, and refused once
+/// it touches another attribute (the TTL, the runner, a new one) or asks the item back.
+fn stamps_only_the_read(
+    stack: &Stack,
+    statements: &[&Value],
+    jit_table: &str,
+) -> anyhow::Result<()> {
+    let own = own_arn();
+    let update = |attributes: Vec<&str>, return_values: Option<&str>| {
+        let mut pairs = vec![
+            ("ec2:SourceInstanceARN", vec![own.as_str()]),
+            ("dynamodb:LeadingKeys", vec![own.as_str()]),
+            ("dynamodb:Attributes", attributes),
+        ];
+        pairs.extend(return_values.map(|r| ("dynamodb:ReturnValues", vec![r])));
+        allows(
+            stack,
+            statements,
+            "dynamodb:UpdateItem",
+            jit_table,
+            &context(pairs),
+        )
+    };
+    let stamp = vec!["instance_arn", "jit_config", "jit_read_at"];
+    ensure!(
+        update(stamp.clone(), None)?,
+        "the bootstrap's stamp is refused"
+    );
+    ensure!(
+        update(stamp.clone(), Some("NONE"))?,
+        "ReturnValues NONE is refused"
+    );
+    for asked in ["ALL_OLD", "UPDATED_OLD", "ALL_NEW", "UPDATED_NEW"] {
+        ensure!(
+            !update(stamp.clone(), Some(asked))?,
+            "ReturnValues {asked} is allowed"
+        );
+    }
+    for other in ["ttl", "runner", "runner_id", "anything"] {
+        let mut attributes = stamp.clone();
+        attributes.push(other);
+        ensure!(
+            !update(attributes, None)?,
+            "an update of {other} is allowed"
+        );
+    }
     Ok(())
 }

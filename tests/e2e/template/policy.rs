@@ -3,7 +3,8 @@
 //! actions and resources match as case-insensitive / case-sensitive globs, every
 //! condition of a statement must hold, policy variables (`${ec2:SourceInstanceARN}`)
 //! take their value from the request context and fail the condition when it is absent,
-//! and `ForAllValues:` holds for a missing key while `ForAnyValue:` does not. An operator
+//! and `ForAllValues:` and `…IfExists` hold for a missing key while `ForAnyValue:` does
+//! not. An operator
 //! it does not know is an error, never a silent yes or no.
 
 use anyhow::{bail, Context};
@@ -257,6 +258,11 @@ fn operator_holds(
         Some((set @ ("ForAllValues" | "ForAnyValue"), base)) => (Some(set), base),
         _ => (None, operator),
     };
+    // `…IfExists` holds for a missing key, and is the operator without it otherwise.
+    let (base, if_exists) = match base.strip_suffix("IfExists") {
+        Some(base) => (base, true),
+        None => (base, false),
+    };
     let matches = |pattern: &str, value: &str| -> anyhow::Result<bool> {
         Ok(match base {
             "StringEquals" | "ArnEquals" => pattern == value,
@@ -283,6 +289,7 @@ fn operator_holds(
             .cloned()
             .unwrap_or_default();
         let holds = match set {
+            _ if if_exists && values.is_empty() => true,
             Some("ForAllValues") => {
                 let mut all = true;
                 for v in &values {

@@ -3,8 +3,9 @@
 //! Starts moto and the GitHub simulator on free loopback ports, runs the real
 //! `ephemera local --bootstrap` against them, has the simulator send one signed `queued`
 //! webhook, and prints the runner's lifecycle from its record until the runner is deleted
-//! and its instance terminated. Everything it started stops when it ends, also on Ctrl-C
-//! or failure.
+//! and its instance terminated; then checks that the job's timeline has every stamp, in
+//! order, and prints it with `ephemera jobs show`. Everything it started stops when it
+//! ends, also on Ctrl-C or failure.
 
 use anyhow::{bail, Context};
 use clap::Parser;
@@ -12,6 +13,7 @@ use ephemera_aws::{AwsSettings, DynamoRunnerStore, Ec2Fleet};
 use ephemera_core::config::Config;
 use ephemera_core::lifecycle::InstanceStatus;
 use ephemera_core::ports::{Fleet, InstanceState, RunnerStore};
+use ephemera_core::timeline::Timeline;
 use ephemera_tests::moto::{free_port, Moto};
 use ephemera_tests::sim::{self, SimConfig};
 use std::path::PathBuf;
@@ -162,6 +164,8 @@ async fn run(args: &Args) -> anyhow::Result<()> {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    check_timeline(&store, job_id).await?;
+    print_jobs_show(args, &moto.endpoint, &names.table, job_id).await?;
     let refusals = moto.strict_stats().await?.refusals;
     if !refusals.is_empty() {
         println!("\n  refused as AWS would: {refusals:?}");
@@ -170,6 +174,58 @@ async fn run(args: &Args) -> anyhow::Result<()> {
     if snapshot.counters.jobs_killed != 0 {
         bail!("{} job(s) were killed", snapshot.counters.jobs_killed);
     }
+    Ok(())
+}
+
+/// Every stamp of the job's timeline is set, and in order.
+async fn check_timeline(store: &DynamoRunnerStore, job_id: u64) -> anyhow::Result<()> {
+    let job = store.get_job(job_id).await?.context("the job's record")?;
+    let name = job
+        .runner_name
+        .as_deref()
+        .context("the job names no runner")?;
+    let runner = store
+        .get_runner(name)
+        .await?
+        .context("the runner's record")?;
+    let timeline = Timeline::of(&job, Some(&runner));
+    let missing = timeline.missing();
+    if !missing.is_empty() {
+        bail!("job {job_id}: no time for {missing:?}");
+    }
+    let out_of_order = timeline.out_of_order();
+    if !out_of_order.is_empty() {
+        bail!("job {job_id}: stamps out of order: {out_of_order:?}");
+    }
+    Ok(())
+}
+
+/// `ephemera jobs show JOB`, as an operator would type it, printed.
+async fn print_jobs_show(args: &Args, aws: &str, table: &str, job_id: u64) -> anyhow::Result<()> {
+    let output = Command::new(&args.ephemera)
+        .args(["jobs", "show", &job_id.to_string()])
+        .args([
+            "--endpoint-url",
+            aws,
+            "--table",
+            table,
+            "--region",
+            "us-east-1",
+        ])
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env("NO_COLOR", "1")
+        .output()
+        .await
+        .context("running ephemera jobs show")?;
+    if !output.status.success() {
+        bail!(
+            "ephemera jobs show {job_id} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    println!("\n$ ephemera jobs show {job_id}\n");
+    print!("{}", String::from_utf8_lossy(&output.stdout));
     Ok(())
 }
 

@@ -4,15 +4,16 @@
 //! ends the jobs whose time is up (the ephemeral runner deregisters and its host powers
 //! off, see [`super::power`]), notices instances that died under an online runner (a
 //! busy one counts as a killed job), lets new instances pick up their JIT config from
-//! the JIT table (GetItem by the instance's ARN, then DeleteItem, as the bootstrap
-//! script does), and hands queued jobs to idle runners whose labels include all of the
+//! the JIT table (GetItem by the instance's ARN, then an UpdateItem that removes the
+//! config and stamps the read, as the bootstrap script does), and hands queued jobs to idle runners whose labels include all of the
 //! job's. Timers run on tokio time.
 
 use super::body::decode_jit_config;
 use super::power::Power;
 use super::state::SimJob;
 use super::{webhook, Shared};
-use ephemera_aws::jit::{item_key, JIT_CONFIG};
+use aws_sdk_dynamodb::types::AttributeValue;
+use ephemera_aws::jit::{item_key, BOOTSTRAP_READ, BOOTSTRAP_READ_CONDITION, JIT_CONFIG};
 use ephemera_aws::{DynamoJitConfigs, Ec2Fleet, ResourceNames};
 use ephemera_core::ports::{Fleet, Instance, InstanceState};
 use std::collections::{HashMap, HashSet};
@@ -133,7 +134,7 @@ impl Agent {
                 Ok(Some(encoded)) => {
                     self.taken.insert(instance.id.clone());
                     self.first_seen.remove(&instance.id);
-                    self.delete_jit_config(&instance_arn).await;
+                    self.stamp_jit_read(&instance_arn).await;
                     self.start_runner(&instance.id, &encoded);
                 }
                 // Not there yet: the bootstrap script waits for it.
@@ -181,17 +182,22 @@ impl Agent {
         Ok(config.and_then(|value| value.as_s().ok().cloned()))
     }
 
-    /// DynamoDB `DeleteItem`, as bootstrap.sh deletes it (with `curl --aws-sigv4`).
-    async fn delete_jit_config(&self, instance_arn: &str) {
-        let deleted = self
+    /// DynamoDB `UpdateItem` `REMOVE jit_config SET jit_read_at = :now` on the item that
+    /// is there, as bootstrap.sh sends it (with `curl --aws-sigv4`, `date +%s`).
+    async fn stamp_jit_read(&self, instance_arn: &str) {
+        let now = time::OffsetDateTime::now_utc().unix_timestamp();
+        let stamped = self
             .dynamodb
-            .delete_item()
+            .update_item()
             .table_name(self.jit.table())
             .set_key(Some(item_key(instance_arn)))
+            .update_expression(BOOTSTRAP_READ)
+            .condition_expression(BOOTSTRAP_READ_CONDITION)
+            .expression_attribute_values(":now", AttributeValue::N(now.to_string()))
             .send()
             .await;
-        if let Err(error) = deleted {
-            tracing::warn!(%instance_arn, error = %error, "agent cannot delete JIT config");
+        if let Err(error) = stamped {
+            tracing::warn!(%instance_arn, error = %error, "agent cannot stamp its JIT config read");
         }
     }
 }

@@ -10,7 +10,7 @@ use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
 use ephemera_core::lifecycle::InstanceStatus;
 use ephemera_core::model::{HistoryEntry, RunnerRecord};
-use ephemera_core::ports::StoreError;
+use ephemera_core::ports::{HostStamps, StoreError};
 use ephemera_core::prices::JobCost;
 use time::OffsetDateTime;
 use tracing::{instrument, warn};
@@ -31,16 +31,27 @@ struct SlotRelease {
 }
 
 impl DynamoRunnerStore {
-    /// `deleting` → `deleted` with its TTL and its instance's cost, giving the slot back.
+    /// `deleting` → `deleted` with its TTL, the host's stamps and its instance's cost,
+    /// giving the slot back.
     #[instrument(skip_all, fields(runner = %name))]
     pub(super) async fn delete_and_release(
         &self,
         name: &str,
         at: OffsetDateTime,
         ttl: OffsetDateTime,
+        host: &HostStamps,
         cost: Option<&JobCost>,
     ) -> Result<(), StoreError> {
-        let mut fields = vec![(items::TTL, items::epoch_seconds(ttl))];
+        let stamps = [
+            (items::INSTANCE_LAUNCHED_AT, host.instance_launched_at),
+            (items::JIT_READ_AT, host.jit_read_at),
+        ];
+        let stamps = stamps
+            .into_iter()
+            .filter_map(|(name, at)| Some((name, items::timestamp(at?))));
+        let mut fields: Vec<_> = std::iter::once((items::TTL, items::epoch_seconds(ttl)))
+            .chain(stamps)
+            .collect();
         if let Some(cost) = cost {
             fields.push((items::COST, items::cost_value(cost)));
         }

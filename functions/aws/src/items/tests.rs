@@ -21,6 +21,8 @@ fn runner() -> RunnerRecord {
     runner.next_attempt_at = datetime!(2025-03-01 12:00:05.250 UTC);
     runner.ttl = Some(datetime!(2025-03-08 12:00:00 UTC));
     runner.online_at = Some(datetime!(2025-03-01 12:00:40.5 UTC));
+    runner.instance_launched_at = Some(datetime!(2025-03-01 12:00:01 UTC));
+    runner.jit_read_at = Some(datetime!(2025-03-01 12:00:30 UTC));
     runner.instance_type = Some("m7i.large".into());
     runner.market = Some(Market::Spot);
     runner.cost = Some(ephemera_core::prices::JobCost {

@@ -1,8 +1,8 @@
 //! `ephemera jobs show JOB`: one job's timeline (queued, received, claimed, launch
-//! requested, JIT config stored, online, started, completed, terminated) with the gap
-//! between each stage, and the runner, instance type, market and cost of what ran it.
-//! Two reads of the table (the job's item, its runner's), and a third, of the cached
-//! prices, only to price a runner still alive; no other call.
+//! requested, instance launched, JIT config stored, JIT config read, online, started,
+//! completed, terminated) with the gap between each stage, and the runner, instance type,
+//! market and cost of what ran it. Two reads of the table (the job's item, its runner's),
+//! and a third, of the cached prices, only to price a runner still alive; no other call.
 
 use crate::exit::{Failure, Outcome, NOT_FOUND};
 use crate::render::{colour_stdout, gap, or_dash, when, Cell, Table};
@@ -12,6 +12,7 @@ use clap::Args;
 use ephemera_aws::DynamoPriceBook;
 use ephemera_core::lifecycle::InstanceStatus;
 use ephemera_core::ports::{PriceBook, RunnerStore};
+use ephemera_core::timeline::Stage;
 use time::OffsetDateTime;
 
 #[derive(Args, Debug)]
@@ -94,10 +95,11 @@ pub fn render(view: &JobTimelineView, colour: bool) -> String {
         format!("{} (queued → started)", or_dash(wait)).into(),
     );
     let mut text = fields.render(colour);
-    let mut stages = Table::new(&["STAGE", "AT", "GAP", "CLOCK"]);
+    let mut stages = Table::new(&["STAGE", "WHAT", "AT", "GAP", "CLOCK"]);
     for stage in &view.stages {
         stages.row(vec![
             stage.stage.into(),
+            stage.label.into(),
             or_dash(stage.at.map(when)).into(),
             or_dash(
                 stage
@@ -110,6 +112,22 @@ pub fn render(view: &JobTimelineView, colour: bool) -> String {
     }
     text.push_str("\ntimeline:\n");
     text.push_str(&stages.render(colour));
+    let stamped = |name: &str| {
+        view.stages
+            .iter()
+            .any(|s| s.stage == name && s.at.is_some())
+    };
+    let at_deletion = Stage::ALL.into_iter().filter(|s| s.learnt_at_deletion());
+    let waiting: Vec<&str> = at_deletion
+        .map(Stage::as_str)
+        .filter(|name| !stamped(name))
+        .collect();
+    if !waiting.is_empty() && !stamped(Stage::Terminated.as_str()) {
+        text.push_str(&format!(
+            "note: {} stamped when the reaper deletes the runner\n",
+            waiting.join(" and ")
+        ));
+    }
     for [earlier, later] in &view.out_of_order {
         text.push_str(&format!(
             "note: {later} is stamped before {earlier} (clocks apart, or a late record)\n"
@@ -161,9 +179,15 @@ mod tests {
         ));
         let view = JobTimelineView::new(&job, Some(&runner), &[], at + secs(60));
         let text = render(&view, false);
-        for stage in ephemera_core::timeline::Stage::ALL {
+        for stage in Stage::ALL {
             assert!(text.contains(stage.as_str()), "{stage:?} in\n{text}");
+            assert!(text.contains(stage.label()), "{stage:?} in\n{text}");
         }
+        assert!(text.contains("instance launched (EC2)"), "{text}");
+        assert!(
+            text.contains("note: instance_launched and jit_read stamped when the reaper deletes"),
+            "{text}"
+        );
         assert!(text.contains("eph-linux-a") && text.contains("m7i.large"));
         assert!(text.contains("spot"));
         let cost = text
@@ -221,5 +245,60 @@ mod tests {
         assert_eq!(view.cost, Some(0.0504));
         assert_eq!(view.price_usd_per_hour, Some(0.1008));
         assert_eq!(view.cost_until, Some("terminated"));
+    }
+
+    #[test]
+    fn a_deleted_runner_shows_its_launch_and_jit_read_in_place() {
+        use ephemera_core::lifecycle::InstanceStatus;
+        use ephemera_core::model::HistoryEntry;
+        let at = datetime!(2026-11-22 10:00:00 UTC);
+        let secs = time::Duration::seconds;
+        let mut runner = RunnerRecord::new("eph-linux-a".into(), "linux".into(), at);
+        runner.note(HistoryEntry::status(
+            at + secs(3),
+            InstanceStatus::Creating,
+            None,
+        ));
+        runner.note(HistoryEntry::status(
+            at + secs(90),
+            InstanceStatus::Deleted,
+            None,
+        ));
+        runner.instance_launched_at = Some(at + secs(4));
+        runner.jit_read_at = Some(at + secs(31));
+        let job = JobRecord {
+            job_id: 7,
+            status: JobStatus::Completed,
+            pool: "linux".into(),
+            owner: "o".into(),
+            repo: "r".into(),
+            run_id: 8,
+            installation_id: None,
+            labels: vec![],
+            runner_name: Some("eph-linux-a".into()),
+            launched_runner: Some("eph-linux-a".into()),
+            received_at: at + secs(1),
+            updated_at: at,
+            github: GitHubTimes::default(),
+            claimed_at: Some(at + secs(2)),
+        };
+        let view = JobTimelineView::new(&job, Some(&runner), &[], at + secs(100));
+        let text = render(&view, false);
+        let row = |stage: Stage| {
+            let name = format!("{} ", stage.as_str());
+            text.lines()
+                .find(|l| l.starts_with(&name))
+                .unwrap_or_default()
+        };
+        assert!(row(Stage::InstanceLaunched).contains("10:00:04Z"), "{text}");
+        assert!(row(Stage::InstanceLaunched).trim_end().ends_with("ec2"));
+        assert!(row(Stage::JitRead).contains("10:00:31Z"), "{text}");
+        assert!(row(Stage::JitRead).trim_end().ends_with("instance"));
+        assert!(!text.contains("stamped when the reaper"), "{text}");
+        let names: Vec<&str> = view.stages.iter().map(|s| s.stage).collect();
+        let place = |name| names.iter().position(|n| *n == name);
+        assert!(place("launch_requested") < place("instance_launched"));
+        assert!(place("instance_launched") < place("jit_read"));
+        assert!(place("jit_read") < place("online"));
     }
 }

@@ -243,6 +243,7 @@ other_arg!(
     &JitRequest,
     &JitConfig,
     &QueueMessage,
+    &HostStamps,
 );
 
 /// Implements a port for [`Intercept`]: each method asks the hook, calls the port, and
@@ -275,7 +276,7 @@ intercept!(RunnerStore {
     fn update_runner(&self, name: &str, update: &RunnerUpdate, at: OffsetDateTime) -> Result<RunnerRecord, StoreError>;
     fn transition(&self, name: &str, transition: &Transition) -> Result<RunnerRecord, StoreError>;
     fn fail_creation(&self, name: &str, at: OffsetDateTime, error: &str) -> Result<RunnerRecord, StoreError>;
-    fn finish_deletion(&self, name: &str, at: OffsetDateTime, ttl: OffsetDateTime, cost: Option<&JobCost>) -> Result<(), StoreError>;
+    fn finish_deletion(&self, name: &str, at: OffsetDateTime, ttl: OffsetDateTime, host: &HostStamps, cost: Option<&JobCost>) -> Result<(), StoreError>;
     fn runners_in_status(&self, status: InstanceStatus, due: OffsetDateTime, limit: usize) -> Result<Vec<RunnerRecord>, StoreError>;
     fn get_pool(&self, name: &str) -> Result<PoolRecord, StoreError>;
     fn jobs_in_status(&self, status: JobStatus, due: OffsetDateTime, limit: usize) -> Result<Vec<JobRecord>, StoreError>;
@@ -302,7 +303,7 @@ intercept!(Fleet {
 
 intercept!(JitConfigStore {
     fn put(&self, instance_id: &str, runner_name: &str, jit: &JitConfig) -> Result<(), JitStoreError>;
-    fn delete(&self, instance_id: &str) -> Result<(), JitStoreError>;
+    fn delete(&self, instance_id: &str) -> Result<Option<OffsetDateTime>, JitStoreError>;
 });
 
 intercept!(Forge {

@@ -3,7 +3,9 @@
 //! Keyed by instance id, as the DynamoDB item is keyed by the instance's ARN, so a test
 //! can check that the config went to the instance launched for the runner and that the
 //! reaper removed it. A put of an earlier registration than the one stored is refused, as
-//! the DynamoDB adapter's conditional put refuses it.
+//! the DynamoDB adapter's conditional put refuses it. The instance's read leaves a
+//! tombstone (the config gone, the read's time kept), as the bootstrap's `UpdateItem`
+//! does, and the reaper's delete hands that time back.
 
 use super::{lock, spend, InjectedFailure};
 use crate::ports::{JitConfig, JitConfigStore, JitStoreError};
@@ -11,6 +13,7 @@ use async_trait::async_trait;
 use secrecy::SecretString;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
+use time::OffsetDateTime;
 
 /// Construct with [`MemoryJitStore::new`]; read with [`get`](MemoryJitStore::get).
 #[derive(Debug, Default)]
@@ -18,10 +21,19 @@ pub struct MemoryJitStore {
     state: Mutex<JitStoreState>,
 }
 
+/// One instance's item: its config until the instance reads it, then the read's time.
+#[derive(Debug)]
+struct Item {
+    runner: String,
+    runner_id: u64,
+    config: Option<SecretString>,
+    read_at: Option<OffsetDateTime>,
+}
+
 #[derive(Debug, Default)]
 struct JitStoreState {
-    /// instance id → (runner name, GitHub runner id, JIT config)
-    stored: BTreeMap<String, (String, u64, SecretString)>,
+    /// instance id → its item
+    stored: BTreeMap<String, Item>,
     failures: u32,
     puts: usize,
     deletes: usize,
@@ -32,23 +44,47 @@ impl MemoryJitStore {
         MemoryJitStore::default()
     }
 
-    /// The runner name and JIT config stored for `instance_id`.
+    /// The runner name and JIT config waiting for `instance_id` (none once read).
     pub fn get(&self, instance_id: &str) -> Option<(String, SecretString)> {
         let state = lock(&self.state);
-        let (runner, _, config) = state.stored.get(instance_id)?;
-        Some((runner.clone(), config.clone()))
+        let item = state.stored.get(instance_id)?;
+        Some((item.runner.clone(), item.config.clone()?))
     }
 
     /// The instance ids that have a JIT config waiting, sorted.
     pub fn instance_ids(&self) -> Vec<String> {
-        lock(&self.state).stored.keys().cloned().collect()
+        let state = lock(&self.state);
+        let waiting = state
+            .stored
+            .iter()
+            .filter(|(_, item)| item.config.is_some());
+        waiting.map(|(id, _)| id.clone()).collect()
     }
 
-    /// Reads and removes the JIT config for `instance_id`, as the runner's bootstrap script
-    /// does on its instance (no call counted, no injected failure spent).
-    pub fn take(&self, instance_id: &str) -> Option<(String, SecretString)> {
-        let (runner, _, config) = lock(&self.state).stored.remove(instance_id)?;
-        Some((runner, config))
+    /// The instance ids whose read of their config left a tombstone, sorted.
+    pub fn tombstones(&self) -> Vec<String> {
+        let state = lock(&self.state);
+        let read = state
+            .stored
+            .iter()
+            .filter(|(_, item)| item.config.is_none());
+        read.map(|(id, _)| id.clone()).collect()
+    }
+
+    /// When `instance_id` read its config, if its tombstone is there.
+    pub fn read_at(&self, instance_id: &str) -> Option<OffsetDateTime> {
+        lock(&self.state).stored.get(instance_id)?.read_at
+    }
+
+    /// Reads the JIT config for `instance_id` and leaves a tombstone stamped `at`, as the
+    /// runner's bootstrap script does on its instance (no call counted, no injected
+    /// failure spent). `None` when no config waits (none stored, or already read).
+    pub fn take(&self, instance_id: &str, at: OffsetDateTime) -> Option<(String, SecretString)> {
+        let mut state = lock(&self.state);
+        let item = state.stored.get_mut(instance_id)?;
+        let config = item.config.take()?;
+        item.read_at = Some(at);
+        Some((item.runner.clone(), config))
     }
 
     /// Makes the next `times` calls (`put` or `delete`) fail with
@@ -79,17 +115,24 @@ impl JitConfigStore for MemoryJitStore {
                 "put JIT config",
             ))));
         }
-        if let Some((_, stored, _)) = state.stored.get(instance_id) {
-            if *stored > jit.runner_id {
-                return Err(JitStoreError::Superseded { stored: *stored });
+        if let Some(item) = state.stored.get(instance_id) {
+            if item.runner_id > jit.runner_id {
+                return Err(JitStoreError::Superseded {
+                    stored: item.runner_id,
+                });
             }
         }
-        let value = (runner_name.to_owned(), jit.runner_id, jit.encoded.clone());
-        state.stored.insert(instance_id.to_owned(), value);
+        let item = Item {
+            runner: runner_name.to_owned(),
+            runner_id: jit.runner_id,
+            config: Some(jit.encoded.clone()),
+            read_at: None,
+        };
+        state.stored.insert(instance_id.to_owned(), item);
         Ok(())
     }
 
-    async fn delete(&self, instance_id: &str) -> Result<(), JitStoreError> {
+    async fn delete(&self, instance_id: &str) -> Result<Option<OffsetDateTime>, JitStoreError> {
         let mut state = lock(&self.state);
         state.deletes += 1;
         if spend(&mut state.failures) {
@@ -97,8 +140,11 @@ impl JitConfigStore for MemoryJitStore {
                 "delete JIT config",
             ))));
         }
-        state.stored.remove(instance_id);
-        Ok(())
+        // The adapter asks the old item back only of a tombstone: a config is never read.
+        let removed = state.stored.remove(instance_id);
+        Ok(removed
+            .filter(|item| item.config.is_none())
+            .and_then(|item| item.read_at))
     }
 }
 
@@ -122,9 +168,30 @@ mod tests {
         store.put("i-1", "r", &jit(2, "two")).await.expect("put");
         let (runner, config) = store.get("i-1").expect("stored");
         assert_eq!((runner.as_str(), config.expose_secret()), ("r", "two"));
-        store.delete("i-1").await.expect("delete");
-        store.delete("i-1").await.expect("already gone is deleted");
+        assert_eq!(
+            store.delete("i-1").await.expect("delete"),
+            None,
+            "never read"
+        );
+        let gone = store.delete("i-1").await.expect("already gone is deleted");
+        assert_eq!(gone, None);
         assert!(store.instance_ids().is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_read_leaves_a_tombstone_whose_time_the_delete_returns() {
+        let store = MemoryJitStore::new();
+        let at = time::macros::datetime!(2026-11-22 10:00:07 UTC);
+        store.put("i-1", "r", &jit(1, "one")).await.expect("put");
+        let (runner, config) = store.take("i-1", at).expect("waiting");
+        assert_eq!((runner.as_str(), config.expose_secret()), ("r", "one"));
+        assert!(store.take("i-1", at).is_none(), "read once");
+        assert!(store.get("i-1").is_none(), "no config left");
+        assert!(store.instance_ids().is_empty(), "no config waits");
+        assert_eq!(store.tombstones(), ["i-1"], "the tombstone stays");
+        assert_eq!(store.read_at("i-1"), Some(at));
+        assert_eq!(store.delete("i-1").await.expect("delete"), Some(at));
+        assert!(store.tombstones().is_empty());
     }
 
     #[tokio::test]

@@ -8,7 +8,8 @@ use super::{lock, spend, InjectedFailure};
 use crate::lifecycle::{ClaimMove, ClaimState, InstanceStatus};
 use crate::model::{HistoryEntry, JobRecord, JobStatus, PoolRecord, RunnerRecord};
 use crate::ports::{
-    Claim, ClaimHandOver, PoolCounter, RunnerStore, RunnerUpdate, StoreError, Transition,
+    Claim, ClaimHandOver, HostStamps, PoolCounter, RunnerStore, RunnerUpdate, StoreError,
+    Transition,
 };
 use crate::prices::JobCost;
 use async_trait::async_trait;
@@ -518,6 +519,7 @@ impl RunnerStore for MemoryStore {
         name: &str,
         at: OffsetDateTime,
         ttl: OffsetDateTime,
+        host: &HostStamps,
         cost: Option<&JobCost>,
     ) -> Result<(), StoreError> {
         let tables = &mut *lock(&self.tables);
@@ -534,6 +536,8 @@ impl RunnerStore for MemoryStore {
         record.next_attempt_at = at;
         record.ttl = Some(ttl);
         record.cost = cost.cloned();
+        record.instance_launched_at = host.instance_launched_at.or(record.instance_launched_at);
+        record.jit_read_at = host.jit_read_at.or(record.jit_read_at);
         record.note(HistoryEntry::status(at, to, None));
         if record.slot_held {
             record.slot_held = false;

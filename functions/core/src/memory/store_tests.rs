@@ -234,11 +234,11 @@ async fn finish_deletion_releases_the_slot_once() {
         ..store.runner("a").expect("a")
     });
     store
-        .finish_deletion("a", minute(1), minute(60), None)
+        .finish_deletion("a", minute(1), minute(60), &HostStamps::default(), None)
         .await
         .expect("finish");
     let again = store
-        .finish_deletion("a", minute(2), minute(61), None)
+        .finish_deletion("a", minute(2), minute(61), &HostStamps::default(), None)
         .await;
     assert!(
         matches!(again, Err(StoreError::TransitionRefused { actual, .. }) if actual == "deleted")
@@ -254,14 +254,14 @@ async fn finish_deletion_refuses_a_record_that_is_not_deleting() {
     store.set_slots_used("linux", 1);
     store.put_runner(runner("r", PendingDelete));
     let err = store
-        .finish_deletion("r", minute(1), minute(60), None)
+        .finish_deletion("r", minute(1), minute(60), &HostStamps::default(), None)
         .await
         .expect_err("refused");
     assert!(
         matches!(err, StoreError::TransitionRefused { actual, .. } if actual == "pending_delete")
     );
     let missing = store
-        .finish_deletion("ghost", minute(1), minute(60), None)
+        .finish_deletion("ghost", minute(1), minute(60), &HostStamps::default(), None)
         .await;
     assert!(
         matches!(missing, Err(StoreError::TransitionRefused { actual, .. }) if actual == "missing")
@@ -274,7 +274,7 @@ async fn finish_deletion_never_takes_the_counter_below_zero() {
     let store = MemoryStore::new();
     store.put_runner(runner("r", Deleting));
     store
-        .finish_deletion("r", minute(1), minute(60), None)
+        .finish_deletion("r", minute(1), minute(60), &HostStamps::default(), None)
         .await
         .expect("finish");
     assert_eq!(store.get_pool("linux").await.expect("pool").slots_used, 0);

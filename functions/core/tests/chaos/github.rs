@@ -232,7 +232,7 @@ impl World {
     pub fn agent_tick(&self, rng: &mut Rng, now: OffsetDateTime, eager: bool) {
         self.finish_jobs(now);
         self.lose_dead_instances();
-        self.boot_instances(rng, eager);
+        self.boot_instances(rng, now, eager);
         self.assign_jobs(rng, now, eager);
     }
 
@@ -332,7 +332,7 @@ impl World {
     }
 
     /// Live instances read their JIT config (deleting it) and bring their runner online.
-    fn boot_instances(&self, rng: &mut Rng, eager: bool) {
+    fn boot_instances(&self, rng: &mut Rng, now: OffsetDateTime, eager: bool) {
         for instance in self.fleet.live_instances() {
             let known = {
                 let github = self.github();
@@ -341,7 +341,7 @@ impl World {
             if known || !(eager || rng.chance(BOOT_CHANCE)) {
                 continue;
             }
-            let Some((_, config)) = self.jit_store.take(&instance.id) else {
+            let Some((_, config)) = self.jit_store.take(&instance.id, now) else {
                 continue;
             };
             let runner_id = parse_runner_id(config.expose_secret());

@@ -219,13 +219,21 @@ pub fn requests(role: Role, names: &Names) -> Vec<Request> {
         }
         Role::Runner => {
             let own = arn("ec2", "instance/i-0ephemera");
-            for action in ["dynamodb:GetItem", "dynamodb:DeleteItem"] {
-                requests.push(
-                    request(action, jit_table.clone())
-                        .with("ec2:SourceInstanceARN", &[own.as_str()])
-                        .with("dynamodb:LeadingKeys", &[own.as_str()]),
-                );
-            }
+            let on_own = |action| {
+                request(action, jit_table.clone())
+                    .with("ec2:SourceInstanceARN", &[own.as_str()])
+                    .with("dynamodb:LeadingKeys", &[own.as_str()])
+            };
+            requests.push(on_own("dynamodb:GetItem"));
+            // The bootstrap's stamp: REMOVE jit_config SET jit_read_at, nothing asked back.
+            requests.push(
+                on_own("dynamodb:UpdateItem")
+                    .with(
+                        "dynamodb:Attributes",
+                        &["instance_arn", "jit_config", "jit_read_at"],
+                    )
+                    .with("dynamodb:ReturnValues", &["NONE"]),
+            );
         }
     }
     requests

@@ -5,6 +5,10 @@
 //! DELETE GitHub throttles waits for GitHub's wait (the bucket's reset), and the run
 //! starts no other deletion: each would spend a call of the installation's `core`
 //! budget on a refusal, budget the scaler's job lookups need.
+//!
+//! The last write keeps two stamps of the job's timeline that only the deletion learns,
+//! at no extra call: EC2's launch time from the reaper's describes, and when the instance
+//! read its JIT config, which the delete of its item (a tombstone by then) returns.
 
 use super::{Reaper, ReaperReport, Snapshot, PARALLEL_DELETES};
 use crate::backoff;
@@ -14,9 +18,9 @@ use crate::lifecycle::InstanceStatus;
 use crate::metrics::{Dimension, Metric};
 use crate::model::scope_of;
 use crate::model::RunnerRecord;
-use crate::prices::JobCost;
 use crate::ports::*;
-use std::collections::HashSet;
+use crate::prices::JobCost;
+use std::collections::{HashMap, HashSet};
 use time::OffsetDateTime;
 use tokio::time::Instant;
 use tracing::{info, warn};
@@ -34,6 +38,39 @@ pub(super) enum Outcome {
     Skipped,
 }
 
+/// EC2's launch time of instances, by instance id.
+pub(super) type LaunchTimes = HashMap<String, OffsetDateTime>;
+
+impl Reaper {
+    /// The launch times this reaper has seen for the instances of live records: this
+    /// run's describe, and earlier runs' for instances gone from it since (a runner's
+    /// host powers off when its job ends, and its instance terminates before the record
+    /// is deleted). EC2's `LaunchTime` is when the instance was launched, i.e. entered
+    /// `pending`: <https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_Instance.html>.
+    /// Kept in memory only: a fresh process knows only what its own describes saw.
+    pub(super) fn remember_launch_times(
+        &self,
+        snapshot: &Snapshot,
+        instances: Option<&[Instance]>,
+    ) -> LaunchTimes {
+        let claimed: HashSet<&str> = snapshot
+            .runners
+            .iter()
+            .filter_map(|r| r.instance_id.as_deref())
+            .collect();
+        let mut memory = self.memory();
+        memory
+            .launch_times
+            .retain(|id, _| claimed.contains(id.as_str()));
+        for instance in instances.unwrap_or_default() {
+            if let Some(at) = instance.launched_at {
+                memory.launch_times.insert(instance.id.clone(), at);
+            }
+        }
+        memory.launch_times.clone()
+    }
+}
+
 impl Reaper {
     /// Deletes the due `pending_force_delete` records, then the due `pending_delete` ones
     /// (with those a rule has just sent there), a few at a time, until the deadline.
@@ -41,6 +78,7 @@ impl Reaper {
         &self,
         snapshot: &Snapshot,
         marked: Vec<RunnerRecord>,
+        launched: &LaunchTimes,
         now: OffsetDateTime,
         deadline: Instant,
         report: &mut ReaperReport,
@@ -69,8 +107,14 @@ impl Reaper {
                     break;
                 }
                 let reaper = self.clone();
-                deleting
-                    .spawn(async move { reaper.delete(record, &Clock::starting_at(now)).await });
+                let launched_at = record
+                    .instance_id
+                    .as_ref()
+                    .and_then(|id| launched.get(id).copied());
+                deleting.spawn(async move {
+                    let clock = Clock::starting_at(now);
+                    reaper.delete(record, launched_at, &clock).await
+                });
             }
             let Some(joined) = deleting.join_next().await else {
                 break;
@@ -97,7 +141,14 @@ impl Reaper {
         }
     }
 
-    async fn delete(&self, record: RunnerRecord, clock: &Clock) -> Result<Outcome, StoreError> {
+    /// Deletes `record`'s runner, instance and JIT item; `launched_at` is EC2's launch
+    /// time of its instance, if a describe saw it.
+    async fn delete(
+        &self,
+        record: RunnerRecord,
+        launched_at: Option<OffsetDateTime>,
+        clock: &Clock,
+    ) -> Result<Outcome, StoreError> {
         let force = record.status == InstanceStatus::PendingForceDelete;
         let mut to_deleting = Transition::new(record.status, InstanceStatus::Deleting, clock.now());
         to_deleting.reason = record.reason.clone();
@@ -130,6 +181,10 @@ impl Reaper {
                 });
             }
         }
+        let mut host = HostStamps {
+            instance_launched_at: launched_at,
+            jit_read_at: None,
+        };
         if let Some(instance_id) = &runner.instance_id {
             if let Err(err) = self.fleet.terminate(instance_id).await {
                 if !force {
@@ -137,16 +192,17 @@ impl Reaper {
                 }
                 warn!(runner = %name, %instance_id, error = %error_chain(&err), "terminate failed; ignored (force)");
             }
-            if let Err(err) = self.jit_store.delete(instance_id).await {
-                if !force {
-                    return self.back_off(&runner, &err, clock.now(), None).await;
+            match self.jit_store.delete(instance_id).await {
+                Ok(read_at) => host.jit_read_at = read_at,
+                Err(err) if !force => return self.back_off(&runner, &err, clock.now(), None).await,
+                Err(err) => {
+                    warn!(runner = %name, %instance_id, error = %error_chain(&err), "JIT config delete failed; ignored (force)")
                 }
-                warn!(runner = %name, %instance_id, error = %error_chain(&err), "JIT config delete failed; ignored (force)");
             }
         }
         let at = clock.now();
         let cost = self.job_cost(&runner, at).await;
-        self.finish(name, at, cost.as_ref()).await?;
+        self.finish(name, at, &host, cost.as_ref()).await?;
         if let Some(cost) = &cost {
             self.record_cost(cost);
         }
@@ -172,13 +228,14 @@ impl Reaper {
         &self,
         name: &str,
         at: OffsetDateTime,
+        host: &HostStamps,
         cost: Option<&JobCost>,
     ) -> Result<(), StoreError> {
         let ttl = at + self.config.reaper.deleted_ttl;
         let mut tries = 0;
         loop {
             tries += 1;
-            match self.store.finish_deletion(name, at, ttl, cost).await {
+            match self.store.finish_deletion(name, at, ttl, host, cost).await {
                 Err(StoreError::Conflict(_)) if tries < FINISH_TRIES => {
                     tokio::time::sleep(std::time::Duration::from_millis(20 * tries)).await;
                 }

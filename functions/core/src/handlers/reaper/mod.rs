@@ -135,6 +135,8 @@ struct Memory {
     /// When reading a price last failed: no read until [`crate::prices::PRICE_RETRY`]
     /// has passed.
     price_failure: Option<OffsetDateTime>,
+    /// EC2's launch times of the live records' instances, as describes saw them.
+    launch_times: delete::LaunchTimes,
 }
 
 /// Deletes what was asked to be deleted, and reconciles the three views of the world.
@@ -248,18 +250,18 @@ impl Reaper {
         deadline: Instant,
         report: &mut ReaperReport,
     ) -> Result<(), StoreError> {
+        // The deletions stamp the moment they happen, not the run's start: the describe
+        // and the rules before them take a while.
+        let clock = crate::clock::Clock::starting_at(now);
         let snapshot = self.read_snapshot(now).await?;
         self.remember_scopes(&snapshot);
         self.record_gauges(&snapshot);
         // Prices before the deletions that are priced from them: once warm, this makes no
         // call at all, and at most a few reads a day.
         report.prices_read = self.refresh_prices(&snapshot, now, deadline).await;
-        // Capacity first: what is already due for deletion holds slots that queued jobs
-        // wait for, so it goes before the rules (which may be slow when the providers are).
-        self.delete_due(&snapshot, Vec::new(), now, deadline, report)
-            .await;
-        let seen_online = self.watch_bootstrapping(&snapshot, now, deadline).await?;
-        report.came_online = seen_online.len();
+        // The run's one describe, before the deletions: they keep each instance's EC2
+        // launch time on its record (the timeline's "instance launched"), which no other
+        // answer carries, and the instance rules below read the same list.
         let instances = match self.fleet.describe_live().await {
             Ok(instances) => Some(instances),
             Err(err) => {
@@ -267,6 +269,20 @@ impl Reaper {
                 None
             }
         };
+        let launched = self.remember_launch_times(&snapshot, instances.as_deref());
+        // Capacity first: what is already due for deletion holds slots that queued jobs
+        // wait for, so it goes before the rules (which may be slow when the providers are).
+        self.delete_due(
+            &snapshot,
+            Vec::new(),
+            &launched,
+            clock.now(),
+            deadline,
+            report,
+        )
+        .await;
+        let seen_online = self.watch_bootstrapping(&snapshot, now, deadline).await?;
+        report.came_online = seen_online.len();
         let marked = self
             .apply_rules(
                 &snapshot,
@@ -283,8 +299,15 @@ impl Reaper {
             queued_jobs: Vec::new(),
             complete: snapshot.complete,
         };
-        self.delete_due(&already_done, marked, now, deadline, report)
-            .await;
+        self.delete_due(
+            &already_done,
+            marked,
+            &launched,
+            clock.now(),
+            deadline,
+            report,
+        )
+        .await;
         let steps_left = [
             Step::Warm,
             Step::OrphanInstances,

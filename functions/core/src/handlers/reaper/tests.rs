@@ -225,3 +225,68 @@ async fn a_deletion_whose_last_write_meets_a_concurrent_one_is_finished_in_the_s
     assert_eq!(world.store.slots_used(POOL), 0);
     assert_eq!(world.forge.calls().remove_runner, 1, "one DELETE on GitHub");
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_deletion_keeps_ec2s_launch_time_and_the_instances_jit_read() {
+    let world = World::new(5);
+    let launched = now() - time::Duration::seconds(90);
+    world.fleet.launch_at(launched);
+    let runner = finished_runner(&world, 1).await;
+    let instance_id = runner.instance_id.clone().expect("instance");
+    let read = now() - time::Duration::seconds(60);
+    world
+        .jit_store
+        .take(&instance_id, read)
+        .expect("its config waits");
+    let report = world.reaper().run(now(), far()).await.expect("run");
+    assert_eq!(report.deleted, 1);
+    let deleted = world.store.runner(&runner.name).expect("kept as deleted");
+    assert_eq!(deleted.status, InstanceStatus::Deleted);
+    assert_eq!(deleted.instance_launched_at, Some(launched));
+    assert_eq!(deleted.jit_read_at, Some(read));
+    assert!(
+        world.jit_store.tombstones().is_empty(),
+        "the tombstone is deleted too"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deletion_stamps_nothing_it_did_not_learn() {
+    let world = World::new(5);
+    let runner = finished_runner(&world, 1).await;
+    world.fleet.fail_describe_times(1);
+    let report = world.reaper().run(now(), far()).await.expect("run");
+    assert_eq!(
+        report.deleted, 1,
+        "a failed describe does not hold deletions"
+    );
+    let deleted = world.store.runner(&runner.name).expect("kept as deleted");
+    assert_eq!(deleted.status, InstanceStatus::Deleted);
+    assert_eq!(deleted.instance_launched_at, None, "no describe answered");
+    assert_eq!(deleted.jit_read_at, None, "the config was never read");
+    assert!(world.jit_store.instance_ids().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_launch_time_seen_while_the_instance_ran_is_kept_after_it_powered_off() {
+    let world = World::new(5);
+    let launched = now() - time::Duration::seconds(90);
+    world.fleet.launch_at(launched);
+    let runner = finished_runner(&world, 1).await;
+    let instance_id = runner.instance_id.clone().expect("instance");
+    let busy = runner.github_runner_id.expect("registered");
+    world.forge.set_busy(busy, true);
+    let reaper = world.reaper();
+    let report = reaper.run(now(), far()).await.expect("first run");
+    assert_eq!(report.busy, 1, "its instance described while it ran");
+    // The job ends: the runner deregisters and its host powers off (and terminates).
+    world.forge.set_busy(busy, false);
+    world
+        .fleet
+        .set_state(&instance_id, InstanceState::Terminated);
+    let later = now() + time::Duration::minutes(1);
+    let report = reaper.run(later, far()).await.expect("second run");
+    assert_eq!(report.deleted, 1);
+    let deleted = world.store.runner(&runner.name).expect("kept as deleted");
+    assert_eq!(deleted.instance_launched_at, Some(launched));
+}

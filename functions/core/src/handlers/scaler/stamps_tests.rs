@@ -68,8 +68,8 @@ async fn a_job_through_the_scaler_is_stamped_at_every_stage_it_learns() {
     let timeline = Timeline::of(&job, Some(&runner));
     assert_eq!(
         timeline.missing(),
-        [Stage::Terminated],
-        "all but the reaper's"
+        [Stage::InstanceLaunched, Stage::JitRead, Stage::Terminated],
+        "all but the reaper's, which it learns when it deletes the runner"
     );
     assert!(timeline.out_of_order().is_empty());
 

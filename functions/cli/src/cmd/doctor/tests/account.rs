@@ -218,7 +218,7 @@ fn every_role_asks_for_the_calls_ephemera_makes_with_it() {
     }
     assert_eq!(
         actions(Role::Runner),
-        ["dynamodb:GetItem", "dynamodb:DeleteItem"]
+        ["dynamodb:GetItem", "dynamodb:UpdateItem"]
     );
     let launch = requests(Role::Scaler, &names)
         .into_iter()
