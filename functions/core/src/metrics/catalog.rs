@@ -120,6 +120,10 @@ pub enum Metric {
     /// A runner's launch requested (its record to `creating`) → first known online, in
     /// seconds: the instance's boot, the bootstrap's JIT read and the registration.
     BootSeconds,
+    /// EC2's launch time → the instance's JIT config read, in seconds, recorded when the
+    /// reaper deletes the runner (it learns both then): the OS boot and the bootstrap,
+    /// installs included on a stock image.
+    HostBootSeconds,
     /// Graceful deletions put off because the runner was running a job.
     BusyDeferrals,
     /// Runners deleted, by mode (`graceful` or `forced`).
@@ -199,7 +203,7 @@ const fn seconds(name: &'static str) -> Spec {
 
 impl Metric {
     /// Every metric, for tests and documentation.
-    pub const ALL: [Metric; 23] = [
+    pub const ALL: [Metric; 24] = [
         Metric::JobsQueued,
         Metric::JobsUnrouted,
         Metric::RunnersLaunched,
@@ -209,6 +213,7 @@ impl Metric {
         Metric::QueuedToOnline,
         Metric::QueueToStartSeconds,
         Metric::BootSeconds,
+        Metric::HostBootSeconds,
         Metric::BusyDeferrals,
         Metric::RunnersDeleted,
         Metric::JobCost,
@@ -236,6 +241,7 @@ impl Metric {
             Metric::QueuedToOnline => timing("QueuedToOnline"),
             Metric::QueueToStartSeconds => seconds("QueueToStartSeconds"),
             Metric::BootSeconds => seconds("BootSeconds"),
+            Metric::HostBootSeconds => seconds("HostBootSeconds"),
             Metric::BusyDeferrals => count("BusyDeferrals", BY_POOL),
             Metric::RunnersDeleted => count("RunnersDeleted", &[Deployment, Pool, Mode]),
             // CloudWatch has no currency unit: the value is USD.

@@ -206,6 +206,11 @@ impl Reaper {
         if let Some(cost) = &cost {
             self.record_cost(cost);
         }
+        if let Some(boot) = host_boot(&host) {
+            let by_pool = [(Dimension::Pool, runner.pool.as_str())];
+            self.metrics
+                .record_duration(Metric::HostBootSeconds, &by_pool, boot);
+        }
         let mode = if force { "forced" } else { "graceful" };
         self.metrics.record(
             Metric::RunnersDeleted,
@@ -304,4 +309,12 @@ impl Reaper {
         warn!(runner = %runner.name, attempts, retry_in = ?delay, error = %error_chain(err), "deletion failed; backing off");
         Ok(Outcome::BackedOff)
     }
+}
+
+/// The host's boot, EC2's launch time → the instance's JIT read (the OS boot, the
+/// bootstrap and, on a stock image, its installs), when the deletion learnt both; both
+/// clocks count whole seconds, and a negative span (clocks apart) is no measurement.
+fn host_boot(host: &HostStamps) -> Option<time::Duration> {
+    let boot = host.jit_read_at? - host.instance_launched_at?;
+    (!boot.is_negative()).then_some(boot)
 }

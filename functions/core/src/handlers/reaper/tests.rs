@@ -290,3 +290,33 @@ async fn a_launch_time_seen_while_the_instance_ran_is_kept_after_it_powered_off(
     let deleted = world.store.runner(&runner.name).expect("kept as deleted");
     assert_eq!(deleted.instance_launched_at, Some(launched));
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_hosts_boot_is_measured_from_ec2s_launch_to_the_jit_read_at_deletion() {
+    let world = World::new(5);
+    let (metrics, captured) = crate::metrics::Metrics::capture("eph");
+    let launched = now() - time::Duration::seconds(90);
+    world.fleet.launch_at(launched);
+    let runner = finished_runner(&world, 1).await;
+    let instance_id = runner.instance_id.clone().expect("instance");
+    world
+        .jit_store
+        .take(&instance_id, launched + time::Duration::seconds(41))
+        .expect("its config waits");
+    let report = world
+        .reaper()
+        .with_metrics(metrics)
+        .run(now(), far())
+        .await
+        .expect("run");
+    assert_eq!(report.deleted, 1);
+    let boots: Vec<f64> = captured
+        .documents()
+        .expect("valid EMF")
+        .iter()
+        .filter_map(|d| d.values(crate::metrics::Metric::HostBootSeconds))
+        .flatten()
+        .copied()
+        .collect();
+    assert_eq!(boots, [41.0]);
+}
