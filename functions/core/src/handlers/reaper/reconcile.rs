@@ -71,7 +71,11 @@ impl Reaper {
     }
 
     /// Records a runner GitHub shows online: idle, or active when it is busy.
-    async fn mark_online(
+    /// Marks `record`'s runner online (idle, or active when GitHub says busy) and times
+    /// its boot, unless the record changed since it was read: then the scaler bound it to
+    /// its job first (its `in_progress` is the first sighting, timed there), and marking it
+    /// again would count its boot twice and could overwrite `active` with `idle`.
+    pub(super) async fn mark_online(
         &self,
         record: &RunnerRecord,
         seen: &ForgeRunner,
@@ -86,9 +90,14 @@ impl Reaper {
             runner_status: Some(status),
             note: Some("online".to_owned()),
             online_at: Some(now),
+            unchanged_since: Some(record.updated_at),
             ..RunnerUpdate::default()
         };
-        self.store.update_runner(&record.name, &update, now).await?;
+        match self.store.update_runner(&record.name, &update, now).await {
+            Ok(_) => {}
+            Err(StoreError::Conflict(_)) => return Ok(()),
+            Err(err) => return Err(err),
+        }
         let by_pool = [(Dimension::Pool, record.pool.as_str())];
         if let Some(queued_at) = record.job_queued_at {
             self.metrics

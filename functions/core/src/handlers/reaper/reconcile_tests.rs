@@ -417,3 +417,46 @@ async fn a_burst_of_bootstrapping_runners_costs_a_bounded_number_of_lookups_a_ru
     let second = reaper.run(now() + minutes(1), far()).await.expect("run");
     assert_eq!(second.came_online, 5, "the rest in the next run");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_runner_the_scaler_bound_since_the_snapshot_is_not_marked_online_again() {
+    let world = World::new(5);
+    let (metrics, captured) = Metrics::capture("eph");
+    let reaper = world.reaper().with_metrics(metrics);
+    let runner = running_runner(&world, 1).await;
+    let snapshot_copy = world.store.runner(&runner.name).expect("record");
+    assert_eq!(snapshot_copy.runner_status, RunnerStatus::Pending);
+    // The job's `in_progress` binds it (the scaler times its boot) after the reaper read it.
+    world
+        .scaler()
+        .handle(
+            &message(MessageKind::InProgress, 1, Some(&runner.name)),
+            now() + Duration::from_secs(5),
+        )
+        .await
+        .expect("bound");
+    let seen = ForgeRunner {
+        id: runner.github_runner_id.expect("registered"),
+        name: runner.name.clone(),
+        online: true,
+        busy: false,
+    };
+    reaper
+        .mark_online(&snapshot_copy, &seen, now() + time::Duration::seconds(10))
+        .await
+        .expect("no error");
+    let record = world.store.runner(&runner.name).expect("record");
+    assert_eq!(
+        record.runner_status,
+        RunnerStatus::Active,
+        "not set back to idle"
+    );
+    reaper.metrics.flush();
+    let timed = captured
+        .documents()
+        .expect("valid EMF")
+        .iter()
+        .filter_map(|d| d.values(Metric::QueuedToOnline))
+        .count();
+    assert_eq!(timed, 0, "the scaler timed it; the reaper does not again");
+}
