@@ -152,7 +152,7 @@ const RUNNER_DOWNLOAD: Stage = Stage {
 };
 
 const JIT_READ: Stage = Stage {
-    name: "JIT config read and deleted (two DynamoDB calls)",
+    name: "JIT config read and its item stamped (GetItem, UpdateItem)",
     track: Track::Online,
     latency: secs(0.012, 0.05),
     source: ASSUMED_CALLS,
