@@ -9,10 +9,9 @@
 //! item once per spot launch of the pool. Both functions' roles may read and update
 //! items of the table.
 
-use crate::dynamo::store_error;
+use crate::dynamo::{store_error, unless_condition_failed};
 use crate::items::{self, Item};
 use async_trait::async_trait;
-use aws_sdk_dynamodb::error::ProvideErrorMetadata;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use aws_sdk_dynamodb::Client;
 use ephemera_core::breaker::{SpotBreakerState, SpotBreakerStore};
@@ -81,20 +80,6 @@ fn state_of(pool: &str, item: Option<&Item>) -> Result<SpotBreakerState, StoreEr
         state.paused_until = Some(until);
     }
     Ok(state)
-}
-
-fn ignore_failed_condition<T, E, R>(
-    result: Result<T, aws_sdk_dynamodb::error::SdkError<E, R>>,
-) -> Result<Option<T>, StoreError>
-where
-    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
-    R: std::fmt::Debug + Send + Sync + 'static,
-{
-    match result {
-        Ok(answer) => Ok(Some(answer)),
-        Err(err) if err.code() == Some("ConditionalCheckFailedException") => Ok(None),
-        Err(err) => Err(store_error(err)),
-    }
 }
 
 #[async_trait]
@@ -180,7 +165,7 @@ impl SpotBreakerStore for DynamoSpotBreakers {
             .send()
             .await;
         // A later pause is set already: it stands.
-        ignore_failed_condition(paused).map(|_| ())
+        unless_condition_failed(paused).map(|_| ())
     }
 
     async fn breaker_state(&self, pool: &str) -> Result<SpotBreakerState, StoreError> {

@@ -168,6 +168,22 @@ where
     }
 }
 
+/// A conditional write whose condition failed is `Ok(None)`: for the writes where that
+/// means "someone else's write stands", not an error.
+pub(crate) fn unless_condition_failed<T, E, R>(
+    result: Result<T, SdkError<E, R>>,
+) -> Result<Option<T>, StoreError>
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    match result {
+        Ok(answer) => Ok(Some(answer)),
+        Err(err) if err.code() == Some("ConditionalCheckFailedException") => Ok(None),
+        Err(err) => Err(store_error(err)),
+    }
+}
+
 /// The codes of a cancelled transaction's reasons, one per item (`None` where that item
 /// was fine); `None` for any other failure.
 fn cancellation_codes(

@@ -4,9 +4,9 @@
 //! `status`, so the `by-status` index never lists it. The reaper, under its lease, is
 //! its only writer; the CLI reads it to price runners still alive.
 
+use crate::dynamo::store_error;
 use crate::items::{self, Item};
 use async_trait::async_trait;
-use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use ephemera_core::ports::{PriceBook, StoreError};
@@ -37,19 +37,6 @@ impl DynamoPriceBook {
             client,
             table: table.into(),
         }
-    }
-}
-
-fn store_error<E, R>(err: SdkError<E, R>) -> StoreError
-where
-    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
-    R: std::fmt::Debug + Send + Sync + 'static,
-{
-    match err.code() {
-        Some("ProvisionedThroughputExceededException" | "ThrottlingException") => {
-            StoreError::Throttled(Box::new(err))
-        }
-        _ => StoreError::Transient(Box::new(err)),
     }
 }
 

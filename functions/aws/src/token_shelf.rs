@@ -19,10 +19,9 @@
 //! only if it is still the one GitHub refused (by its SHA-256, so no condition carries
 //! the token).
 
-use crate::dynamo::store_error;
+use crate::dynamo::{store_error, unless_condition_failed};
 use crate::items::{self, Item};
 use async_trait::async_trait;
-use aws_sdk_dynamodb::error::ProvideErrorMetadata;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use ephemera_core::ports::{SharedToken, StoreError, TokenShelf};
@@ -148,12 +147,8 @@ impl TokenShelf for DynamoTokenShelf {
             .expression_attribute_values(":expires_at", items::n(expires))
             .send()
             .await;
-        match written {
-            Ok(_) => Ok(()),
-            // A token that expires later is there: it stays.
-            Err(err) if err.code() == Some("ConditionalCheckFailedException") => Ok(()),
-            Err(err) => Err(store_error(err)),
-        }
+        // A token that expires later may be there: it stays.
+        unless_condition_failed(written).map(|_| ())
     }
 
     async fn withdraw(
@@ -177,11 +172,7 @@ impl TokenShelf for DynamoTokenShelf {
             .expression_attribute_values(":fingerprint", items::s(fingerprint))
             .send()
             .await;
-        match withdrawn {
-            Ok(_) => Ok(()),
-            // Gone, or another token replaced it since: nothing to withdraw.
-            Err(err) if err.code() == Some("ConditionalCheckFailedException") => Ok(()),
-            Err(err) => Err(store_error(err)),
-        }
+        // Gone, or another token replaced it since: nothing to withdraw.
+        unless_condition_failed(withdrawn).map(|_| ())
     }
 }

@@ -3,9 +3,9 @@
 //! them (oldest first by `next_attempt_at`, here the time received) and no query for a
 //! runner or job status ever sees them. `ttl` lets DynamoDB expire them.
 
+use crate::dynamo::store_error;
 use crate::items::{self, Item};
 use async_trait::async_trait;
-use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use ephemera_core::ports::StoreError;
@@ -37,19 +37,6 @@ impl DynamoUnroutedJobs {
             client,
             table: table.into(),
         }
-    }
-}
-
-fn store_error<E, R>(err: SdkError<E, R>) -> StoreError
-where
-    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
-    R: std::fmt::Debug + Send + Sync + 'static,
-{
-    match err.code() {
-        Some("ProvisionedThroughputExceededException" | "ThrottlingException") => {
-            StoreError::Throttled(Box::new(err))
-        }
-        _ => StoreError::Transient(Box::new(err)),
     }
 }
 
