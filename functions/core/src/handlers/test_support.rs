@@ -66,6 +66,20 @@ impl World {
         ))
     }
 
+    /// A runner the scaler launched for `job`: `running`, registered on GitHub, not yet
+    /// online.
+    pub async fn running_runner(&self, job: u64) -> crate::model::RunnerRecord {
+        let handled = self
+            .scaler()
+            .handle(&message(MessageKind::Queued, job, None), now())
+            .await
+            .expect("up");
+        let crate::handlers::scaler::Handled::RunnerUp(name) = handled else {
+            panic!("no runner: {handled:?}")
+        };
+        self.store.runner(&name).expect("record")
+    }
+
     pub fn reaper(&self) -> crate::handlers::reaper::Reaper {
         crate::handlers::reaper::Reaper::new(
             self.config.clone(),

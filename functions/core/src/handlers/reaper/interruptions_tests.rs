@@ -4,7 +4,6 @@
 //! events for other instances change nothing.
 
 use super::*;
-use crate::handlers::scaler::Handled;
 use crate::handlers::test_support::{message, now, World};
 use crate::message::MessageKind;
 use crate::metrics::{Captured, Metrics};
@@ -48,18 +47,6 @@ fn parsed(event: serde_json::Value) -> InstanceEvent {
     InstanceEvent::from_eventbridge(&event)
         .expect("readable")
         .expect("an EC2 event")
-}
-
-async fn running_runner(world: &World, job: u64) -> RunnerRecord {
-    let Handled::RunnerUp(name) = world
-        .scaler()
-        .handle(&message(MessageKind::Queued, job, None), now())
-        .await
-        .expect("up")
-    else {
-        panic!("no runner")
-    };
-    world.store.runner(&name).expect("record")
 }
 
 fn interruptions(captured: &Captured) -> Vec<(String, String, f64)> {
@@ -112,7 +99,7 @@ async fn an_interrupted_runner_is_recorded_counted_and_removed_from_github_once_
     let world = World::new(5);
     let (metrics, captured) = Metrics::capture("eph");
     let reaper = world.reaper().with_metrics(metrics);
-    let runner = running_runner(&world, 1).await;
+    let runner = world.running_runner(1).await;
     let instance_id = runner.instance_id.clone().expect("launched");
     assert!(world.forge.runner_named(&runner.name).is_some());
 
@@ -173,7 +160,7 @@ async fn an_interrupted_runner_is_recorded_counted_and_removed_from_github_once_
 async fn a_termination_without_a_warning_says_so_and_other_events_change_nothing() {
     let world = World::new(5);
     let reaper = world.reaper();
-    let runner = running_runner(&world, 1).await;
+    let runner = world.running_runner(1).await;
     let instance_id = runner.instance_id.clone().expect("launched");
     let other = reaper
         .on_instance_event(&parsed(warning("i-not-ours")), now())
@@ -219,7 +206,7 @@ async fn a_termination_without_a_warning_says_so_and_other_events_change_nothing
 async fn a_job_failed_by_the_interruption_before_ec2_reports_it_keeps_the_reason() {
     let world = World::new(5);
     let reaper = world.reaper();
-    let runner = running_runner(&world, 1).await;
+    let runner = world.running_runner(1).await;
     let instance_id = runner.instance_id.clone().expect("launched");
     reaper
         .on_instance_event(&parsed(warning(&instance_id)), now())

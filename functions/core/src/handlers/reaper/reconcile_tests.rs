@@ -3,7 +3,6 @@
 //! happen, then shown to converge within the stated number of runs.
 
 use super::*;
-use crate::handlers::scaler::Handled;
 use crate::handlers::test_support::{message, now, World, POOL};
 use crate::lifecycle::RunnerStatus;
 use crate::message::MessageKind;
@@ -16,19 +15,6 @@ fn far() -> Instant {
 
 fn minutes(n: u64) -> Duration {
     Duration::from_secs(60 * n)
-}
-
-/// A runner launched for `job`, `running`, registered on GitHub but not yet online.
-async fn running_runner(world: &World, job: u64) -> RunnerRecord {
-    let Handled::RunnerUp(name) = world
-        .scaler()
-        .handle(&message(MessageKind::Queued, job, None), now())
-        .await
-        .expect("up")
-    else {
-        panic!("no runner")
-    };
-    world.store.runner(&name).expect("record")
 }
 
 /// Checks that everything made for `runner` is gone and its slot given back.
@@ -55,7 +41,7 @@ fn assert_cleaned(world: &World, runner: &RunnerRecord) {
 #[tokio::test(start_paused = true)]
 async fn runner_that_never_comes_online_is_cleaned_after_the_bootstrap_timeout() {
     let world = World::new(5);
-    let runner = running_runner(&world, 1).await;
+    let runner = world.running_runner(1).await;
     let reaper = world.reaper();
     let early = reaper.run(now() + minutes(19), far()).await.expect("run");
     assert_eq!(early.sent_to_delete, 0, "{early:?}");
@@ -81,7 +67,7 @@ async fn a_runner_past_its_bootstrap_timeout_that_github_shows_busy_is_kept() {
     let count = super::reconcile::WATCH_LOOKUPS_PER_RUN + 1;
     let mut runners = Vec::new();
     for job in 0..count as u64 {
-        let runner = running_runner(&world, 100 + job).await;
+        let runner = world.running_runner(100 + job).await;
         let runner_id = runner.github_runner_id.expect("registered");
         world.forge.set_online(runner_id, true);
         world.forge.set_busy(runner_id, true);
@@ -112,7 +98,7 @@ async fn a_runner_past_its_bootstrap_timeout_that_github_shows_busy_is_kept() {
 #[tokio::test(start_paused = true)]
 async fn record_stuck_in_deleting_is_taken_up_again() {
     let world = World::new(5);
-    let runner = running_runner(&world, 2).await;
+    let runner = world.running_runner(2).await;
     for (from, to) in [
         (InstanceStatus::Running, InstanceStatus::PendingDelete),
         (InstanceStatus::PendingDelete, InstanceStatus::Deleting),
@@ -173,7 +159,7 @@ async fn failed_creation_has_what_was_made_cleaned_in_one_run() {
 async fn running_record_whose_instance_is_gone_or_stopped_is_cleaned() {
     for state in [InstanceState::Terminated, InstanceState::Stopped] {
         let world = World::new(5);
-        let runner = running_runner(&world, 4).await;
+        let runner = world.running_runner(4).await;
         let instance_id = runner.instance_id.clone().expect("instance");
         world.fleet.set_state(&instance_id, state);
         let reaper = world.reaper();
@@ -192,7 +178,7 @@ async fn running_record_whose_instance_is_gone_or_stopped_is_cleaned() {
 
 /// A runner bound to its job by `in_progress`.
 async fn active_runner(world: &World, job: u64) -> RunnerRecord {
-    let runner = running_runner(world, job).await;
+    let runner = world.running_runner(job).await;
     world
         .scaler()
         .handle(
@@ -275,7 +261,7 @@ async fn busy_runner_sent_to_delete_by_a_rule_keeps_its_instance() {
 #[tokio::test(start_paused = true)]
 async fn runner_that_ran_its_job_while_its_record_said_creating_is_cleaned() {
     let world = World::new(5);
-    let mut runner = running_runner(&world, 11).await;
+    let mut runner = world.running_runner(11).await;
     // The delivery creating it died after handing over the JIT config, before it
     // wrote `running`; the runner came online all the same and took its job.
     runner.status = InstanceStatus::Creating;
@@ -306,7 +292,7 @@ async fn runner_that_ran_its_job_while_its_record_said_creating_is_cleaned() {
 
 /// A runner that came online for `job` and sits idle.
 async fn idle_runner(world: &World, job: u64) -> RunnerRecord {
-    let runner = running_runner(world, job).await;
+    let runner = world.running_runner(job).await;
     let runner_id = runner.github_runner_id.expect("registered");
     world.forge.set_online(runner_id, true);
     let report = world.reaper().run(now(), far()).await.expect("run");
@@ -326,7 +312,7 @@ async fn idle_ephemeral_runner_with_no_queued_job_left_is_deleted_gracefully() {
         .await
         .expect("completed");
     // Another queued job of the pool (with a runner of its own) keeps it for now.
-    let other = running_runner(&world, 8).await;
+    let other = world.running_runner(8).await;
     let reaper = world.reaper();
     let kept = reaper.run(now() + minutes(11), far()).await.expect("run");
     assert_eq!(kept.deleted, 0, "{kept:?}");
@@ -370,7 +356,7 @@ async fn deletions_and_deferrals_and_runners_by_status_are_recorded() {
         .transition(&busy.name, &ask)
         .await
         .expect("asked");
-    running_runner(&world, 10).await;
+    world.running_runner(10).await;
     reaper.run(now(), far()).await.expect("run");
     let documents = captured.documents().expect("valid EMF");
     let value = |metric: Metric, dimension: Dimension, value: &str| -> f64 {
@@ -401,7 +387,7 @@ async fn a_burst_of_bootstrapping_runners_costs_a_bounded_number_of_lookups_a_ru
     let world = World::new(50);
     let extra = super::reconcile::WATCH_LOOKUPS_PER_RUN as u64 + 5;
     for job in 1..=extra {
-        let runner = running_runner(&world, job).await;
+        let runner = world.running_runner(job).await;
         world
             .forge
             .set_online(runner.github_runner_id.expect("registered"), true);
@@ -423,7 +409,7 @@ async fn a_runner_the_scaler_bound_since_the_snapshot_is_not_marked_online_again
     let world = World::new(5);
     let (metrics, captured) = Metrics::capture("eph");
     let reaper = world.reaper().with_metrics(metrics);
-    let runner = running_runner(&world, 1).await;
+    let runner = world.running_runner(1).await;
     let snapshot_copy = world.store.runner(&runner.name).expect("record");
     assert_eq!(snapshot_copy.runner_status, RunnerStatus::Pending);
     // The job's `in_progress` binds it (the scaler times its boot) after the reaper read it.

@@ -17,18 +17,6 @@ fn minutes(n: u64) -> Duration {
     Duration::from_secs(60 * n)
 }
 
-async fn running_runner(world: &World, job: u64) -> RunnerRecord {
-    let Handled::RunnerUp(name) = world
-        .scaler()
-        .handle(&message(MessageKind::Queued, job, None), now())
-        .await
-        .expect("up")
-    else {
-        panic!("no runner")
-    };
-    world.store.runner(&name).expect("record")
-}
-
 fn instance(id: &str, launched_at: OffsetDateTime) -> Instance {
     Instance {
         id: id.to_owned(),
@@ -42,7 +30,7 @@ fn instance(id: &str, launched_at: OffsetDateTime) -> Instance {
 async fn orphan_instance_is_terminated_once_seen_in_two_runs_and_young_ones_are_kept() {
     let world = World::new(5);
     world.fleet.launch_at(now());
-    let runner = running_runner(&world, 1).await;
+    let runner = world.running_runner(1).await;
     world
         .fleet
         .put_instance(instance("i-orphan", now() - minutes(30)));
@@ -79,7 +67,7 @@ async fn orphan_instance_is_terminated_once_seen_in_two_runs_and_young_ones_are_
 #[tokio::test(start_paused = true)]
 async fn orphan_github_runners_of_this_deployment_are_removed_and_no_others() {
     let world = World::new(5);
-    let runner = running_runner(&world, 2).await;
+    let runner = world.running_runner(2).await;
     let scope = crate::model::scope_of(&runner);
     world.forge.register(&scope, "eph-linux-orphan0001");
     world.forge.register(&scope, "other-linux-someone1");
@@ -109,7 +97,7 @@ async fn orphan_github_runners_of_this_deployment_are_removed_and_no_others() {
 #[tokio::test(start_paused = true)]
 async fn registration_whose_id_was_never_recorded_is_found_by_name_when_deleting() {
     let world = World::new(5);
-    let runner = running_runner(&world, 3).await;
+    let runner = world.running_runner(3).await;
     // As if the scaler died after registering and before recording the id.
     let mut lost_id = runner.clone();
     lost_id.github_runner_id = None;
@@ -171,7 +159,7 @@ async fn queued_job_without_runner_is_queued_again_while_github_says_queued() {
 #[tokio::test(start_paused = true)]
 async fn queued_job_that_moved_on_unseen_is_advanced_not_queued() {
     let world = World::new(5);
-    let runner = running_runner(&world, 12).await;
+    let runner = world.running_runner(12).await;
     // Its runner never came online and is cleaned; GitHub ran the job elsewhere.
     world.forge.set_job_state(12, ForgeJobState::Completed);
     let report = world
@@ -243,7 +231,7 @@ async fn idle_static_runners_past_idle_timeout_go_but_min_idle_are_kept() {
 #[tokio::test(start_paused = true)]
 async fn drifted_counter_is_repaired_once_settled_and_seen_twice() {
     let world = World::new(5);
-    running_runner(&world, 13).await;
+    world.running_runner(13).await;
     world.store.set_slots_used(POOL, 3);
     let reaper = world.reaper();
     // The claim just touched the counter: not settled, never repaired.
@@ -261,7 +249,7 @@ async fn drifted_counter_is_repaired_once_settled_and_seen_twice() {
 #[tokio::test(start_paused = true)]
 async fn counter_changed_between_sightings_is_not_repaired() {
     let world = World::new(5);
-    running_runner(&world, 14).await;
+    world.running_runner(14).await;
     world.store.set_slots_used(POOL, 3);
     let reaper = world.reaper();
     reaper.run(now() + minutes(3), far()).await.expect("run");
@@ -274,7 +262,7 @@ async fn counter_changed_between_sightings_is_not_repaired() {
 #[tokio::test(start_paused = true)]
 async fn idle_runner_is_not_kept_for_its_job_once_github_ran_that_job_elsewhere_unseen() {
     let world = World::new(5);
-    let runner = running_runner(&world, 13).await;
+    let runner = world.running_runner(13).await;
     world
         .forge
         .set_online(runner.github_runner_id.expect("registered"), true);
@@ -299,7 +287,7 @@ async fn idle_runner_is_not_kept_for_its_job_once_github_ran_that_job_elsewhere_
 #[tokio::test(start_paused = true)]
 async fn full_pool_idle_runner_is_not_kept_for_a_job_cancelled_unseen() {
     let world = World::new(1);
-    let runner = running_runner(&world, 14).await;
+    let runner = world.running_runner(14).await;
     world
         .forge
         .set_online(runner.github_runner_id.expect("registered"), true);
