@@ -12,4 +12,6 @@ mod launch_version;
 mod policy;
 mod redeploy;
 mod simulations;
+mod ssm_access;
+mod ssm_role;
 mod stack_job;
