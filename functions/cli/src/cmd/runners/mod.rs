@@ -1,5 +1,5 @@
-//! `ephemera runners list | show | delete`: the runner records of a deployment, and the
-//! operator delete of docs/design.md.
+//! `ephemera runners list | show | delete | connect`: the runner records of a deployment,
+//! the operator delete of docs/design.md, and a shell on a runner ([`connect`]).
 //!
 //! Delete removes the runner from GitHub first — the DELETE is GitHub's own "is it
 //! busy?" check, so a runner that is running a job is never marked for deletion — and
@@ -19,8 +19,12 @@ use ephemera_core::ports::RunnerStore;
 use serde::Serialize;
 use time::OffsetDateTime;
 
+mod connect;
+#[cfg(test)]
+mod connect_tests;
 mod delete;
 
+pub use connect::ConnectArgs;
 pub use delete::DeleteArgs;
 
 #[derive(Args, Debug)]
