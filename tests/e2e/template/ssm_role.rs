@@ -2,12 +2,13 @@
 //! default runner role may use no `ssm:*`, `ssmmessages:*` or `ec2messages:*` action
 //! (evaluated, not pattern-matched); the Session Manager role is the runner role's inline
 //! policies plus AWS's AmazonSSMManagedInstanceCore and nothing else; its launch template
-//! is the runner template but for the instance profile; and only the scaler may pass a
-//! role, only these two, only to EC2.
+//! is the runner template but for the instance profile; only the scaler may pass a
+//! role, only these two, only to EC2; and the baked image keeps the SSM agent.
 
 use super::instance_role::{runner_statements, INSTANCE_ROLES};
 use super::policy::{allows, context, Stack, ACCOUNT, REGION};
 use anyhow::{ensure, Context};
+use ephemera_tests::pipeline::workspace_path;
 use ephemera_tests::stack::{template_path, translate_template};
 use serde_json::{json, Value};
 
@@ -144,5 +145,19 @@ async fn only_the_scaler_passes_roles_and_only_the_runner_roles_to_ec2() -> anyh
         "{}",
         statement["Condition"]
     );
+    Ok(())
+}
+
+/// The baked image keeps the SSM agent its parent image ships (Amazon Linux 2023 and
+/// Ubuntu 24.04 both do), in both recipes.
+#[test]
+fn the_baked_image_keeps_the_ssm_agent() -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(workspace_path("infra/image/template.yaml"))?;
+    let recipes = text.matches("Type: AWS::ImageBuilder::ImageRecipe").count();
+    let kept = text
+        .matches("SystemsManagerAgent:\n          UninstallAfterBuild: false")
+        .count();
+    ensure!(recipes == 2 && kept == recipes, "{kept} of {recipes} recipes keep the agent");
+    ensure!(!text.contains("UninstallAfterBuild: true"));
     Ok(())
 }
