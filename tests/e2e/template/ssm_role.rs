@@ -157,7 +157,10 @@ fn the_baked_image_keeps_the_ssm_agent() -> anyhow::Result<()> {
     let kept = text
         .matches("SystemsManagerAgent:\n          UninstallAfterBuild: false")
         .count();
-    ensure!(recipes == 2 && kept == recipes, "{kept} of {recipes} recipes keep the agent");
+    ensure!(
+        recipes == 2 && kept == recipes,
+        "{kept} of {recipes} recipes keep the agent"
+    );
     ensure!(!text.contains("UninstallAfterBuild: true"));
     Ok(())
 }
