@@ -235,12 +235,12 @@ fn start_session(target: &SessionTarget) -> Outcome {
     #[cfg(not(unix))]
     {
         let status = command.status()?;
-        match status.success() {
-            true => Ok(()),
-            false => Err(Failure::msg(
-                FAILURE,
-                format!("{AWS_CLI} exited with {status}"),
-            )),
+        if status.success() {
+            return Ok(());
         }
+        Err(Failure::msg(
+            FAILURE,
+            format!("{AWS_CLI} exited with {status}"),
+        ))
     }
 }
