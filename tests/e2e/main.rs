@@ -5,6 +5,7 @@
 mod ami_pool;
 mod aws_breaker;
 mod aws_fleet;
+mod aws_instance_index;
 mod aws_jit;
 mod aws_queue;
 mod aws_stamps;

@@ -338,6 +338,13 @@ impl RunnerStore for DynamoRunnerStore {
         self.query_status(status, due, limit).await
     }
 
+    async fn runners_on_instance(
+        &self,
+        instance_id: &str,
+    ) -> Result<Vec<RunnerRecord>, StoreError> {
+        self.query_instance(instance_id).await
+    }
+
     async fn get_pool(&self, name: &str) -> Result<PoolRecord, StoreError> {
         match self.get_item(items::pool_key(name)).await? {
             Some(item) => items::pool_from_item(name, &item),

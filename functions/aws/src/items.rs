@@ -76,6 +76,9 @@ const AT: &str = "at";
 
 /// The index by status, sorted by `next_attempt_at`.
 pub const STATUS_INDEX: &str = "by-status";
+/// The index by EC2 instance (keys only, sparse: only items with an `instance_id`), for
+/// EC2's events, which name an instance and nothing else.
+pub const INSTANCE_INDEX: &str = "by-instance";
 
 pub const KIND_RUNNER: &str = "runner";
 pub const KIND_JOB: &str = "job";

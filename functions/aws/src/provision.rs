@@ -115,6 +115,15 @@ async fn ensure_table(client: &aws_sdk_dynamodb::Client, table: &str) -> anyhow:
                 .build(),
         )
         .build()?;
+    let by_instance = GlobalSecondaryIndex::builder()
+        .index_name(items::INSTANCE_INDEX)
+        .key_schema(key(items::INSTANCE_ID, KeyType::Hash)?)
+        .projection(
+            Projection::builder()
+                .projection_type(ProjectionType::KeysOnly)
+                .build(),
+        )
+        .build()?;
     let created = client
         .create_table()
         .table_name(table)
@@ -122,8 +131,10 @@ async fn ensure_table(client: &aws_sdk_dynamodb::Client, table: &str) -> anyhow:
         .attribute_definitions(attribute(items::PK, ScalarAttributeType::S)?)
         .attribute_definitions(attribute(items::STATUS, ScalarAttributeType::S)?)
         .attribute_definitions(attribute(items::NEXT_ATTEMPT_AT, ScalarAttributeType::N)?)
+        .attribute_definitions(attribute(items::INSTANCE_ID, ScalarAttributeType::S)?)
         .key_schema(key(items::PK, KeyType::Hash)?)
         .global_secondary_indexes(index)
+        .global_secondary_indexes(by_instance)
         .send()
         .await;
     table_ready(client, table, created, items::TTL).await

@@ -270,6 +270,12 @@ pub trait RunnerStore: Send + Sync {
         limit: usize,
     ) -> Result<Vec<RunnerRecord>, StoreError>;
 
+    /// The runner records naming the EC2 instance `instance_id`, in any status (one, or
+    /// none for an instance no runner was launched on). Reads the instance index and
+    /// the records it points to, never the live records status by status.
+    async fn runners_on_instance(&self, instance_id: &str)
+        -> Result<Vec<RunnerRecord>, StoreError>;
+
     /// Reads a pool's counter (zero slots for a pool never used).
     async fn get_pool(&self, name: &str) -> Result<PoolRecord, StoreError>;
 

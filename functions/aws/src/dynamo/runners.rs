@@ -170,6 +170,42 @@ impl DynamoRunnerStore {
         Ok(runners)
     }
 
+    /// The runner records naming `instance_id`: the instance index (keys only, one query
+    /// answering one key or none) names their items, each then read by key.
+    #[instrument(skip_all, fields(instance_id))]
+    pub(super) async fn query_instance(
+        &self,
+        instance_id: &str,
+    ) -> Result<Vec<RunnerRecord>, StoreError> {
+        let mut expr = Expr::default();
+        let key_condition = expr.assign(items::INSTANCE_ID, items::s(instance_id));
+        let output = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name(items::INSTANCE_INDEX)
+            .key_condition_expression(key_condition)
+            .set_expression_attribute_names(expr.names())
+            .set_expression_attribute_values(expr.values())
+            .send()
+            .await
+            .map_err(store_error)?;
+        self.count_read(output.items().len());
+        let mut runners = Vec::new();
+        for keys in output.items() {
+            let Some(AttributeValue::S(pk)) = keys.get(items::PK) else {
+                continue;
+            };
+            let Some(item) = self.get_item(pk.clone()).await? else {
+                continue;
+            };
+            if items::kind_of(&item) == Some(items::KIND_RUNNER) {
+                runners.push(items::runner_from_item(&item)?);
+            }
+        }
+        Ok(runners)
+    }
+
     /// Items of the status index matching `key_condition` (written with `expr`), in
     /// `next_attempt_at` order, following pages until `limit` items (all when `None`).
     pub(super) async fn query_status_index(

@@ -278,6 +278,7 @@ intercept!(RunnerStore {
     fn fail_creation(&self, name: &str, at: OffsetDateTime, error: &str) -> Result<RunnerRecord, StoreError>;
     fn finish_deletion(&self, name: &str, at: OffsetDateTime, ttl: OffsetDateTime, host: &HostStamps, cost: Option<&JobCost>) -> Result<(), StoreError>;
     fn runners_in_status(&self, status: InstanceStatus, due: OffsetDateTime, limit: usize) -> Result<Vec<RunnerRecord>, StoreError>;
+    fn runners_on_instance(&self, instance_id: &str) -> Result<Vec<RunnerRecord>, StoreError>;
     fn get_pool(&self, name: &str) -> Result<PoolRecord, StoreError>;
     fn jobs_in_status(&self, status: JobStatus, due: OffsetDateTime, limit: usize) -> Result<Vec<JobRecord>, StoreError>;
     fn recheck_job_at(&self, job_id: u64, at: OffsetDateTime) -> Result<bool, StoreError>;

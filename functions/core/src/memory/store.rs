@@ -32,6 +32,7 @@ pub enum StoreOp {
     Transition,
     FinishDeletion,
     RunnersInStatus,
+    RunnersOnInstance,
     GetPool,
     JobsInStatus,
     RecheckJob,
@@ -55,6 +56,7 @@ impl StoreOp {
             StoreOp::Transition => "transition",
             StoreOp::FinishDeletion => "finish_deletion",
             StoreOp::RunnersInStatus => "runners_in_status",
+            StoreOp::RunnersOnInstance => "runners_on_instance",
             StoreOp::GetPool => "get_pool",
             StoreOp::JobsInStatus => "jobs_in_status",
             StoreOp::RecheckJob => "recheck_job_at",
@@ -566,6 +568,19 @@ impl RunnerStore for MemoryStore {
         found.sort_by(|a, b| (a.next_attempt_at, &a.name).cmp(&(b.next_attempt_at, &b.name)));
         found.truncate(limit);
         Ok(found)
+    }
+
+    async fn runners_on_instance(
+        &self,
+        instance_id: &str,
+    ) -> Result<Vec<RunnerRecord>, StoreError> {
+        let mut tables = lock(&self.tables);
+        tables.check(StoreOp::RunnersOnInstance)?;
+        let on_instance = tables
+            .runners
+            .values()
+            .filter(|record| record.instance_id.as_deref() == Some(instance_id));
+        Ok(on_instance.cloned().collect())
     }
 
     async fn get_pool(&self, name: &str) -> Result<PoolRecord, StoreError> {

@@ -12,9 +12,12 @@
 //!   registration, the instance being gone.
 //!
 //! Events for instances of other deployments or none reach the function too (EventBridge
-//! patterns cannot match tags): they find no record and are ignored. Each event costs the
-//! live records' read (one query per live status); a deployment's own terminations, one
-//! per runner, are ignored the same way, their records being `deleting` or `deleted`.
+//! patterns cannot match tags): they find no record and are ignored. Each event costs one
+//! query of the table's instance index (keys only), plus the read of the record it
+//! names; a deployment's own terminations, one per runner, are ignored the same way,
+//! their records being `deleting` or `deleted`. Only when that query fails (an index
+//! still being built after a stack update adds it) are the live records read status by
+//! status, as before the index.
 //! The event shapes are EC2's: <https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-termination-notices.html>
 //! (the warning) and <https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/monitoring-instance-state-changes.html>
 //! (state changes).
@@ -213,12 +216,23 @@ impl Reaper {
         Ok(())
     }
 
-    /// The live record naming `instance_id`, read through the status index.
+    /// The live record naming `instance_id`, read through the instance index; through
+    /// the status index when that fails.
     async fn live_record_of(
         &self,
         instance_id: &str,
         now: OffsetDateTime,
     ) -> Result<Option<RunnerRecord>, StoreError> {
+        match self.store.runners_on_instance(instance_id).await {
+            Ok(records) => {
+                return Ok(records
+                    .into_iter()
+                    .find(|record| LIVE.contains(&record.status)))
+            }
+            Err(err) => {
+                warn!(%instance_id, error = %crate::handlers::error_chain(&err), "instance index unreadable; reading the live records by status");
+            }
+        }
         for status in LIVE {
             let found = self
                 .store

@@ -238,3 +238,43 @@ async fn a_job_failed_by_the_interruption_before_ec2_reports_it_keeps_the_reason
         }
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_event_finds_its_runner_by_instance_and_by_status_only_when_that_fails() {
+    use crate::memory::StoreOp;
+    let world = World::new(5);
+    let reaper = world.reaper();
+    let runner = world.running_runner(1).await;
+    let instance_id = runner.instance_id.clone().expect("launched");
+    // Every read of the status index refused: the instance index finds the runner.
+    world.store.fail(StoreOp::RunnersInStatus, 1_000);
+    let outcome = reaper
+        .on_instance_event(&parsed(warning(&instance_id)), now())
+        .await
+        .expect("handled without the status index");
+    assert_eq!(
+        outcome,
+        InstanceEventOutcome::WarningRecorded {
+            runner: runner.name.clone()
+        }
+    );
+    let foreign = reaper
+        .on_instance_event(&parsed(warning("i-not-ours")), now())
+        .await
+        .expect("handled without the status index");
+    assert_eq!(foreign, InstanceEventOutcome::NotOurs);
+    world.store.fail(StoreOp::RunnersInStatus, 0);
+    // The instance index unreadable (still being built after a stack update added it):
+    // the live records are read by status instead.
+    world.store.fail(StoreOp::RunnersOnInstance, 1);
+    let outcome = reaper
+        .on_instance_event(&parsed(state_change(&instance_id, "terminated")), now())
+        .await
+        .expect("handled through the status index");
+    assert_eq!(
+        outcome,
+        InstanceEventOutcome::SentToDelete {
+            runner: runner.name.clone()
+        }
+    );
+}
