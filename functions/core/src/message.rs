@@ -48,6 +48,56 @@ pub struct QueueMessage {
     /// from a webhook of an earlier build, reads as knowing none).
     #[serde(default, flatten)]
     pub github: GitHubTimes,
+    /// Which attempt of its workflow run the job belongs to, and how it ended (fields
+    /// `run_attempt` and `conclusion`; a message of an earlier build reads as a first
+    /// attempt of unknown end).
+    #[serde(default, flatten)]
+    pub attempt: JobAttempt,
+}
+
+/// How a finished job ended (GitHub's `conclusion`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobConclusion {
+    Success,
+    Failure,
+    Cancelled,
+    /// skipped, neutral, timed_out, action_required...
+    #[serde(other)]
+    Other,
+}
+
+/// A job's workflow-run attempt and, once completed, its conclusion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobAttempt {
+    /// 1 for a run's first attempt; each re-run counts one more.
+    #[serde(default = "first_attempt")]
+    pub run_attempt: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conclusion: Option<JobConclusion>,
+}
+
+fn first_attempt() -> u32 {
+    1
+}
+
+impl Default for JobAttempt {
+    fn default() -> JobAttempt {
+        JobAttempt {
+            run_attempt: first_attempt(),
+            conclusion: None,
+        }
+    }
+}
+
+impl JobAttempt {
+    /// Whether the job ended failed or cancelled: what an interruption makes of it.
+    pub fn failed(&self) -> bool {
+        matches!(
+            self.conclusion,
+            Some(JobConclusion::Failure | JobConclusion::Cancelled)
+        )
+    }
 }
 
 /// A queue body that this build cannot act on.
@@ -97,6 +147,7 @@ impl QueueMessage {
             runner_id: None,
             received_at: job.received_at,
             github: job.github,
+            attempt: JobAttempt::default(),
         }
     }
 }
@@ -129,6 +180,7 @@ impl QueueMessage {
             runner_id: None,
             received_at: runner.created_at,
             github: GitHubTimes::default(),
+            attempt: JobAttempt::default(),
         }
     }
 }
@@ -156,6 +208,7 @@ mod tests {
                 created_at: Some(time::macros::datetime!(2026-11-22 09:59:58 UTC)),
                 ..GitHubTimes::default()
             },
+            attempt: JobAttempt::default(),
         }
     }
 

@@ -27,6 +27,7 @@ fn message(job_id: u64) -> QueueMessage {
         runner_id: None,
         received_at: OffsetDateTime::now_utc(),
         github: Default::default(),
+        attempt: Default::default(),
     }
 }
 
@@ -85,6 +86,7 @@ async fn dead_lettered_jobs_are_listed_without_consuming_and_redriven_with_confi
             received_at: now,
             updated_at: now,
             github: Default::default(),
+            attempt: Default::default(),
             claimed_at: None,
         })
         .await?;

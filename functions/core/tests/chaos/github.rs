@@ -468,6 +468,7 @@ fn webhook_message(event: &Event, now: OffsetDateTime) -> QueueMessage {
         runner_id: event.runner.as_ref().map(|(_, id)| *id),
         received_at: now,
         github: Default::default(),
+        attempt: Default::default(),
     }
 }
 
