@@ -86,7 +86,6 @@ async fn dead_lettered_jobs_are_listed_without_consuming_and_redriven_with_confi
             received_at: now,
             updated_at: now,
             github: Default::default(),
-            attempt: Default::default(),
             claimed_at: None,
         })
         .await?;
