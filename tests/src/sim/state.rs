@@ -73,6 +73,10 @@ pub struct SimJob {
     pub status: String,
     /// `success`, `failure` or `cancelled` once completed.
     pub conclusion: Option<String>,
+    /// The attempt of its workflow run: 1, and one more for each re-run.
+    pub run_attempt: u32,
+    /// Why a failed job failed, as its log's annotation says it.
+    pub failure: Option<String>,
     pub runner_id: Option<u64>,
     pub runner_name: Option<String>,
     pub runner_group_id: Option<u64>,
@@ -119,6 +123,11 @@ pub struct Counters {
     pub hosts_powered_off: u64,
     /// Instances left running when their runner exited (a hung host, injected).
     pub hosts_hung: u64,
+    /// Jobs failed by a spot interruption of their runner's instance (EC2's doing, not
+    /// ephemera's: not counted in `jobs_killed`).
+    pub jobs_interrupted: u64,
+    /// Jobs re-run with `POST …/actions/jobs/{job_id}/rerun`.
+    pub jobs_rerun: u64,
 }
 
 /// A copy of the whole world.
@@ -243,6 +252,8 @@ impl SimState {
             labels,
             status: "queued".to_owned(),
             conclusion: None,
+            run_attempt: 1,
+            failure: None,
             runner_id: None,
             runner_name: None,
             runner_group_id: None,
@@ -374,6 +385,9 @@ impl SimState {
         job.clone()
     }
 }
+
+mod runs;
+pub use runs::{RerunRefused, RunView, SHUTDOWN_SIGNAL};
 
 /// Whether every label of a job is among the runner's, case-insensitively. A JIT runner
 /// carries exactly the labels it was registered with: nothing (not `self-hosted`, the OS
