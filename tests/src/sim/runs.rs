@@ -54,13 +54,15 @@ pub(crate) async fn rerun_job(
         if !ours {
             return Err(ApiError::not_found());
         }
-        state.rerun_job(id).map_err(|refused| match refused {
-            RerunRefused::NotFound => ApiError::not_found(),
-            RerunRefused::InProgress => ApiError::new(
-                StatusCode::FORBIDDEN,
-                "This workflow run cannot be rerun while it is in progress.",
-            ),
-        })?
+        state
+            .rerun_job(id, sim.config.job_duration)
+            .map_err(|refused| match refused {
+                RerunRefused::NotFound => ApiError::not_found(),
+                RerunRefused::InProgress => ApiError::new(
+                    StatusCode::FORBIDDEN,
+                    "This workflow run cannot be rerun while it is in progress.",
+                ),
+            })?
     };
     webhook::deliver(&sim, "queued", &job).await;
     Ok((StatusCode::CREATED, Json(json!({}))))

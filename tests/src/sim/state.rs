@@ -337,7 +337,9 @@ impl SimState {
             .collect();
         done.into_iter()
             .map(|job_id| {
-                let job = self.complete_job(job_id, "success");
+                // A job told to fail (its `failure` set) fails; any other succeeds.
+                let failed = self.jobs[&job_id].failure.is_some();
+                let job = self.complete_job(job_id, if failed { "failure" } else { "success" });
                 if let Some(runner_id) = job.runner_id {
                     if let Some(runner) = self.runners.remove(&runner_id) {
                         self.counters.runners_deregistered += 1;

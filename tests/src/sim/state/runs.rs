@@ -76,9 +76,13 @@ impl SimState {
         })
     }
 
-    /// Re-runs job `job_id`: a new queued job of its run, at the next attempt. Refused
-    /// while the run is in progress.
-    pub fn rerun_job(&mut self, job_id: u64) -> Result<SimJob, RerunRefused> {
+    /// Re-runs job `job_id`: a new queued job of its run, at the next attempt, running
+    /// for `duration`. Refused while the run is in progress.
+    pub fn rerun_job(
+        &mut self,
+        job_id: u64,
+        duration: std::time::Duration,
+    ) -> Result<SimJob, RerunRefused> {
         let old = self
             .jobs
             .get(&job_id)
@@ -102,6 +106,7 @@ impl SimState {
             created_at: OffsetDateTime::now_utc(),
             started_at: None,
             completed_at: None,
+            duration,
             ends_at: None,
             ..old
         };
