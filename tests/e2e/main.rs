@@ -7,6 +7,7 @@ mod aws_breaker;
 mod aws_fleet;
 mod aws_jit;
 mod aws_queue;
+mod aws_reruns;
 mod aws_stamps;
 mod aws_store;
 mod aws_tokens;
