@@ -49,7 +49,8 @@
 //!
 //! To see the suite fail, apply a deliberate break from `tests/chaos/breaks/`, e.g.
 //! `git apply functions/core/tests/chaos/breaks/skip-slot-reservation.patch` (or
-//! `skip-busy-check`, `skip-redelivery`, `skip-job-settling`), run the suite, and
+//! `skip-busy-check`, `skip-redelivery`, `skip-job-settling`, `rerun-any-failed-job`), run
+//! the suite, and
 //! `git apply -R` it.
 
 mod describe;
