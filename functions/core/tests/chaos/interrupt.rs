@@ -96,25 +96,26 @@ impl World {
                 )
                 .await
                 .is_ok();
-        let mut github = self.github();
-        github.booted.remove(&instance);
-        github.jobs.insert(
-            job_id,
-            JobState::Interrupted {
-                runner: runner.clone(),
-            },
-        );
-        if warned {
-            github.warned.insert(job_id);
+        {
+            let mut github = self.github();
+            github.booted.remove(&instance);
+            github.jobs.insert(
+                job_id,
+                JobState::Interrupted {
+                    runner: runner.clone(),
+                },
+            );
+            if warned {
+                github.warned.insert(job_id);
+            }
+            let mut completed = github.event(
+                MessageKind::Completed,
+                job_id,
+                Some((runner.clone(), runner_id)),
+            );
+            completed.conclusion = Some(JobConclusion::Failure);
+            github.outbox.push(completed);
         }
-        let mut completed = github.event(
-            MessageKind::Completed,
-            job_id,
-            Some((runner.clone(), runner_id)),
-        );
-        completed.conclusion = Some(JobConclusion::Failure);
-        github.outbox.push(completed);
-        drop(github);
         self.forge.set_busy(runner_id, false);
         self.forge.set_online(runner_id, false);
         self.forge.set_job_state(job_id, ForgeJobState::Completed);
