@@ -153,6 +153,12 @@ impl QueueMessage {
 }
 
 impl QueueMessage {
+    /// Whether this is a `queued` message ephemera rebuilt from a job's record
+    /// ([`QueueMessage::queued_again`]), for any reason: it knows no run attempt.
+    pub fn rebuilt(&self) -> bool {
+        self.kind == MessageKind::Queued && self.delivery_id.starts_with("ephemera-")
+    }
+
     /// Whether this is a `queued` message ephemera sent again itself, for reason `why`.
     pub fn queued_again_by(&self, why: &str) -> bool {
         self.kind == MessageKind::Queued

@@ -155,6 +155,13 @@ async fn an_interrupted_job_is_rerun_once_when_its_run_completes_and_the_rerun_g
         .into_iter()
         .find(|r| r.job_id == Some(50));
     assert_eq!(rerun_runner.and_then(|r| r.market), Some(Market::OnDemand));
+    // Queued again from its record (its launch lost), the re-run still goes on-demand.
+    let mut record = crate::handlers::test_support::job(52);
+    record.run_id = run.run_id;
+    let again = QueueMessage::queued_again(&record, "lost");
+    scaler.handle(&again, minutes(8)).await.expect("up");
+    let last = rig.world.fleet.launch_requests().pop().expect("launched");
+    assert_eq!(last.market, Market::OnDemand);
     // Kept a day for the re-run's jobs, then forgotten.
     reaper
         .run(minutes(5) + RERUN_KEPT, far())

@@ -56,13 +56,16 @@ impl Scaler {
     }
 
     /// Whether the job of a queued `message` is the re-run of an interrupted job, to be
-    /// launched on-demand: read only for a later attempt of a run, in a pool that would
-    /// launch spot and re-runs interrupted jobs. A failed read launches as usual.
+    /// launched on-demand: read only for a later attempt of a run (or a job ephemera
+    /// queued again from its record, which keeps no attempt: any job of a run with a
+    /// re-run then goes on-demand), in a pool that would launch spot and re-runs
+    /// interrupted jobs. A failed read launches as usual.
     pub(super) async fn is_rerun(&self, message: &QueueMessage, pool: &PoolConfig) -> bool {
         let Some(reruns) = &self.reruns else {
             return false;
         };
-        if message.attempt.run_attempt <= 1 || !pool.spot || !pool.reruns_interrupted() {
+        let later_attempt = message.attempt.run_attempt > 1 || message.rebuilt();
+        if !later_attempt || !pool.spot || !pool.reruns_interrupted() {
             return false;
         }
         match reruns.rerun_of(&run_key(message)).await {
