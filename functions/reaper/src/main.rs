@@ -99,6 +99,7 @@ async fn handle(
         "counters_repaired": report.counters_repaired,
         "warm_requested": report.warm_requested,
         "prices_read": report.prices_read,
+        "reruns_asked": report.reruns_asked,
         "left_for_next_run": report.left_for_next_run,
         "another_run_held_the_lease": report.another_run_held_the_lease,
     }))

@@ -50,7 +50,7 @@ impl Scaler {
         if reruns.want_rerun(&rerun).await? {
             info!(job_id = message.job_id, run = %rerun.run, runner = %runner.name, "job failed by a spot interruption: re-run wanted once its workflow run completes");
         } else {
-            warn!(job_id = message.job_id, run = %rerun.run, "the workflow run has a re-run recorded already; this job is not re-run");
+            warn!(job_id = message.job_id, run = %rerun.run, "the workflow run has a re-run recorded already (this job's, delivered again, or another job's: one a run)");
         }
         Ok(())
     }
