@@ -237,11 +237,30 @@ mod tests {
             "runner_id",
             "received_at",
             "created_at",
+            "run_attempt",
         ] {
             assert!(value.get(field).is_some(), "missing {field}");
         }
         assert_eq!(value["kind"], "queued");
         assert_eq!(QueueMessage::decode(&body).expect("decodes"), sample());
+    }
+
+    #[test]
+    fn a_message_of_an_earlier_build_reads_as_a_first_attempt_of_unknown_end() {
+        let mut value: serde_json::Value = serde_json::from_str(&sample().encode()).expect("json");
+        value.as_object_mut().expect("object").remove("run_attempt");
+        let message = QueueMessage::decode(&value.to_string()).expect("decodes");
+        assert_eq!(message.attempt, JobAttempt::default());
+        let completed = QueueMessage {
+            attempt: JobAttempt {
+                run_attempt: 3,
+                conclusion: Some(JobConclusion::Cancelled),
+            },
+            ..sample()
+        };
+        let body = completed.encode();
+        assert!(body.contains(r#""conclusion":"cancelled""#), "{body}");
+        assert_eq!(QueueMessage::decode(&body).expect("decodes"), completed);
     }
 
     #[test]

@@ -327,6 +327,38 @@ mod tests {
     }
 
     #[test]
+    fn the_run_attempt_is_read_and_the_conclusion_only_from_completed() {
+        let body = |action: &str, conclusion: &str| {
+            format!(
+                r#"{{"action":"{action}","workflow_job":{{"id":1,"run_id":2,"labels":[],
+                "run_attempt":2,"conclusion":{conclusion}}},
+                "repository":{{"name":"r","owner":{{"login":"o"}}}}}}"#
+            )
+        };
+        let attempt = |action, conclusion| {
+            parse_workflow_job(body(action, conclusion).as_bytes())
+                .expect("parses")
+                .attempt
+        };
+        let failed = attempt("completed", r#""failure""#);
+        assert_eq!(failed.run_attempt, 2);
+        assert!(failed.failed());
+        assert!(attempt("completed", r#""cancelled""#).failed());
+        assert!(!attempt("completed", r#""success""#).failed());
+        assert_eq!(
+            attempt("completed", r#""timed_out""#).conclusion,
+            Some(JobConclusion::Other)
+        );
+        assert_eq!(attempt("in_progress", "null").conclusion, None);
+        let first = br#"{"action":"queued","workflow_job":{"id":1,"run_id":2,"labels":[]},
+            "repository":{"name":"r","owner":{"login":"o"}}}"#;
+        assert_eq!(
+            parse_workflow_job(first).expect("parses").attempt,
+            JobAttempt::default()
+        );
+    }
+
+    #[test]
     fn unknown_actions_parse_as_other() {
         let body = br#"{"action":"something_new","workflow_job":{"id":1,"run_id":2,"labels":[]},
             "repository":{"name":"r","owner":{"login":"o"}}}"#;
