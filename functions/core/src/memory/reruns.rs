@@ -78,6 +78,9 @@ struct RunsState {
     reruns: Vec<(RunKey, u64)>,
     /// The next this many re-runs fail as a lost answer would (GitHub did re-run).
     lost_answers: u32,
+    /// The next this many re-runs are refused with 403, as a run that another re-run
+    /// made in progress again would be.
+    refusals: u32,
 }
 
 /// Workflow runs, set by the test.
@@ -105,6 +108,11 @@ impl FakeWorkflowRuns {
         lock(&self.state).reruns.clone()
     }
 
+    /// The next `count` re-runs are refused (403), whatever the run's state.
+    pub fn refuse_reruns(&self, count: u32) {
+        lock(&self.state).refusals = count;
+    }
+
     /// The next `count` accepted re-runs answer with a transport failure.
     pub fn lose_answers(&self, count: u32) {
         lock(&self.state).lost_answers = count;
@@ -128,13 +136,14 @@ impl WorkflowRuns for FakeWorkflowRuns {
         job_id: u64,
     ) -> Result<(), ForgeError> {
         let mut state = lock(&self.state);
+        let refused = super::spend(&mut state.refusals);
         let Some(current) = state.runs.get_mut(run) else {
             return Err(ForgeError::Rejected {
                 status: 404,
                 message: "Not Found".to_owned(),
             });
         };
-        if !current.completed {
+        if refused || !current.completed {
             return Err(ForgeError::Rejected {
                 status: 403,
                 message: "This workflow run cannot be rerun while it is in progress".to_owned(),

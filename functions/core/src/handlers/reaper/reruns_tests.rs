@@ -255,3 +255,24 @@ async fn a_run_that_never_completes_is_given_up_with_a_note() {
         .as_deref()
         .is_some_and(|r| r.contains("not re-run"))));
 }
+
+#[tokio::test]
+async fn a_refused_rerun_waits_a_minute_and_is_asked_again() {
+    let rig = Rig::new("");
+    rig.job_ends(1, true, JobConclusion::Failure).await;
+    let run = run_of(1);
+    rig.runs.set(&run, true, 1);
+    rig.runs.refuse_reruns(1);
+    let reaper = rig.reaper();
+    assert_eq!(reaper.ask_reruns(minutes(3), far()).await, 0);
+    let entry = rig.reruns.all().remove(0);
+    assert_eq!(
+        entry.state,
+        RerunState::Wanted,
+        "back to wait after the 403"
+    );
+    assert_eq!(entry.next_check_at, minutes(4));
+    assert_eq!(reaper.ask_reruns(minutes(3), far()).await, 0, "not due yet");
+    assert_eq!(reaper.ask_reruns(minutes(4), far()).await, 1);
+    assert_eq!(rig.runs.reruns(), vec![(run, 1)]);
+}
