@@ -84,7 +84,7 @@ fn scaler(
             gate.jit_store,
             gate.queue,
         )
-        .with_reruns(world.reruns.clone()),
+        .with_reruns(gate.reruns),
     );
     let items: Vec<BatchItem> = received
         .iter()
@@ -143,8 +143,8 @@ impl ReaperHandle {
         )
         .with_deliveries(gate.deliveries)
         .with_reruns(Reruns {
-            store: world.reruns.clone(),
-            runs: world.runs.clone(),
+            store: gate.reruns,
+            runs: gate.runs,
         });
         ReaperHandle { reaper, switch }
     }
