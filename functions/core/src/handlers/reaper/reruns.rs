@@ -5,6 +5,7 @@
 
 use super::Reaper;
 use crate::handlers::error_chain;
+use crate::metrics::{Dimension, Metric};
 use crate::ports::{RunnerUpdate, StoreError};
 use crate::rerun::{
     next_step, refusal_did_nothing, verdict, Rerun, RerunState, RerunStore, RunVerdict, Step,
@@ -124,6 +125,7 @@ impl Reaper {
             .await
         {
             Ok(()) => {
+                self.count_rerun(rerun, "asked");
                 info!(run = %rerun.run, job_id = rerun.job_id, pool = %rerun.pool, "interrupted job re-run; its new job goes on-demand");
                 self.note(
                     rerun,
@@ -163,6 +165,7 @@ impl Reaper {
             .move_rerun(&rerun.run, RerunState::Wanted, gave_up, now)
             .await?
         {
+            self.count_rerun(rerun, "given_up");
             warn!(run = %rerun.run, job_id = rerun.job_id, reason = why, "interrupted job not re-run");
             self.note(
                 rerun,
@@ -172,6 +175,15 @@ impl Reaper {
             .await;
         }
         Ok(())
+    }
+
+    fn count_rerun(&self, rerun: &Rerun, outcome: &str) {
+        let dimensions = [
+            (Dimension::Pool, rerun.pool.as_str()),
+            (Dimension::Outcome, outcome),
+        ];
+        self.metrics
+            .record(Metric::InterruptedJobsRerun, &dimensions, 1.0);
     }
 
     /// A history entry on the interrupted runner's record, while it is kept.

@@ -239,7 +239,8 @@ async fn a_run_that_never_completes_is_given_up_with_a_note() {
     let rig = Rig::new("");
     let runner = rig.job_ends(1, true, JobConclusion::Failure).await;
     rig.runs.set(&run_of(1), false, 1);
-    let reaper = rig.reaper();
+    let (metrics, captured) = crate::metrics::Metrics::capture("eph");
+    let reaper = rig.reaper().with_metrics(metrics);
     reaper.ask_reruns(minutes(3), far()).await;
     let late = minutes(3) + RERUN_PATIENCE;
     reaper.ask_reruns(late, far()).await;
@@ -254,6 +255,15 @@ async fn a_run_that_never_completes_is_given_up_with_a_note() {
         .reason
         .as_deref()
         .is_some_and(|r| r.contains("not re-run"))));
+    reaper.metrics.flush();
+    let documents = captured.documents().expect("valid EMF");
+    let given_up: f64 = documents
+        .iter()
+        .filter(|d| d.dimension(Dimension::Outcome) == Some("given_up"))
+        .filter_map(|d| d.values(Metric::InterruptedJobsRerun))
+        .flatten()
+        .sum();
+    assert_eq!(given_up, 1.0);
 }
 
 #[tokio::test]
