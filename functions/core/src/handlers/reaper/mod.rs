@@ -203,7 +203,7 @@ impl Reaper {
     }
 
     /// Asks GitHub to re-run, once, each interrupted job recorded in `store`, once its
-    /// workflow run completed (see [`reruns`]).
+    /// workflow run completed (see [`crate::rerun`]).
     pub fn with_reruns(mut self, reruns: Reruns) -> Reaper {
         self.reruns = Some(reruns);
         self

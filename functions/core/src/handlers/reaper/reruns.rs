@@ -1,7 +1,8 @@
 //! The re-runs of interrupted jobs ([`crate::rerun`]), one step of each run: a wanted
 //! re-run whose workflow run has completed is asked of GitHub, once; one whose run is
 //! still in progress waits (GitHub answers 403 until then); one that waited
-//! [`RERUN_PATIENCE`] is given up; entries done a day ago are forgotten.
+//! [`RERUN_PATIENCE`](crate::rerun::RERUN_PATIENCE) is given up; entries done a day ago
+//! are forgotten.
 
 use super::Reaper;
 use crate::handlers::error_chain;
@@ -9,7 +10,7 @@ use crate::metrics::{Dimension, Metric};
 use crate::ports::{RunnerUpdate, StoreError};
 use crate::rerun::{
     next_step, refusal_did_nothing, verdict, Rerun, RerunState, RerunStore, RunVerdict, Step,
-    WorkflowRuns, RERUN_PATIENCE, RUN_CHECK,
+    WorkflowRuns, RUN_CHECK,
 };
 use std::sync::Arc;
 use time::OffsetDateTime;
@@ -64,8 +65,8 @@ impl Reaper {
             Step::Wait => Ok(false),
             Step::Forget => reruns.store.forget_rerun(&rerun.run).await.map(|()| false),
             Step::GiveUp => {
-                let why = format!("its workflow run did not complete within {RERUN_PATIENCE:?}");
-                self.give_up(reruns, rerun, &why, now).await.map(|()| false)
+                let why = "its workflow run did not complete within a day";
+                self.give_up(reruns, rerun, why, now).await.map(|()| false)
             }
             Step::ReadRun => self.ask_if_run_completed(reruns, rerun, now).await,
         }
