@@ -202,7 +202,7 @@ impl Reaper {
         self
     }
 
-    /// Asks GitHub to re-run, once, each interrupted job recorded in `store`, once its
+    /// Asks GitHub to re-run, once, each interrupted job recorded in `reruns.store`, once its
     /// workflow run completed (see [`crate::rerun`]).
     pub fn with_reruns(mut self, reruns: Reruns) -> Reaper {
         self.reruns = Some(reruns);
