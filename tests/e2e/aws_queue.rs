@@ -24,6 +24,7 @@ fn message(job_id: u64) -> QueueMessage {
         runner_id: None,
         received_at: time::macros::datetime!(2025-03-01 12:00:00 UTC),
         github: Default::default(),
+        attempt: Default::default(),
     }
 }
 

@@ -8,5 +8,6 @@ mod follow;
 mod interruptions;
 mod lease;
 mod recursion;
+mod reruns;
 mod rotation;
 mod timeouts;

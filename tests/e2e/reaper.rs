@@ -82,5 +82,6 @@ fn queued_message(source: &str, job_id: u64, run_id: u64) -> QueueMessage {
         runner_id: None,
         received_at: now(),
         github: Default::default(),
+        attempt: Default::default(),
     }
 }

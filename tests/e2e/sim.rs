@@ -5,6 +5,7 @@ mod agent;
 mod client;
 mod deliveries;
 mod registration;
+mod runs;
 mod webhook_faults;
 
 use anyhow::{bail, Context};

@@ -294,6 +294,10 @@ impl Pipeline {
             counted_dynamodb(&sdk, &calls),
             &resources.table,
         ));
+        let reruns = Arc::new(ephemera_aws::reruns::DynamoReruns::new(
+            counted_dynamodb(&sdk, &calls),
+            &resources.table,
+        ));
         let scaler = Arc::new(
             Scaler::new(
                 config.clone(),
@@ -305,6 +309,7 @@ impl Pipeline {
             )
             .with_capacity_retry(options.capacity_retry)
             .with_spot_breakers(breakers.clone())
+            .with_reruns(reruns.clone())
             .with_metrics(options.metrics.clone()),
         );
         let scaler_loops = options.scaler_loops.max(1);
@@ -320,6 +325,10 @@ impl Pipeline {
             queue.clone(),
         )
         .with_spot_breakers(breakers)
+        .with_reruns(ephemera_core::handlers::reaper::Reruns {
+            store: reruns,
+            runs: reaper_forge.clone(),
+        })
         .with_metrics(options.metrics.clone());
         if let Some(region) = options.priced_in {
             let (book, list) = counted_pricing(&sdk, &calls, &resources.table, region);

@@ -1,13 +1,14 @@
 //! The DynamoDB item layout: the only module that knows attribute names.
 //!
-//! The runners table holds nine kinds of item, told apart by the key prefix and by
+//! The runners table holds ten kinds of item, told apart by the key prefix and by
 //! `kind`: runners (`RUNNER#<name>`), jobs (`JOB#<job_id>`) and pools (`POOL#<name>`),
 //! laid out here; the cached prices (`PRICES`, [`crate::price_book`]), unrouted jobs
 //! (`UNROUTED#<job_id>`, [`crate::unrouted`]), leases
 //! (`LEASE#<name>`, the store's lease module) and the configuration each function runs
 //! (`RUNNING#<function>`, [`crate::running`]), the shared installation tokens
 //! (`TOKEN#<app_id>#<installation_id>`, [`crate::token_shelf`]) and each pool's spot circuit
-//! breaker (`BREAKER#<pool>`, [`crate::breaker`]), each laid out by its own module with the
+//! breaker (`BREAKER#<pool>`, [`crate::breaker`]) and the wanted re-runs of interrupted
+//! jobs (`RERUNS`, [`crate::reruns`]), each laid out by its own module with the
 //! constants shared from here. Runner, job and unrouted items carry `status` and
 //! `next_attempt_at` (unix milliseconds), the key of the `by-status` index through which
 //! the reaper finds its work; job statuses never share a name with runner statuses, so

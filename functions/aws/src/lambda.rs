@@ -180,6 +180,14 @@ impl LambdaEnv {
         ))
     }
 
+    /// The wanted re-runs of interrupted jobs, in the table.
+    pub fn reruns(&self) -> anyhow::Result<crate::reruns::DynamoReruns> {
+        Ok(crate::reruns::DynamoReruns::new(
+            aws_sdk_dynamodb::Client::new(&self.sdk),
+            self.var(TABLE)?,
+        ))
+    }
+
     /// The installation tokens shared by the deployment's processes, in the table.
     pub fn token_shelf(&self) -> anyhow::Result<crate::token_shelf::DynamoTokenShelf> {
         Ok(crate::token_shelf::DynamoTokenShelf::new(

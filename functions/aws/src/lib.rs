@@ -30,6 +30,7 @@ pub mod price_book;
 pub mod prices;
 pub mod provision;
 pub mod reload;
+pub mod reruns;
 pub mod running;
 pub mod secrets;
 pub mod sqs;

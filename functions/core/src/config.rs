@@ -112,6 +112,10 @@ pub struct PoolConfig {
     /// When interruptions spike, launches go on-demand for a while.
     #[serde(default)]
     pub spot_breaker: SpotBreaker,
+    /// Re-run, once and on on-demand, a job that failed because its spot runner was
+    /// interrupted ([`crate::rerun`]). Unset: on for a spot pool.
+    #[serde(default)]
+    pub rerun_interrupted: Option<bool>,
     #[serde(default = "default_runner_group")]
     pub runner_group: String,
     #[serde(default = "default_bootstrap_timeout", deserialize_with = "duration")]
@@ -364,6 +368,12 @@ impl Config {
 }
 
 impl PoolConfig {
+    /// Whether a job of this pool that failed because its spot runner was interrupted is
+    /// re-run: as `rerun_interrupted` says, on by default for a spot pool.
+    pub fn reruns_interrupted(&self) -> bool {
+        self.rerun_interrupted.unwrap_or(self.spot)
+    }
+
     /// Where this pool's warm runners register, `None` when the configuration does not
     /// say (then no warm runner is launched).
     pub fn warm_scope(&self, scope: Scope) -> Option<(String, Option<String>)> {

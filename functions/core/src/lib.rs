@@ -18,6 +18,8 @@
 //!   `Forge`, `JitConfigStore`, `PriceList`, `PriceBook`), with their typed errors.
 //! - [`prices`]: cached instance prices and what a job's instance cost; [`costs`]: a
 //!   job's cost as shown, and costs summed by repository and pool.
+//! - [`rerun`]: the one re-run, on on-demand, of a job its spot runner's interruption
+//!   failed.
 //! - [`lease`]: expiring leases, so that only one reaper runs at a time.
 //! - [`memory`]: in-memory implementations of the ports, for unit tests.
 //! - [`handlers`]: the webhook, scaler and reaper handlers, generic over the ports.
@@ -43,6 +45,7 @@ pub mod names;
 pub mod pace;
 pub mod ports;
 pub mod prices;
+pub mod rerun;
 pub mod routing;
 pub mod screen;
 pub mod sizing;

@@ -48,6 +48,56 @@ pub struct QueueMessage {
     /// from a webhook of an earlier build, reads as knowing none).
     #[serde(default, flatten)]
     pub github: GitHubTimes,
+    /// Which attempt of its workflow run the job belongs to, and how it ended (fields
+    /// `run_attempt` and `conclusion`; a message of an earlier build reads as a first
+    /// attempt of unknown end).
+    #[serde(default, flatten)]
+    pub attempt: JobAttempt,
+}
+
+/// How a finished job ended (GitHub's `conclusion`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobConclusion {
+    Success,
+    Failure,
+    Cancelled,
+    /// skipped, neutral, timed_out, action_required...
+    #[serde(other)]
+    Other,
+}
+
+/// A job's workflow-run attempt and, once completed, its conclusion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobAttempt {
+    /// 1 for a run's first attempt; each re-run counts one more.
+    #[serde(default = "first_attempt")]
+    pub run_attempt: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conclusion: Option<JobConclusion>,
+}
+
+fn first_attempt() -> u32 {
+    1
+}
+
+impl Default for JobAttempt {
+    fn default() -> JobAttempt {
+        JobAttempt {
+            run_attempt: first_attempt(),
+            conclusion: None,
+        }
+    }
+}
+
+impl JobAttempt {
+    /// Whether the job ended failed or cancelled: what an interruption makes of it.
+    pub fn failed(&self) -> bool {
+        matches!(
+            self.conclusion,
+            Some(JobConclusion::Failure | JobConclusion::Cancelled)
+        )
+    }
 }
 
 /// A queue body that this build cannot act on.
@@ -97,11 +147,18 @@ impl QueueMessage {
             runner_id: None,
             received_at: job.received_at,
             github: job.github,
+            attempt: JobAttempt::default(),
         }
     }
 }
 
 impl QueueMessage {
+    /// Whether this is a `queued` message ephemera rebuilt from a job's record
+    /// ([`QueueMessage::queued_again`]), for any reason: it knows no run attempt.
+    pub fn rebuilt(&self) -> bool {
+        self.kind == MessageKind::Queued && self.delivery_id.starts_with("ephemera-")
+    }
+
     /// Whether this is a `queued` message ephemera sent again itself, for reason `why`.
     pub fn queued_again_by(&self, why: &str) -> bool {
         self.kind == MessageKind::Queued
@@ -129,6 +186,7 @@ impl QueueMessage {
             runner_id: None,
             received_at: runner.created_at,
             github: GitHubTimes::default(),
+            attempt: JobAttempt::default(),
         }
     }
 }
@@ -156,6 +214,7 @@ mod tests {
                 created_at: Some(time::macros::datetime!(2026-11-22 09:59:58 UTC)),
                 ..GitHubTimes::default()
             },
+            attempt: JobAttempt::default(),
         }
     }
 
@@ -178,11 +237,30 @@ mod tests {
             "runner_id",
             "received_at",
             "created_at",
+            "run_attempt",
         ] {
             assert!(value.get(field).is_some(), "missing {field}");
         }
         assert_eq!(value["kind"], "queued");
         assert_eq!(QueueMessage::decode(&body).expect("decodes"), sample());
+    }
+
+    #[test]
+    fn a_message_of_an_earlier_build_reads_as_a_first_attempt_of_unknown_end() {
+        let mut value: serde_json::Value = serde_json::from_str(&sample().encode()).expect("json");
+        value.as_object_mut().expect("object").remove("run_attempt");
+        let message = QueueMessage::decode(&value.to_string()).expect("decodes");
+        assert_eq!(message.attempt, JobAttempt::default());
+        let completed = QueueMessage {
+            attempt: JobAttempt {
+                run_attempt: 3,
+                conclusion: Some(JobConclusion::Cancelled),
+            },
+            ..sample()
+        };
+        let body = completed.encode();
+        assert!(body.contains(r#""conclusion":"cancelled""#), "{body}");
+        assert_eq!(QueueMessage::decode(&body).expect("decodes"), completed);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! `X-Hub-Signature-256: sha256=<hex>`. We compare in constant time, against the current
 //! secret and, during a rotation, the previous one.
 
+use crate::message::{JobAttempt, JobConclusion};
 pub use crate::model::GitHubTimes;
 use hmac::{Hmac, Mac};
 use secrecy::{ExposeSecret, SecretString};
@@ -98,6 +99,8 @@ pub struct WorkflowJobEvent {
     /// read only from the action that sets it (a `queued` body repeats `created_at` as
     /// `started_at`).
     pub times: GitHubTimes,
+    /// The job's `run_attempt`, and its `conclusion` once `completed`.
+    pub attempt: JobAttempt,
 }
 
 #[derive(Deserialize)]
@@ -119,6 +122,8 @@ struct RawJob {
     created_at: Option<String>,
     started_at: Option<String>,
     completed_at: Option<String>,
+    run_attempt: Option<u32>,
+    conclusion: Option<JobConclusion>,
 }
 
 fn rfc3339(value: Option<&str>) -> Option<OffsetDateTime> {
@@ -177,6 +182,13 @@ pub fn parse_workflow_job(body: &[u8]) -> Result<WorkflowJobEvent, ParseError> {
         repo: raw.repository.name,
         installation_id: raw.installation.map(|i| i.id),
         times,
+        attempt: JobAttempt {
+            run_attempt: raw.workflow_job.run_attempt.unwrap_or(1),
+            conclusion: raw
+                .workflow_job
+                .conclusion
+                .filter(|_| raw.action == JobAction::Completed),
+        },
     })
 }
 
@@ -312,6 +324,38 @@ mod tests {
             "created_at":"yesterday"},"repository":{"name":"r","owner":{"login":"o"}}}"#;
         let event = parse_workflow_job(body).expect("parses");
         assert_eq!(event.times, GitHubTimes::default());
+    }
+
+    #[test]
+    fn the_run_attempt_is_read_and_the_conclusion_only_from_completed() {
+        let body = |action: &str, conclusion: &str| {
+            format!(
+                r#"{{"action":"{action}","workflow_job":{{"id":1,"run_id":2,"labels":[],
+                "run_attempt":2,"conclusion":{conclusion}}},
+                "repository":{{"name":"r","owner":{{"login":"o"}}}}}}"#
+            )
+        };
+        let attempt = |action, conclusion| {
+            parse_workflow_job(body(action, conclusion).as_bytes())
+                .expect("parses")
+                .attempt
+        };
+        let failed = attempt("completed", r#""failure""#);
+        assert_eq!(failed.run_attempt, 2);
+        assert!(failed.failed());
+        assert!(attempt("completed", r#""cancelled""#).failed());
+        assert!(!attempt("completed", r#""success""#).failed());
+        assert_eq!(
+            attempt("completed", r#""timed_out""#).conclusion,
+            Some(JobConclusion::Other)
+        );
+        assert_eq!(attempt("in_progress", "null").conclusion, None);
+        let first = br#"{"action":"queued","workflow_job":{"id":1,"run_id":2,"labels":[]},
+            "repository":{"name":"r","owner":{"login":"o"}}}"#;
+        assert_eq!(
+            parse_workflow_job(first).expect("parses").attempt,
+            JobAttempt::default()
+        );
     }
 
     #[test]

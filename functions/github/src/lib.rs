@@ -20,6 +20,8 @@
 //! - `app`: the App's own description, webhook URL and installations (`ephemera doctor`).
 //! - `deliveries`: the App's webhook deliveries, listed and redelivered (the
 //!   [`HookDeliveries`](ephemera_core::ports::HookDeliveries) port).
+//! - `runs`: a workflow run's state and a job's re-run (the
+//!   [`WorkflowRuns`](ephemera_core::rerun::WorkflowRuns) port).
 //!
 //! Secrets (the private key, tokens, JIT configs) stay in `SecretString`s: they are
 //! never logged and never put into an error.
@@ -35,6 +37,7 @@ mod list;
 mod outcome;
 mod rate;
 mod retry;
+mod runs;
 
 #[cfg(test)]
 mod harness;

@@ -6,7 +6,7 @@ use ephemera_aws::lambda::{
     cold_start, init_tracing, metrics, LambdaEnv, GITHUB_KEY_SECRET_ID, REAPER_VARS,
 };
 use ephemera_aws::reload::{Reloading, Sources};
-use ephemera_core::handlers::reaper::{InstanceEvent, Reaper};
+use ephemera_core::handlers::reaper::{InstanceEvent, Reaper, Reruns};
 use ephemera_github::{GitHubApp, GitHubAppConfig};
 use lambda_runtime::{service_fn, Error, LambdaEvent};
 use std::sync::Arc;
@@ -53,7 +53,11 @@ fn build(env: &LambdaEnv, sources: &Sources) -> anyhow::Result<Reaper> {
         Arc::new(env.jit_store()?),
         Arc::new(env.queue()?),
     )
-    .with_deliveries(forge)
+    .with_deliveries(forge.clone())
+    .with_reruns(Reruns {
+        store: Arc::new(env.reruns()?),
+        runs: forge,
+    })
     .with_spot_breakers(Arc::new(env.spot_breakers()?))
     .with_metrics(metrics)
     .with_pricing(Arc::new(price_book), Arc::new(price_list))
@@ -95,6 +99,7 @@ async fn handle(
         "counters_repaired": report.counters_repaired,
         "warm_requested": report.warm_requested,
         "prices_read": report.prices_read,
+        "reruns_asked": report.reruns_asked,
         "left_for_next_run": report.left_for_next_run,
         "another_run_held_the_lease": report.another_run_held_the_lease,
     }))

@@ -70,6 +70,7 @@ fn build(
     )
     .with_metrics(metrics)
     .with_spot_breakers(Arc::new(env.spot_breakers()?))
+    .with_reruns(Arc::new(env.reruns()?))
     .with_registration_pace(pace))
 }
 

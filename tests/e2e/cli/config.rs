@@ -84,6 +84,36 @@ fn validate_names_file_line_and_field_of_every_broken_file() -> anyhow::Result<(
     Ok(())
 }
 
+#[test]
+fn validate_says_which_spot_pools_rerun_interrupted_jobs() -> anyhow::Result<()> {
+    let scratch = Scratch::new()?;
+    let base = config_yaml(DEPLOYMENT, "https://api.github.com");
+    let spot = scratch.write("spot.yaml", &format!("{base}    spot: true\n"))?;
+    let out = ephemera()?
+        .args(["config", "validate"])
+        .arg(&spot)
+        .assert()
+        .success();
+    let said = stdout_of(out.get_output());
+    assert!(
+        said.contains(
+            "is re-run once, on on-demand (rerun_interrupted; the GitHub App needs actions: write)"
+        ),
+        "{said}"
+    );
+    let off = scratch.write(
+        "off.yaml",
+        &format!("{base}    spot: true\n    rerun_interrupted: false\n"),
+    )?;
+    let out = ephemera()?
+        .args(["config", "validate"])
+        .arg(&off)
+        .assert()
+        .success();
+    assert!(!stdout_of(out.get_output()).contains("re-run"));
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn push_validates_then_writes_the_parameter() -> anyhow::Result<()> {
     let moto = Moto::start().await?;

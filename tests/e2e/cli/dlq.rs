@@ -27,6 +27,7 @@ fn message(job_id: u64) -> QueueMessage {
         runner_id: None,
         received_at: OffsetDateTime::now_utc(),
         github: Default::default(),
+        attempt: Default::default(),
     }
 }
 

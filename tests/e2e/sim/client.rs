@@ -12,7 +12,7 @@ use ephemera_tests::sim::{self, RateLimitKind, RateLimitWindow, SimFaults, SimHa
 use secrecy::SecretString;
 use std::time::{Duration, Instant};
 
-fn client(sim: &SimHandle) -> GitHubApp {
+pub(super) fn client(sim: &SimHandle) -> GitHubApp {
     let pem = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/fixtures/github-app-test-key.pem"

@@ -69,7 +69,7 @@ pub fn job(job: &SimJob) -> Value {
         "id": job.id,
         "run_id": job.run_id,
         "run_url": format!("{repo_url}/actions/runs/{}", job.run_id),
-        "run_attempt": 1,
+        "run_attempt": job.run_attempt,
         "node_id": format!("CR_sim{}", job.id),
         "head_sha": "0123456789abcdef0123456789abcdef01234567",
         "head_branch": "main",
@@ -142,5 +142,5 @@ pub fn account(login: &str) -> Value {
 }
 
 pub fn permissions() -> Value {
-    json!({ "actions": "read", "administration": "write", "organization_self_hosted_runners": "write", "metadata": "read" })
+    json!({ "actions": "write", "administration": "write", "organization_self_hosted_runners": "write", "metadata": "read" })
 }

@@ -20,10 +20,12 @@ mod jit;
 mod power;
 mod routes;
 mod runners;
+pub mod runs;
 pub mod state;
 mod webhook;
 
 pub use faults::{RateLimitKind, RateLimitWindow, SimFaults};
+pub use runs::SpotInterruption;
 pub use state::{Counters, IssuedToken, RunnerScope, SimJob, SimRunner, SimState};
 pub use webhook::payload as webhook_payload;
 

@@ -4,7 +4,7 @@
 
 use super::auth::{require_token, ApiError};
 use super::runners;
-use super::{app, body, deliveries, IssuedToken, Shared};
+use super::{app, body, deliveries, runs, IssuedToken, Shared};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
@@ -59,6 +59,11 @@ pub fn router(shared: Arc<Shared>) -> Router {
         )
         .route(&format!("{org}/runner-groups"), get(runner_groups))
         .route(&format!("{repo}/jobs/{{job_id}}"), get(job))
+        .route(
+            &format!("{repo}/jobs/{{job_id}}/rerun"),
+            post(runs::rerun_job),
+        )
+        .route(&format!("{repo}/runs/{{run_id}}"), get(runs::get_run))
         .route("/_sim/jobs", post(control_create_job))
         .route("/_sim/state", get(control_state))
         .route("/_sim/webhook-url", post(control_webhook_url))

@@ -73,6 +73,10 @@ pub struct SimJob {
     pub status: String,
     /// `success`, `failure` or `cancelled` once completed.
     pub conclusion: Option<String>,
+    /// The attempt of its workflow run: 1, and one more for each re-run.
+    pub run_attempt: u32,
+    /// Why a failed job failed, as its log's annotation says it.
+    pub failure: Option<String>,
     pub runner_id: Option<u64>,
     pub runner_name: Option<String>,
     pub runner_group_id: Option<u64>,
@@ -119,6 +123,11 @@ pub struct Counters {
     pub hosts_powered_off: u64,
     /// Instances left running when their runner exited (a hung host, injected).
     pub hosts_hung: u64,
+    /// Jobs failed by a spot interruption of their runner's instance (EC2's doing, not
+    /// ephemera's: not counted in `jobs_killed`).
+    pub jobs_interrupted: u64,
+    /// Jobs re-run with `POST …/actions/jobs/{job_id}/rerun`.
+    pub jobs_rerun: u64,
 }
 
 /// A copy of the whole world.
@@ -243,6 +252,8 @@ impl SimState {
             labels,
             status: "queued".to_owned(),
             conclusion: None,
+            run_attempt: 1,
+            failure: None,
             runner_id: None,
             runner_name: None,
             runner_group_id: None,
@@ -326,7 +337,9 @@ impl SimState {
             .collect();
         done.into_iter()
             .map(|job_id| {
-                let job = self.complete_job(job_id, "success");
+                // A job told to fail (its `failure` set) fails; any other succeeds.
+                let failed = self.jobs[&job_id].failure.is_some();
+                let job = self.complete_job(job_id, if failed { "failure" } else { "success" });
                 if let Some(runner_id) = job.runner_id {
                     if let Some(runner) = self.runners.remove(&runner_id) {
                         self.counters.runners_deregistered += 1;
@@ -374,6 +387,9 @@ impl SimState {
         job.clone()
     }
 }
+
+mod runs;
+pub use runs::{RerunRefused, RunView, SHUTDOWN_SIGNAL};
 
 /// Whether every label of a job is among the runner's, case-insensitively. A JIT runner
 /// carries exactly the labels it was registered with: nothing (not `self-hosted`, the OS

@@ -168,7 +168,27 @@ pub fn validate(args: ValidateArgs) -> Outcome {
     for line in registered_labels_lines(&config) {
         println!("{line}");
     }
+    for line in rerun_lines(&config) {
+        println!("{line}");
+    }
     Ok(())
+}
+
+/// One line per spot pool that re-runs the jobs its interruptions fail
+/// (`rerun_interrupted`), naming the permission that takes.
+fn rerun_lines(config: &Config) -> Vec<String> {
+    config
+        .pools
+        .iter()
+        .filter(|pool| pool.spot && pool.reruns_interrupted())
+        .map(|pool| {
+            format!(
+                "  pool {}: a job a spot interruption fails is re-run once, on on-demand \
+                 (rerun_interrupted; the GitHub App needs actions: write)",
+                pool.name
+            )
+        })
+        .collect()
 }
 
 pub async fn push(deployment: &mut Deployment, args: PushArgs) -> Outcome {

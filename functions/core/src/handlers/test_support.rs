@@ -108,6 +108,7 @@ pub fn message(kind: MessageKind, job_id: u64, runner_name: Option<&str>) -> Que
         runner_id: None,
         received_at: now(),
         github: Default::default(),
+        attempt: Default::default(),
     }
 }
 

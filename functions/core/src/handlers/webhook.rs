@@ -312,6 +312,7 @@ impl WebhookHandler {
             runner_id: event.runner_id,
             received_at: now,
             github: event.times,
+            attempt: event.attempt,
         })
     }
 }

@@ -9,6 +9,7 @@ use crate::message::QueueMessage;
 use crate::model::{JobRecord, JobStatus, PoolRecord, RunnerRecord};
 use crate::ports::*;
 use crate::prices::JobCost;
+use crate::rerun::{Rerun, RerunState, RerunStore, RunKey, RunState, WorkflowRuns};
 use async_trait::async_trait;
 use std::any::Any;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -244,6 +245,9 @@ other_arg!(
     &JitConfig,
     &QueueMessage,
     &HostStamps,
+    &Rerun,
+    &RunKey,
+    RerunState,
 );
 
 /// Implements a port for [`Intercept`]: each method asks the hook, calls the port, and
@@ -319,6 +323,19 @@ intercept!(Forge {
 intercept!(HookDeliveries {
     fn list_deliveries(&self, cursor: Option<&str>) -> Result<DeliveryPage, ForgeError>;
     fn redeliver(&self, id: u64) -> Result<(), ForgeError>;
+});
+
+intercept!(RerunStore {
+    fn want_rerun(&self, rerun: &Rerun) -> Result<bool, StoreError>;
+    fn reruns(&self) -> Result<Vec<Rerun>, StoreError>;
+    fn rerun_of(&self, run: &RunKey) -> Result<Option<Rerun>, StoreError>;
+    fn move_rerun(&self, run: &RunKey, from: RerunState, to: RerunState, next_check_at: OffsetDateTime) -> Result<bool, StoreError>;
+    fn forget_rerun(&self, run: &RunKey) -> Result<(), StoreError>;
+});
+
+intercept!(WorkflowRuns {
+    fn run_state(&self, installation_id: Option<u64>, run: &RunKey) -> Result<Option<RunState>, ForgeError>;
+    fn rerun_job(&self, installation_id: Option<u64>, run: &RunKey, job_id: u64) -> Result<(), ForgeError>;
 });
 
 #[cfg(test)]

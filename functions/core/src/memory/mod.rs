@@ -22,6 +22,7 @@ mod intercept;
 mod jit_store;
 mod prices;
 mod queue;
+mod reruns;
 mod store;
 mod tokens;
 
@@ -33,6 +34,7 @@ pub use intercept::{Arg, Call, Conflicted, CrashSwitch, Hook, Intercept, IntoArg
 pub use jit_store::MemoryJitStore;
 pub use prices::{FakePriceList, MemoryPriceBook};
 pub use queue::MemoryQueue;
+pub use reruns::{FakeWorkflowRuns, MemoryReruns};
 pub use store::{MemoryStore, StoreOp};
 pub use tokens::{MemoryTokenShelf, ShelfCalls};
 

@@ -158,6 +158,10 @@ pub enum Metric {
     SpotInterruptions,
     /// A pool's spot circuit breaker opened: its launches go on-demand for its cool-down.
     SpotBreakerOpened,
+    /// What became of the re-runs of jobs spot interruptions failed, by pool and outcome:
+    /// `asked` (GitHub re-runs the job), `given_up` (its run never completed in time, or
+    /// was re-run by someone else).
+    InterruptedJobsRerun,
 }
 
 use Dimension::{
@@ -203,7 +207,7 @@ const fn seconds(name: &'static str) -> Spec {
 
 impl Metric {
     /// Every metric, for tests and documentation.
-    pub const ALL: [Metric; 24] = [
+    pub const ALL: [Metric; 25] = [
         Metric::JobsQueued,
         Metric::JobsUnrouted,
         Metric::RunnersLaunched,
@@ -228,6 +232,7 @@ impl Metric {
         Metric::WebhookRejected,
         Metric::SpotInterruptions,
         Metric::SpotBreakerOpened,
+        Metric::InterruptedJobsRerun,
     ];
 
     fn spec(self) -> Spec {
@@ -257,6 +262,9 @@ impl Metric {
             Metric::RedeliveriesGivenUp => count("RedeliveriesGivenUp", &[Deployment, Reason]),
             Metric::WebhookRejected => count("WebhookRejected", &[Deployment, Reason]),
             Metric::SpotBreakerOpened => count("SpotBreakerOpened", BY_POOL),
+            Metric::InterruptedJobsRerun => {
+                count("InterruptedJobsRerun", &[Deployment, Pool, Outcome])
+            }
             Metric::SpotInterruptions => {
                 count("SpotInterruptions", &[Deployment, Pool, InstanceType])
             }

@@ -9,8 +9,8 @@
 use crate::queue::SimQueue;
 use crate::world::World;
 use ephemera_core::memory::{
-    Arg, Call, CrashSwitch, FakeFleet, FakeForge, Hook, Intercept, MemoryDeliveries,
-    MemoryJitStore, MemoryStore, Refusal,
+    Arg, Call, CrashSwitch, FakeFleet, FakeForge, FakeWorkflowRuns, Hook, Intercept,
+    MemoryDeliveries, MemoryJitStore, MemoryReruns, MemoryStore, Refusal,
 };
 use ephemera_core::ports::{FleetError, ForgeError};
 use std::any::Any;
@@ -68,6 +68,8 @@ pub struct Gate {
     pub jit_store: Arc<Intercept<MemoryJitStore, Watch>>,
     pub queue: Arc<Intercept<SimQueue, Watch>>,
     pub deliveries: Arc<Intercept<MemoryDeliveries, Watch>>,
+    pub reruns: Arc<Intercept<MemoryReruns, Watch>>,
+    pub runs: Arc<Intercept<FakeWorkflowRuns, Watch>>,
 }
 
 impl Gate {
@@ -83,6 +85,8 @@ impl Gate {
             jit_store: Intercept::new(world.jit_store.clone(), &watch),
             queue: Intercept::new(world.queue.clone(), &watch),
             deliveries: Intercept::new(world.deliveries.clone(), &watch),
+            reruns: Intercept::new(world.reruns.clone(), &watch),
+            runs: Intercept::new(world.runs.clone(), &watch),
         }
     }
 }

@@ -11,7 +11,7 @@
 
 use crate::rng::Rng;
 use crate::world::{Event, GitHub, JobState, World, INSTALLATION, OWNER, POOL, REPO};
-use ephemera_core::message::{MessageKind, QueueMessage, VERSION};
+use ephemera_core::message::{JobAttempt, MessageKind, QueueMessage, VERSION};
 use ephemera_core::ports::{ForgeJobState, HookDelivery, InstanceState};
 use secrecy::ExposeSecret;
 use std::time::Duration;
@@ -28,7 +28,12 @@ const ACCEPTED: u16 = 200;
 
 impl GitHub {
     /// A new event for GitHub to deliver, with its own guid.
-    fn event(&mut self, kind: MessageKind, job_id: u64, runner: Option<(String, u64)>) -> Event {
+    pub fn event(
+        &mut self,
+        kind: MessageKind,
+        job_id: u64,
+        runner: Option<(String, u64)>,
+    ) -> Event {
         self.next_guid += 1;
         Event {
             kind,
@@ -37,6 +42,7 @@ impl GitHub {
             labels: self.job_labels.get(&job_id).cloned().unwrap_or_default(),
             guid: format!("guid-{}", self.next_guid),
             redelivery: false,
+            conclusion: None,
         }
     }
 }
@@ -223,13 +229,15 @@ impl World {
             stats.recovered_by_sweep += u64::from(first_queued && still_queued);
         }
         drop(stats);
-        self.queue.push(&webhook_message(event, now));
+        let run = self.run_of(event.job_id);
+        self.queue.push(&webhook_message(event, run, now));
         (id, status)
     }
 
     /// One tick of every runner agent and of GitHub's job assignment. `eager` makes
     /// every instance boot and every idle runner take a job at once (quiescence).
     pub fn agent_tick(&self, rng: &mut Rng, now: OffsetDateTime, eager: bool) {
+        self.sync_runs();
         self.finish_jobs(now);
         self.lose_dead_instances();
         self.boot_instances(rng, now, eager);
@@ -452,13 +460,13 @@ fn action(kind: MessageKind) -> &'static str {
 
 /// The queue message the webhook function makes of a delivery (its delivery id is the
 /// event's `X-GitHub-Delivery` guid, the same for every attempt).
-fn webhook_message(event: &Event, now: OffsetDateTime) -> QueueMessage {
+fn webhook_message(event: &Event, run: (u64, u32), now: OffsetDateTime) -> QueueMessage {
     QueueMessage {
         v: VERSION,
         kind: event.kind,
         delivery_id: event.guid.clone(),
         job_id: event.job_id,
-        run_id: 1000 + event.job_id,
+        run_id: run.0,
         pool: POOL.to_owned(),
         labels: event.labels.clone(),
         repo: REPO.to_owned(),
@@ -468,6 +476,10 @@ fn webhook_message(event: &Event, now: OffsetDateTime) -> QueueMessage {
         runner_id: event.runner.as_ref().map(|(_, id)| *id),
         received_at: now,
         github: Default::default(),
+        attempt: JobAttempt {
+            run_attempt: run.1,
+            conclusion: event.conclusion,
+        },
     }
 }
 

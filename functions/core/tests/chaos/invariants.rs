@@ -34,6 +34,7 @@ pub fn check_always(world: &World) -> Result<(), String> {
     if let Some(breach) = world.take_breaches().into_iter().next() {
         return Err(breach);
     }
+    check_reruns(world)?;
     let live = live_records(world);
     for pool in &world.config.pools {
         check_pool(world, &pool.name, pool.runner_cap(), &live)?;
@@ -199,9 +200,10 @@ pub fn check_job_records_follow_github(world: &World) -> Result<(), String> {
         let expected = match state {
             JobState::Queued => JobStatus::Queued,
             JobState::Running { .. } => JobStatus::InProgress,
-            JobState::Completed { .. } | JobState::Failed { .. } | JobState::Cancelled => {
-                JobStatus::Completed
-            }
+            JobState::Completed { .. }
+            | JobState::Failed { .. }
+            | JobState::Interrupted { .. }
+            | JobState::Cancelled => JobStatus::Completed,
         };
         match records.get(job_id) {
             Some(status) if *status == expected => {}
@@ -322,6 +324,22 @@ fn check_ready(world: &World, record: &RunnerRecord) -> Result<(), String> {
     }
 }
 
+/// At most one re-run per workflow run, and only of a job interrupted after a warning.
+fn check_reruns(world: &World) -> Result<(), String> {
+    let asked = world.runs.reruns();
+    if let Some(twice) = shared(asked.iter().map(|(run, job)| (run.run_id, job.to_string()))) {
+        return Err(format!("a workflow run was re-run twice: run {twice}"));
+    }
+    let github = world.github();
+    match asked.iter().find(|(_, job)| !github.warned.contains(job)) {
+        Some((run, job)) => Err(format!(
+            "job {job} (run {}) was re-run, but no interruption it was warned of failed it",
+            run.run_id
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Every job ran exactly once (GitHub gave it to one runner, which finished it), or was
 /// cancelled while queued and never ran.
 fn check_jobs_served(world: &World) -> Result<(), String> {
@@ -329,9 +347,9 @@ fn check_jobs_served(world: &World) -> Result<(), String> {
     for (job_id, state) in github.jobs.iter() {
         let runs = github.runs.get(job_id).copied().unwrap_or(0);
         match state {
-            JobState::Completed { .. } if runs == 1 => {}
+            JobState::Completed { .. } | JobState::Interrupted { .. } if runs == 1 => {}
             JobState::Cancelled if runs == 0 => {}
-            JobState::Completed { .. } | JobState::Cancelled => {
+            JobState::Completed { .. } | JobState::Interrupted { .. } | JobState::Cancelled => {
                 return Err(format!("job {job_id} ({state:?}) ran {runs} times"))
             }
             JobState::Queued => return Err(format!("job {job_id} never ran")),

@@ -7,7 +7,7 @@
 use crate::gate::Gate;
 use crate::queue::Stored;
 use crate::world::World;
-use ephemera_core::handlers::reaper::Reaper;
+use ephemera_core::handlers::reaper::{Reaper, Reruns};
 use ephemera_core::handlers::scaler::{BatchItem, Scaler};
 use ephemera_core::memory::CrashSwitch;
 use std::future::Future;
@@ -75,14 +75,17 @@ fn scaler(
 ) -> Running {
     let switch = armed(crash_after);
     let gate = Gate::new(world, &switch);
-    let scaler = Arc::new(Scaler::new(
-        world.config.clone(),
-        gate.store,
-        gate.fleet,
-        gate.forge,
-        gate.jit_store,
-        gate.queue,
-    ));
+    let scaler = Arc::new(
+        Scaler::new(
+            world.config.clone(),
+            gate.store,
+            gate.fleet,
+            gate.forge,
+            gate.jit_store,
+            gate.queue,
+        )
+        .with_reruns(gate.reruns),
+    );
     let items: Vec<BatchItem> = received
         .iter()
         .map(|stored| BatchItem {
@@ -138,7 +141,11 @@ impl ReaperHandle {
             gate.jit_store,
             gate.queue,
         )
-        .with_deliveries(gate.deliveries);
+        .with_deliveries(gate.deliveries)
+        .with_reruns(Reruns {
+            store: gate.reruns,
+            runs: gate.runs,
+        });
         ReaperHandle { reaper, switch }
     }
 }
@@ -151,6 +158,7 @@ pub async fn run_all(
     invocations: Vec<Invocation>,
     now: OffsetDateTime,
 ) -> Vec<Ended> {
+    world.sync_runs();
     let mut tasks = Vec::new();
     for invocation in &invocations {
         let running = match invocation {

@@ -21,11 +21,16 @@
 //! the table, SSM and SQS fail calls; runner agents boot, and GitHub gives queued jobs to
 //! ANY idle runner, warm ones included. Time is simulated.
 //!
+//! In a spot pool, EC2 reclaims a running job's instance now and then (`interrupt.rs`),
+//! warning the reaper first or not: GitHub fails the job, and a re-run the reaper asks
+//! for becomes a queued job of the run's next attempt.
+//!
 //! Invariants (`invariants.rs`), read from the fakes' state: after every step, no job
 //! bound to two runners and no queued job with two runners launched for it, no pool above
 //! `max_runners` (slot counter, live records holding a slot, runners online on live
 //! instances), the slot counter equal to the live records holding a slot, and no busy
-//! runner's instance terminated; with faults off the world must come to rest within four
+//! runner's instance terminated (an interruption is EC2's doing, not ephemera's), at most
+//! one re-run per workflow run and only of a job interrupted after a warning; with faults off the world must come to rest within four
 //! simulated hours (no job, webhook or queue message left waiting), with no live
 //! instance, GitHub runner, JIT config, live record or slot left but a warm pool's runners
 //! (exactly `min_idle` of them, running, idle and online), every job ran exactly once (or
@@ -44,12 +49,14 @@
 //!
 //! To see the suite fail, apply a deliberate break from `tests/chaos/breaks/`, e.g.
 //! `git apply functions/core/tests/chaos/breaks/skip-slot-reservation.patch` (or
-//! `skip-busy-check`, `skip-redelivery`, `skip-job-settling`), run the suite, and
+//! `skip-busy-check`, `skip-redelivery`, `skip-job-settling`, `rerun-any-failed-job`), run
+//! the suite, and
 //! `git apply -R` it.
 
 mod describe;
 mod gate;
 mod github;
+mod interrupt;
 mod invariants;
 mod invoke;
 mod queue;
@@ -65,6 +72,10 @@ const DEFAULT_SCHEDULES: u64 = 250;
 /// (about 0.8 in the first 250 seeds, 0.7 over 100,000), and lone such jobs (about 0.07).
 const SWEEP_RECOVERIES_PER_SCHEDULE: f64 = 0.4;
 const LONE_RECOVERIES_PER_SCHEDULE: f64 = 0.02;
+/// Spot interruptions of a running job, and re-runs of interrupted jobs, at least, per
+/// schedule run (see the summary line for what a run drew).
+const INTERRUPTIONS_PER_SCHEDULE: f64 = 0.15;
+const RERUNS_PER_SCHEDULE: f64 = 0.05;
 /// Failures shown in full; the others are listed by seed.
 const SHOWN: usize = 1;
 
@@ -149,6 +160,7 @@ fn seeded_chaos_schedules_keep_every_invariant() {
     );
     if failures.is_empty() {
         check_sweep_recovered(count, &totals);
+        check_interruptions_rerun(count, &totals);
         return;
     }
     let mut report = String::new();
@@ -192,6 +204,24 @@ fn check_sweep_recovered(count: u64, totals: &world::Stats) {
     );
 }
 
+/// A run of many schedules must have drawn spot interruptions, warned of and not, and
+/// seen interrupted jobs re-run.
+fn check_interruptions_rerun(count: u64, totals: &world::Stats) {
+    let least = (count as f64 * INTERRUPTIONS_PER_SCHEDULE) as u64;
+    assert!(
+        totals.interrupted >= least && totals.interruptions_warned < totals.interrupted,
+        "{count} schedules drew {} spot interruptions ({} warned of), fewer than {least} or all warned",
+        totals.interrupted,
+        totals.interruptions_warned
+    );
+    let least = (count as f64 * RERUNS_PER_SCHEDULE) as u64;
+    assert!(
+        totals.reruns >= least,
+        "{count} schedules saw {} interrupted jobs re-run, fewer than {least}",
+        totals.reruns
+    );
+}
+
 fn add(totals: &mut world::Stats, stats: &world::Stats) {
     totals.jobs += stats.jobs;
     totals.ran += stats.ran;
@@ -214,6 +244,9 @@ fn add(totals: &mut world::Stats, stats: &world::Stats) {
     totals.faults += stats.faults;
     totals.concurrent_runs += stats.concurrent_runs;
     totals.dead_lettered += stats.dead_lettered;
+    totals.interrupted += stats.interrupted;
+    totals.interruptions_warned += stats.interruptions_warned;
+    totals.reruns += stats.reruns;
 }
 
 fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {

@@ -38,6 +38,8 @@ pub struct Schedule {
     refusals: Rng,
     /// One job alone, its `queued` refused: nothing but the sweep can bring it.
     lone_job: bool,
+    /// Draws the spot interruptions.
+    interruptions: Rng,
     world: Arc<World>,
     reaper: ReaperHandle,
     started: OffsetDateTime,
@@ -71,6 +73,14 @@ const LONE_JOB_SCHEDULES: u64 = 10;
 /// whose pool keeps no warm runner and is ephemeral names the schedule it named before
 /// warm pools were drawn.
 const WARM_STREAM: u64 = 0x5741_524D_504F_4F4C;
+
+/// Seeds the stream spot interruptions are drawn from, apart from the main one (whose
+/// draws it leaves as they were).
+const INTERRUPTION_STREAM: u64 = 0x5350_4f54_494e_5452;
+/// How likely a tick of the runner agents is to come with a spot interruption, in a
+/// hundred, and how many of those are warned of first.
+const INTERRUPTIONS: u64 = 25;
+const WARNED: u64 = 75;
 
 /// Seeds the stream the sizing policy is drawn from, apart from the main one: a seed
 /// whose pool accepts no sizing names the schedule it named before sized jobs were drawn.
@@ -151,6 +161,7 @@ impl Schedule {
             rng,
             refusals,
             lone_job,
+            interruptions: Rng::new(seed ^ INTERRUPTION_STREAM),
             reaper: ReaperHandle::new(&world),
             world,
             started,
@@ -263,7 +274,15 @@ impl Schedule {
             }
             68..=81 => {
                 self.world.agent_tick(&mut self.rng, self.now, false);
-                "runner agents tick".to_owned()
+                if !self.interruptions.chance(INTERRUPTIONS) {
+                    return "runner agents tick".to_owned();
+                }
+                let warn = self.interruptions.chance(WARNED);
+                let what = self
+                    .world
+                    .interrupt(&mut self.interruptions, &self.reaper, self.now, warn)
+                    .await;
+                format!("runner agents tick; {what}")
             }
             82..=87 => self.fault(),
             88..=89 => {

@@ -7,9 +7,10 @@
 use crate::queue::SimQueue;
 use ephemera_core::config::Config;
 use ephemera_core::memory::{
-    FakeFleet, FakeForge, MemoryDeliveries, MemoryJitStore, MemoryStore, StoreOp,
+    FakeFleet, FakeForge, FakeWorkflowRuns, MemoryDeliveries, MemoryJitStore, MemoryReruns,
+    MemoryStore, StoreOp,
 };
-use ephemera_core::message::MessageKind;
+use ephemera_core::message::{JobConclusion, MessageKind};
 use ephemera_core::ports::Market;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -57,6 +58,11 @@ pub enum JobState {
     Failed {
         runner: String,
     },
+    /// EC2 reclaimed its spot runner's instance (GitHub fails the job with its shutdown
+    /// message): it ran, and ended.
+    Interrupted {
+        runner: String,
+    },
     Cancelled,
 }
 
@@ -76,6 +82,8 @@ pub struct Event {
     pub guid: String,
     /// Sent again because the redelivery sweep asked for it.
     pub redelivery: bool,
+    /// How a `completed` job ended, when the event says.
+    pub conclusion: Option<JobConclusion>,
 }
 
 #[derive(Debug, Default)]
@@ -104,6 +112,14 @@ pub struct GitHub {
     pub next_job: u64,
     pub next_delivery: u64,
     pub next_guid: u64,
+    /// The workflow run and attempt of each job made by a re-run (any other job is its
+    /// own run's first attempt).
+    pub rerun_jobs: BTreeMap<u64, (u64, u32)>,
+    /// Jobs interrupted after a warning the reaper recorded: the only ones that may be
+    /// re-run.
+    pub warned: BTreeSet<u64>,
+    /// Re-runs GitHub accepted and made a job of.
+    pub reruns_made: usize,
 }
 
 /// What a schedule did, for the summary line.
@@ -140,6 +156,11 @@ pub struct Stats {
     pub faults: u64,
     pub concurrent_runs: u64,
     pub dead_lettered: u64,
+    /// Spot interruptions of a running job, those the reaper was warned of, and the
+    /// re-runs GitHub made.
+    pub interrupted: u64,
+    pub interruptions_warned: u64,
+    pub reruns: u64,
 }
 
 pub struct World {
@@ -150,6 +171,9 @@ pub struct World {
     pub jit_store: Arc<MemoryJitStore>,
     pub deliveries: Arc<MemoryDeliveries>,
     pub queue: Arc<SimQueue>,
+    /// The wanted re-runs (the table's), and GitHub's workflow runs.
+    pub reruns: Arc<MemoryReruns>,
+    pub runs: Arc<FakeWorkflowRuns>,
     github: Mutex<GitHub>,
     /// Breaches seen the moment they happened (a busy runner's instance terminated).
     breaches: Mutex<Vec<String>>,
@@ -170,6 +194,8 @@ impl World {
             jit_store: Arc::new(MemoryJitStore::new()),
             deliveries: Arc::new(MemoryDeliveries::new(DELIVERIES_PER_PAGE)),
             queue: Arc::new(SimQueue::default()),
+            reruns: Arc::new(MemoryReruns::new()),
+            runs: Arc::new(FakeWorkflowRuns::new()),
             github: Mutex::default(),
             breaches: Mutex::default(),
             stats: Mutex::default(),

@@ -65,6 +65,7 @@ fn message() -> impl Strategy<Value = QueueMessage> {
                     received_at: received_at
                         .min(OffsetDateTime::from_unix_timestamp(253_402_300_799).expect("9999")),
                     github: Default::default(),
+                    attempt: Default::default(),
                 }
             },
         )

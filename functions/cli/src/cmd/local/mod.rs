@@ -22,7 +22,7 @@ use ephemera_aws::{
     AwsSettings, DynamoJitConfigs, DynamoRunnerStore, DynamoUnroutedJobs, Ec2Fleet, SqsJobQueue,
 };
 use ephemera_core::config::{ranges, Config};
-use ephemera_core::handlers::reaper::Reaper;
+use ephemera_core::handlers::reaper::{Reaper, Reruns};
 use ephemera_core::handlers::scaler::Scaler;
 use ephemera_core::handlers::webhook::WebhookHandler;
 use ephemera_core::metrics::Metrics;
@@ -188,6 +188,10 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
             aws_sdk_dynamodb::Client::new(&sdk),
             &table,
         ));
+        let reruns = Arc::new(ephemera_aws::reruns::DynamoReruns::new(
+            aws_sdk_dynamodb::Client::new(&sdk),
+            &table,
+        ));
         let forge = Arc::new(
             github_app(&config, &args)?
                 .with_token_shelf(Arc::new(shelf))
@@ -221,7 +225,8 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
                     queue.clone(),
                 )
                 .with_metrics(metrics.clone())
-                .with_spot_breakers(breakers.clone()),
+                .with_spot_breakers(breakers.clone())
+                .with_reruns(reruns.clone()),
             );
             let queue = queue.clone();
             tasks.spawn(async move { drain_queue(scaler, queue).await });
@@ -236,7 +241,11 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
                     jit_store,
                     queue.clone(),
                 )
-                .with_deliveries(forge)
+                .with_deliveries(forge.clone())
+                .with_reruns(Reruns {
+                    store: reruns,
+                    runs: forge,
+                })
                 .with_spot_breakers(breakers)
                 .with_metrics(metrics.clone())
                 .with_pricing(price_book, Arc::new(ephemera_aws::AwsPriceList::new(&sdk))),

@@ -14,7 +14,8 @@
 //! `creating` is recorded `running` for those rules to take up; deletes what they sent
 //! there; tops up the warm pools to `min_idle` (`warm`: it reserves the runners and
 //! the scaler creates them); sweeps orphan instances and GitHub runners (`orphans`);
-//! queues again the jobs whose launch was lost (`jobs`); and repairs drifted pool
+//! queues again the jobs whose launch was lost (`jobs`); asks GitHub to re-run the
+//! interrupted jobs whose workflow run completed (`reruns`); and repairs drifted pool
 //! counters (`counters`). It starts no new step after its deadline; the rest waits a
 //! minute.
 //!
@@ -32,6 +33,7 @@ mod orphans;
 mod prices;
 mod reconcile;
 mod redeliver;
+mod reruns;
 mod settle;
 mod warm;
 
@@ -46,6 +48,7 @@ pub use interruptions::{
 };
 pub use lease::{LEASE_MARGIN, REAPER_LEASE};
 pub use prices::Pricing;
+pub use reruns::Reruns;
 
 use crate::config::Config;
 use crate::lifecycle::InstanceStatus;
@@ -105,6 +108,8 @@ pub struct ReaperReport {
     pub warm_requested: usize,
     /// Prices read from the providers' price lists (at most daily per type and market).
     pub prices_read: usize,
+    /// Interrupted jobs GitHub was asked to re-run.
+    pub reruns_asked: usize,
     /// Work left for the next run because the deadline came.
     pub left_for_next_run: bool,
     /// Another run held the reaper lease, so this one did nothing.
@@ -157,6 +162,8 @@ pub struct Reaper {
     breakers: Option<Arc<dyn crate::breaker::SpotBreakerStore>>,
     /// Where prices are cached and read (none: jobs are not priced).
     pricing: Option<Pricing>,
+    /// The wanted re-runs of interrupted jobs, and GitHub's runs (none: no re-run).
+    reruns: Option<Reruns>,
 }
 
 impl Reaper {
@@ -181,6 +188,7 @@ impl Reaper {
             lease: None,
             breakers: None,
             pricing: None,
+            reruns: None,
         }
     }
 
@@ -191,6 +199,13 @@ impl Reaper {
         breakers: Arc<dyn crate::breaker::SpotBreakerStore>,
     ) -> Reaper {
         self.breakers = Some(breakers);
+        self
+    }
+
+    /// Asks GitHub to re-run, once, each interrupted job recorded in `reruns.store`, once its
+    /// workflow run completed (see [`crate::rerun`]).
+    pub fn with_reruns(mut self, reruns: Reruns) -> Reaper {
+        self.reruns = Some(reruns);
         self
     }
 
@@ -314,6 +329,7 @@ impl Reaper {
             Step::OrphanRunners,
             Step::LostJobs,
             Step::Redeliver,
+            Step::Reruns,
             Step::Counters,
         ];
         for step in steps_left {
@@ -344,6 +360,9 @@ impl Reaper {
                 }
                 Step::Redeliver => {
                     report.redelivered += self.redeliver_failed(now, deadline).await;
+                }
+                Step::Reruns => {
+                    report.reruns_asked += self.ask_reruns(now, deadline).await;
                 }
                 Step::Counters => {
                     report.counters_repaired += self.repair_counters(&snapshot, now).await?
@@ -423,6 +442,7 @@ enum Step {
     OrphanRunners,
     LostJobs,
     Redeliver,
+    Reruns,
     Counters,
 }
 
@@ -438,6 +458,8 @@ mod prices_tests;
 mod reconcile_tests;
 #[cfg(test)]
 mod redeliver_tests;
+#[cfg(test)]
+mod reruns_tests;
 #[cfg(test)]
 mod settle_tests;
 #[cfg(test)]

@@ -144,6 +144,8 @@ impl Scaler {
         let Some(runner) = self.store.get_runner(name).await? else {
             return Ok(Handled::NothingToDo);
         };
+        self.want_rerun_if_interrupted(&runner, message, clock)
+            .await?;
         if !runner.ephemeral {
             if !runner.runner_status.can_move_to(RunnerStatus::Idle) {
                 return Ok(Handled::NothingToDo);

@@ -58,6 +58,14 @@ impl Scaler {
         runner.owner = message.owner.clone();
         runner.repo = (self.config.github.scope == Scope::Repo).then(|| message.repo.clone());
         runner.reason = Some(format!("job {} queued", message.job_id));
+        if self.is_rerun(message, pool).await {
+            // Never on spot again: the record names its market before the launch.
+            runner.market = Some(Market::OnDemand);
+            runner.reason = Some(format!(
+                "job {} queued: the re-run of a job a spot interruption failed, on on-demand",
+                message.job_id
+            ));
+        }
         runner.history = vec![HistoryEntry::status(
             now,
             InstanceStatus::PendingCreate,

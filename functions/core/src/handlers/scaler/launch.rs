@@ -2,6 +2,7 @@
 //! (spot first when the pool asks for it, then on-demand for what spot could not give),
 //! and each runner records its instance; a runner left without one fails.
 
+use super::rerun::forced_market;
 use super::{Handled, Scaler, ScalerError};
 use crate::clock::Clock;
 use crate::config::PoolConfig;
@@ -86,17 +87,20 @@ fn on_demand_allowed(pool: &PoolConfig, sizing: Option<&SizingRequest>) -> bool 
     sizing.is_none() || pool.sizing.spot.contains(&false)
 }
 
-/// The runners of one launch, grouped by the size they ask (the unsized together):
-/// one EC2 request per group.
-type Groups = Vec<(Option<SizingRequest>, Vec<(String, RunnerRecord)>)>;
+/// What one EC2 request is for: the size its runners ask (none for the unsized), and the
+/// market their records name before launch (a re-run's on-demand), if any.
+type GroupKey = (Option<SizingRequest>, Option<Market>);
+
+/// The runners of one launch, grouped by [`GroupKey`]: one EC2 request per group.
+type Groups = Vec<(GroupKey, Vec<(String, RunnerRecord)>)>;
 
 fn by_size(pool: &PoolConfig, runners: Vec<(String, RunnerRecord)>) -> Groups {
     let mut groups: Groups = Vec::new();
     for (message_id, runner) in runners {
-        let sizing = sizing_of(pool, &runner);
-        match groups.iter_mut().find(|(size, _)| *size == sizing) {
+        let key = (sizing_of(pool, &runner), forced_market(&runner));
+        match groups.iter_mut().find(|(held, _)| *held == key) {
             Some((_, group)) => group.push((message_id, runner)),
-            None => groups.push((sizing, vec![(message_id, runner)])),
+            None => groups.push((key, vec![(message_id, runner)])),
         }
     }
     groups
@@ -124,19 +128,22 @@ impl Scaler {
         };
         let mut launched = Vec::new();
         let mut failed = Vec::new();
-        for (sizing, group) in by_size(pool, runners) {
-            let (up, down) = self.launch_group(pool, sizing.as_ref(), group, clock).await;
+        for ((sizing, forced), group) in by_size(pool, runners) {
+            let (up, down) = self
+                .launch_group(pool, (sizing.as_ref(), forced), group, clock)
+                .await;
             launched.extend(up);
             failed.extend(down);
         }
         (launched, failed)
     }
 
-    /// Launches one request (plus the on-demand fallback) for runners of one size.
+    /// Launches one request (plus the on-demand fallback) for runners of one size and
+    /// forced market.
     async fn launch_group(
         &self,
         pool: &PoolConfig,
-        sizing: Option<&SizingRequest>,
+        (sizing, forced): (Option<&SizingRequest>, Option<Market>),
         runners: Vec<(String, RunnerRecord)>,
         clock: &Clock,
     ) -> (
@@ -144,7 +151,9 @@ impl Scaler {
         Vec<(String, Result<Handled, ScalerError>)>,
     ) {
         let count = u32::try_from(runners.len()).unwrap_or(u32::MAX);
-        let (made, shortfall) = self.launch_with_fallback(pool, sizing, count, clock).await;
+        let (made, shortfall) = self
+            .launch_with_fallback(pool, (sizing, forced), count, clock)
+            .await;
         let by_pool = [(Dimension::Pool, pool.name.as_str())];
         self.metrics
             .record(Metric::RunnersLaunched, &by_pool, made.len() as f64);
@@ -261,14 +270,15 @@ impl Scaler {
     async fn launch_with_fallback(
         &self,
         pool: &PoolConfig,
-        sizing: Option<&SizingRequest>,
+        (sizing, forced): (Option<&SizingRequest>, Option<Market>),
         count: u32,
         clock: &Clock,
     ) -> (Vec<Launched>, Option<FleetError>) {
-        let mut market = match sizing {
-            Some(sizing) => first_market(pool, sizing),
-            None if pool.spot => Market::Spot,
-            None => Market::OnDemand,
+        let mut market = match (forced, sizing) {
+            (Some(market), _) => market,
+            (None, Some(sizing)) => first_market(pool, sizing),
+            (None, None) if pool.spot => Market::Spot,
+            (None, None) => Market::OnDemand,
         };
         if market == Market::Spot
             && on_demand_allowed(pool, sizing)

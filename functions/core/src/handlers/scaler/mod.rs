@@ -34,6 +34,7 @@ mod jitter;
 mod launch;
 mod prepare;
 mod register;
+mod rerun;
 mod wait;
 pub use jitter::{Jitter, ThreadJitter};
 pub use launch::fleet_request;
@@ -143,6 +144,8 @@ pub struct Scaler {
     metrics: Metrics,
     /// Each pool's spot circuit breaker (none: spot is never paused).
     breakers: Option<Arc<dyn crate::breaker::SpotBreakerStore>>,
+    /// The wanted re-runs of interrupted jobs (none: no job is re-run).
+    reruns: Option<Arc<dyn crate::rerun::RerunStore>>,
 }
 
 impl Scaler {
@@ -167,6 +170,7 @@ impl Scaler {
             claim_turn: tokio::sync::Mutex::new(()),
             metrics: Metrics::disabled(),
             breakers: None,
+            reruns: None,
         }
     }
 
@@ -177,6 +181,13 @@ impl Scaler {
         breakers: Arc<dyn crate::breaker::SpotBreakerStore>,
     ) -> Scaler {
         self.breakers = Some(breakers);
+        self
+    }
+
+    /// Records the re-run of a job its spot runner's interruption failed, and launches
+    /// the re-run on-demand ([`crate::rerun`]).
+    pub fn with_reruns(mut self, reruns: Arc<dyn crate::rerun::RerunStore>) -> Scaler {
+        self.reruns = Some(reruns);
         self
     }
 

@@ -12,13 +12,19 @@ use std::collections::BTreeMap;
 
 /// The App permissions ephemera's calls need: runners registered and removed on the
 /// organization (`scope: org`) or the repositories (`scope: repo`), and jobs read by
-/// the reaper.
-pub fn needed_permissions(scope: Scope) -> Vec<(&'static str, &'static str)> {
-    let runners = match scope {
+/// the reaper; jobs re-run (`actions: write`) when a pool re-runs its interrupted jobs.
+pub fn needed_permissions(config: &Config) -> Vec<(&'static str, &'static str)> {
+    let runners = match config.github.scope {
         Scope::Org => ("organization_self_hosted_runners", "write"),
         Scope::Repo => ("administration", "write"),
     };
-    vec![runners, ("actions", "read")]
+    let actions = if reruns_jobs(config) { "write" } else { "read" };
+    vec![runners, ("actions", actions)]
+}
+
+/// Whether a pool re-runs the jobs its spot interruptions fail.
+fn reruns_jobs(config: &Config) -> bool {
+    config.pools.iter().any(|pool| pool.reruns_interrupted())
 }
 
 /// Whether `granted` (`read`/`write`) covers `needed`.
@@ -116,7 +122,7 @@ pub(super) async fn github_checks(
         .as_deref()
         .map(|slug| format!("https://github.com/settings/apps/{slug}"))
         .unwrap_or_else(|| "the App's settings".to_owned());
-    let lacking: Vec<String> = needed_permissions(config.github.scope)
+    let lacking: Vec<String> = needed_permissions(config)
         .into_iter()
         .filter(|(name, level)| {
             !app.permissions
@@ -125,11 +131,16 @@ pub(super) async fn github_checks(
         })
         .map(|(name, level)| {
             let has = app.permissions.get(name).map_or("none", String::as_str);
-            format!("{name}: {level} (has {has})")
+            let why = if name == "actions" && level == "write" {
+                ", to re-run the jobs spot interruptions fail (rerun_interrupted)"
+            } else {
+                ""
+            };
+            format!("{name}: {level} (has {has}{why})")
         })
         .collect();
     report.push(if lacking.is_empty() {
-        let needed: Vec<String> = needed_permissions(config.github.scope)
+        let needed: Vec<String> = needed_permissions(config)
             .into_iter()
             .map(|(name, level)| format!("{name}: {level}"))
             .collect();

@@ -70,6 +70,28 @@ async fn repository_scope_needs_administration_instead() {
 }
 
 #[tokio::test]
+async fn a_spot_pool_that_reruns_interrupted_jobs_needs_actions_write() {
+    let mut world = healthy();
+    world.permissions.insert("actions".into(), "read".into());
+    world.config = Ok(CONFIG.replace(
+        "    warm_owner: acme",
+        "    warm_owner: acme\n    spot: true",
+    ));
+    let (check, message, _) = only_failure(&run(&world).await);
+    assert_eq!(check, "github.permissions");
+    assert!(
+        message.contains("actions: write (has read, to re-run the jobs spot interruptions fail"),
+        "{message}"
+    );
+    // Switched off, read is enough again.
+    world.config = Ok(CONFIG.replace(
+        "    warm_owner: acme",
+        "    warm_owner: acme\n    spot: true\n    rerun_interrupted: false",
+    ));
+    assert!(run(&world).await.named("github.permissions")[0].status == Status::Pass);
+}
+
+#[tokio::test]
 async fn no_workflow_job_event_fails_the_events_check() {
     let mut world = healthy();
     world.events = vec!["push".into()];

@@ -99,7 +99,7 @@ fn healthy() -> World {
         jwt_accepted: true,
         permissions: [
             ("organization_self_hosted_runners", "write"),
-            ("actions", "read"),
+            ("actions", "write"),
             ("metadata", "read"),
         ]
         .iter()
