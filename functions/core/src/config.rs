@@ -15,6 +15,7 @@ use std::time::Duration;
 
 mod github_limits;
 mod locate;
+mod more_apps;
 pub mod ranges;
 mod sizing;
 mod spot_breaker;
@@ -48,6 +49,29 @@ pub struct GitHubConfig {
     /// Register runners on the organization (`org`) or on each repository (`repo`).
     #[serde(default)]
     pub scope: Scope,
+    /// Further GitHub Apps installed on the same accounts, each with its own rate-limit
+    /// buckets: registrations and other calls are spread across all of them. The App of
+    /// `app_id` stays the one that sends webhooks (the webhook secret is its).
+    #[serde(default)]
+    pub more_apps: Vec<MoreApp>,
+}
+
+/// One more GitHub App of the deployment ([`GitHubConfig::more_apps`]).
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct MoreApp {
+    pub app_id: u64,
+    /// The Secrets Manager secret (its name or ARN) holding the App's private key, PEM.
+    pub key_secret: String,
+}
+
+impl GitHubConfig {
+    /// Every App's id: `app_id` first (the App that sends webhooks), then `more_apps`.
+    pub fn app_ids(&self) -> Vec<u64> {
+        std::iter::once(self.app_id)
+            .chain(self.more_apps.iter().map(|app| app.app_id))
+            .collect()
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
@@ -282,6 +306,7 @@ impl Config {
                 "must be the App's id, above 0".into(),
             ));
         }
+        problems.extend(more_apps::problems(&self.github));
         for (field, duration, range) in [
             (
                 "reaper.deleted_ttl",
