@@ -103,6 +103,17 @@ pub fn required_vars(names: &[&str]) -> anyhow::Result<HashMap<String, String>> 
     )
 }
 
+/// For the App key in secret `id` that looked like PEM but did not parse.
+pub fn unusable_app_key_in(
+    id: &str,
+    error: impl std::error::Error + Send + Sync + 'static,
+) -> anyhow::Error {
+    anyhow::Error::new(error).context(format!(
+        "the GitHub App key in secret {id} is not a usable RSA private key; {}",
+        app_key_fix(id)
+    ))
+}
+
 /// The fix for an App key secret that holds no usable key.
 pub fn app_key_fix(secret_id: &str) -> String {
     format!(
@@ -236,16 +247,25 @@ impl LambdaEnv {
         }))
     }
 
+    /// The secret `secret_id` holding an App's key (one of `github.more_apps`), for the
+    /// GitHub client of that App to read again as [`LambdaEnv::app_key_source`] does.
+    pub fn app_key_source_in(
+        &self,
+        secret_id: &str,
+    ) -> std::sync::Arc<crate::secrets::AppKeySecret> {
+        std::sync::Arc::new(crate::secrets::AppKeySecret {
+            client: aws_sdk_secretsmanager::Client::new(&self.sdk),
+            secret_id: secret_id.to_owned(),
+        })
+    }
+
     /// For an App key that looked like PEM but did not parse.
     pub fn unusable_app_key(
         &self,
         error: impl std::error::Error + Send + Sync + 'static,
     ) -> anyhow::Error {
         let id = self.var(GITHUB_KEY_SECRET_ID).unwrap_or_default();
-        anyhow::Error::new(error).context(format!(
-            "the GitHub App key in secret {id} is not a usable RSA private key; {}",
-            app_key_fix(&id)
-        ))
+        unusable_app_key_in(&id, error)
     }
 
     /// The secrets the webhook reads: the current one, and the explicit previous one

@@ -41,7 +41,8 @@ fn secret_problem(secret: &str) -> Option<String> {
     }
     if secret.starts_with("arn:") {
         let parts: Vec<&str> = secret.splitn(7, ':').collect();
-        let is_secret_arn = parts.len() == 7 && parts[2] == "secretsmanager" && parts[5] == "secret";
+        let is_secret_arn =
+            parts.len() == 7 && parts[2] == "secretsmanager" && parts[5] == "secret";
         return (!is_secret_arn).then(|| {
             format!(
                 "{secret:?} is not a secret's ARN (arn:PARTITION:secretsmanager:REGION:ACCOUNT:secret:NAME)"
@@ -100,7 +101,11 @@ mod tests {
         assert_eq!(found.len(), 2, "{found:?}");
         assert_eq!(found[0].field, "github.more_apps[1].app_id");
         assert_eq!(found[0].line, Some(7));
-        assert!(found[0].message.contains("github.more_apps[0].app_id"), "{}", found[0]);
+        assert!(
+            found[0].message.contains("github.more_apps[0].app_id"),
+            "{}",
+            found[0]
+        );
         assert_eq!(found[1].field, "github.more_apps[2].app_id");
         assert!(found[1].message.contains("github.app_id"), "{}", found[1]);
     }
@@ -109,7 +114,9 @@ mod tests {
     fn an_app_id_of_zero_is_refused() {
         let found = errors("    - app_id: 0\n      key_secret: a\n");
         assert_eq!(found[0].field, "github.more_apps[0].app_id");
-        assert!(found[0].to_string().starts_with("c.yaml:5: github.more_apps[0].app_id: "));
+        assert!(found[0]
+            .to_string()
+            .starts_with("c.yaml:5: github.more_apps[0].app_id: "));
     }
 
     #[test]
