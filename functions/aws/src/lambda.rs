@@ -237,18 +237,9 @@ impl LambdaEnv {
         )
     }
 
-    /// The App key's secret, for the GitHub client to read again when GitHub refuses
-    /// the key it has (the
+    /// The secret `secret_id` holding an App's key, for the GitHub client of that App to
+    /// read again when GitHub refuses the key it has (the
     /// [`AppKeySource`](ephemera_core::ports::AppKeySource) port).
-    pub fn app_key_source(&self) -> anyhow::Result<std::sync::Arc<crate::secrets::AppKeySecret>> {
-        Ok(std::sync::Arc::new(crate::secrets::AppKeySecret {
-            client: aws_sdk_secretsmanager::Client::new(&self.sdk),
-            secret_id: self.var(GITHUB_KEY_SECRET_ID)?,
-        }))
-    }
-
-    /// The secret `secret_id` holding an App's key (one of `github.more_apps`), for the
-    /// GitHub client of that App to read again as [`LambdaEnv::app_key_source`] does.
     pub fn app_key_source_in(
         &self,
         secret_id: &str,
@@ -257,15 +248,6 @@ impl LambdaEnv {
             client: aws_sdk_secretsmanager::Client::new(&self.sdk),
             secret_id: secret_id.to_owned(),
         })
-    }
-
-    /// For an App key that looked like PEM but did not parse.
-    pub fn unusable_app_key(
-        &self,
-        error: impl std::error::Error + Send + Sync + 'static,
-    ) -> anyhow::Error {
-        let id = self.var(GITHUB_KEY_SECRET_ID).unwrap_or_default();
-        unusable_app_key_in(&id, error)
     }
 
     /// The secrets the webhook reads: the current one, and the explicit previous one

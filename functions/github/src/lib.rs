@@ -18,6 +18,7 @@
 //! - `forge`: the [`Forge`](ephemera_core::ports::Forge) methods and response shapes.
 //! - `list`: listing a scope's runners, paginated ([`GitHubApp::list_runners`]).
 //! - `app`: the App's own description, webhook URL and installations (`ephemera doctor`).
+//! - `several`: a deployment's Apps as one forge ([`forge_over`]).
 //! - `deliveries`: the App's webhook deliveries, listed and redelivered (the
 //!   [`HookDeliveries`](ephemera_core::ports::HookDeliveries) port).
 //!
@@ -35,6 +36,7 @@ mod list;
 mod outcome;
 mod rate;
 mod retry;
+mod several;
 
 #[cfg(test)]
 mod harness;
@@ -50,3 +52,4 @@ pub use auth::KEY_REREAD_GAP;
 pub use client::{CallCount, ConfigError, GitHubApp, GitHubAppConfig};
 pub use rate::RateBucket;
 pub use retry::RetryPolicy;
+pub use several::{alone, deployment_apps, forge_over, AppSource};

@@ -1,0 +1,69 @@
+//! A deployment's GitHub Apps as the one [`Forge`] its handlers take: the App alone when
+//! there is one (every call exactly as it always was), else
+//! [`SeveralApps`] over all of them, each App registering at its own pace.
+
+use crate::client::{ConfigError, GitHubApp, GitHubAppConfig};
+use ephemera_core::metrics::Metrics;
+use ephemera_core::pace::RegistrationPace;
+use ephemera_core::ports::{AppKeySource, Forge, SeveralApps, TokenShelf};
+use secrecy::SecretString;
+use std::sync::Arc;
+
+/// One of a deployment's Apps, to be built: its id, its private key, and where the key
+/// is kept (read again when GitHub refuses the key).
+pub struct AppSource {
+    pub app_id: u64,
+    pub key: SecretString,
+    pub key_source: Option<Arc<dyn AppKeySource>>,
+}
+
+/// The deployment's Apps at `api_url`, in the order given, sharing installation tokens
+/// through `shelf` and counting their calls into `metrics`; `Err` with the index of the
+/// App whose key is unusable.
+pub fn deployment_apps(
+    api_url: &str,
+    apps: Vec<AppSource>,
+    shelf: Option<Arc<dyn TokenShelf>>,
+    metrics: &Metrics,
+) -> Result<Vec<Arc<GitHubApp>>, (usize, ConfigError)> {
+    apps.into_iter()
+        .enumerate()
+        .map(|(i, source)| {
+            let mut app = GitHubApp::new(GitHubAppConfig::new(api_url, source.app_id, source.key))
+                .map_err(|err| (i, err))?
+                .with_metrics(metrics.clone());
+            if let Some(key_source) = source.key_source {
+                app = app.with_key_source(key_source);
+            }
+            if let Some(shelf) = &shelf {
+                app = app.with_token_shelf(shelf.clone());
+            }
+            Ok(Arc::new(app))
+        })
+        .collect()
+}
+
+/// The forge over `apps` (the App that sends webhooks first), App `id` paced by
+/// `pace(id)`.
+pub fn forge_over(
+    apps: Vec<Arc<GitHubApp>>,
+    pace: impl Fn(u64) -> Arc<RegistrationPace>,
+) -> Arc<dyn Forge> {
+    if let [app] = apps.as_slice() {
+        return app.clone();
+    }
+    let lanes = apps
+        .into_iter()
+        .map(|app| (app.app_id, app as Arc<dyn Forge>))
+        .collect();
+    Arc::new(SeveralApps::new(lanes, pace))
+}
+
+/// Each App on its own at GitHub's registration limits: the pace of a process that
+/// shares the Apps with no other (`ephemera local`, the CLI).
+pub fn alone(_app_id: u64) -> Arc<RegistrationPace> {
+    Arc::new(RegistrationPace::shared(
+        ephemera_core::pace::GITHUB_REGISTRATIONS_PER_MINUTE,
+        1,
+    ))
+}
