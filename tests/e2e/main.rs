@@ -3,6 +3,7 @@
 //! runner reaped) on moto + simulator.
 
 mod ami_pool;
+mod apps;
 mod aws_breaker;
 mod aws_fleet;
 mod aws_jit;

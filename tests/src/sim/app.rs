@@ -65,14 +65,14 @@ impl AppSettings {
 /// `GET /app`.
 pub(crate) async fn get_app(State(sim): Sim, headers: HeaderMap) -> Result<Json<Value>, ApiError> {
     sim.lock().hit("GET /app");
-    sim.verifier().verify(&headers)?;
-    let settings = sim.lock().app.clone();
+    let app_id = sim.verify_app(&headers)?;
+    let settings = sim.lock().app_settings(app_id, sim.config.app_id);
     let owner = "ephemera-sim-owner";
     Ok(Json(json!({
-        "id": sim.config.app_id,
+        "id": app_id,
         "slug": "ephemera-sim",
-        "node_id": format!("A_sim{}", sim.config.app_id),
-        "client_id": format!("Iv1.sim{}", sim.config.app_id),
+        "node_id": format!("A_sim{app_id}"),
+        "client_id": format!("Iv1.sim{app_id}"),
         "owner": body::account(owner),
         "name": "ephemera-sim",
         "description": "The GitHub simulator's App",
