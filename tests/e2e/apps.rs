@@ -8,6 +8,8 @@ use ephemera_tests::sim::buckets::REGISTRATION;
 use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(180);
+/// The most messages the scaler handles at once (one SQS receive).
+const MAX_BATCH: u64 = 10;
 
 fn two_apps() -> PipelineOptions {
     PipelineOptions {
@@ -110,9 +112,10 @@ async fn with_one_apps_registration_bucket_spent_the_other_registers_every_runne
         "the other App registered every later runner: {:?}",
         counters.app_calls
     );
-    // Refused once, then set aside until the bucket's reset.
+    // Refused once for each registration in flight when the bucket was found spent
+    // (the scaler handles a batch's messages at once), then set aside until its reset.
     assert!(
-        counters.refusals_of(APP_ID) <= 1,
+        (1..=MAX_BATCH).contains(&counters.refusals_of(APP_ID)),
         "{:?}",
         counters.app_calls
     );
