@@ -14,6 +14,7 @@ mod aws_tokens;
 mod burst;
 mod cli;
 mod doctor;
+mod doctor_apps;
 mod github_faults;
 mod labels;
 mod lambda;
