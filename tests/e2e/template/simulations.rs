@@ -22,6 +22,7 @@ fn statements<'t>(template: &'t Value, role: &str) -> anyhow::Result<Vec<&'t Val
             Value::Array(s) => s.iter().collect(),
             other => vec![other],
         })
+        .filter_map(super::policy::unconditional)
         .collect())
 }
 
