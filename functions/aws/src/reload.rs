@@ -19,6 +19,7 @@ use crate::lambda::{
 };
 use anyhow::Context;
 use ephemera_core::config::Config;
+use ephemera_core::ports::AppSource;
 use ephemera_core::webhook::WebhookSecrets;
 use secrecy::SecretString;
 use std::collections::HashMap;
@@ -71,14 +72,17 @@ impl Sources {
         Ok(key.clone())
     }
 
-    /// Every App's private key among these sources, each checked to be a PEM private
-    /// key: `github.app_id`'s from the stack's secret, then each of `github.more_apps`'s
-    /// from its `key_secret` (read only by functions that read the stack's App key).
-    pub fn app_keys(&self, env: &LambdaEnv) -> anyhow::Result<Vec<AppKeyOf>> {
-        let mut keys = vec![AppKeyOf {
+    /// Every App among these sources, its key checked to be a PEM private key and
+    /// followed from its secret: `github.app_id`'s from the stack's secret, then each of
+    /// `github.more_apps`'s from its `key_secret` (read only by functions that read the
+    /// stack's App key).
+    pub fn app_sources(&self, env: &LambdaEnv) -> anyhow::Result<Vec<AppSource>> {
+        let secret_id = env.var(GITHUB_KEY_SECRET_ID)?;
+        let mut apps = vec![AppSource {
             app_id: self.config.github.app_id,
-            secret_id: env.var(GITHUB_KEY_SECRET_ID)?,
             key: self.app_key(env)?,
+            key_source: Some(env.app_key_source_in(&secret_id)),
+            kept_in: secret_id,
         }];
         for app in &self.config.github.more_apps {
             let key = &self.secret(&more_app_var(app.app_id))?.value;
@@ -91,13 +95,14 @@ impl Sources {
                     app_key_fix(&app.key_secret)
                 );
             }
-            keys.push(AppKeyOf {
+            apps.push(AppSource {
                 app_id: app.app_id,
-                secret_id: app.key_secret.clone(),
                 key: key.clone(),
+                key_source: Some(env.app_key_source_in(&app.key_secret)),
+                kept_in: app.key_secret.clone(),
             });
         }
-        Ok(keys)
+        Ok(apps)
     }
 
     /// The webhook secrets among these sources: the current one and, during a rotation,
@@ -130,14 +135,6 @@ impl Sources {
             versions.join(" ")
         )
     }
-}
-
-/// One App's private key, and the secret it is kept in.
-pub struct AppKeyOf {
-    pub app_id: u64,
-    /// The Secrets Manager secret (name or ARN) the key was read from.
-    pub secret_id: String,
-    pub key: SecretString,
 }
 
 /// Where [`Sources::secrets`] keeps the key of App `app_id` of `github.more_apps`.

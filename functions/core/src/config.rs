@@ -17,6 +17,7 @@ mod github_limits;
 mod locate;
 mod more_apps;
 pub mod ranges;
+pub use more_apps::MoreApp;
 mod sizing;
 mod spot_breaker;
 mod template_version;
@@ -54,24 +55,6 @@ pub struct GitHubConfig {
     /// `app_id` stays the one that sends webhooks (the webhook secret is its).
     #[serde(default)]
     pub more_apps: Vec<MoreApp>,
-}
-
-/// One more GitHub App of the deployment ([`GitHubConfig::more_apps`]).
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct MoreApp {
-    pub app_id: u64,
-    /// The Secrets Manager secret (its name or ARN) holding the App's private key, PEM.
-    pub key_secret: String,
-}
-
-impl GitHubConfig {
-    /// Every App's id: `app_id` first (the App that sends webhooks), then `more_apps`.
-    pub fn app_ids(&self) -> Vec<u64> {
-        std::iter::once(self.app_id)
-            .chain(self.more_apps.iter().map(|app| app.app_id))
-            .collect()
-    }
 }
 
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]

@@ -16,7 +16,7 @@ use time::OffsetDateTime;
 
 mod apps;
 mod tokens;
-pub use apps::SeveralApps;
+pub use apps::{AppSource, SeveralApps};
 pub use tokens::{fingerprint_of, SharedToken, TokenShelf};
 
 /// An error from below that callers do not branch on, kept with its cause.

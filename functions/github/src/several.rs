@@ -5,32 +5,23 @@
 use crate::client::{ConfigError, GitHubApp, GitHubAppConfig};
 use ephemera_core::metrics::Metrics;
 use ephemera_core::pace::RegistrationPace;
-use ephemera_core::ports::{AppKeySource, Forge, SeveralApps, TokenShelf};
-use secrecy::SecretString;
+use ephemera_core::ports::{AppSource, Forge, SeveralApps, TokenShelf};
 use std::sync::Arc;
 
-/// One of a deployment's Apps, to be built: its id, its private key, and where the key
-/// is kept (read again when GitHub refuses the key).
-pub struct AppSource {
-    pub app_id: u64,
-    pub key: SecretString,
-    pub key_source: Option<Arc<dyn AppKeySource>>,
-}
-
 /// The deployment's Apps at `api_url`, in the order given, sharing installation tokens
-/// through `shelf` and counting their calls into `metrics`; `Err` with the index of the
-/// App whose key is unusable.
+/// through `shelf` and counting their calls into `metrics`; `Err` with where the unusable
+/// key is kept.
 pub fn deployment_apps(
     api_url: &str,
     apps: Vec<AppSource>,
     shelf: Option<Arc<dyn TokenShelf>>,
     metrics: &Metrics,
-) -> Result<Vec<Arc<GitHubApp>>, (usize, ConfigError)> {
+) -> Result<Vec<Arc<GitHubApp>>, (String, ConfigError)> {
     apps.into_iter()
-        .enumerate()
-        .map(|(i, source)| {
-            let mut app = GitHubApp::new(GitHubAppConfig::new(api_url, source.app_id, source.key))
-                .map_err(|err| (i, err))?
+        .map(|source| {
+            let config = GitHubAppConfig::new(api_url, source.app_id, source.key);
+            let mut app = GitHubApp::new(config)
+                .map_err(|err| (source.kept_in, err))?
                 .with_metrics(metrics.clone());
             if let Some(key_source) = source.key_source {
                 app = app.with_key_source(key_source);

@@ -8,7 +8,7 @@ use ephemera_aws::lambda::{
 };
 use ephemera_aws::reload::{Reloading, Sources};
 use ephemera_core::handlers::reaper::{InstanceEvent, Reaper};
-use ephemera_github::{alone, deployment_apps, forge_over, AppSource};
+use ephemera_github::{alone, deployment_apps, forge_over};
 use lambda_runtime::{service_fn, Error, LambdaEvent};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -38,22 +38,13 @@ async fn start() -> anyhow::Result<Reloading<Reaper>> {
 fn build(env: &LambdaEnv, sources: &Sources) -> anyhow::Result<Reaper> {
     let config = sources.config.clone();
     let metrics = metrics(&config);
-    let keys = sources.app_keys(env)?;
-    let apps = keys
-        .iter()
-        .map(|app| AppSource {
-            app_id: app.app_id,
-            key: app.key.clone(),
-            key_source: Some(env.app_key_source_in(&app.secret_id)),
-        })
-        .collect();
     let apps = deployment_apps(
         &config.github.api_url,
-        apps,
+        sources.app_sources(env)?,
         Some(Arc::new(env.token_shelf()?)),
         &metrics,
     )
-    .map_err(|(i, err)| unusable_app_key_in(&keys[i].secret_id, err))?;
+    .map_err(|(secret, err)| unusable_app_key_in(&secret, err))?;
     // The redelivery sweep is the webhook App's (the first); the reaper registers no
     // runner, so the Apps' registration paces are never spent here.
     let webhook_app = apps[0].clone();

@@ -9,7 +9,7 @@ use ephemera_aws::lambda::{
 use ephemera_aws::reload::{Reloading, Sources};
 use ephemera_core::handlers::scaler::{BatchItem, Scaler};
 use ephemera_core::pace::AppPaces;
-use ephemera_github::{deployment_apps, forge_over, AppSource};
+use ephemera_github::{deployment_apps, forge_over};
 use lambda_runtime::{service_fn, Error, LambdaEvent};
 use std::sync::Arc;
 
@@ -52,22 +52,13 @@ async fn start() -> anyhow::Result<Reloading<Scaler>> {
 fn build(env: &LambdaEnv, sources: &Sources, paces: Arc<AppPaces>) -> anyhow::Result<Scaler> {
     let config = sources.config.clone();
     let metrics = metrics(&config);
-    let keys = sources.app_keys(env)?;
-    let apps = keys
-        .iter()
-        .map(|app| AppSource {
-            app_id: app.app_id,
-            key: app.key.clone(),
-            key_source: Some(env.app_key_source_in(&app.secret_id)),
-        })
-        .collect();
     let apps = deployment_apps(
         &config.github.api_url,
-        apps,
+        sources.app_sources(env)?,
         Some(Arc::new(env.token_shelf()?)),
         &metrics,
     )
-    .map_err(|(i, err)| unusable_app_key_in(&keys[i].secret_id, err))?;
+    .map_err(|(secret, err)| unusable_app_key_in(&secret, err))?;
     let pace = paces.together(apps.len());
     let forge = forge_over(apps, |app_id| paces.app(app_id));
     Ok(Scaler::new(

@@ -1,10 +1,29 @@
-//! The checks of `github.more_apps`: every App of a deployment has an id of its own,
-//! above 0, and names the secret its private key is kept in.
+//! `github.more_apps`, the further Apps of a deployment, and its checks: every App has
+//! an id of its own, above 0, and names the secret its private key is kept in.
 //!
 //! A secret is named as Secrets Manager takes it: its name (letters, digits and
 //! `/_+=.@-`, at most 512 characters) or its ARN (`arn:PARTITION:secretsmanager:…`).
 
 use super::GitHubConfig;
+use serde::Deserialize;
+
+/// One more GitHub App of the deployment ([`GitHubConfig::more_apps`]).
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct MoreApp {
+    pub app_id: u64,
+    /// The Secrets Manager secret (its name or ARN) holding the App's private key, PEM.
+    pub key_secret: String,
+}
+
+impl GitHubConfig {
+    /// Every App's id: `app_id` first (the App that sends webhooks), then `more_apps`.
+    pub fn app_ids(&self) -> Vec<u64> {
+        std::iter::once(self.app_id)
+            .chain(self.more_apps.iter().map(|app| app.app_id))
+            .collect()
+    }
+}
 
 /// Problems of `github.more_apps`, as (field, message).
 pub fn problems(github: &GitHubConfig) -> Vec<(String, String)> {

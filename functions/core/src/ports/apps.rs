@@ -15,11 +15,12 @@
 //! exactly the calls it always made.
 
 use super::{
-    Forge, ForgeError, ForgeJobState, ForgeRunner, JitConfig, JitRequest, RunnerRemoval,
-    RunnerScope,
+    AppKeySource, Forge, ForgeError, ForgeJobState, ForgeRunner, JitConfig, JitRequest,
+    RunnerRemoval, RunnerScope,
 };
 use crate::pace::RegistrationPace;
 use async_trait::async_trait;
+use secrecy::SecretString;
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -32,6 +33,17 @@ use tracing::warn;
 pub const RATE_LIMIT_PAUSE: Duration = Duration::from_secs(60);
 /// How long a registration waits for an App's pace before it is refused as throttled.
 pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(2);
+
+/// One App of a deployment, to be built into a GitHub client: its id, its private key,
+/// and where the key is kept.
+pub struct AppSource {
+    pub app_id: u64,
+    pub key: SecretString,
+    /// Where the key is kept (a secret's name or ARN, a file), for errors.
+    pub kept_in: String,
+    /// The key's store, read again when GitHub refuses the key; `None` for a file.
+    pub key_source: Option<Arc<dyn AppKeySource>>,
+}
 
 /// One App of the deployment, with its own budgets.
 struct AppLane {

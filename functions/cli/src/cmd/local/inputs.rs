@@ -7,9 +7,10 @@ use anyhow::{bail, Context};
 use ephemera_aws::secrets::{looks_like_pem_key, read_secret, AppKeySecret};
 use ephemera_core::config::Config;
 use ephemera_core::metrics::Metrics;
+use ephemera_core::ports::AppSource;
 use ephemera_core::ports::TokenShelf;
 use ephemera_core::webhook::WebhookSecrets;
-use ephemera_github::{deployment_apps, AppSource, GitHubApp};
+use ephemera_github::{deployment_apps, GitHubApp};
 use secrecy::SecretString;
 use std::sync::Arc;
 
@@ -81,9 +82,9 @@ pub(super) async fn github_apps(
     let mut sources = vec![AppSource {
         app_id: config.github.app_id,
         key: SecretString::from(pem),
+        kept_in: key_file.display().to_string(),
         key_source: None,
     }];
-    let mut places = vec![format!("GitHub App key {}", key_file.display())];
     let secrets = aws_sdk_secretsmanager::Client::new(sdk);
     for app in &config.github.more_apps {
         let key = read_secret(&secrets, &app.key_secret)
@@ -99,17 +100,18 @@ pub(super) async fn github_apps(
         sources.push(AppSource {
             app_id: app.app_id,
             key,
+            kept_in: format!("in secret {}", app.key_secret),
             key_source: Some(Arc::new(AppKeySecret {
                 client: secrets.clone(),
                 secret_id: app.key_secret.clone(),
             })),
         });
-        places.push(format!("the key in secret {}", app.key_secret));
     }
     let api_url = args
         .github_api_url
         .clone()
         .unwrap_or(config.github.api_url.clone());
-    deployment_apps(&api_url, sources, Some(shelf), metrics)
-        .map_err(|(i, err)| anyhow::Error::new(err).context(places[i].clone()))
+    deployment_apps(&api_url, sources, Some(shelf), metrics).map_err(|(kept_in, err)| {
+        anyhow::Error::new(err).context(format!("GitHub App key {kept_in}"))
+    })
 }
