@@ -308,8 +308,9 @@ impl Pipeline {
         }
         // One App: the client itself, as the functions use it.
         let scaler_github =
-            ephemera_github::forge_over(scaler_apps.clone(), ephemera_github::alone);
-        let reaper_github = ephemera_github::forge_over(reaper_apps, ephemera_github::alone);
+            ephemera_github::forge_over(scaler_apps.clone(), ephemera_github::unshared_pace);
+        let reaper_github =
+            ephemera_github::forge_over(reaper_apps, ephemera_github::unshared_pace);
 
         let mut tasks = JoinSet::new();
         let secrets_for_webhook = WebhookSecrets {

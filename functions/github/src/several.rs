@@ -50,9 +50,9 @@ pub fn forge_over(
     Arc::new(SeveralApps::new(lanes, pace))
 }
 
-/// Each App on its own at GitHub's registration limits: the pace of a process that
-/// shares the Apps with no other (`ephemera local`, the CLI).
-pub fn alone(_app_id: u64) -> Arc<RegistrationPace> {
+/// An App's pace at GitHub's whole registration limits, for a process that shares its
+/// Apps with no other (`ephemera local`), or registers no runner (the reaper).
+pub fn unshared_pace(_app_id: u64) -> Arc<RegistrationPace> {
     Arc::new(RegistrationPace::shared(
         ephemera_core::pace::GITHUB_REGISTRATIONS_PER_MINUTE,
         1,

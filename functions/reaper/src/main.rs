@@ -8,7 +8,7 @@ use ephemera_aws::lambda::{
 };
 use ephemera_aws::reload::{Reloading, Sources};
 use ephemera_core::handlers::reaper::{InstanceEvent, Reaper};
-use ephemera_github::{alone, deployment_apps, forge_over};
+use ephemera_github::{deployment_apps, forge_over, unshared_pace};
 use lambda_runtime::{service_fn, Error, LambdaEvent};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -48,7 +48,7 @@ fn build(env: &LambdaEnv, sources: &Sources) -> anyhow::Result<Reaper> {
     // The redelivery sweep is the webhook App's (the first); the reaper registers no
     // runner, so the Apps' registration paces are never spent here.
     let webhook_app = apps[0].clone();
-    let forge = forge_over(apps, alone);
+    let forge = forge_over(apps, unshared_pace);
     let store = Arc::new(env.store()?);
     let (price_book, price_list) = env.pricing()?;
     Ok(Reaper::new(

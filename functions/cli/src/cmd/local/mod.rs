@@ -191,7 +191,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
         let apps = github_apps(&config, &args, &sdk, Arc::new(shelf), &metrics).await?;
         // The redelivery sweep is the webhook App's (the first).
         let webhook_app = apps[0].clone();
-        let forge = ephemera_github::forge_over(apps, ephemera_github::alone);
+        let forge = ephemera_github::forge_over(apps, ephemera_github::unshared_pace);
         let price_book = Arc::new(ephemera_aws::DynamoPriceBook::new(
             aws_sdk_dynamodb::Client::new(&sdk),
             table.clone(),
