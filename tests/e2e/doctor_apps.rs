@@ -93,6 +93,14 @@ async fn doctor_checks_each_app_and_names_the_one_missing_on_an_account() -> any
         failed["message"] == format!("{who} is not installed on {ORG}"),
         "{failed:#}"
     );
+    ensure!(
+        failed["fix"]
+            .as_str()
+            .is_some_and(|fix| fix.contains(&format!(
+                "https://github.com/apps/ephemera-sim-{SECOND_APP_ID}/installations/new"
+            ))),
+        "{failed:#}"
+    );
     world.sim.with_state(|s| s.more_apps.clear());
     expect_healthy(&world).await?;
 
