@@ -87,7 +87,7 @@ conformance: venv
 	cd tests/conformance && npm ci --no-audit --no-fund --loglevel=error
 	rm -rf $(CONFORMANCE_RECORD) && mkdir -p $(CONFORMANCE_RECORD)
 	EPHEMERA_SIM_RECORD_DIR=$(CURDIR)/$(CONFORMANCE_RECORD) MOTO_SERVER=$(CURDIR)/$(VENV)/bin/moto_server \
-		$(CARGO) test --workspace --test e2e -- sim:: pipeline::one_job_gets_one_runner_which_runs_it_and_is_reaped
+		$(CARGO) test --workspace --test e2e -- sim:: apps:: pipeline::one_job_gets_one_runner_which_runs_it_and_is_reaped
 	node tests/conformance/check.mjs $(CONFORMANCE_RECORD)
 	node tests/conformance/check.mjs --each-must-fail tests/conformance/fixtures/bad-exchanges.jsonl
 	@if node tests/conformance/check.mjs tests/conformance/fixtures/bad-exchanges.jsonl >/dev/null 2>&1; then \

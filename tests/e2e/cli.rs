@@ -4,6 +4,7 @@
 //! jobs, errors, a lost webhook recovered by `ephemera local`'s redelivery sweep, and a
 //! flood of unsigned requests at its webhook.
 
+mod apps;
 mod config;
 mod connect;
 mod delete;

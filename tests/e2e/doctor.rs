@@ -40,22 +40,27 @@ use ephemera_tests::sim::{self, SimConfig, SimHandle};
 use ephemera_tests::stack::{create_stack, template_path, Stack, StackSpec};
 use serde_json::Value;
 
-const DEPLOYMENT: &str = "doc";
+pub(super) const DEPLOYMENT: &str = "doc";
 const STACK: &str = "ephemera-doctor";
-const APP_ID: u64 = 5151;
+pub(super) const APP_ID: u64 = 5151;
 const WEBHOOK_SECRET: &str = "doctor-webhook-secret";
 /// Where the App's webhook should go (the Function URL moto cannot make).
 const WEBHOOK_URL: &str = "https://doc-hook.lambda-url.us-east-1.on.aws/";
-const ORG: &str = "acme";
+pub(super) const ORG: &str = "acme";
 
-struct World {
-    moto: Moto,
-    sim: SimHandle,
-    stack: Stack,
-    sdk: aws_config::SdkConfig,
+pub(super) struct World {
+    pub(super) moto: Moto,
+    pub(super) sim: SimHandle,
+    pub(super) stack: Stack,
+    pub(super) sdk: aws_config::SdkConfig,
 }
 
 async fn world() -> anyhow::Result<World> {
+    world_with(Vec::new()).await
+}
+
+/// The world with further Apps in the simulator, as (App id, public key PEM).
+pub(super) async fn world_with(more_apps: Vec<(u64, String)>) -> anyhow::Result<World> {
     let moto = Moto::start().await?;
     let sdk = ephemera_aws::sdk_config(&ephemera_aws::AwsSettings::emulator(&moto.endpoint)).await;
     let public_key =
@@ -64,6 +69,7 @@ async fn world() -> anyhow::Result<World> {
         std::fs::read_to_string(workspace_path("tests/fixtures/github-app-test-key.pem"))?;
     let mut config = SimConfig::new(APP_ID, public_key, WEBHOOK_SECRET, DEPLOYMENT);
     config.webhook_url = Some(WEBHOOK_URL.to_owned());
+    config.more_apps = more_apps;
     let sim = sim::start(config).await?;
     let spec = StackSpec {
         stack_name: STACK.into(),
@@ -86,7 +92,7 @@ async fn world() -> anyhow::Result<World> {
 /// Records, as each function does at its cold start (`ephemera_aws::running`), that it
 /// runs the configuration the stack's parameters hold now. moto runs no function, so the
 /// test world does it for them.
-async fn functions_run_the_current_configuration(world: &World) -> anyhow::Result<()> {
+pub(super) async fn functions_run_the_current_configuration(world: &World) -> anyhow::Result<()> {
     let ssm = aws_sdk_ssm::Client::new(&world.sdk);
     let loaded = ephemera_aws::config_source::load_config_or_default(
         &ssm,
@@ -109,7 +115,7 @@ async fn functions_run_the_current_configuration(world: &World) -> anyhow::Resul
 }
 
 /// `ephemera doctor --json` on the stack: exit code and report.
-async fn doctor(world: &World) -> anyhow::Result<(i32, Value)> {
+pub(super) async fn doctor(world: &World) -> anyhow::Result<(i32, Value)> {
     let endpoint = world.moto.endpoint.clone();
     let output = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
         Ok(ephemera()?
@@ -144,7 +150,7 @@ fn checks_with(report: &Value, status: &str) -> Vec<Value> {
 }
 
 /// Doctor exits 8 with exactly one failed check, `check`; returns it.
-async fn only_failure(world: &World, check: &str) -> anyhow::Result<Value> {
+pub(super) async fn only_failure(world: &World, check: &str) -> anyhow::Result<Value> {
     let (code, report) = doctor(world).await?;
     let failed = checks_with(&report, "fail");
     ensure!(code == 8, "exit code {code}: {report:#}");
@@ -174,7 +180,7 @@ fn unanswered_by_moto(check: &Value) -> bool {
     })
 }
 
-async fn expect_healthy(world: &World) -> anyhow::Result<()> {
+pub(super) async fn expect_healthy(world: &World) -> anyhow::Result<()> {
     let (code, report) = doctor(world).await?;
     ensure!(code == 0, "exit code {code}: {report:#}");
     let not_passed: Vec<Value> = report["checks"]

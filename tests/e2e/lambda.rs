@@ -3,6 +3,7 @@
 //! time, a rotated App key, a long wait for capacity that Lambda's recursion cut-off
 //! does not end.
 
+mod apps;
 mod cold_start;
 mod follow;
 mod interruptions;

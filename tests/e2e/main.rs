@@ -3,6 +3,7 @@
 //! runner reaped) on moto + simulator.
 
 mod ami_pool;
+mod apps;
 mod aws_breaker;
 mod aws_fleet;
 mod aws_instance_index;
@@ -15,6 +16,7 @@ mod aws_tokens;
 mod burst;
 mod cli;
 mod doctor;
+mod doctor_apps;
 mod github_faults;
 mod labels;
 mod lambda;

@@ -36,6 +36,8 @@ pub const DEPLOYMENT: &str = "eph";
 pub const WEBHOOK_SECRET: &str = "test-webhook-secret";
 /// The App id the simulator expects in JWTs.
 pub const APP_ID: u64 = 4242;
+/// The second App of a pipeline started with [`PipelineOptions::two_apps`].
+pub const SECOND_APP_ID: u64 = 4343;
 /// Labels the test pool serves.
 pub const LABELS: [&str; 3] = ["self-hosted", "linux", "x64"];
 
@@ -67,6 +69,9 @@ pub struct PipelineOptions {
     /// The region whose prices the reaper reads (from the strict layer's recorded
     /// answers) to price each job; `None`: jobs are not priced.
     pub priced_in: Option<&'static str>,
+    /// A second App ([`SECOND_APP_ID`], the second test key) in the configuration's
+    /// `github.more_apps` and in the simulator, installed on the same accounts.
+    pub two_apps: bool,
 }
 
 impl Default for PipelineOptions {
@@ -85,6 +90,7 @@ impl Default for PipelineOptions {
             metrics: Metrics::disabled(),
             capacity_retry: Duration::from_secs(1),
             priced_in: None,
+            two_apps: false,
         }
     }
 }
@@ -102,6 +108,8 @@ pub struct Pipeline {
     /// are separate functions with their own token caches and call counts.
     pub scaler_forge: Arc<GitHubApp>,
     pub reaper_forge: Arc<GitHubApp>,
+    /// Every App's scaler client, the first App's (`scaler_forge`) first.
+    pub scaler_apps: Vec<Arc<GitHubApp>>,
     pub webhook_url: String,
     /// The jobs queue's dead-letter queue.
     pub dlq_url: String,
@@ -240,14 +248,30 @@ impl Pipeline {
         sim_config.pickup_delay = options.pickup_delay;
         sim_config.boot_spread = options.boot_spread;
         sim_config.faults = options.github_faults.clone();
+        if options.two_apps {
+            let second = std::fs::read_to_string(workspace_path(
+                "tests/fixtures/github-app-test-key-2.pub.pem",
+            ))?;
+            sim_config.more_apps = vec![(SECOND_APP_ID, second)];
+        }
         let sim = sim::start(sim_config).await?;
 
-        let config = Arc::new(test_config_labelled(
+        let mut config = test_config_labelled(
             &sim.url,
             options.max_runners,
             &options.pool_labels,
             &options.pool_extra,
-        )?);
+        )?;
+        if options.two_apps {
+            config
+                .github
+                .more_apps
+                .push(ephemera_core::config::MoreApp {
+                    app_id: SECOND_APP_ID,
+                    key_secret: format!("{DEPLOYMENT}/github-app-{SECOND_APP_ID}"),
+                });
+        }
+        let config = Arc::new(config);
         let store = Arc::new(DynamoRunnerStore::new(
             counted_dynamodb(&sdk, &calls),
             &resources.table,
@@ -264,12 +288,29 @@ impl Pipeline {
         ));
         let private_key =
             std::fs::read_to_string(workspace_path("tests/fixtures/github-app-test-key.pem"))?;
-        let github_app = || {
-            let key = SecretString::from(private_key.clone());
-            GitHubApp::new(GitHubAppConfig::new(&sim.url, APP_ID, key))
+        let github_app = |app_id: u64, pem: &str| {
+            let key = SecretString::from(pem.to_owned());
+            GitHubApp::new(GitHubAppConfig::new(&sim.url, app_id, key))
                 .map(|app| Arc::new(app.with_metrics(options.metrics.clone())))
         };
-        let (scaler_forge, reaper_forge) = (github_app()?, github_app()?);
+        let (scaler_forge, reaper_forge) = (
+            github_app(APP_ID, &private_key)?,
+            github_app(APP_ID, &private_key)?,
+        );
+        let mut scaler_apps = vec![scaler_forge.clone()];
+        let mut reaper_apps = vec![reaper_forge.clone()];
+        if options.two_apps {
+            let second = std::fs::read_to_string(workspace_path(
+                "tests/fixtures/github-app-test-key-2.pem",
+            ))?;
+            scaler_apps.push(github_app(SECOND_APP_ID, &second)?);
+            reaper_apps.push(github_app(SECOND_APP_ID, &second)?);
+        }
+        // One App: the client itself, as the functions use it.
+        let scaler_github =
+            ephemera_github::forge_over(scaler_apps.clone(), ephemera_github::unshared_pace);
+        let reaper_github =
+            ephemera_github::forge_over(reaper_apps, ephemera_github::unshared_pace);
 
         let mut tasks = JoinSet::new();
         let secrets_for_webhook = WebhookSecrets {
@@ -303,7 +344,7 @@ impl Pipeline {
                 config.clone(),
                 store.clone(),
                 fleet.clone(),
-                scaler_forge.clone(),
+                scaler_github,
                 jit_store.clone(),
                 queue.clone(),
             )
@@ -320,7 +361,7 @@ impl Pipeline {
             config.clone(),
             store.clone(),
             fleet.clone(),
-            reaper_forge.clone(),
+            reaper_github,
             jit_store,
             queue.clone(),
         )
@@ -350,6 +391,7 @@ impl Pipeline {
             fleet,
             scaler_forge,
             reaper_forge,
+            scaler_apps,
             webhook_url,
             dlq_url: resources.dlq_url.clone(),
             calls,

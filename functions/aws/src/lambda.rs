@@ -113,6 +113,17 @@ pub fn required_vars(names: &[&str]) -> anyhow::Result<HashMap<String, String>> 
     )
 }
 
+/// For the App key in secret `id` that looked like PEM but did not parse.
+pub fn unusable_app_key_in(
+    id: &str,
+    error: impl std::error::Error + Send + Sync + 'static,
+) -> anyhow::Error {
+    anyhow::Error::new(error).context(format!(
+        "the GitHub App key in secret {id} is not a usable RSA private key; {}",
+        app_key_fix(id)
+    ))
+}
+
 /// The fix for an App key secret that holds no usable key.
 pub fn app_key_fix(secret_id: &str) -> String {
     format!(
@@ -246,26 +257,17 @@ impl LambdaEnv {
         )
     }
 
-    /// The App key's secret, for the GitHub client to read again when GitHub refuses
-    /// the key it has (the
+    /// The secret `secret_id` holding an App's key, for the GitHub client of that App to
+    /// read again when GitHub refuses the key it has (the
     /// [`AppKeySource`](ephemera_core::ports::AppKeySource) port).
-    pub fn app_key_source(&self) -> anyhow::Result<std::sync::Arc<crate::secrets::AppKeySecret>> {
-        Ok(std::sync::Arc::new(crate::secrets::AppKeySecret {
-            client: aws_sdk_secretsmanager::Client::new(&self.sdk),
-            secret_id: self.var(GITHUB_KEY_SECRET_ID)?,
-        }))
-    }
-
-    /// For an App key that looked like PEM but did not parse.
-    pub fn unusable_app_key(
+    pub fn app_key_source_in(
         &self,
-        error: impl std::error::Error + Send + Sync + 'static,
-    ) -> anyhow::Error {
-        let id = self.var(GITHUB_KEY_SECRET_ID).unwrap_or_default();
-        anyhow::Error::new(error).context(format!(
-            "the GitHub App key in secret {id} is not a usable RSA private key; {}",
-            app_key_fix(&id)
-        ))
+        secret_id: &str,
+    ) -> std::sync::Arc<crate::secrets::AppKeySecret> {
+        std::sync::Arc::new(crate::secrets::AppKeySecret {
+            client: aws_sdk_secretsmanager::Client::new(&self.sdk),
+            secret_id: secret_id.to_owned(),
+        })
     }
 
     /// The secrets the webhook reads: the current one, and the explicit previous one

@@ -19,6 +19,7 @@ use crate::lambda::{
 };
 use anyhow::Context;
 use ephemera_core::config::Config;
+use ephemera_core::ports::AppSource;
 use ephemera_core::webhook::WebhookSecrets;
 use secrecy::SecretString;
 use std::collections::HashMap;
@@ -71,6 +72,39 @@ impl Sources {
         Ok(key.clone())
     }
 
+    /// Every App among these sources, its key checked to be a PEM private key and
+    /// followed from its secret: `github.app_id`'s from the stack's secret, then each of
+    /// `github.more_apps`'s from its `key_secret` (read only by functions that read the
+    /// stack's App key).
+    pub fn app_sources(&self, env: &LambdaEnv) -> anyhow::Result<Vec<AppSource>> {
+        let secret_id = env.var(GITHUB_KEY_SECRET_ID)?;
+        let mut apps = vec![AppSource {
+            app_id: self.config.github.app_id,
+            key: self.app_key(env)?,
+            key_source: Some(env.app_key_source_in(&secret_id)),
+            kept_in: secret_id,
+        }];
+        for app in &self.config.github.more_apps {
+            let key = &self.secret(&more_app_var(app.app_id))?.value;
+            if !crate::secrets::looks_like_pem_key(key) {
+                anyhow::bail!(
+                    "secret {} (the key of App {} in github.more_apps) does not hold a PEM \
+                     private key; {}",
+                    app.key_secret,
+                    app.app_id,
+                    app_key_fix(&app.key_secret)
+                );
+            }
+            apps.push(AppSource {
+                app_id: app.app_id,
+                key: key.clone(),
+                key_source: Some(env.app_key_source_in(&app.key_secret)),
+                kept_in: app.key_secret.clone(),
+            });
+        }
+        Ok(apps)
+    }
+
     /// The webhook secrets among these sources: the current one and, during a rotation,
     /// the previous one (the secret named by `EPHEMERA_WEBHOOK_PREVIOUS_SECRET_ID` when set,
     /// else the secret's own previous value within its rotation window).
@@ -101,6 +135,11 @@ impl Sources {
             versions.join(" ")
         )
     }
+}
+
+/// Where [`Sources::secrets`] keeps the key of App `app_id` of `github.more_apps`.
+fn more_app_var(app_id: u64) -> String {
+    format!("github.more_apps[{app_id}]")
 }
 
 type Build<H> = dyn Fn(&LambdaEnv, &Sources) -> anyhow::Result<H> + Send + Sync;
@@ -263,6 +302,18 @@ async fn read_sources(env: &LambdaEnv, secret_vars: &[String]) -> anyhow::Result
         let with_previous = var == WEBHOOK_SECRET_ID;
         let secret = crate::secrets::read_versioned(&client, &id, with_previous).await?;
         secrets.insert(var.clone(), secret);
+    }
+    // The other Apps' keys, for the functions that call GitHub (those reading the
+    // stack's App key); the configuration names their secrets.
+    if secret_vars.iter().any(|var| var == GITHUB_KEY_SECRET_ID) {
+        for app in &loaded.config.github.more_apps {
+            let secret = crate::secrets::read_versioned(&client, &app.key_secret, false)
+                .await
+                .with_context(|| {
+                    format!("reading the key of App {} (github.more_apps)", app.app_id)
+                })?;
+            secrets.insert(more_app_var(app.app_id), secret);
+        }
     }
     Ok(Sources {
         config: Arc::new(loaded.config),

@@ -15,7 +15,9 @@ use std::time::Duration;
 
 mod github_limits;
 mod locate;
+mod more_apps;
 pub mod ranges;
+pub use more_apps::MoreApp;
 mod sizing;
 mod spot_breaker;
 mod template_version;
@@ -48,6 +50,11 @@ pub struct GitHubConfig {
     /// Register runners on the organization (`org`) or on each repository (`repo`).
     #[serde(default)]
     pub scope: Scope,
+    /// Further GitHub Apps installed on the same accounts, each with its own rate-limit
+    /// buckets: registrations and other calls are spread across all of them. The App of
+    /// `app_id` stays the one that sends webhooks (the webhook secret is its).
+    #[serde(default)]
+    pub more_apps: Vec<MoreApp>,
 }
 
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
@@ -291,6 +298,7 @@ impl Config {
                 "must be the App's id, above 0".into(),
             ));
         }
+        problems.extend(more_apps::problems(&self.github));
         for (field, duration, range) in [
             (
                 "reaper.deleted_ttl",

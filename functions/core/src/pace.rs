@@ -26,6 +26,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 use tokio::time::Instant;
 
+mod apps;
+pub use apps::AppPaces;
+
 /// Registrations a minute GitHub allows an App on one endpoint: 900 points a minute, at
 /// 5 points for a request other than a GET (docs.github.com, "Rate limits for the REST
 /// API", secondary rate limits).
@@ -102,28 +105,7 @@ impl RegistrationPace {
         per_minute: Option<&str>,
         concurrency: Option<&str>,
     ) -> Result<RegistrationPace, String> {
-        let per_minute = match per_minute {
-            None => GITHUB_REGISTRATIONS_PER_MINUTE,
-            Some(text) => match text.trim().parse::<f64>() {
-                Ok(value) if value >= 1.0 && value.is_finite() => value,
-                _ => {
-                    return Err(format!(
-                        "EPHEMERA_REGISTRATIONS_PER_MINUTE must be a number of at least 1, not {text:?}"
-                    ))
-                }
-            },
-        };
-        let processes = match concurrency {
-            None => 1,
-            Some(text) => match text.trim().parse::<u32>() {
-                Ok(value) if value >= 1 => value,
-                _ => {
-                    return Err(format!(
-                        "EPHEMERA_SCALER_CONCURRENCY must be a whole number of at least 1, not {text:?}"
-                    ))
-                }
-            },
-        };
+        let (per_minute, processes) = settings_from_environment(per_minute, concurrency)?;
         Ok(RegistrationPace::shared(per_minute, processes))
     }
 
@@ -208,6 +190,38 @@ impl RegistrationPace {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
+}
+
+/// An App's registrations a minute (`EPHEMERA_REGISTRATIONS_PER_MINUTE`, GitHub's limit
+/// when unset) and the scaler invocations that share them (`EPHEMERA_SCALER_CONCURRENCY`,
+/// 1 when unset), from their texts; an error names the variable.
+pub(crate) fn settings_from_environment(
+    per_minute: Option<&str>,
+    concurrency: Option<&str>,
+) -> Result<(f64, u32), String> {
+    let per_minute = match per_minute {
+        None => GITHUB_REGISTRATIONS_PER_MINUTE,
+        Some(text) => match text.trim().parse::<f64>() {
+            Ok(value) if value >= 1.0 && value.is_finite() => value,
+            _ => {
+                return Err(format!(
+                "EPHEMERA_REGISTRATIONS_PER_MINUTE must be a number of at least 1, not {text:?}"
+            ))
+            }
+        },
+    };
+    let processes = match concurrency {
+        None => 1,
+        Some(text) => match text.trim().parse::<u32>() {
+            Ok(value) if value >= 1 => value,
+            _ => {
+                return Err(format!(
+                "EPHEMERA_SCALER_CONCURRENCY must be a whole number of at least 1, not {text:?}"
+            ))
+            }
+        },
+    };
+    Ok((per_minute, processes))
 }
 
 #[cfg(test)]

@@ -14,7 +14,9 @@ use secrecy::SecretString;
 use std::time::Duration;
 use time::OffsetDateTime;
 
+mod apps;
 mod tokens;
+pub use apps::{AppSource, SeveralApps};
 pub use tokens::{fingerprint_of, SharedToken, TokenShelf};
 
 /// An error from below that callers do not branch on, kept with its cause.

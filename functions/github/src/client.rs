@@ -157,6 +157,11 @@ impl GitHubApp {
         self
     }
 
+    /// The App's id.
+    pub fn app_id(&self) -> u64 {
+        self.app_id
+    }
+
     /// The base URL every path is joined to, without a trailing slash.
     pub fn api_url(&self) -> &str {
         &self.api_url

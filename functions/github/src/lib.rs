@@ -18,6 +18,7 @@
 //! - `forge`: the [`Forge`](ephemera_core::ports::Forge) methods and response shapes.
 //! - `list`: listing a scope's runners, paginated ([`GitHubApp::list_runners`]).
 //! - `app`: the App's own description, webhook URL and installations (`ephemera doctor`).
+//! - `several`: a deployment's Apps as one forge ([`forge_over`]).
 //! - `deliveries`: the App's webhook deliveries, listed and redelivered (the
 //!   [`HookDeliveries`](ephemera_core::ports::HookDeliveries) port).
 //! - `runs`: a workflow run's state and a job's re-run (the
@@ -38,6 +39,7 @@ mod outcome;
 mod rate;
 mod retry;
 mod runs;
+mod several;
 
 #[cfg(test)]
 mod harness;
@@ -53,3 +55,4 @@ pub use auth::KEY_REREAD_GAP;
 pub use client::{CallCount, ConfigError, GitHubApp, GitHubAppConfig};
 pub use rate::RateBucket;
 pub use retry::RetryPolicy;
+pub use several::{deployment_apps, forge_over, unshared_pace};

@@ -3,11 +3,12 @@
 //! `ephemera_core::handlers::reaper`.
 
 use ephemera_aws::lambda::{
-    cold_start, init_tracing, metrics, LambdaEnv, GITHUB_KEY_SECRET_ID, REAPER_VARS,
+    cold_start, init_tracing, metrics, unusable_app_key_in, LambdaEnv, GITHUB_KEY_SECRET_ID,
+    REAPER_VARS,
 };
 use ephemera_aws::reload::{Reloading, Sources};
 use ephemera_core::handlers::reaper::{InstanceEvent, Reaper, Reruns};
-use ephemera_github::{GitHubApp, GitHubAppConfig};
+use ephemera_github::{deployment_apps, forge_over, unshared_pace};
 use lambda_runtime::{service_fn, Error, LambdaEvent};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -32,31 +33,38 @@ async fn start() -> anyhow::Result<Reloading<Reaper>> {
     Reloading::start(env, "reaper", &[GITHUB_KEY_SECRET_ID], build).await
 }
 
-/// The reaper for one version of the configuration and the App key; it runs only while
-/// it holds the reaper lease in the table (one reaper at a time).
+/// The reaper for one version of the configuration and the Apps' keys; it runs only
+/// while it holds the reaper lease in the table (one reaper at a time).
 fn build(env: &LambdaEnv, sources: &Sources) -> anyhow::Result<Reaper> {
     let config = sources.config.clone();
     let metrics = metrics(&config);
-    let forge = GitHubApp::new(GitHubAppConfig::of(&config.github, sources.app_key(env)?))
-        .map_err(|err| env.unusable_app_key(err))?
-        .with_key_source(env.app_key_source()?)
-        .with_token_shelf(Arc::new(env.token_shelf()?))
-        .with_metrics(metrics.clone());
-    let forge = Arc::new(forge);
+    let apps = deployment_apps(
+        &config.github.api_url,
+        sources.app_sources(env)?,
+        Some(Arc::new(env.token_shelf()?)),
+        &metrics,
+    )
+    .map_err(|(secret, err)| unusable_app_key_in(&secret, err))?;
+    // The redelivery sweep is the webhook App's (the first); the reaper registers no
+    // runner, so the Apps' registration paces are never spent here.
+    let webhook_app = apps[0].clone();
+    let forge = forge_over(apps, unshared_pace);
     let store = Arc::new(env.store()?);
     let (price_book, price_list) = env.pricing()?;
     Ok(Reaper::new(
         config.clone(),
         store.clone(),
         Arc::new(env.fleet(&config)),
-        forge.clone(),
+        forge,
         Arc::new(env.jit_store()?),
         Arc::new(env.queue()?),
     )
-    .with_deliveries(forge.clone())
+    .with_deliveries(webhook_app.clone())
+    // The re-runs, like the sweep, are the first App's: one App keeps a run's
+    // waiting and its ask together.
     .with_reruns(Reruns {
         store: Arc::new(env.reruns()?),
-        runs: forge,
+        runs: webhook_app,
     })
     .with_spot_breakers(Arc::new(env.spot_breakers()?))
     .with_metrics(metrics)

@@ -3,12 +3,13 @@
 
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use ephemera_aws::lambda::{
-    cold_start, init_tracing, metrics, LambdaEnv, GITHUB_KEY_SECRET_ID, SCALER_VARS,
+    cold_start, init_tracing, metrics, unusable_app_key_in, LambdaEnv, GITHUB_KEY_SECRET_ID,
+    SCALER_VARS,
 };
 use ephemera_aws::reload::{Reloading, Sources};
 use ephemera_core::handlers::scaler::{BatchItem, Scaler};
-use ephemera_core::pace::RegistrationPace;
-use ephemera_github::{GitHubApp, GitHubAppConfig};
+use ephemera_core::pace::AppPaces;
+use ephemera_github::{deployment_apps, forge_over};
 use lambda_runtime::{service_fn, Error, LambdaEvent};
 use std::sync::Arc;
 
@@ -26,11 +27,11 @@ async fn main() -> Result<(), Error> {
 /// configuration and the App key, followed from then on.
 async fn start() -> anyhow::Result<Reloading<Scaler>> {
     let env = LambdaEnv::load(SCALER_VARS).await?;
-    // This invocation's share of the App's registration rate (template.yaml sets the
-    // concurrency from ScalerMaxConcurrency); one pace for the environment's lifetime,
-    // kept across configuration reloads.
-    let pace = Arc::new(
-        RegistrationPace::from_environment(
+    // This invocation's share of each App's registration rate (template.yaml sets the
+    // concurrency from ScalerMaxConcurrency); the paces live as long as the
+    // environment, kept across configuration reloads.
+    let paces = Arc::new(
+        AppPaces::from_environment(
             std::env::var("EPHEMERA_REGISTRATIONS_PER_MINUTE")
                 .ok()
                 .as_deref(),
@@ -42,29 +43,29 @@ async fn start() -> anyhow::Result<Reloading<Scaler>> {
         env,
         "scaler",
         &[GITHUB_KEY_SECRET_ID],
-        move |env, sources| build(env, sources, pace.clone()),
+        move |env, sources| build(env, sources, paces.clone()),
     )
     .await
 }
 
-/// The scaler for one version of the configuration and the App key.
-fn build(
-    env: &LambdaEnv,
-    sources: &Sources,
-    pace: Arc<RegistrationPace>,
-) -> anyhow::Result<Scaler> {
+/// The scaler for one version of the configuration and the Apps' keys.
+fn build(env: &LambdaEnv, sources: &Sources, paces: Arc<AppPaces>) -> anyhow::Result<Scaler> {
     let config = sources.config.clone();
     let metrics = metrics(&config);
-    let forge = GitHubApp::new(GitHubAppConfig::of(&config.github, sources.app_key(env)?))
-        .map_err(|err| env.unusable_app_key(err))?
-        .with_key_source(env.app_key_source()?)
-        .with_token_shelf(Arc::new(env.token_shelf()?))
-        .with_metrics(metrics.clone());
+    let apps = deployment_apps(
+        &config.github.api_url,
+        sources.app_sources(env)?,
+        Some(Arc::new(env.token_shelf()?)),
+        &metrics,
+    )
+    .map_err(|(secret, err)| unusable_app_key_in(&secret, err))?;
+    let pace = paces.together(apps.len());
+    let forge = forge_over(apps, |app_id| paces.app(app_id));
     Ok(Scaler::new(
         config.clone(),
         Arc::new(env.store()?),
         Arc::new(env.fleet(&config)),
-        Arc::new(forge),
+        forge,
         Arc::new(env.jit_store()?),
         Arc::new(env.queue()?),
     )

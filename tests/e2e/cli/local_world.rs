@@ -83,6 +83,27 @@ impl LocalWorld {
             WEBHOOK_SECRET,
             &config.deployment,
         );
+        // Every further App of the configuration: in the simulator, and its key in the
+        // secret the configuration names (the second test key; each App's JWT names it).
+        if !config.github.more_apps.is_empty() {
+            let public_key = std::fs::read_to_string(workspace_path(
+                "tests/fixtures/github-app-test-key-2.pub.pem",
+            ))?;
+            let private_key = std::fs::read_to_string(workspace_path(
+                "tests/fixtures/github-app-test-key-2.pem",
+            ))?;
+            let sdk = ephemera_aws::sdk_config(&AwsSettings::emulator(&moto.endpoint)).await;
+            let secrets = aws_sdk_secretsmanager::Client::new(&sdk);
+            for app in &config.github.more_apps {
+                sim_config.more_apps.push((app.app_id, public_key.clone()));
+                secrets
+                    .create_secret()
+                    .name(&app.key_secret)
+                    .secret_string(&private_key)
+                    .send()
+                    .await?;
+            }
+        }
         sim_config.aws_endpoint = Some(moto.endpoint.clone());
         sim_config.job_duration = options.job_duration;
         sim_config.pickup_delay = options.pickup_delay;

@@ -105,6 +105,7 @@ async fn a_token_minted_by_one_process_is_used_by_another_and_an_expired_one_nev
             expired.token.expose_secret().to_owned(),
             IssuedToken {
                 installation_id: INSTALLATION,
+                app_id: ephemera_tests::pipeline::APP_ID,
                 expires_at: expired.expires_at,
             },
         )

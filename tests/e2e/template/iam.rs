@@ -58,6 +58,7 @@ fn role_statements(template: &Value) -> Vec<(&str, &Value)> {
             as_list(&props["Policies"])
                 .into_iter()
                 .flat_map(|p| as_list(&p["PolicyDocument"]["Statement"]))
+                .filter_map(super::policy::unconditional)
                 .map(move |s| (role, s))
         })
         .collect()
@@ -98,6 +99,60 @@ async fn template_posture_holds() -> anyhow::Result<()> {
     user_data_is_the_bootstrap_script(&template)?;
     webhook_writes_only_unrouted_items(&template)?;
     only_the_scaler_and_reaper_read_the_table(&template)?;
+    only_the_scaler_and_reaper_read_the_more_app_keys(&template)?;
+    Ok(())
+}
+
+/// The keys of `github.more_apps` (the `MoreAppKeySecretArns` parameter) are read by the
+/// scaler and the reaper only, with `secretsmanager:GetSecretValue` on exactly those
+/// ARNs, and only when some are listed (`HasMoreAppKeys`); no role reads every secret.
+fn only_the_scaler_and_reaper_read_the_more_app_keys(template: &Value) -> anyhow::Result<()> {
+    let mut readers = Vec::new();
+    let written = resources(template, "AWS::IAM::Role")
+        .into_iter()
+        .flat_map(|(role, props)| {
+            as_list(&props["Policies"])
+                .into_iter()
+                .flat_map(|p| as_list(&p["PolicyDocument"]["Statement"]))
+                .map(move |s| (role, s))
+        });
+    for (role, statement) in written {
+        let (condition, inner) = match statement["Fn::If"].as_array() {
+            Some(branches) => (branches[0].as_str(), &branches[1]),
+            None => (None, statement),
+        };
+        let names_them = inner.to_string().contains("MoreAppKeySecretArns");
+        if names_them {
+            ensure!(
+                condition == Some("HasMoreAppKeys"),
+                "{role} reads the more_apps keys without the HasMoreAppKeys condition"
+            );
+            ensure!(
+                actions(inner) == ["secretsmanager:GetSecretValue"],
+                "{role}: {inner}"
+            );
+            ensure!(
+                inner["Resource"] == serde_json::json!({ "Ref": "MoreAppKeySecretArns" }),
+                "{role} reads more than the listed secrets: {inner}"
+            );
+            readers.push(role);
+        }
+        let reads_secrets = actions(inner)
+            .iter()
+            .any(|a| a.eq_ignore_ascii_case("secretsmanager:GetSecretValue"));
+        let everything = as_list(&inner["Resource"])
+            .iter()
+            .any(|r| r.as_str().is_some_and(|r| r.contains('*')));
+        ensure!(
+            !(reads_secrets && everything),
+            "{role} reads secrets by wildcard: {inner}"
+        );
+    }
+    readers.sort_unstable();
+    ensure!(
+        readers == ["ReaperRole", "ScalerRole"],
+        "the more_apps keys are read by {readers:?}"
+    );
     Ok(())
 }
 

@@ -313,6 +313,19 @@ fn operator_holds(
     Ok(true)
 }
 
+/// A statement as a policy holds it: a conditional one (`Fn::If` of a condition, the
+/// statement, and `AWS::NoValue`) is taken as if its condition held, the stricter
+/// reading for a posture (every permission the stack could grant); `None` for a
+/// removed one.
+pub fn unconditional(statement: &Value) -> Option<&Value> {
+    match statement["Fn::If"].as_array() {
+        Some(branches) => branches[1..]
+            .iter()
+            .find(|branch| branch.get("Ref").is_none_or(|r| r != "AWS::NoValue")),
+        None => Some(statement),
+    }
+}
+
 /// Whether `statements` (Allow only) let a request of `action` on `resource` through.
 pub fn allows(
     stack: &Stack,

@@ -22,8 +22,12 @@ fn statements<'t>(template: &'t Value, role: &str) -> anyhow::Result<Vec<&'t Val
             Value::Array(s) => s.iter().collect(),
             other => vec![other],
         })
+        .filter_map(super::policy::unconditional)
         .collect())
 }
+
+/// The key secret of a further App, as the stack's parameter and the configuration name it.
+const MORE_APP_KEY: &str = "arn:aws:secretsmanager:us-east-1:123456789012:secret:eph/app-43-AbCdEf";
 
 /// The part of `arn` after its last `separator`.
 fn tail(arn: &str, separator: char) -> String {
@@ -33,7 +37,10 @@ fn tail(arn: &str, separator: char) -> String {
 #[tokio::test]
 async fn every_request_doctor_simulates_is_one_the_templates_policies_allow() -> anyhow::Result<()>
 {
-    let template = translate_template(&template_path()).await?;
+    let mut template = translate_template(&template_path()).await?;
+    // A stack listing one more App's key, as `MoreAppKeySecretArns` does.
+    template["Parameters"]["MoreAppKeySecretArns"]["Default"] = json!(MORE_APP_KEY);
+    let template = template;
     let stack = Stack {
         template: &template,
     };
@@ -50,6 +57,7 @@ async fn every_request_doctor_simulates_is_one_the_templates_policies_allow() ->
         config_parameter: format!("/ephemera/{deployment}/config"),
         default_config_parameter: format!("/ephemera/{deployment}/config-default"),
         app_key_secret_arn: stack.arn_of("AppKeySecret")?,
+        more_app_key_secret_arns: vec![MORE_APP_KEY.to_owned()],
         webhook_secret_arn: stack.arn_of("WebhookSecret")?,
         runner_role_arn: stack.arn_of("RunnerRole")?,
     };

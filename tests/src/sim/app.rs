@@ -65,19 +65,25 @@ impl AppSettings {
 /// `GET /app`.
 pub(crate) async fn get_app(State(sim): Sim, headers: HeaderMap) -> Result<Json<Value>, ApiError> {
     sim.lock().hit("GET /app");
-    sim.verifier().verify(&headers)?;
-    let settings = sim.lock().app.clone();
+    let app_id = sim.verify_app(&headers)?;
+    let settings = sim.lock().app_settings(app_id, sim.config.app_id);
     let owner = "ephemera-sim-owner";
+    // Every App has a slug of its own: the first App's is `ephemera-sim`.
+    let slug = if app_id == sim.config.app_id {
+        "ephemera-sim".to_owned()
+    } else {
+        format!("ephemera-sim-{app_id}")
+    };
     Ok(Json(json!({
-        "id": sim.config.app_id,
-        "slug": "ephemera-sim",
-        "node_id": format!("A_sim{}", sim.config.app_id),
-        "client_id": format!("Iv1.sim{}", sim.config.app_id),
+        "id": app_id,
+        "slug": slug,
+        "node_id": format!("A_sim{app_id}"),
+        "client_id": format!("Iv1.sim{app_id}"),
         "owner": body::account(owner),
-        "name": "ephemera-sim",
+        "name": slug,
         "description": "The GitHub simulator's App",
-        "external_url": "https://github.com/apps/ephemera-sim",
-        "html_url": "https://github.com/apps/ephemera-sim",
+        "external_url": format!("https://github.com/apps/{slug}"),
+        "html_url": format!("https://github.com/apps/{slug}"),
         "created_at": "2024-01-01T00:00:00Z",
         "updated_at": "2024-01-01T00:00:00Z",
         "permissions": settings.permissions,

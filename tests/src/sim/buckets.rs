@@ -63,6 +63,12 @@ pub fn credential_of(authorization: Option<&str>) -> String {
     }
 }
 
+/// The credential of App `app_id`'s installation `installation_id`: every token
+/// issued to it spends the same buckets.
+pub fn installation_credential(app_id: u64, installation_id: u64) -> String {
+    format!("app {app_id} installation {installation_id}")
+}
+
 /// One bucket's state, as a response's headers and `GET /rate_limit` report it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BucketState {
@@ -180,8 +186,7 @@ impl Buckets {
     }
 
     /// Uses up `resource` for `credential` until the hour ends (tests of exhaustion).
-    #[cfg(test)]
-    fn exhaust(&self, credential: &str, resource: &'static str) {
+    pub fn exhaust(&self, credential: &str, resource: &'static str) {
         let (hour, _) = self.hour_and_reset();
         let limit = limit_of(resource);
         let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());

@@ -67,7 +67,7 @@ pub async fn intercept(State(sim): State<Arc<Shared>>, request: Request, next: N
 
     let key = format!("{method} {route}");
     let resource = buckets::resource_of(&method, &route);
-    let credential = buckets::credential_of(
+    let (credential, app_id) = sim.bucket_owner(
         parts
             .headers
             .get(axum::http::header::AUTHORIZATION)
@@ -107,6 +107,12 @@ pub async fn intercept(State(sim): State<Arc<Shared>>, request: Request, next: N
         RestFate::Serve if bucket_was_spent => json!("bucket_spent"),
         RestFate::Serve => Value::Null,
     };
+    if let Some(app_id) = app_id {
+        let answered = format!("{key} {}", response.status().as_u16());
+        let mut state = sim.lock();
+        let calls = state.counters.app_calls.entry(app_id).or_default();
+        *calls.entry(answered).or_default() += 1;
+    }
     let Some(recorder) = &sim.recorder else {
         return response;
     };

@@ -46,6 +46,10 @@ pub struct SimConfig {
     pub app_id: u64,
     /// Verifies App JWTs (PEM, RSA public key).
     pub app_public_key_pem: String,
+    /// Further Apps installed on the same accounts, as (App id, public key PEM): each
+    /// mints its own installation tokens and spends its own buckets. The first App
+    /// alone sends webhooks.
+    pub more_apps: Vec<(u64, String)>,
     pub installation_id: u64,
     /// The AWS endpoint (moto) the agent watches; `None` runs no agent.
     pub aws_endpoint: Option<String>,
@@ -88,6 +92,7 @@ impl SimConfig {
             webhook_secret: webhook_secret.into(),
             app_id,
             app_public_key_pem: app_public_key_pem.into(),
+            more_apps: Vec::new(),
             installation_id: 1,
             aws_endpoint: None,
             deployment,
@@ -114,6 +119,8 @@ pub(crate) struct Shared {
     http: reqwest::Client,
     /// Replaced when the App's keys change ([`SimHandle::set_app_keys`]).
     verifier: Mutex<auth::AppVerifier>,
+    /// The further Apps' verifiers, by App id.
+    more_verifiers: Vec<(u64, auth::AppVerifier)>,
     faults: Mutex<faults::FaultState>,
     recorder: Option<intercept::Recorder>,
     /// GitHub's primary rate-limit buckets, per credential and resource.
@@ -132,6 +139,37 @@ impl Shared {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    /// The App whose JWT `headers` carry: the first App, or one of the further Apps.
+    fn verify_app(&self, headers: &axum::http::HeaderMap) -> Result<u64, auth::ApiError> {
+        let first = self.verifier().verify(headers);
+        if first.is_ok() || self.more_verifiers.is_empty() {
+            return first.map(|()| self.config.app_id);
+        }
+        self.more_verifiers
+            .iter()
+            .find(|(_, verifier)| verifier.verify(headers).is_ok())
+            .map(|(app_id, _)| *app_id)
+            .ok_or_else(auth::ApiError::bad_credentials)
+    }
+
+    /// Whose buckets a call with `authorization` spends: an installation token this
+    /// simulator issued spends its App installation's (GitHub keeps them per App
+    /// installation, whichever of its tokens is used), with the App's id; any other
+    /// credential its own.
+    fn bucket_owner(&self, authorization: Option<&str>) -> (String, Option<u64>) {
+        let credential = buckets::credential_of(authorization);
+        let Some(token) = credential.strip_prefix("token:") else {
+            return (credential, None);
+        };
+        match self.lock().tokens.get(token) {
+            Some(issued) => (
+                buckets::installation_credential(issued.app_id, issued.installation_id),
+                Some(issued.app_id),
+            ),
+            None => (credential, None),
+        }
     }
 
     fn faults(&self) -> MutexGuard<'_, faults::FaultState> {
@@ -165,6 +203,11 @@ pub struct SimHandle {
 /// and starts the agent when the configuration names an AWS endpoint.
 pub async fn start(config: SimConfig) -> anyhow::Result<SimHandle> {
     let verifier = auth::AppVerifier::new(config.app_id, &config.app_public_key_pem)?;
+    let more_verifiers = config
+        .more_apps
+        .iter()
+        .map(|(app_id, pem)| Ok((*app_id, auth::AppVerifier::new(*app_id, pem)?)))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let address = format!("127.0.0.1:{}", config.port);
     let listener = tokio::net::TcpListener::bind(&address)
         .await
@@ -187,6 +230,7 @@ pub async fn start(config: SimConfig) -> anyhow::Result<SimHandle> {
         state: Mutex::new(SimState::default()),
         http: reqwest::Client::new(),
         verifier: Mutex::new(verifier),
+        more_verifiers,
         faults: Mutex::new(faults::FaultState::new(config.faults.clone())),
         recorder,
         buckets: buckets::Buckets::new(tokio::time::Instant::now()),
@@ -255,6 +299,15 @@ impl SimHandle {
     /// `x-ratelimit-remaining: 0`, as GitHub's primary rate limit does.
     pub fn exhaust_bucket(&self, resource: &'static str) {
         self.shared.buckets.exhaust_all(resource);
+    }
+
+    /// Spends App `app_id`'s `resource` bucket in the installation until the
+    /// simulator's hour ends, the other Apps' left as they are: its calls answer 403 with
+    /// `x-ratelimit-remaining: 0`.
+    pub fn exhaust_app_bucket(&self, app_id: u64, resource: &'static str) {
+        let credential =
+            buckets::installation_credential(app_id, self.shared.config.installation_id);
+        self.shared.buckets.exhaust(&credential, resource);
     }
 
     pub fn set_faults(&self, faults: SimFaults) {

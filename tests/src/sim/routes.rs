@@ -82,7 +82,7 @@ async fn access_token(
 ) -> Result<impl IntoResponse, ApiError> {
     sim.lock()
         .hit("POST /app/installations/{installation_id}/access_tokens");
-    sim.verifier().verify(&headers)?;
+    let app_id = sim.verify_app(&headers)?;
     if installation_id.parse::<u64>().ok() != Some(sim.config.installation_id) {
         return Err(ApiError::not_found());
     }
@@ -92,6 +92,7 @@ async fn access_token(
         token.clone(),
         IssuedToken {
             installation_id: sim.config.installation_id,
+            app_id,
             expires_at,
         },
     );
@@ -110,12 +111,16 @@ async fn org_installation(
     headers: HeaderMap,
 ) -> Result<Json<Value>, ApiError> {
     sim.lock().hit("GET /orgs/{org}/installation");
-    sim.verifier().verify(&headers)?;
-    if !sim.lock().app.installed_on(&org, None) {
+    let app_id = sim.verify_app(&headers)?;
+    let settings = sim.lock().app_settings(app_id, sim.config.app_id);
+    if !settings.installed_on(&org, None) {
         return Err(ApiError::not_found());
     }
-    let c = &sim.config;
-    Ok(Json(body::installation(c.installation_id, c.app_id, &org)))
+    Ok(Json(body::installation(
+        sim.config.installation_id,
+        app_id,
+        &org,
+    )))
 }
 
 async fn repo_installation(
@@ -124,14 +129,14 @@ async fn repo_installation(
     headers: HeaderMap,
 ) -> Result<Json<Value>, ApiError> {
     sim.lock().hit("GET /repos/{owner}/{repo}/installation");
-    sim.verifier().verify(&headers)?;
-    if !sim.lock().app.installed_on(&owner, Some(&repo)) {
+    let app_id = sim.verify_app(&headers)?;
+    let settings = sim.lock().app_settings(app_id, sim.config.app_id);
+    if !settings.installed_on(&owner, Some(&repo)) {
         return Err(ApiError::not_found());
     }
-    let c = &sim.config;
     Ok(Json(body::installation(
-        c.installation_id,
-        c.app_id,
+        sim.config.installation_id,
+        app_id,
         &owner,
     )))
 }
@@ -142,7 +147,7 @@ async fn rate_limit(State(sim): Sim, headers: HeaderMap) -> Result<Json<Value>, 
     let authorization = headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|value| value.to_str().ok());
-    let credential = super::buckets::credential_of(authorization);
+    let (credential, _) = sim.bucket_owner(authorization);
     if credential != "app" {
         let state = sim.lock();
         require_token(&state, &headers)?;

@@ -97,6 +97,8 @@ pub struct SimJob {
 #[derive(Debug, Clone, Serialize)]
 pub struct IssuedToken {
     pub installation_id: u64,
+    /// The App the token was issued to (GitHub keeps buckets per App installation).
+    pub app_id: u64,
     #[serde(with = "time::serde::rfc3339")]
     pub expires_at: OffsetDateTime,
 }
@@ -128,6 +130,41 @@ pub struct Counters {
     pub jobs_interrupted: u64,
     /// Jobs re-run with `POST …/actions/jobs/{job_id}/rerun`.
     pub jobs_rerun: u64,
+    /// Calls made with an installation token, by the App it was issued to, then by
+    /// `METHOD /route/{template} STATUS` (`POST …/generate-jitconfig 201`: a runner
+    /// registered by that App).
+    pub app_calls: BTreeMap<u64, BTreeMap<String, u64>>,
+}
+
+impl Counters {
+    /// Runners App `app_id` registered: its `POST …/actions/runners/generate-jitconfig`
+    /// answered 201.
+    pub fn registrations_by(&self, app_id: u64) -> u64 {
+        self.app_answers(app_id, |call| {
+            call.starts_with("POST ") && call.ends_with("/actions/runners/generate-jitconfig 201")
+        })
+    }
+
+    /// App `app_id`'s calls GitHub refused with 403 or 429 (its rate limits, in a world
+    /// without other refusals).
+    pub fn refusals_of(&self, app_id: u64) -> u64 {
+        self.app_answers(app_id, |call| {
+            call.ends_with(" 403") || call.ends_with(" 429")
+        })
+    }
+
+    fn app_answers(&self, app_id: u64, matches: impl Fn(&str) -> bool) -> u64 {
+        self.app_calls
+            .get(&app_id)
+            .map(|calls| {
+                calls
+                    .iter()
+                    .filter(|(call, _)| matches(call))
+                    .map(|(_, count)| count)
+                    .sum()
+            })
+            .unwrap_or(0)
+    }
 }
 
 /// A copy of the whole world.
@@ -141,6 +178,9 @@ pub struct SimState {
     pub counters: Counters,
     /// The App's permissions, events and where it is not installed.
     pub app: super::app::AppSettings,
+    /// The same of each further App ([`super::SimConfig::more_apps`]) a test changed;
+    /// an App not here has the defaults.
+    pub more_apps: BTreeMap<u64, super::app::AppSettings>,
     /// Instances whose runner process exited (job done, or removed from GitHub) and
     /// that the agent has yet to power off.
     #[serde(skip)]
@@ -169,6 +209,14 @@ impl SimState {
     }
 
     /// Counts one API call.
+    /// The settings of App `app_id`: the first App's, or a further App's.
+    pub fn app_settings(&self, app_id: u64, first_app_id: u64) -> super::app::AppSettings {
+        if app_id == first_app_id {
+            return self.app.clone();
+        }
+        self.more_apps.get(&app_id).cloned().unwrap_or_default()
+    }
+
     pub fn hit(&mut self, route: &str) {
         *self.counters.api_calls.entry(route.to_owned()).or_default() += 1;
     }

@@ -48,6 +48,9 @@ pub struct Names {
     pub config_parameter: String,
     pub default_config_parameter: String,
     pub app_key_secret_arn: String,
+    /// The key secrets of `github.more_apps` named by ARN (a name has no ARN to ask
+    /// about until Secrets Manager adds its suffix).
+    pub more_app_key_secret_arns: Vec<String>,
     pub webhook_secret_arn: String,
     pub runner_role_arn: String,
 }
@@ -143,6 +146,9 @@ pub fn requests(role: Role, names: &Names) -> Vec<Request> {
                 "secretsmanager:GetSecretValue",
                 names.app_key_secret_arn.clone(),
             ));
+            for secret in &names.more_app_key_secret_arns {
+                requests.push(request("secretsmanager:GetSecretValue", secret.clone()));
+            }
             for action in [
                 "sqs:ReceiveMessage",
                 "sqs:DeleteMessage",
@@ -205,6 +211,9 @@ pub fn requests(role: Role, names: &Names) -> Vec<Request> {
                 "secretsmanager:GetSecretValue",
                 names.app_key_secret_arn.clone(),
             ));
+            for secret in &names.more_app_key_secret_arns {
+                requests.push(request("secretsmanager:GetSecretValue", secret.clone()));
+            }
             records(&mut requests);
             requests.push(request("sqs:SendMessage", queue));
             requests.push(terminate);

@@ -10,7 +10,7 @@
 mod inputs;
 mod loops;
 
-use inputs::{aws_sdk_sqs_client, github_app, missing_inputs, webhook_secrets_from_env};
+use inputs::{aws_sdk_sqs_client, github_apps, missing_inputs, webhook_secrets_from_env};
 use loops::shutdown_signal;
 pub use loops::{drain_queue, reap_every, webhook_router};
 
@@ -192,11 +192,10 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
             aws_sdk_dynamodb::Client::new(&sdk),
             &table,
         ));
-        let forge = Arc::new(
-            github_app(&config, &args)?
-                .with_token_shelf(Arc::new(shelf))
-                .with_metrics(metrics.clone()),
-        );
+        let apps = github_apps(&config, &args, &sdk, Arc::new(shelf), &metrics).await?;
+        // The redelivery sweep is the webhook App's (the first).
+        let webhook_app = apps[0].clone();
+        let forge = ephemera_github::forge_over(apps, ephemera_github::unshared_pace);
         let price_book = Arc::new(ephemera_aws::DynamoPriceBook::new(
             aws_sdk_dynamodb::Client::new(&sdk),
             table.clone(),
@@ -241,10 +240,10 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
                     jit_store,
                     queue.clone(),
                 )
-                .with_deliveries(forge.clone())
+                .with_deliveries(webhook_app.clone())
                 .with_reruns(Reruns {
                     store: reruns,
-                    runs: forge,
+                    runs: webhook_app,
                 })
                 .with_spot_breakers(breakers)
                 .with_metrics(metrics.clone())

@@ -52,6 +52,13 @@ pub(super) async fn iam_checks(
         config_parameter: output(CONFIG_PARAMETER_NAME),
         default_config_parameter: output(DEFAULT_CONFIG_PARAMETER_NAME),
         app_key_secret_arn: output(APP_KEY_SECRET),
+        more_app_key_secret_arns: config
+            .github
+            .more_apps
+            .iter()
+            .filter(|app| app.key_secret.starts_with("arn:"))
+            .map(|app| app.key_secret.clone())
+            .collect(),
         webhook_secret_arn: output(WEBHOOK_SECRET),
         runner_role_arn: String::new(),
     };

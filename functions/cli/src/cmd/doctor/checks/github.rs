@@ -51,7 +51,27 @@ pub fn accounts_to_check(config: &Config, asked: &[String]) -> Vec<String> {
     accounts
 }
 
-fn github_error(err: &ForgeError) -> String {
+/// The permissions `scope` needs that `granted` lacks, as `name: level (has …)`.
+pub(super) fn lacking_permissions(
+    config: &Config,
+    granted: &BTreeMap<String, String>,
+) -> Vec<String> {
+    needed_permissions(config)
+        .into_iter()
+        .filter(|(name, level)| !granted.get(*name).is_some_and(|has| covers(has, level)))
+        .map(|(name, level)| {
+            let has = granted.get(name).map_or("none", String::as_str);
+            let why = if name == "actions" && level == "write" {
+                ", to re-run the jobs spot interruptions fail (rerun_interrupted)"
+            } else {
+                ""
+            };
+            format!("{name}: {level} (has {has}{why})")
+        })
+        .collect()
+}
+
+pub(super) fn github_error(err: &ForgeError) -> String {
     match err {
         ForgeError::Transient(cause) => format!("{err}: {cause}"),
         other => other.to_string(),
@@ -122,23 +142,7 @@ pub(super) async fn github_checks(
         .as_deref()
         .map(|slug| format!("https://github.com/settings/apps/{slug}"))
         .unwrap_or_else(|| "the App's settings".to_owned());
-    let lacking: Vec<String> = needed_permissions(config)
-        .into_iter()
-        .filter(|(name, level)| {
-            !app.permissions
-                .get(*name)
-                .is_some_and(|granted| covers(granted, level))
-        })
-        .map(|(name, level)| {
-            let has = app.permissions.get(name).map_or("none", String::as_str);
-            let why = if name == "actions" && level == "write" {
-                ", to re-run the jobs spot interruptions fail (rerun_interrupted)"
-            } else {
-                ""
-            };
-            format!("{name}: {level} (has {has}{why})")
-        })
-        .collect();
+    let lacking = lacking_permissions(config, &app.permissions);
     report.push(if lacking.is_empty() {
         let needed: Vec<String> = needed_permissions(config)
             .into_iter()

@@ -1,7 +1,7 @@
 //! The checks of `ephemera doctor`, in the order a deployment depends on them: the
 //! stack and its resources, the configuration (and the version each function runs),
 //! the App key, GitHub's view of the App (JWT, permissions, events, webhook URL,
-//! installations, recent deliveries), each pool's EC2 launch, then the account's quotas,
+//! installations, recent deliveries) and of each further App ([`more_apps`]), each pool's EC2 launch, then the account's quotas,
 //! what the webhook refused in the last hour, and the roles' simulated permissions. A
 //! check whose input failed is not run (`-`), so one broken setting is reported by
 //! exactly one ✖: the check that names it.
@@ -16,6 +16,7 @@ mod app_key;
 mod config;
 mod ec2;
 mod github;
+mod more_apps;
 mod rate_limit;
 mod stack;
 
@@ -25,6 +26,7 @@ use config::{config_check, running_checks};
 use ec2::pool_checks;
 use github::github_checks;
 pub use github::{accounts_to_check, needed_permissions};
+use more_apps::more_apps_checks;
 pub use rate_limit::judge as judge_rate_limits;
 use stack::stack_checks;
 
@@ -94,6 +96,7 @@ pub async fn diagnose(request: &Request, ports: &Ports<'_>) -> Report {
         &mut report,
     )
     .await;
+    more_apps_checks(request, config.as_ref(), ports, &mut report).await;
     match &config {
         Some(config) => {
             for pool in &config.pools {

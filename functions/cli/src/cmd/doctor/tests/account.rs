@@ -195,6 +195,9 @@ fn every_role_asks_for_the_calls_ephemera_makes_with_it() {
         config_parameter: "/ephemera/eph/config".into(),
         default_config_parameter: "/ephemera/eph/config-default".into(),
         app_key_secret_arn: "arn:aws:secretsmanager:us-east-1:123456789012:secret:key".into(),
+        more_app_key_secret_arns: vec![
+            "arn:aws:secretsmanager:us-east-1:123456789012:secret:app-43-AbCdEf".into(),
+        ],
         webhook_secret_arn: "arn:aws:secretsmanager:us-east-1:123456789012:secret:hook".into(),
         runner_role_arn: "arn:aws:iam::123456789012:role/eph-RunnerRole".into(),
     };
@@ -220,6 +223,14 @@ fn every_role_asks_for_the_calls_ephemera_makes_with_it() {
         actions(Role::Runner),
         ["dynamodb:GetItem", "dynamodb:UpdateItem"]
     );
+    // The scaler and the reaper read every App's key; the webhook none but its secret.
+    let reads_second_key = |role| {
+        requests(role, &names)
+            .iter()
+            .any(|r| r.action == "secretsmanager:GetSecretValue" && r.resource.contains("app-43"))
+    };
+    assert!(reads_second_key(Role::Scaler) && reads_second_key(Role::Reaper));
+    assert!(!reads_second_key(Role::Webhook));
     let launch = requests(Role::Scaler, &names)
         .into_iter()
         .find(|r| r.action == "ec2:RunInstances" && r.resource.contains(":instance/"))

@@ -5,6 +5,7 @@
 mod account;
 mod ec2;
 mod github;
+mod more_apps;
 mod rate_limit;
 mod rejections;
 mod stack;
@@ -68,6 +69,12 @@ struct World {
     rejections: Result<BTreeMap<String, f64>, String>,
     /// `GET /rate_limit`'s buckets of every installation.
     rate_limits: BTreeMap<String, ephemera_github::RateBucket>,
+    /// The App this world's GitHub port speaks as (42 unless connected as another).
+    app_id: u64,
+    /// The further Apps' key secrets: secret id → value.
+    more_secrets: BTreeMap<String, String>,
+    /// Where each further App is installed.
+    more_installed: BTreeMap<u64, BTreeSet<String>>,
 }
 
 fn bucket(remaining: u64, limit: u64) -> ephemera_github::RateBucket {
@@ -147,6 +154,9 @@ fn healthy() -> World {
                 bucket(10_000, 10_000),
             ),
         ]),
+        app_id: 42,
+        more_secrets: BTreeMap::new(),
+        more_installed: BTreeMap::new(),
     }
 }
 
@@ -204,7 +214,13 @@ impl StackPort for World {
             version: 3,
         })
     }
-    async fn secret_value(&self, _: &str) -> anyhow::Result<String> {
+    async fn secret_value(&self, id: &str) -> anyhow::Result<String> {
+        if let Some(value) = self.more_secrets.get(id) {
+            return Ok(value.clone());
+        }
+        if self.outputs.values().all(|output| output != id) {
+            anyhow::bail!("ResourceNotFoundException: secret {id} not found");
+        }
         Ok(self.secret.clone())
     }
     async fn stack_resources(&self, _: &str) -> anyhow::Result<BTreeMap<String, String>> {
@@ -237,8 +253,13 @@ impl GitHubConnector for World {
         if !pem.starts_with("-----BEGIN") {
             return Err("not an RSA private key in PEM form".into());
         }
-        assert_eq!(app_id, 42);
-        Ok(Box::new(self.clone()))
+        let mut app = self.clone();
+        if app_id != 42 {
+            let installed = self.more_installed.get(&app_id);
+            app.installed_on = installed.cloned().unwrap_or_default();
+            app.app_id = app_id;
+        }
+        Ok(Box::new(app))
     }
 }
 
@@ -249,8 +270,11 @@ impl GitHubPort for World {
             return Err(ForgeError::Unauthorized);
         }
         Ok(AppDescription {
-            id: 42,
-            slug: Some("eph-app".into()),
+            id: self.app_id,
+            slug: Some(match self.app_id {
+                42 => "eph-app".to_owned(),
+                other => format!("eph-app-{other}"),
+            }),
             name: "eph app".into(),
             permissions: self.permissions.clone(),
             events: self.events.clone(),
