@@ -47,7 +47,7 @@ const ACTIONS: [&str; 31] = [
     "logs:PutLogEvents",
 ];
 
-fn own_arn() -> String {
+pub(super) fn own_arn() -> String {
     format!("arn:aws:ec2:{REGION}:{ACCOUNT}:instance/i-0own")
 }
 
@@ -56,7 +56,7 @@ fn other_arn() -> String {
 }
 
 /// The statements of the role EC2 instances assume.
-fn runner_statements(template: &Value) -> anyhow::Result<Vec<&Value>> {
+pub(super) fn runner_statements(template: &Value) -> anyhow::Result<Vec<&Value>> {
     let resources = template["Resources"].as_object().context("no Resources")?;
     let roles: Vec<&Value> = resources
         .values()
