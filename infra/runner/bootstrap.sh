@@ -34,7 +34,7 @@ api="${EPHEMERA_GITHUB_API_URL:-$api}"
 os_release="${EPHEMERA_OS_RELEASE:-/etc/os-release}"
 console="${EPHEMERA_CONSOLE:-/dev/console}"
 log_file="${EPHEMERA_LOG:-/var/log/ephemera-bootstrap.log}"
-log_group="${EPHEMERA_LOG_GROUP:-/ephemera/$deployment/runners}"
+log_group="${EPHEMERA_LOG_GROUP-/ephemera/$deployment/runners}"
 log_every="${EPHEMERA_LOG_EVERY:-60}"
 # Written by install when done: start trusts it, not dnf or apt.
 marker="$runner_dir/.ephemera-installed"
@@ -166,7 +166,7 @@ aws_error() {
 # limits (1,048,576 bytes and 10,000 events a batch, 256 KB an event, in time order;
 # https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_PutLogEvents.html).
 # The JIT config never leaves: any run of 200+ base64 characters, and what follows
-# --jitconfig, is [redacted] first.
+# --jitconfig, is [redacted] first. EPHEMERA_LOG_GROUP='' ships nothing.
 cwlogs() {
   local out
   out="$(signed logs -sS --connect-timeout 5 --max-time 30 -H "X-Amz-Target: Logs_20140328.$1" \
@@ -358,7 +358,7 @@ account="$(metadata dynamic/instance-identity/document | json accountId)" || tru
 # The key is what the role's credentials carry as ec2:SourceInstanceARN.
 instance_arn="arn:$partition:ec2:$region:$account:instance/$instance_id"
 dynamodb_url="${EPHEMERA_DYNAMODB_URL:-https://dynamodb.$region.$domain}"
-logs_url="${EPHEMERA_LOGS_URL:-https://logs.$region.$domain}"
+[ -z "$log_group" ] || logs_url="${EPHEMERA_LOGS_URL:-https://logs.$region.$domain}"
 log "instance $instance_id in $region ($(uname -m))"
 
 install_missing
@@ -409,11 +409,13 @@ token="" key_id="" secret="" session=""
 step=runner
 log "starting the runner as $runner_user"
 cd "$runner_dir"
-(until [ -e "$shipped/stop" ]; do
-  ship
-  for ((i = 0; i < log_every; i++)); do [ -e "$shipped/stop" ] || sleep 1; done
-done) >>"$log_file" 2>&1 &
-shipper=$!
+if [ -n "${logs_url:-}" ]; then
+  (until [ -e "$shipped/stop" ]; do
+    ship
+    for ((i = 0; i < log_every; i++)); do [ -e "$shipped/stop" ] || sleep 1; done
+  done) >>"$log_file" 2>&1 &
+  shipper=$!
+fi
 rc=0
 sudo -u "$runner_user" -H -- ./run.sh --jitconfig "$jit_config" || rc=$?
 unset jit_config

@@ -63,6 +63,13 @@ class LogShipping(harness.BootstrapHarness):
         self.assertEqual(self.world.streams, {})
         self.assertIn("logs: AccessDeniedException: User: arn:aws:sts::", (self.tmp / "bootstrap.log").read_text())
 
+    def test_an_empty_log_group_setting_ships_nothing(self):
+        self.put_jit()
+        status, output = self.run_script("al2023", log_group="")
+        self.assertEqual(status, 0, output)
+        self.assert_ran_once_and_config_removed()
+        self.assertEqual(self.world.log_calls, [])
+
     def test_lines_are_shipped_while_the_runner_runs_and_each_once(self):
         self.put_jit()
         status, output = self.run_script("al2023", log_every=1, runner_seconds=3)

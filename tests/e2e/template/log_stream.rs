@@ -87,7 +87,11 @@ async fn an_instance_may_only_write_instance_streams_of_the_runners_log_group() 
         "logs:TagResource",
         "logs:CreateExportTask",
     ] {
-        for resource in [own_stream.clone(), group(GROUP), format!("{}:*", group(GROUP))] {
+        for resource in [
+            own_stream.clone(),
+            group(GROUP),
+            format!("{}:*", group(GROUP)),
+        ] {
             ensure!(
                 !may(action, &resource, &on_instance)?,
                 "{action} allowed on {resource}"
@@ -97,7 +101,11 @@ async fn an_instance_may_only_write_instance_streams_of_the_runners_log_group() 
 
     // The documented residual: nothing in IAM ties the stream's name to the caller.
     ensure!(
-        may("logs:PutLogEvents", &stream(GROUP, "i-0other"), &on_instance)?,
+        may(
+            "logs:PutLogEvents",
+            &stream(GROUP, "i-0other"),
+            &on_instance
+        )?,
         "another instance's stream refuses the write: update docs/operating.md's residual"
     );
     Ok(())

@@ -1,5 +1,5 @@
-//! `ephemera runners list | show | delete`: the runner records of a deployment, and the
-//! operator delete of docs/design.md.
+//! `ephemera runners list | show | delete | logs`: the runner records of a deployment,
+//! the operator delete of docs/design.md, and what a runner's host logged ([`logs`]).
 //!
 //! Delete removes the runner from GitHub first — the DELETE is GitHub's own "is it
 //! busy?" check, so a runner that is running a job is never marked for deletion — and
@@ -20,8 +20,10 @@ use serde::Serialize;
 use time::OffsetDateTime;
 
 mod delete;
+mod logs;
 
 pub use delete::DeleteArgs;
+pub use logs::LogsArgs;
 
 #[derive(Args, Debug)]
 pub struct ListArgs {
