@@ -176,9 +176,10 @@ cwlogs() {
   body="${out%$'\n'*}"
   [ "$status" = 200 ] || [[ "$(aws_error)" = ResourceAlreadyExists* ]]
 }
-# Lines on stdin -> ,{"timestamp":$t,"message":"<$1: line, redacted, JSON-escaped>"}
+# Lines on stdin -> ,{"timestamp":$t,"message":"<$1: line, redacted, cut, JSON-escaped>"}
+# (characters counted in UTF-8, so a cut never splits one)
 events() {
-  tr '\000-\011\013-\037' ' ' | sed -E -e '/^ *$/d' -e 's/[A-Za-z0-9+\/=_-]{200,}/[redacted]/g' \
+  tr '\000-\011\013-\037' ' ' | LC_ALL=C.UTF-8 sed -E -e '/^ *$/d' -e 's/[A-Za-z0-9+\/=_-]{200,}/[redacted]/g' \
     -e 's/(--jitconfig)[ =]+[^ ]+/\1 [redacted]/g' -e 's/^(.{2000}).*/\1/' -e 's/[\\"]/\\&/g' \
     -e "s|.*|,{\"timestamp\":$t,\"message\":\"$1: &\"}|"
 }
@@ -189,7 +190,7 @@ ship() {
   : >"$all"
   for f in "$log_file" "$runner_dir"/_diag/*.log; do
     [ -f "$f" ] || continue
-    cp "$f" "$shipped/copy"
+    cp "$f" "$shipped/copy" || continue
     n="$(cat "$shipped/${f//\//_}" 2>/dev/null)" || n=0
     sed -n "$((n + 1)),\$p" "$shipped/copy" | events "${f##*/}" >>"$all"
     grep -c '' "$shipped/copy" >"$shipped/${f//\//_}" || true

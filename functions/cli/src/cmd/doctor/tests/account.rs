@@ -218,7 +218,12 @@ fn every_role_asks_for_the_calls_ephemera_makes_with_it() {
     }
     assert_eq!(
         actions(Role::Runner),
-        ["dynamodb:GetItem", "dynamodb:UpdateItem"]
+        [
+            "dynamodb:GetItem",
+            "dynamodb:UpdateItem",
+            "logs:CreateLogStream",
+            "logs:PutLogEvents"
+        ]
     );
     let launch = requests(Role::Scaler, &names)
         .into_iter()

@@ -68,6 +68,8 @@ struct World {
     rejections: Result<BTreeMap<String, f64>, String>,
     /// `GET /rate_limit`'s buckets of every installation.
     rate_limits: BTreeMap<String, ephemera_github::RateBucket>,
+    /// Log group → its retention in days (`None`: forever).
+    log_groups: BTreeMap<String, Option<i32>>,
 }
 
 fn bucket(remaining: u64, limit: u64) -> ephemera_github::RateBucket {
@@ -86,6 +88,7 @@ fn healthy() -> World {
         ("DefaultConfigParameterName", "/ephemera/eph/config-default"),
         ("GitHubAppKeySecret", "arn:secret:key"),
         ("LaunchTemplateName", "eph-runner"),
+        ("RunnerLogGroupName", "/ephemera/eph/runners"),
         ("WebhookUrl", "https://hook.lambda-url/"),
     ];
     World {
@@ -147,6 +150,7 @@ fn healthy() -> World {
                 bucket(10_000, 10_000),
             ),
         ]),
+        log_groups: BTreeMap::from([("/ephemera/eph/runners".to_owned(), Some(30))]),
     }
 }
 
@@ -195,6 +199,9 @@ impl StackPort for World {
     }
     async fn queue_reachable(&self, _: &str) -> anyhow::Result<()> {
         Ok(())
+    }
+    async fn log_group_retention(&self, name: &str) -> anyhow::Result<Option<Option<i32>>> {
+        Ok(self.log_groups.get(name).copied())
     }
     async fn load_config(&self, parameter: &str, _: Option<&str>) -> anyhow::Result<LoadedConfig> {
         let text = self.config.clone().map_err(anyhow::Error::msg)?;
