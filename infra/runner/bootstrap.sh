@@ -165,8 +165,8 @@ aws_error() {
 # (8 KB), 128 events a call, one timestamp a call, later calls later: within PutLogEvents'
 # limits (1,048,576 bytes and 10,000 events a batch, 256 KB an event, in time order;
 # https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_PutLogEvents.html).
-# The JIT config never leaves: any run of 200+ base64 characters, and what follows
-# --jitconfig, is [redacted] first. EPHEMERA_LOG_GROUP='' ships nothing.
+# The JIT config never leaves: any run of 200+ base64 characters (or JSON-escaped ones,
+# \/ and \u002B), and what follows --jitconfig, is [redacted] first. EPHEMERA_LOG_GROUP='' ships nothing.
 cwlogs() {
   local out
   out="$(signed logs -sS --connect-timeout 5 --max-time 30 -H "X-Amz-Target: Logs_20140328.$1" \
@@ -179,7 +179,7 @@ cwlogs() {
 # Lines on stdin -> ,{"timestamp":$t,"message":"<$1: line, redacted, cut, JSON-escaped>"}
 # (characters counted in UTF-8, so a cut never splits one)
 events() {
-  tr '\000-\011\013-\037' ' ' | LC_ALL=C.UTF-8 sed -E -e '/^ *$/d' -e 's/[A-Za-z0-9+\/=_-]{200,}/[redacted]/g' \
+  tr '\000-\011\013-\037' ' ' | LC_ALL=C.UTF-8 sed -E -e '/^ *$/d' -e 's/[A-Za-z0-9+\/=_\\-]{200,}/[redacted]/g' \
     -e 's/(--jitconfig)[ =]+[^ ]+/\1 [redacted]/g' -e 's/^(.{2000}).*/\1/' -e 's/[\\"]/\\&/g' \
     -e "s|.*|,{\"timestamp\":$t,\"message\":\"$1: &\"}|"
 }

@@ -362,6 +362,7 @@ mkdir -p _diag
 {
   echo "[2026-11-26 04:00:00Z INFO Runner] Arguments: $*"
   echo "[2026-11-26 04:00:00Z INFO Runner] settings: $2"
+  echo "[2026-11-26 04:00:00Z INFO Runner] as JSON: \\"${2//_/\\\\/}\\""
   echo '[2026-11-26 04:00:01Z INFO Runner] Listening for Jobs: "quoted" \\ back'
 } >>_diag/Runner_20261126-040000-utc.log
 echo "[2026-11-26 04:00:02Z INFO Worker] Job build completed with result: Succeeded" \\

@@ -42,6 +42,8 @@ class LogShipping(harness.BootstrapHarness):
         shipped = self.shipped()
         self.assertIn(f"{RUNNER_LOG}[2026-11-26 04:00:00Z INFO Runner] Arguments: --jitconfig [redacted]", shipped)
         self.assertIn(f"{RUNNER_LOG}[2026-11-26 04:00:00Z INFO Runner] settings: [redacted]", shipped)
+        # JSON-escaped (_ written as \/ here, as a serializer escapes /): redacted too.
+        self.assertIn(f'{RUNNER_LOG}[2026-11-26 04:00:00Z INFO Runner] as JSON: "[redacted]"', shipped)
         for message in shipped:
             self.assertNotIn(self.jit[:40], message)
             self.assertNotIn(self.jit[-40:], message)
