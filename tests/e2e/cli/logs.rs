@@ -201,7 +201,12 @@ async fn a_deleted_runners_logs_are_read_with_no_jit_config_in_them() -> anyhow:
     assert_eq!(view["log_group"], group().as_str());
     assert_eq!(view["complete"], true);
     assert_eq!(view["events"].as_array().map(Vec::len), Some(5));
-    assert!(view["events"][0]["timestamp"].as_i64().is_some());
+    assert!(
+        view["events"][0]["shipped_at"]
+            .as_str()
+            .is_some_and(|at| at.starts_with("20") && at.ends_with('Z')),
+        "RFC 3339: {view:#}"
+    );
     Ok(())
 }
 

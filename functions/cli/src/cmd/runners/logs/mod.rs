@@ -14,11 +14,11 @@
 
 use crate::exit::{Failure, Outcome, FAILURE, NOT_FOUND};
 use crate::target::{Deployment, DeploymentCommand, LogGroupArg, StackArgs, TableArg, TargetArgs};
-use crate::views::print_json;
+use crate::views::{print_json, LogLineRow, RunnerLogsView};
 use async_trait::async_trait;
 use clap::Args;
 use ephemera_core::ports::RunnerStore;
-use serde::Serialize;
+use time::OffsetDateTime;
 
 mod cloudwatch;
 
@@ -36,7 +36,7 @@ pub struct LogsArgs {
     #[arg(long, value_name = "ID", conflicts_with = "name")]
     instance: Option<String>,
     /// JSON on stdout: `{"runner", "instance_id", "log_group", "complete", "events":
-    /// [{"timestamp", "message"}]}` (timestamps in epoch milliseconds).
+    /// [{"shipped_at", "message"}]}`.
     #[arg(long)]
     json: bool,
     #[command(flatten)]
@@ -60,7 +60,7 @@ impl DeploymentCommand for LogsArgs {
 }
 
 /// One line a host shipped.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogEvent {
     /// When it was shipped, epoch milliseconds.
     pub timestamp: i64,
@@ -130,15 +130,6 @@ pub async fn read_stream(
     Ok(read)
 }
 
-#[derive(Serialize)]
-struct LogsView<'a> {
-    runner: Option<&'a str>,
-    instance_id: &'a str,
-    log_group: &'a str,
-    complete: bool,
-    events: &'a [LogEvent],
-}
-
 /// The instance whose stream holds the runner's logs, from `--instance` or the record.
 async fn instance_of(deployment: &mut Deployment, args: &LogsArgs) -> Result<String, Failure> {
     if let Some(instance) = &args.instance {
@@ -197,12 +188,23 @@ pub async fn logs(deployment: &mut Deployment, args: LogsArgs) -> Outcome {
         StreamError::Other(err) => Failure::new(FAILURE, err),
     })?;
     if args.json {
-        print_json(&LogsView {
-            runner: args.name.as_deref(),
-            instance_id: &instance,
-            log_group: &group,
+        let events = read
+            .events
+            .iter()
+            .map(|e| LogLineRow {
+                shipped_at: OffsetDateTime::from_unix_timestamp_nanos(
+                    i128::from(e.timestamp) * 1_000_000,
+                )
+                .unwrap_or(OffsetDateTime::UNIX_EPOCH),
+                message: e.message.clone(),
+            })
+            .collect();
+        print_json(&RunnerLogsView {
+            runner: args.name.clone(),
+            instance_id: instance,
+            log_group: group,
             complete: read.complete,
-            events: &read.events,
+            events,
         })?;
         return Ok(());
     }
