@@ -170,7 +170,25 @@ pub async fn logs(deployment: &mut Deployment, args: LogsArgs) -> Outcome {
         .wait(format!("reading the logs of {who}"));
     let read = read_stream(&streams, &group, &instance, MAX_PAGES).await;
     deployment.progress.clear();
-    let read = read.map_err(|err| match err {
+    let read = read.map_err(|err| stream_failure(err, &who, &instance, &group))?;
+    if args.json {
+        return Ok(print_json(&json_view(args.name, instance, group, read))?);
+    }
+    if read.events.is_empty() {
+        eprintln!("no log lines yet in stream {instance} of {group}");
+    }
+    for event in &read.events {
+        println!("{}", event.message);
+    }
+    if !read.complete {
+        eprintln!("… stopped after {MAX_PAGES} pages; the stream goes on");
+    }
+    Ok(())
+}
+
+/// What the operator is told when the stream cannot be read, and the exit code.
+fn stream_failure(err: StreamError, who: &str, instance: &str, group: &str) -> Failure {
+    match err {
         StreamError::NotFound(message) => Failure::msg(
             NOT_FOUND,
             format!(
@@ -186,38 +204,33 @@ pub async fn logs(deployment: &mut Deployment, args: LogsArgs) -> Outcome {
             ),
         ),
         StreamError::Other(err) => Failure::new(FAILURE, err),
-    })?;
-    if args.json {
-        let events = read
-            .events
-            .iter()
-            .map(|e| LogLineRow {
-                shipped_at: OffsetDateTime::from_unix_timestamp_nanos(
-                    i128::from(e.timestamp) * 1_000_000,
-                )
-                .unwrap_or(OffsetDateTime::UNIX_EPOCH),
-                message: e.message.clone(),
-            })
-            .collect();
-        print_json(&RunnerLogsView {
-            runner: args.name.clone(),
-            instance_id: instance,
-            log_group: group,
-            complete: read.complete,
-            events,
-        })?;
-        return Ok(());
     }
-    if read.events.is_empty() {
-        eprintln!("no log lines yet in stream {instance} of {group}");
+}
+
+fn json_view(
+    runner: Option<String>,
+    instance: String,
+    group: String,
+    read: StreamRead,
+) -> RunnerLogsView {
+    let events = read
+        .events
+        .into_iter()
+        .map(|e| LogLineRow {
+            shipped_at: OffsetDateTime::from_unix_timestamp_nanos(
+                i128::from(e.timestamp) * 1_000_000,
+            )
+            .unwrap_or(OffsetDateTime::UNIX_EPOCH),
+            message: e.message,
+        })
+        .collect();
+    RunnerLogsView {
+        runner,
+        instance_id: instance,
+        log_group: group,
+        complete: read.complete,
+        events,
     }
-    for event in &read.events {
-        println!("{}", event.message);
-    }
-    if !read.complete {
-        eprintln!("… stopped after {MAX_PAGES} pages; the stream goes on");
-    }
-    Ok(())
 }
 
 #[cfg(test)]

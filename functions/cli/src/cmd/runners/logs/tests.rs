@@ -111,3 +111,50 @@ async fn a_missing_stream_is_its_own_error() {
         .unwrap_err();
     assert!(matches!(err, StreamError::NotFound(_)), "{err:?}");
 }
+
+#[test]
+fn access_denied_names_the_group_and_the_permission_and_exits_1() {
+    let failure = stream_failure(
+        StreamError::AccessDenied("User: arn:aws:iam::1:user/op is not authorized".into()),
+        "runner eph-a",
+        "i-1",
+        "/ephemera/eph/runners",
+    );
+    assert_eq!(failure.code, FAILURE);
+    let text = failure.error.to_string();
+    assert!(
+        text.contains("access denied reading log group /ephemera/eph/runners"),
+        "{text}"
+    );
+    assert!(text.contains("logs:GetLogEvents"), "{text}");
+}
+
+#[test]
+fn a_missing_stream_is_no_logs_yet_and_exits_4() {
+    let failure = stream_failure(
+        StreamError::NotFound("The specified log stream does not exist.".into()),
+        "runner eph-a",
+        "i-1",
+        "/ephemera/eph/runners",
+    );
+    assert_eq!(failure.code, NOT_FOUND);
+    assert!(failure
+        .error
+        .to_string()
+        .starts_with("no logs yet for runner eph-a: no stream i-1 in log group"));
+}
+
+#[test]
+fn json_times_are_rfc_3339_from_the_events_milliseconds() {
+    let read = StreamRead {
+        events: vec![LogEvent {
+            timestamp: 1_764_129_600_123,
+            message: "bootstrap.log: hello".into(),
+        }],
+        complete: true,
+    };
+    let view = json_view(Some("eph-a".into()), "i-1".into(), "g".into(), read);
+    let json = serde_json::to_value(&view).unwrap();
+    assert_eq!(json["events"][0]["shipped_at"], "2025-11-26T04:00:00.123Z");
+    assert_eq!(json["runner"], "eph-a");
+}
