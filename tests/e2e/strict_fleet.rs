@@ -126,3 +126,32 @@ async fn instant_fleet_launches_part_and_answers_one_error_per_failed_override(
     );
     Ok(())
 }
+
+/// `ephemera local` provisions the Session Manager template's twin, so a pool with
+/// `ssm_access` launches there as it does on a deployed stack (CreateFleet refuses a
+/// launch template that does not exist).
+#[tokio::test]
+async fn local_resources_include_the_session_manager_template_a_pool_launches_from(
+) -> anyhow::Result<()> {
+    let moto = Moto::start().await?;
+    let config = sdk_config(&AwsSettings::emulator(&moto.endpoint)).await;
+    let names = ResourceNames::for_deployment("eph");
+    ensure_resources(&config, &names).await?;
+    let ec2 = aws_sdk_ec2::Client::new(&config);
+    let (subnet, _) = two_subnets(&ec2).await?;
+    let request = FleetRequest {
+        pool: "debug".to_owned(),
+        count: 1,
+        launch_template: names.ssm_launch_template.clone(),
+        template_version: TemplateVersion::Stack,
+        ami: None,
+        instance_types: vec!["t3.micro".to_owned()],
+        subnets: vec![subnet],
+        market: Market::OnDemand,
+        shape: None,
+        root_volume: None,
+    };
+    let launch = Ec2Fleet::new(ec2.clone(), "eph").launch(&request).await?;
+    assert_eq!(launch.instance_ids.len(), 1, "{:?}", launch.shortfall);
+    Ok(())
+}

@@ -13,4 +13,6 @@ mod log_stream;
 mod policy;
 mod redeploy;
 mod simulations;
+mod ssm_access;
+mod ssm_role;
 mod stack_job;

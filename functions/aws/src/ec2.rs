@@ -27,6 +27,8 @@ pub struct Ec2Fleet {
     pub(crate) catalog: crate::instance_types::Catalog,
     /// The version of the deployment's own launch template that launches use.
     pub(crate) stack_template_version: String,
+    /// The same for its Session Manager template (pools with `ssm_access`).
+    pub(crate) ssm_template_version: String,
 }
 
 /// The version of the deployment's launch template launched when the stack names none:
@@ -41,6 +43,7 @@ impl Ec2Fleet {
             roots: Default::default(),
             catalog: Default::default(),
             stack_template_version: LATEST_VERSION.to_owned(),
+            ssm_template_version: LATEST_VERSION.to_owned(),
         }
     }
 
@@ -53,9 +56,26 @@ impl Ec2Fleet {
         self
     }
 
-    /// The version `version` names for EC2.
-    pub(crate) fn version_name<'a>(&'a self, version: &'a TemplateVersion) -> &'a str {
+    /// Launches of the deployment's Session Manager template use `version`, as
+    /// [`Ec2Fleet::with_stack_template_version`] for the runner template.
+    pub fn with_ssm_template_version(mut self, version: impl Into<String>) -> Self {
+        self.ssm_template_version = version.into();
+        self
+    }
+
+    /// The version `version` of the launch template `template` names for EC2: the stack
+    /// writes two templates, each with its own versions.
+    pub(crate) fn version_name<'a>(
+        &'a self,
+        template: &str,
+        version: &'a TemplateVersion,
+    ) -> &'a str {
         match version {
+            TemplateVersion::Stack
+                if template == ephemera_core::names::ssm_launch_template_name(&self.deployment) =>
+            {
+                &self.ssm_template_version
+            }
             TemplateVersion::Stack => &self.stack_template_version,
             TemplateVersion::Named(name) => name,
         }
@@ -370,11 +390,30 @@ mod tests {
     #[test]
     fn the_deployments_template_launches_the_version_its_stack_last_wrote() {
         let stack = TemplateVersion::Stack;
-        assert_eq!(offline_fleet().version_name(&stack), LATEST_VERSION);
+        let runner = "eph-runner";
+        assert_eq!(offline_fleet().version_name(runner, &stack), LATEST_VERSION);
         let told = offline_fleet().with_stack_template_version("7");
-        assert_eq!(told.version_name(&stack), "7");
+        assert_eq!(told.version_name(runner, &stack), "7");
         let own = TemplateVersion::Named("$Default".to_owned());
-        assert_eq!(told.version_name(&own), "$Default", "a pool's own template");
+        assert_eq!(
+            told.version_name("team", &own),
+            "$Default",
+            "a pool's own template"
+        );
+    }
+
+    #[test]
+    fn the_session_manager_template_launches_its_own_stack_version() {
+        let stack = TemplateVersion::Stack;
+        let fleet = offline_fleet()
+            .with_stack_template_version("7")
+            .with_ssm_template_version("3");
+        assert_eq!(fleet.version_name("eph-runner-ssm", &stack), "3");
+        assert_eq!(fleet.version_name("eph-runner", &stack), "7");
+        assert_eq!(
+            offline_fleet().version_name("eph-runner-ssm", &stack),
+            LATEST_VERSION
+        );
     }
 
     #[test]

@@ -11,7 +11,8 @@
 //! `EPHEMERA_JIT_TABLE` (where JIT configs wait for their instances),
 //! `EPHEMERA_INSTANCE_ARN_PREFIX` (`arn:<partition>:ec2:<region>:<account>:instance/`),
 //! optionally `EPHEMERA_RELOAD_SECONDS` (see [`crate::reload`]) and
-//! `EPHEMERA_LAUNCH_TEMPLATE_VERSION` (the runner launch template's version the stack
+//! `EPHEMERA_LAUNCH_TEMPLATE_VERSION` and `EPHEMERA_SSM_LAUNCH_TEMPLATE_VERSION` (the
+//! versions of the runner launch template and of its Session Manager twin the stack
 //! last wrote; `$Latest` unless set).
 
 use crate::{sdk_config, AwsSettings, DynamoJitConfigs, DynamoRunnerStore, Ec2Fleet, SqsJobQueue};
@@ -60,6 +61,9 @@ pub const JIT_TABLE: &str = "EPHEMERA_JIT_TABLE";
 /// `LatestVersionNumber` template.yaml passes (a stack update writes a new version and
 /// leaves the default one where it was); unless set, `$Latest`.
 pub const LAUNCH_TEMPLATE_VERSION: &str = "EPHEMERA_LAUNCH_TEMPLATE_VERSION";
+/// Optional: the same for the deployment's Session Manager launch template, which pools
+/// with `ssm_access` launch.
+pub const SSM_LAUNCH_TEMPLATE_VERSION: &str = "EPHEMERA_SSM_LAUNCH_TEMPLATE_VERSION";
 
 /// What the webhook function needs.
 pub const WEBHOOK_VARS: &[&str] = &[CONFIG_PARAMETER, QUEUE_URL, WEBHOOK_SECRET_ID];
@@ -74,6 +78,12 @@ pub const SCALER_VARS: &[&str] = &[
 ];
 /// What the reaper needs (the same as the scaler).
 pub const REAPER_VARS: &[&str] = SCALER_VARS;
+
+/// An optional environment variable's value, trimmed, when it is set and not blank.
+fn optional_var(name: &str) -> Option<String> {
+    let value = std::env::var(name).ok()?;
+    Some(value.trim().to_owned()).filter(|v| !v.is_empty())
+}
 
 /// A required environment variable, with an error naming it.
 pub fn required_var(name: &str) -> anyhow::Result<String> {
@@ -202,16 +212,18 @@ impl LambdaEnv {
         ))
     }
 
-    /// Instances of the deployment, launched from the template version named by
-    /// `EPHEMERA_LAUNCH_TEMPLATE_VERSION` when it is set.
+    /// Instances of the deployment, launched from the template versions named by
+    /// `EPHEMERA_LAUNCH_TEMPLATE_VERSION` and `EPHEMERA_SSM_LAUNCH_TEMPLATE_VERSION`
+    /// when they are set.
     pub fn fleet(&self, config: &Config) -> Ec2Fleet {
-        let fleet = Ec2Fleet::new(aws_sdk_ec2::Client::new(&self.sdk), &config.deployment);
-        match std::env::var(LAUNCH_TEMPLATE_VERSION) {
-            Ok(version) if !version.trim().is_empty() => {
-                fleet.with_stack_template_version(version.trim())
-            }
-            _ => fleet,
+        let mut fleet = Ec2Fleet::new(aws_sdk_ec2::Client::new(&self.sdk), &config.deployment);
+        if let Some(version) = optional_var(LAUNCH_TEMPLATE_VERSION) {
+            fleet = fleet.with_stack_template_version(version);
         }
+        if let Some(version) = optional_var(SSM_LAUNCH_TEMPLATE_VERSION) {
+            fleet = fleet.with_ssm_template_version(version);
+        }
+        fleet
     }
 
     /// JIT config items in `EPHEMERA_JIT_TABLE`, keyed by ARNs under

@@ -12,6 +12,8 @@
 //! [`Ec2Fleet::with_stack_template_version`]), a pool's own template `$Default` or the
 //! version the pool configures; CreateFleet takes a number, `$Latest` or `$Default`
 //! (<https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_FleetLaunchTemplateSpecificationRequest.html>).
+//! A pool with `ssm_access` names the deployment's Session Manager template, whose
+//! version the stack passes apart ([`Ec2Fleet::with_ssm_template_version`]).
 //! The instances carry the deployment and pool tags; which runner owns which instance is
 //! written in the runner records, so no per-instance call follows the launch.
 
@@ -38,7 +40,7 @@ struct NothingLaunched;
 impl Launcher for Ec2Fleet {
     #[instrument(skip_all, fields(pool = %request.pool, count = request.count, market = ?request.market))]
     async fn launch(&self, request: &FleetRequest) -> Result<FleetLaunch, FleetError> {
-        let version = self.version_name(&request.template_version);
+        let version = self.version_name(&request.launch_template, &request.template_version);
         let image = self
             .image_override(&request.launch_template, version, request.ami.as_deref())
             .await?;
@@ -110,7 +112,7 @@ impl Ec2Fleet {
             .launch_template_specification(
                 FleetLaunchTemplateSpecificationRequest::builder()
                     .launch_template_name(&request.launch_template)
-                    .version(self.version_name(&request.template_version))
+                    .version(self.version_name(&request.launch_template, &request.template_version))
                     .build(),
             )
             .set_overrides(Some(overrides(request, image)))

@@ -32,6 +32,10 @@ pub struct ResourceNames {
     pub queue: String,
     pub dlq: String,
     pub launch_template: String,
+    /// The runner template a pool with `ssm_access` launches from. Locally it is the
+    /// runner template's twin: `ephemera local` makes no IAM, so neither has an
+    /// instance profile.
+    pub ssm_launch_template: String,
 }
 
 impl ResourceNames {
@@ -44,6 +48,7 @@ impl ResourceNames {
             queue: format!("{prefix}-jobs"),
             dlq: format!("{prefix}-jobs-dlq"),
             launch_template: ephemera_core::names::launch_template_name(prefix),
+            ssm_launch_template: ephemera_core::names::ssm_launch_template_name(prefix),
         }
     }
 }
@@ -75,6 +80,7 @@ pub async fn ensure_resources(
     let (queue_url, dlq_url) = ensure_queues(&sqs, names).await?;
     let ec2 = aws_sdk_ec2::Client::new(config);
     ensure_launch_template(&ec2, &names.launch_template).await?;
+    ensure_launch_template(&ec2, &names.ssm_launch_template).await?;
     Ok(Resources {
         table: names.table.clone(),
         jit_table: names.jit_table.clone(),
@@ -341,6 +347,7 @@ mod tests {
         assert_eq!(names.queue, "eph-jobs");
         assert_eq!(names.dlq, "eph-jobs-dlq");
         assert_eq!(names.launch_template, "eph-runner");
+        assert_eq!(names.ssm_launch_template, "eph-runner-ssm");
         assert_eq!(names.deployment, "eph");
     }
 }

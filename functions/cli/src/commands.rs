@@ -41,7 +41,7 @@ const TOP_HELP: &str = concat!(
 
 #[derive(Subcommand)]
 enum Command {
-    /// Runner records: list, show, delete.
+    /// Runner records: list, show, delete; a shell on a runner (connect).
     Runners {
         #[command(subcommand)]
         command: RunnersCommand,
@@ -114,6 +114,18 @@ enum RunnersCommand {
         crate::exit::exit_codes!()
     ))]
     Delete(runners::DeleteArgs),
+    /// A shell on a runner's instance through Session Manager (its pool needs
+    /// `ssm_access: true`): runs `aws ssm start-session`, or prints it when the AWS CLI
+    /// or the Session Manager plugin is not on PATH.
+    #[command(after_help = concat!(
+        "Examples:
+  ephemera runners connect eph-linux-x64-l9nj93ftms --stack ephemera
+  ephemera runners connect eph-linux-x64-l9nj93ftms --stack ephemera --print
+
+",
+        crate::exit::exit_codes!()
+    ))]
+    Connect(runners::ConnectArgs),
     /// What the runner's host shipped: the bootstrap's log and the runner's _diag logs
     /// (also after the runner was deleted; exit code 4 when there are none yet).
     #[command(after_help = "Examples:
@@ -186,6 +198,7 @@ pub async fn run(cli: Cli) -> ExitCode {
             RunnersCommand::List(args) => on_deployment(args).await,
             RunnersCommand::Show(args) => on_deployment(args).await,
             RunnersCommand::Delete(args) => on_deployment(args).await,
+            RunnersCommand::Connect(args) => on_deployment(args).await,
             RunnersCommand::Logs(args) => on_deployment(args).await,
         },
         Command::Pools(args) => on_deployment(args).await,

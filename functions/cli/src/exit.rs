@@ -23,7 +23,8 @@ pub const NOT_FOUND: u8 = 4;
 pub const GITHUB: u8 = 5;
 /// The record is in a status that does not allow what was asked (already being
 /// deleted, already deleted, changed concurrently), or a push would change the
-/// deployment name, or a redrive was not confirmed.
+/// deployment name, or a redrive was not confirmed, or a runner to connect to has no
+/// instance or no `ssm_access`.
 pub const REFUSED: u8 = 6;
 /// The configuration file is invalid.
 pub const INVALID_CONFIG: u8 = 7;
@@ -35,14 +36,16 @@ macro_rules! exit_codes {
     () => {
         "Exit codes:
   0  done
-  1  failure (AWS, files, network)
+  1  failure (AWS, files, network); runners connect: aws or session-manager-plugin
+     is not on PATH (the command is printed)
   2  usage: a missing or wrong option; jobs dlq redrive without --yes off a terminal
   3  runners delete: the runner is running a job; GitHub refused to remove it (422)
-  4  runners show/delete/logs: no such runner; runners logs: no logs yet;
+  4  runners show/delete/connect/logs: no such runner; runners logs: no logs yet;
      jobs show: no such job
   5  GitHub error other than busy (credentials, rate limit, outage, App not installed)
   6  refused: the runner is already being deleted or deleted, or changed meanwhile;
-     config push: the file names another deployment; jobs dlq redrive: not confirmed
+     config push: the file names another deployment; jobs dlq redrive: not confirmed;
+     runners connect: no instance (yet, or any more), or the pool has no ssm_access
   7  config validate/push: the configuration is invalid
   8  doctor: at least one check failed"
     };

@@ -104,6 +104,11 @@ pub struct PoolConfig {
     pub ami: Option<String>,
     #[serde(default)]
     pub spot: bool,
+    /// Launch through the deployment's Session Manager template
+    /// (`<deployment>-runner-ssm`), whose instance profile adds the SSM agent's grants,
+    /// so `ephemera runners connect` can open a shell on the pool's runners. Off unless set.
+    #[serde(default)]
+    pub ssm_access: bool,
     /// When interruptions spike, launches go on-demand for a while.
     #[serde(default)]
     pub spot_breaker: SpotBreaker,
@@ -316,6 +321,8 @@ impl Config {
                 problems.push((at("name"), message));
             }
             problems.extend(pool.problems().into_iter().map(|(f, m)| (at(f), m)));
+            let ssm = pool.ssm_problems(&self.deployment);
+            problems.extend(ssm.into_iter().map(|(f, m)| (at(f), m)));
             let breaker = pool.spot_breaker.problems();
             problems.extend(breaker.into_iter().map(|(f, m)| (at(f), m)));
             let sizing = sizing::pool_problems(pool);

@@ -41,6 +41,13 @@ pub fn launch_template_name(deployment: &str) -> String {
     format!("{deployment}-runner")
 }
 
+/// The deployment's Session Manager launch template: the runner template with an
+/// instance profile that adds the SSM agent's grants, which pools with `ssm_access`
+/// launch through.
+pub fn ssm_launch_template_name(deployment: &str) -> String {
+    format!("{deployment}-runner-ssm")
+}
+
 /// Whether `name` was made by [`runner_name`] for the deployment `prefix`.
 pub fn is_ours(prefix: &str, name: &str) -> bool {
     name.strip_prefix(prefix)

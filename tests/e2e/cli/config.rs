@@ -6,7 +6,7 @@ use ephemera_tests::moto::Moto;
 use ephemera_tests::pipeline::DEPLOYMENT;
 
 /// Each broken fixture, and the `FILE:LINE: FIELD: ` its error must start with.
-const BROKEN: [(&str, &str); 9] = [
+const BROKEN: [(&str, &str); 10] = [
     (
         "unknown-key.yaml",
         ":9: pools[0].max_runner: unknown field `max_runner`",
@@ -39,6 +39,11 @@ const BROKEN: [(&str, &str); 9] = [
     (
         "sizing-policy.yaml",
         ":13: pools[0].sizing.max_vcpus_per_runner: must be from 1 to 1024, not 5000",
+    ),
+    (
+        "ssm-own-template.yaml",
+        ":12: pools[0].ssm_access: a pool with ssm_access launches the deployment's \
+         eph-runner-ssm template",
     ),
     (
         "wrong-type.yaml",

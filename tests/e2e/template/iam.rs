@@ -175,9 +175,11 @@ fn no_action_is_a_wildcard(template: &Value) -> anyhow::Result<()> {
         }
         ensure!(statement.get("NotAction").is_none(), "{role}: NotAction");
     }
+    // The one managed policy, AWS's for the SSM agent on the runners of pools with
+    // ssm_access, is checked apart (ssm_role.rs).
     for (role, props) in resources(template, "AWS::IAM::Role") {
         ensure!(
-            props.get("ManagedPolicyArns").is_none(),
+            props.get("ManagedPolicyArns").is_none() || role == "RunnerSsmRole",
             "{role} has managed policies, whose actions this test cannot see"
         );
     }
@@ -298,22 +300,21 @@ fn user_data_is_the_bootstrap_script(template: &Value) -> anyhow::Result<()> {
     let script = without_comment_lines(&std::fs::read_to_string(workspace_path(
         "infra/runner/bootstrap.sh",
     ))?);
-    let (_, template_props) = resources(template, "AWS::EC2::LaunchTemplate")
-        .into_iter()
-        .next()
-        .context("no launch template")?;
-    let join = &template_props["LaunchTemplateData"]["UserData"]["Fn::Base64"]["Fn::Join"][1];
-    let embedded = join
-        .as_array()
-        .and_then(|parts| parts.last())
-        .and_then(Value::as_str)
-        .context("the user data is not a Fn::Join ending in the script")?;
-    ensure!(
-        embedded == script,
-        "the user data in template.yaml differs from infra/runner/bootstrap.sh (less its \
-         comment lines): run \
-         `make user-data` after editing the script"
-    );
+    let templates = resources(template, "AWS::EC2::LaunchTemplate");
+    ensure!(!templates.is_empty(), "no launch template");
+    for (id, template_props) in templates {
+        let join = &template_props["LaunchTemplateData"]["UserData"]["Fn::Base64"]["Fn::Join"][1];
+        let embedded = join
+            .as_array()
+            .and_then(|parts| parts.last())
+            .and_then(Value::as_str)
+            .with_context(|| format!("{id}'s user data is not a Fn::Join ending in the script"))?;
+        ensure!(
+            embedded == script,
+            "{id}'s user data in template.yaml differs from infra/runner/bootstrap.sh (less \
+             its comment lines): run `make user-data` after editing the script"
+        );
+    }
     // EC2 takes at most 16 KB of user data before base64: the script less its comment
     // lines, and the line of settings before it (well under 512 bytes).
     ensure!(

@@ -56,21 +56,33 @@ fn other_arn() -> String {
     format!("arn:aws:ec2:{REGION}:{ACCOUNT}:instance/i-0other")
 }
 
-/// The statements of the role EC2 instances assume.
-pub(super) fn runner_statements(template: &Value) -> anyhow::Result<Vec<&Value>> {
+/// The roles EC2 instances assume: the runner role, and the Session Manager role of
+/// pools with `ssm_access`, whose inline policies are the same (see `ssm_role`).
+pub(super) const INSTANCE_ROLES: [&str; 2] = ["RunnerRole", "RunnerSsmRole"];
+
+/// The inline statements of `role`, after checking that the stack's roles EC2 instances
+/// assume are exactly [`INSTANCE_ROLES`].
+pub(super) fn runner_statements<'a>(
+    template: &'a Value,
+    role: &str,
+) -> anyhow::Result<Vec<&'a Value>> {
     let resources = template["Resources"].as_object().context("no Resources")?;
-    let roles: Vec<&Value> = resources
-        .values()
-        .filter(|r| r["Type"] == "AWS::IAM::Role")
-        .filter(|r| {
+    let mut roles: Vec<&str> = resources
+        .iter()
+        .filter(|(_, r)| r["Type"] == "AWS::IAM::Role")
+        .filter(|(_, r)| {
             r["Properties"]["AssumeRolePolicyDocument"]
                 .to_string()
                 .contains("ec2.amazonaws.com")
         })
+        .map(|(id, _)| id.as_str())
         .collect();
-    ensure!(roles.len() == 1, "{} roles for EC2 instances", roles.len());
-    let props = &roles[0]["Properties"];
-    ensure!(props.get("ManagedPolicyArns").is_none(), "managed policies");
+    roles.sort();
+    ensure!(
+        roles == INSTANCE_ROLES,
+        "roles for EC2 instances: {roles:?}"
+    );
+    let props = &resources[role]["Properties"];
     let policies = props["Policies"].as_array().context("no inline policies")?;
     Ok(policies
         .iter()
@@ -113,7 +125,12 @@ async fn an_instance_may_get_and_stamp_only_its_own_jit_item_and_nothing_else() 
     let stack = Stack {
         template: &template,
     };
-    let statements = runner_statements(&template)?;
+    let runner_role = &template["Resources"]["RunnerRole"]["Properties"];
+    ensure!(
+        runner_role.get("ManagedPolicyArns").is_none(),
+        "managed policies"
+    );
+    let statements = runner_statements(&template, "RunnerRole")?;
     let jit_table = stack.arn_of("JitTable")?;
     let (own, other) = (own_arn(), other_arn());
     let (own, other) = (own.as_str(), other.as_str());

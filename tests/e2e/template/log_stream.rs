@@ -1,4 +1,6 @@
-//! What a runner instance's credentials may do with the runners' log group, evaluated:
+//! What a runner instance's credentials (either instance role: the runner role, and the
+//! Session Manager one of pools with `ssm_access`) may do with the runners' log group,
+//! evaluated:
 //! create a stream in the deployment's group and put events into a stream named like an
 //! instance (`i-…`), nothing else — no read, no delete, no retention change, no other
 //! group, no stream of another name, and nothing without an instance behind the
@@ -6,7 +8,7 @@
 //! `${ec2:SourceInstanceARN}`) is pinned too: another instance's stream takes the write,
 //! as docs/operating.md says.
 
-use super::instance_role::{own_arn, runner_statements};
+use super::instance_role::{own_arn, runner_statements, INSTANCE_ROLES};
 use super::policy::{allows, context, RequestContext, Stack, ACCOUNT, REGION};
 use anyhow::ensure;
 use ephemera_tests::stack::{template_path, translate_template};
@@ -34,11 +36,22 @@ async fn an_instance_may_only_write_instance_streams_of_the_runners_log_group() 
         stack.arn_of("RunnerLogGroup")? == group(GROUP),
         "the runners' log group is not {GROUP}, the name bootstrap.sh writes to"
     );
-    let statements = runner_statements(&template)?;
+    for role in INSTANCE_ROLES {
+        let statements = runner_statements(&template, role)?;
+        instance_writes_only_instance_streams(&stack, &statements)
+            .map_err(|err| err.context(format!("{role}")))?;
+    }
+    Ok(())
+}
+
+fn instance_writes_only_instance_streams(
+    stack: &Stack,
+    statements: &[&serde_json::Value],
+) -> anyhow::Result<()> {
     let own = own_arn();
     let on_instance = context(vec![("ec2:SourceInstanceARN", vec![own.as_str()])]);
     let may = |action: &str, resource: &str, request: &RequestContext| {
-        allows(&stack, &statements, action, resource, request)
+        allows(stack, statements, action, resource, request)
     };
     let own_stream = stream(GROUP, "i-0own");
 

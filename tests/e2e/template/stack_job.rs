@@ -30,7 +30,7 @@ const WEBHOOK_SECRET: &str = "stack-webhook-secret";
 /// The labels of the template's default pool (linux-arm64).
 const LABELS: [&str; 3] = ["self-hosted", "linux", "ARM64"];
 /// The variables functions/aws/src/lambda.rs reads.
-const LAMBDA_ENV: [&str; 9] = [
+const LAMBDA_ENV: [&str; 10] = [
     "EPHEMERA_CONFIG_PARAMETER",
     "EPHEMERA_DEFAULT_CONFIG_PARAMETER",
     "EPHEMERA_TABLE",
@@ -40,6 +40,7 @@ const LAMBDA_ENV: [&str; 9] = [
     "EPHEMERA_WEBHOOK_SECRET_ID",
     "EPHEMERA_GITHUB_KEY_SECRET_ID",
     "EPHEMERA_LAUNCH_TEMPLATE_VERSION",
+    "EPHEMERA_SSM_LAUNCH_TEMPLATE_VERSION",
 ];
 
 fn env<'a>(stack: &'a Stack, function: &str, name: &str) -> anyhow::Result<&'a str> {
@@ -202,6 +203,8 @@ async fn a_job_runs_on_the_stack_template_yaml_creates() -> anyhow::Result<()> {
         ("JobsDeadLetterQueue", "AWS::SQS::Queue"),
         ("ConfigParameter", "AWS::SSM::Parameter"),
         ("RunnerLaunchTemplate", "AWS::EC2::LaunchTemplate"),
+        ("RunnerSsmLaunchTemplate", "AWS::EC2::LaunchTemplate"),
+        ("RunnerSsmInstanceProfile", "AWS::IAM::InstanceProfile"),
     ] {
         ensure!(
             stack.has_resource(logical_id, kind),
@@ -244,6 +247,11 @@ async fn a_job_runs_on_the_stack_template_yaml_creates() -> anyhow::Result<()> {
                 &stack,
                 "ScalerFunction",
                 "EPHEMERA_LAUNCH_TEMPLATE_VERSION",
+            )?)
+            .with_ssm_template_version(env(
+                &stack,
+                "ScalerFunction",
+                "EPHEMERA_SSM_LAUNCH_TEMPLATE_VERSION",
             )?),
     );
     let jit = Arc::new(

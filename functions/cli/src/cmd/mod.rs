@@ -3,7 +3,7 @@
 //! ([`crate::render`], [`crate::views`]) and how failures end ([`crate::exit`],
 //! [`crate::errors`]) are shared and live outside.
 //!
-//! [`runners`] (list, show, delete), [`pools`], [`jobs`] (`jobs list`), [`jobs_show`]
+//! [`runners`] (list, show, delete, connect), [`pools`], [`jobs`] (`jobs list`), [`jobs_show`]
 //! (`jobs show`, a job's timeline), [`costs`] (instance costs by repository and
 //! pool), [`dlq`] (`jobs
 //! dlq list|redrive`), [`config`] (validate, push), [`doctor`] (its checks by area, over

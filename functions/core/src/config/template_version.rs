@@ -7,6 +7,13 @@
 //! A template of the pool's own is the user's to version: `$Default` unless the pool sets
 //! `launch_template_version` to `$Latest` or a number, the values CreateFleet accepts
 //! (<https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_FleetLaunchTemplateSpecificationRequest.html>).
+//!
+//! A pool with `ssm_access` launches the deployment's second template
+//! (`<deployment>-runner-ssm`), the same but for its instance profile, whose role adds
+//! what the SSM agent needs: CreateFleet's overrides cannot change the instance profile
+//! (<https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_FleetLaunchTemplateOverridesRequest.html>
+//! has no such member), so the profile has to come with the template. That template is
+//! the stack's too, and launches the version its stack last wrote.
 
 use super::PoolConfig;
 use crate::names;
@@ -16,8 +23,23 @@ use crate::ports::TemplateVersion;
 pub const DEFAULT_VERSION: &str = "$Default";
 
 impl PoolConfig {
+    /// The launch template the pool's launches use in `deployment`: the deployment's
+    /// Session Manager template with `ssm_access`, else the pool's own or, for a pool
+    /// that names only an image, the deployment's.
+    pub fn launch_template_name(&self, deployment: &str) -> String {
+        if self.ssm_access {
+            return names::ssm_launch_template_name(deployment);
+        }
+        self.launch_template
+            .clone()
+            .unwrap_or_else(|| names::launch_template_name(deployment))
+    }
+
     /// The version of the pool's launch template its launches use, in `deployment`.
     pub fn template_version(&self, deployment: &str) -> TemplateVersion {
+        if self.ssm_access {
+            return TemplateVersion::Stack;
+        }
         if let Some(version) = &self.launch_template_version {
             return TemplateVersion::Named(version.clone());
         }
@@ -26,6 +48,39 @@ impl PoolConfig {
             Some(template) if *template != own => TemplateVersion::Named(DEFAULT_VERSION.into()),
             _ => TemplateVersion::Stack,
         }
+    }
+}
+
+impl PoolConfig {
+    /// Why `ssm_access` cannot be set on this pool of `deployment`: the Session Manager
+    /// template replaces the deployment's own, never a template of the user's, whose
+    /// instance profile is the user's to choose.
+    pub(super) fn ssm_problems(&self, deployment: &str) -> Vec<(&'static str, String)> {
+        if !self.ssm_access {
+            return Vec::new();
+        }
+        let own = names::launch_template_name(deployment);
+        let mut problems = Vec::new();
+        if let Some(template) = self.launch_template.as_ref().filter(|t| **t != own) {
+            problems.push((
+                "ssm_access",
+                format!(
+                    "a pool with ssm_access launches the deployment's {} template; {template:?} \
+                     is a template of your own, so give its instance profile the \
+                     AmazonSSMManagedInstanceCore policy there and drop ssm_access, or \
+                     launch with ami (or launch_template: {own})",
+                    names::ssm_launch_template_name(deployment)
+                ),
+            ));
+        } else if self.launch_template_version.is_some() {
+            problems.push((
+                "launch_template_version",
+                "a pool with ssm_access launches the deployment's template at the version its \
+                 stack last wrote; set launch_template_version only with a template of your own"
+                    .into(),
+            ));
+        }
+        problems
     }
 }
 
@@ -87,6 +142,45 @@ mod tests {
                 TemplateVersion::Named(version.into())
             );
         }
+    }
+
+    #[test]
+    fn ssm_access_launches_the_deployments_session_manager_template_at_its_stack_version() {
+        for how in ["    ami: ami-1\n", "    launch_template: eph-runner\n"] {
+            let pool = pool(&format!("{how}    ssm_access: true\n")).expect("valid");
+            assert_eq!(pool.launch_template_name("eph"), "eph-runner-ssm", "{how}");
+            assert_eq!(
+                pool.template_version("eph"),
+                TemplateVersion::Stack,
+                "{how}"
+            );
+        }
+    }
+
+    #[test]
+    fn without_ssm_access_a_pool_launches_its_template_or_the_deployments() {
+        let by_image = pool("    ami: ami-1\n").expect("valid");
+        assert!(!by_image.ssm_access, "off unless set");
+        assert_eq!(by_image.launch_template_name("eph"), "eph-runner");
+        let own = pool("    launch_template: team-runner\n").expect("valid");
+        assert_eq!(own.launch_template_name("eph"), "team-runner");
+    }
+
+    #[test]
+    fn ssm_access_on_a_template_of_the_users_is_refused_with_its_field() {
+        let err = pool("    launch_template: team-runner\n    ssm_access: true\n")
+            .expect_err("the user's template has its own instance profile");
+        assert_eq!(err.field, "pools[0].ssm_access");
+        assert!(
+            err.message.contains("AmazonSSMManagedInstanceCore"),
+            "{err}"
+        );
+        let err = pool(
+            "    launch_template: eph-runner\n    launch_template_version: \"3\"\n    \
+             ssm_access: true\n",
+        )
+        .expect_err("the stack decides the version");
+        assert_eq!(err.field, "pools[0].launch_template_version");
     }
 
     #[test]

@@ -8,7 +8,6 @@ use crate::config::PoolConfig;
 use crate::handlers::error_chain;
 use crate::metrics::{Dimension, Metric};
 use crate::model::RunnerRecord;
-use crate::names;
 use crate::ports::*;
 use crate::sizing::launch::{first_market, sized_fleet_request};
 use crate::sizing::SizingRequest;
@@ -27,18 +26,18 @@ fn failure_reason(err: &FleetError) -> &'static str {
 /// Instances for `count` runners of `pool` in `deployment`: the pool's market first, and
 /// on-demand for whatever spot had no capacity for. A pool with an `ami` launches through
 /// the deployment's launch template (its instance profile, security groups, metadata
-/// options and user data) with the image overridden.
+/// options and user data) with the image overridden; a pool with `ssm_access` through
+/// the deployment's Session Manager template ([`PoolConfig::launch_template_name`]).
 pub fn fleet_request(
     deployment: &str,
     pool: &PoolConfig,
     count: u32,
     market: Market,
 ) -> FleetRequest {
-    let template = pool.launch_template.clone();
     FleetRequest {
         pool: pool.name.clone(),
         count,
-        launch_template: template.unwrap_or_else(|| names::launch_template_name(deployment)),
+        launch_template: pool.launch_template_name(deployment),
         template_version: pool.template_version(deployment),
         ami: pool.ami.clone(),
         instance_types: pool.instance_types.clone(),

@@ -21,6 +21,23 @@ async fn an_ami_pool_launches_through_the_deployments_template_with_its_image() 
 }
 
 #[tokio::test]
+async fn a_pool_with_ssm_access_launches_through_the_session_manager_template() {
+    let mut world = World::new(5);
+    world.config = config_with(5, "    ssm_access: true\n");
+    up(&world, 1).await;
+    let requests = world.fleet.launch_requests();
+    assert_eq!(requests[0].launch_template, "eph-runner-ssm");
+    assert_eq!(requests[0].template_version, TemplateVersion::Stack);
+
+    let without = World::new(5);
+    up(&without, 1).await;
+    assert_eq!(
+        without.fleet.launch_requests()[0].launch_template,
+        "eph-runner"
+    );
+}
+
+#[tokio::test]
 async fn spot_capacity_error_falls_back_to_on_demand() {
     let mut world = World::new(5);
     world.config = config_with(5, "    spot: true\n");

@@ -20,12 +20,14 @@ pub(super) async fn pool_checks(
 ) {
     let subject = format!("pool {}", pool.name);
     let push = |report: &mut Report, check: Check| report.push(check.on(subject.clone()));
-    let template_name = pool.launch_template.clone().unwrap_or_else(|| {
-        outputs
+    let template_name = match &pool.launch_template {
+        _ if pool.ssm_access => pool.launch_template_name(&config.deployment),
+        Some(template) => template.clone(),
+        None => outputs
             .get(LAUNCH_TEMPLATE_NAME)
             .cloned()
-            .unwrap_or_else(|| format!("{}-runner", config.deployment))
-    });
+            .unwrap_or_else(|| format!("{}-runner", config.deployment)),
+    };
     // The version the scaler launches: the stack's own template at the version its stack
     // last wrote (`$Latest`: CloudFormation never moves the default), a pool's own
     // template at the version it configures (`$Default` unless it says otherwise).
