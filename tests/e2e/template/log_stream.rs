@@ -39,7 +39,7 @@ async fn an_instance_may_only_write_instance_streams_of_the_runners_log_group() 
     for role in INSTANCE_ROLES {
         let statements = runner_statements(&template, role)?;
         instance_writes_only_instance_streams(&stack, &statements)
-            .map_err(|err| err.context(format!("{role}")))?;
+            .map_err(|err| err.context(role))?;
     }
     Ok(())
 }
