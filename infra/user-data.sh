@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Writes the runner launch template's user data in template.yaml from
 # infra/runner/bootstrap.sh: the literal block that ends the UserData's Fn::Join becomes
-# the script, indented, every other line of the template as it was.
+# the script without its comment lines (all but the #! line: EC2 takes 16 KB of user data,
+# and the comments are a fifth of the script), indented, every other line of the template
+# as it was.
 #
 #   infra/user-data.sh           rewrites template.yaml (make user-data)
 #   infra/user-data.sh --check   fails if template.yaml is not what it would write
@@ -13,12 +15,14 @@ template=template.yaml
 script=infra/runner/bootstrap.sh
 
 # The template with the first literal block ("- |") after "UserData:" replaced by the
-# script, indented two columns deeper than its "- |"; the blank lines that follow the
+# script less its comment lines, indented two columns deeper than its "- |"; the blank lines that follow the
 # block are kept.
 render() {
   awk -v script="$script" '
     function emit(line) {
-      while ((getline line < script) > 0) print (line == "" ? "" : pad line)
+      n = 0
+      while ((getline line < script) > 0)
+        if (++n == 1 || line !~ /^[[:space:]]*#/) print (line == "" ? "" : pad line)
       close(script)
     }
     state == 0 && /UserData:/ { state = 1 }

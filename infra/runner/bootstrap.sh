@@ -5,7 +5,8 @@
 #                         pinned runner (SHA-256 checked), and a marker file saying so.
 #   bootstrap.sh [start]  the user data: installs what the marker lacks (all of it on a
 #                         stock image), reads and removes this instance's JIT config (curl
-#                         --aws-sigv4, no AWS CLI), runs the runner once, powers off.
+#                         --aws-sigv4, no AWS CLI), runs the runner once, ships its log and
+#                         the runner's _diag logs to CloudWatch Logs, powers off.
 # Needs bash, coreutils, grep, sed, tar, curl 7.75+. A failure prints one line,
 # "ephemera-bootstrap: FAILED <step>: <reason>", on the console. The JIT config, the
 # token and the role's keys are never printed.
@@ -32,10 +33,15 @@ api="$github/api/v3" # GHES
 api="${EPHEMERA_GITHUB_API_URL:-$api}"
 os_release="${EPHEMERA_OS_RELEASE:-/etc/os-release}"
 console="${EPHEMERA_CONSOLE:-/dev/console}"
+log_file="${EPHEMERA_LOG:-/var/log/ephemera-bootstrap.log}"
+log_group="${EPHEMERA_LOG_GROUP-/ephemera/$deployment/runners}"
+log_every="${EPHEMERA_LOG_EVERY:-60}"
 # Written by install when done: start trusts it, not dnf or apt.
 marker="$runner_dir/.ephemera-installed"
 step=start
 failed=""
+shipper=""
+shipped="$(mktemp -d)"
 fetch=(curl -sSfL --connect-timeout 5 --max-time 600)
 
 log() { printf '%s ephemera-bootstrap: %s\n' "$(date -u +%FT%TZ)" "$*" >&2; }
@@ -49,20 +55,22 @@ fail() {
 }
 
 finish() {
-  local status=$?
+  local code=$?
   trap - EXIT
   set +e
   # A command that failed under set -e: still one FAILED line.
-  if [ "$status" -ne 0 ] && [ -z "$failed" ]; then (fail "exit status $status"); fi
-  [ "$phase" = start ] || exit "$status"
-  log "exiting with status $status; powering off"
+  if [ "$code" -ne 0 ] && [ -z "$failed" ]; then (fail "exit status $code"); fi
+  [ "$phase" = start ] || exit "$code"
+  [ -z "$shipper" ] || { : >"$shipped/stop" && wait "$shipper"; }
+  log "exiting with status $code; powering off"
+  [ -z "${logs_url:-}" ] || ship
   # The launch template sets InstanceInitiatedShutdownBehavior=terminate.
   poweroff || shutdown -h now || systemctl poweroff
-  exit "$status"
+  exit "$code"
 }
 trap finish EXIT
 trap 'exit 143' TERM INT HUP
-exec > >(tee -a "${EPHEMERA_LOG:-/var/log/ephemera-bootstrap.log}") 2>&1
+exec > >(tee -a "$log_file") 2>&1
 
 # "$@" up to $tries times, $pause s apart; false when every attempt failed.
 retry() {
@@ -149,6 +157,51 @@ aws_error() {
   type="$(printf '%s' "$body" | json __type)"
   message="$(printf '%s' "$body" | json '[Mm]essage')"
   printf '%s: %s (HTTP %s)' "${type##*#}" "${message:0:300}" "$status"
+}
+
+# ---- logs: this log and the runner's _diag logs, to this instance's stream (named by its
+# id) of the deployment's group. Best effort: a refused shipment is a line here, never a
+# failed boot. Each time, the lines added since the last: 2,000 characters at most each
+# (8 KB), 128 events a call, one timestamp a call, later calls later: within PutLogEvents'
+# limits (1,048,576 bytes and 10,000 events a batch, 256 KB an event, in time order;
+# https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_PutLogEvents.html).
+# The JIT config never leaves: any run of 200+ base64 characters (or JSON-escaped ones,
+# \/ and \u002B), and what follows --jitconfig, is [redacted] first. EPHEMERA_LOG_GROUP='' ships nothing.
+cwlogs() {
+  local out
+  out="$(signed logs -sS --connect-timeout 5 --max-time 30 -H "X-Amz-Target: Logs_20140328.$1" \
+    -H 'Content-Type: application/x-amz-json-1.1' --data-binary "@$shipped/body" \
+    -w '\n%{http_code}' "$logs_url")" || return 1
+  status="${out##*$'\n'}"
+  body="${out%$'\n'*}"
+  [ "$status" = 200 ] || [[ "$(aws_error)" = ResourceAlreadyExists* ]]
+}
+# Lines on stdin -> ,{"timestamp":$t,"message":"<$1: line, redacted, cut, JSON-escaped>"}
+# (characters counted in UTF-8, so a cut never splits one)
+events() {
+  tr '\000-\011\013-\037' ' ' | LC_ALL=C.UTF-8 sed -E -e '/^ *$/d' -e 's/[A-Za-z0-9+\/=_\\-]{200,}/[redacted]/g' \
+    -e 's/(--jitconfig)[ =]+[^ ]+/\1 [redacted]/g' -e 's/^(.{2000}).*/\1/' -e 's/[\\"]/\\&/g' \
+    -e "s|.*|,{\"timestamp\":$t,\"message\":\"$1: &\"}|"
+}
+ship() {
+  local f n i=1 all="$shipped/events" stream="\"logGroupName\":\"$log_group\",\"logStreamName\":\"$instance_id\""
+  credentials || return 0
+  t="$(date +%s%3N)"
+  : >"$all"
+  for f in "$log_file" "$runner_dir"/_diag/*.log; do
+    [ -f "$f" ] || continue
+    cp "$f" "$shipped/copy" || continue
+    n="$(cat "$shipped/${f//\//_}" 2>/dev/null)" || n=0
+    sed -n "$((n + 1)),\$p" "$shipped/copy" | events "${f##*/}" >>"$all"
+    grep -c '' "$shipped/copy" >"$shipped/${f//\//_}" || true
+  done
+  echo "{$stream}" >"$shipped/body"
+  cwlogs CreateLogStream || { log "logs: $(aws_error) from $logs_url" && return 0; }
+  while sed -n "$i,$((i + 127))p" "$all" >"$shipped/batch" && [ -s "$shipped/batch" ]; do
+    { echo "{$stream,\"logEvents\":[" && sed '1s/^,//' "$shipped/batch" && echo ']}'; } >"$shipped/body"
+    cwlogs PutLogEvents || { log "logs: $(aws_error) from $logs_url" && return 0; }
+    i=$((i + 128))
+  done
 }
 
 # ---- packages: required in one transaction; optional (lttng-ust, .NET tracing only)
@@ -306,6 +359,7 @@ account="$(metadata dynamic/instance-identity/document | json accountId)" || tru
 # The key is what the role's credentials carry as ec2:SourceInstanceARN.
 instance_arn="arn:$partition:ec2:$region:$account:instance/$instance_id"
 dynamodb_url="${EPHEMERA_DYNAMODB_URL:-https://dynamodb.$region.$domain}"
+[ -z "$log_group" ] || logs_url="${EPHEMERA_LOGS_URL:-https://logs.$region.$domain}"
 log "instance $instance_id in $region ($(uname -m))"
 
 install_missing
@@ -350,12 +404,19 @@ tombstone() {
 }
 t="$(date +%s)"
 retry tombstone || log "could not remove the JIT config (the reaper will)"
-unset token key_id secret session
+token="" key_id="" secret="" session=""
 
 # ---- the runner, as the runner user, once
 step=runner
 log "starting the runner as $runner_user"
 cd "$runner_dir"
+if [ -n "${logs_url:-}" ]; then
+  (until [ -e "$shipped/stop" ]; do
+    ship
+    for ((i = 0; i < log_every; i++)); do [ -e "$shipped/stop" ] || sleep 1; done
+  done) >>"$log_file" 2>&1 &
+  shipper=$!
+fi
 rc=0
 sudo -u "$runner_user" -H -- ./run.sh --jitconfig "$jit_config" || rc=$?
 unset jit_config

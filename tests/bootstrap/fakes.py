@@ -1,9 +1,11 @@
 # The endpoints a runner's boot talks to, faked on 127.0.0.1 for tests/bootstrap: IMDS
 # (IMDSv2, with the instance role's credentials), GitHub (the runner's releases, and the
 # release API whose notes publish each tarball's SHA-256, at a GHES-shaped /api/v3), the
-# deployment's runner bucket, and a DynamoDB front that checks every request's SigV4
+# deployment's runner bucket, a DynamoDB front that checks every request's SigV4
 # signature against the role's keys, as AWS does, then forwards it to the strict moto
-# emulator (or answers an AWS error itself). Also the stub runner's tarball.
+# emulator (or answers an AWS error itself), and CloudWatch Logs (CreateLogStream and
+# PutLogEvents, signed, held to PutLogEvents' documented limits). Also the stub runner's
+# tarball.
 
 import hashlib
 import hmac
@@ -14,6 +16,7 @@ import re
 import secrets
 import tarfile
 import threading
+import time
 import urllib.error
 import urllib.request
 
@@ -24,6 +27,7 @@ ARN = f"arn:aws:ec2:{REGION}:{ACCOUNT}:instance/{INSTANCE}"
 ROLE = "eph-runner"
 TABLE = "eph-jit"
 LATEST = "2.330.0"
+LOG_GROUP = "/ephemera/eph/runners"
 BUCKET_PREFIX = "/eph-artifacts/runner"
 
 # AWS errors as DynamoDB answers them: (HTTP status, JSON body).
@@ -116,6 +120,9 @@ class World:
         self.bucket = {}  # object name under BUCKET_PREFIX -> bytes
         self.versions = {LATEST}  # the runner releases GitHub has
         self.escape_html = False  # the release API escapes < and > in JSON strings
+        self.streams = {}  # log stream name -> [(timestamp, message)] put in LOG_GROUP
+        self.log_calls = []  # "CreateLogStream ok", "PutLogEvents <n> events", "<op> <error>"
+        self.logs_answer = None  # an AWS error (status, body) to answer every Logs call with
 
     def publish(self, arch, tarball):
         self.tarballs[arch] = tarball
@@ -239,6 +246,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.answer(404)
 
     def do_POST(self):
+        if self.path == "/logs":
+            return self.logs()
         if self.path != "/dynamodb":
             return self.answer(404)
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
@@ -275,6 +284,55 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.world.dynamo.append(f"{operation} {outcome}")
         self.answer(status, answer, [("Content-Type", "application/x-amz-json-1.0")])
 
+    def logs(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        operation = self.headers.get("X-Amz-Target", "").removeprefix("Logs_20140328.")
+        problem = sigv4_problem("POST", self.path, self.headers, body, self.world, "logs")
+        if problem:
+            self.world.bad_signatures.append(f"{operation}: {problem}")
+            error = (400, {"__type": "InvalidSignatureException", "message": problem})
+        elif self.headers.get("Content-Type") != "application/x-amz-json-1.1":
+            error = (400, {"__type": "SerializationException", "message": "not awsJson1_1"})
+        else:
+            with self.world.lock:
+                error = self.world.logs_answer or self.log_call(operation, json.loads(body))
+        if error is not None:
+            self.world.log_calls.append(f"{operation} {error[1]['__type'].split('#')[-1]}")
+            return self.answer(error[0], json.dumps(error[1]).encode())
+        self.answer(200, b"{}", [("Content-Type", "application/x-amz-json-1.1")])
+
+    def log_call(self, operation, request):
+        """Applies a Logs call to the world; an AWS error (status, body) or None."""
+        invalid = lambda message: (400, {"__type": "InvalidParameterException", "message": message})
+        stream = request.get("logStreamName", "")
+        if request.get("logGroupName") != LOG_GROUP:
+            return (400, {"__type": "ResourceNotFoundException", "message": "The specified log group does not exist."})
+        if operation == "CreateLogStream":
+            if stream in self.world.streams:
+                return (400, {"__type": "ResourceAlreadyExistsException", "message": "The specified log stream already exists"})
+            if not stream or ":" in stream or "*" in stream:
+                return invalid(f"bad stream name {stream!r}")
+            self.world.streams[stream] = []
+            self.world.log_calls.append("CreateLogStream ok")
+            return None
+        if operation != "PutLogEvents":
+            return (400, {"__type": "UnknownOperationException", "message": operation})
+        if stream not in self.world.streams:
+            return (400, {"__type": "ResourceNotFoundException", "message": "The specified log stream does not exist."})
+        # https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_PutLogEvents.html
+        events = request.get("logEvents", [])
+        stamps = [e["timestamp"] for e in events]
+        size = sum(len(e["message"].encode()) + 26 for e in events)
+        if not 1 <= len(events) <= 10_000 or size > 1_048_576 or stamps != sorted(stamps):
+            return invalid(f"{len(events)} events, {size} bytes, in time order: {stamps == sorted(stamps)}")
+        if any(not e["message"] or len(e["message"].encode()) > 256 * 1024 for e in events):
+            return invalid("an empty message or one over 256 KB")
+        if max(stamps) - min(stamps) > 24 * 3600 * 1000 or abs(stamps[0] / 1000 - time.time()) > 3600:
+            return invalid("timestamps not of now")
+        self.world.streams[stream].extend((e["timestamp"], e["message"]) for e in events)
+        self.world.log_calls.append(f"PutLogEvents {len(events)} events")
+        return None
+
     def forward(self, body):
         names = ["Authorization", "X-Amz-Date", "X-Amz-Target", "X-Amz-Security-Token", "Content-Type"]
         request = urllib.request.Request(
@@ -291,12 +349,29 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
 
 RUN_SH = """#!/bin/bash
-# Stub Actions runner: records its arguments, the user sudo ran it as, and where.
+# Stub Actions runner: records its arguments, the user sudo ran it as, and where; writes
+# _diag logs as the runner does (one naming its arguments, the JIT config among them, as
+# a careless runner version might), $STUB_DIAG_LINES long lines more, and runs
+# $STUB_RUNNER_SECONDS.
 {
   printf 'user=%s\\n' "${STUB_RAN_AS:-}"
   printf 'cwd=%s\\n' "$PWD"
   printf 'arg=%s\\n' "$@"
 } >"$STUB_DIR/runner.log"
+mkdir -p _diag
+{
+  echo "[2026-11-26 04:00:00Z INFO Runner] Arguments: $*"
+  echo "[2026-11-26 04:00:00Z INFO Runner] settings: $2"
+  echo "[2026-11-26 04:00:00Z INFO Runner] as JSON: \\"${2//_/\\\\/}\\""
+  echo '[2026-11-26 04:00:01Z INFO Runner] Listening for Jobs: "quoted" \\ back'
+} >>_diag/Runner_20261126-040000-utc.log
+echo "[2026-11-26 04:00:02Z INFO Worker] Job build completed with result: Succeeded" \\
+  >>_diag/Worker_20261126-040002-utc.log
+printf -v long '%*s' 1500 ''
+for ((i = 0; i < ${STUB_DIAG_LINES:-0}; i++)); do
+  echo "[line $i] ${long// /w }" >>_diag/Worker_20261126-040002-utc.log
+done
+sleep "${STUB_RUNNER_SECONDS:-0}"
 exit "${STUB_RUNNER_EXIT:-0}"
 """
 INSTALL_DEPENDENCIES = """#!/bin/bash

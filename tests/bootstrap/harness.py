@@ -1,6 +1,6 @@
 # The runner bootstrap script (infra/runner/bootstrap.sh) run without a VM: the fake
 # endpoints of fakes.py (IMDS, GitHub, the runner bucket, a SigV4-checking DynamoDB front
-# on the strict moto emulator); stubs for the package managers, systemctl, the user tools,
+# on the strict moto emulator, CloudWatch Logs); stubs for the package managers, systemctl, the user tools,
 # sudo and power-off; a fake /etc/os-release per OS family; a stub runner that records its
 # arguments and user. The script runs with a PATH of the tools a minimal Amazon Linux 2023
 # has (no AWS CLI, no snap, no jq, no Python).
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import boto3
 
-from fakes import ARN, BUCKET_PREFIX, LATEST, REGION, TABLE, Handler, World, runner_tarball
+from fakes import ARN, BUCKET_PREFIX, INSTANCE, LATEST, REGION, TABLE, Handler, World, runner_tarball
 
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -198,7 +198,7 @@ class BootstrapHarness(unittest.TestCase):
     def jit_config_left(self):
         return "jit_config" in (self.jit_item() or {})
 
-    def script_env(self, arch="x86_64", runner_exit=0, missing=(), **settings):
+    def script_env(self, arch="x86_64", runner_exit=0, missing=(), diag_lines=0, runner_seconds=0, **settings):
         env = {
             "PATH": f"{self.stubs}:{self.minimal_bin}",
             "HOME": str(self.tmp),
@@ -211,6 +211,7 @@ class BootstrapHarness(unittest.TestCase):
             "EPHEMERA_IMDS_URL": self.base,
             "EPHEMERA_GITHUB_URL": self.base,
             "EPHEMERA_DYNAMODB_URL": self.base + "/dynamodb",
+            "EPHEMERA_LOGS_URL": self.base + "/logs",
             "EPHEMERA_OS_RELEASE": str(self.tmp / "os-release"),
             "EPHEMERA_CONSOLE": str(self.console),
             "EPHEMERA_LOG": str(self.tmp / "bootstrap.log"),
@@ -223,6 +224,8 @@ class BootstrapHarness(unittest.TestCase):
             "STUB_ARCH": arch,
             "STUB_RUNNER_EXIT": str(runner_exit),
             "STUB_MISSING": " ".join(missing),
+            "STUB_DIAG_LINES": str(diag_lines),
+            "STUB_RUNNER_SECONDS": str(runner_seconds),
         }
         env.update({f"EPHEMERA_{k.upper()}": str(v) for k, v in settings.items()})
         return env
@@ -274,10 +277,16 @@ class BootstrapHarness(unittest.TestCase):
         """Every request for the runner, its sums or its release (GitHub and the bucket)."""
         return [p for m, p, s in self.world.requests if p.startswith(DOWNLOAD_PATHS)]
 
+    def shipped(self):
+        """The messages put in the instance's log stream, in order."""
+        return [message for _, message in self.world.streams.get(INSTANCE, [])]
+
     def assert_no_secret(self, output):
         """Neither the JIT config, the IMDS token nor the role's keys in anything the script
-        printed or logged, or in any stub's record (the stub runner's own record aside)."""
+        printed, logged or shipped to CloudWatch Logs, or in any stub's record (the stub
+        runner's own record aside)."""
         texts = {"output": output, "console": self.console.read_text(), "calls.log": "\n".join(self.calls())}
+        texts["shipped logs"] = "\n".join(m for stream in self.world.streams.values() for _, m in stream)
         log = self.tmp / "bootstrap.log"
         if log.exists():
             texts["log"] = log.read_text()

@@ -1,8 +1,8 @@
 //! The `ephemera` binary driven as an operator drives it (assert_cmd), against moto and
 //! the GitHub simulator: listing in both forms, the operator delete and its exit codes,
-//! `config validate` / `config push`, `runners connect`, the dead-letter queue, unrouted
-//! jobs, errors, a lost webhook recovered by `ephemera local`'s redelivery sweep, and a
-//! flood of unsigned requests at its webhook.
+//! `config validate` / `config push`, `runners connect`, a runner's logs, the dead-letter
+//! queue, unrouted jobs, errors, a lost webhook recovered by `ephemera local`'s
+//! redelivery sweep, and a flood of unsigned requests at its webhook.
 
 mod apps;
 mod config;
@@ -14,6 +14,7 @@ mod flood;
 mod kills;
 mod local;
 mod local_world;
+mod logs;
 mod redelivery;
 mod shared_token;
 mod sizing;

@@ -228,6 +228,7 @@ async fn doctor_passes_a_healthy_stack_and_names_each_broken_setting() -> anyhow
         "stack.outputs",
         "stack.table",
         "stack.queue",
+        "stack.runner_logs",
         "config.valid",
         "config.running",
         "github.app_key",
@@ -281,6 +282,28 @@ async fn doctor_passes_a_healthy_stack_and_names_each_broken_setting() -> anyhow
         .put_secret_value()
         .secret_id(&key_secret)
         .secret_string(real_key)
+        .send()
+        .await?;
+    expect_healthy(&world).await?;
+
+    // The runners' log group is gone: hosts cannot ship their logs.
+    let logs = aws_sdk_cloudwatchlogs::Client::new(&world.sdk);
+    let group = world.stack.output("RunnerLogGroupName")?.to_owned();
+    logs.delete_log_group()
+        .log_group_name(&group)
+        .send()
+        .await?;
+    let failed = only_failure(&world, "stack.runner_logs").await?;
+    ensure!(failed["message"]
+        .as_str()
+        .is_some_and(|m| m.contains(&format!("log group {group} does not exist"))));
+    logs.create_log_group()
+        .log_group_name(&group)
+        .send()
+        .await?;
+    logs.put_retention_policy()
+        .log_group_name(&group)
+        .retention_in_days(30)
         .send()
         .await?;
     expect_healthy(&world).await?;

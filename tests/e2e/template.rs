@@ -9,6 +9,7 @@ mod iam;
 mod image;
 mod instance_role;
 mod launch_version;
+mod log_stream;
 mod policy;
 mod redeploy;
 mod simulations;

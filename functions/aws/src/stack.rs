@@ -32,6 +32,8 @@ pub const WEBHOOK_SECRET: &str = "WebhookSecret";
 pub const JIT_TABLE_NAME: &str = "JitTableName";
 /// Output key of the runner launch template's name.
 pub const LAUNCH_TEMPLATE_NAME: &str = "LaunchTemplateName";
+/// Output key of the runners' log group's name (one stream per instance id).
+pub const RUNNER_LOG_GROUP_NAME: &str = "RunnerLogGroupName";
 
 /// What template.yaml puts into the App key secret it creates, until the operator puts
 /// the key there: the functions and `ephemera doctor` name it as not a key.
@@ -46,6 +48,7 @@ pub struct StackOutputs {
     pub queue_url: Option<String>,
     pub config_parameter_name: Option<String>,
     pub default_config_parameter_name: Option<String>,
+    pub runner_log_group_name: Option<String>,
 }
 
 impl StackOutputs {
@@ -65,6 +68,7 @@ impl StackOutputs {
                 QUEUE_URL => &mut outputs.queue_url,
                 CONFIG_PARAMETER_NAME => &mut outputs.config_parameter_name,
                 DEFAULT_CONFIG_PARAMETER_NAME => &mut outputs.default_config_parameter_name,
+                RUNNER_LOG_GROUP_NAME => &mut outputs.runner_log_group_name,
                 _ => continue,
             };
             *slot = Some(value.to_owned());

@@ -126,6 +126,13 @@ enum RunnersCommand {
         crate::exit::exit_codes!()
     ))]
     Connect(runners::ConnectArgs),
+    /// What the runner's host shipped: the bootstrap's log and the runner's _diag logs
+    /// (also after the runner was deleted; exit code 4 when there are none yet).
+    #[command(after_help = "Examples:
+  ephemera runners logs eph-linux-x64-l9nj93ftms --stack ephemera
+  ephemera runners logs eph-linux-x64-l9nj93ftms --stack ephemera | grep -i error
+  ephemera runners logs --instance i-0123456789abcdef0 --stack ephemera --json")]
+    Logs(runners::LogsArgs),
 }
 
 #[derive(Subcommand)]
@@ -192,6 +199,7 @@ pub async fn run(cli: Cli) -> ExitCode {
             RunnersCommand::Show(args) => on_deployment(args).await,
             RunnersCommand::Delete(args) => on_deployment(args).await,
             RunnersCommand::Connect(args) => on_deployment(args).await,
+            RunnersCommand::Logs(args) => on_deployment(args).await,
         },
         Command::Pools(args) => on_deployment(args).await,
         Command::Costs(args) => on_deployment(args).await,
@@ -252,7 +260,12 @@ mod tests {
 
     #[test]
     fn every_command_has_examples_and_only_the_options_it_uses() {
-        let commands: [(&[&str], &[&str], &[&str]); 9] = [
+        let commands: [(&[&str], &[&str], &[&str]); 10] = [
+            (
+                &["runners", "logs"],
+                &["--table", "--log-group", "--instance"],
+                &["--queue-url", "--github-app-key", "--config-parameter"],
+            ),
             (
                 &["runners", "list"],
                 &["--table", "--status"],

@@ -16,7 +16,8 @@ pub const FAILURE: u8 = 1;
 pub const USAGE: u8 = 2;
 /// GitHub refused to remove the runner because it is running a job (HTTP 422).
 pub const BUSY: u8 = 3;
-/// No such runner (or, for `jobs show`, job) in the table.
+/// No such runner (or, for `jobs show`, job) in the table; for `runners logs`, also no
+/// logs yet.
 pub const NOT_FOUND: u8 = 4;
 /// GitHub answered with an error other than "busy" (credentials, rate limit, outage).
 pub const GITHUB: u8 = 5;
@@ -39,7 +40,8 @@ macro_rules! exit_codes {
      is not on PATH (the command is printed)
   2  usage: a missing or wrong option; jobs dlq redrive without --yes off a terminal
   3  runners delete: the runner is running a job; GitHub refused to remove it (422)
-  4  runners show/delete/connect: no such runner; jobs show: no such job
+  4  runners show/delete/connect/logs: no such runner; runners logs: no logs yet;
+     jobs show: no such job
   5  GitHub error other than busy (credentials, rate limit, outage, App not installed)
   6  refused: the runner is already being deleted or deleted, or changed meanwhile;
      config push: the file names another deployment; jobs dlq redrive: not confirmed;

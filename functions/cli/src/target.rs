@@ -4,8 +4,9 @@
 //! the command needs it.
 //!
 //! `--stack NAME` reads the stack's outputs (`TableName`, `QueueUrl`,
-//! `ConfigParameterName`); `--table`, `--queue-url` and `--config-parameter` name the
-//! resources directly and win over the stack. The configuration comes from `--config
+//! `ConfigParameterName`, `RunnerLogGroupName`); `--table`, `--queue-url`,
+//! `--config-parameter` and `--log-group` name the resources directly and win over the
+//! stack. The configuration comes from `--config
 //! FILE`, else from the deployment's SSM parameter.
 
 use crate::exit::{Failure, Outcome, GITHUB, INVALID_CONFIG, USAGE};
@@ -55,6 +56,15 @@ pub struct QueueArg {
     pub queue_url: Option<String>,
 }
 
+/// The runners' log group, for commands that read the runners' logs.
+#[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Deployment")]
+pub struct LogGroupArg {
+    /// The runners' CloudWatch Logs group (overrides the stack's `RunnerLogGroupName`).
+    #[arg(long, env = "EPHEMERA_LOG_GROUP", value_name = "NAME")]
+    pub log_group: Option<String>,
+}
+
 /// The configuration parameter, for commands that read or write it.
 #[derive(Args, Debug, Clone, Default)]
 #[command(next_help_heading = "Deployment")]
@@ -94,6 +104,7 @@ pub struct TargetArgs {
     pub table: Option<String>,
     pub queue_url: Option<String>,
     pub config_parameter: Option<String>,
+    pub log_group: Option<String>,
     pub region: Option<String>,
     pub endpoint_url: Option<String>,
 }
@@ -115,6 +126,11 @@ impl TargetArgs {
 
     pub fn queue(mut self, arg: &QueueArg) -> TargetArgs {
         self.queue_url = arg.queue_url.clone();
+        self
+    }
+
+    pub fn log_group(mut self, arg: &LogGroupArg) -> TargetArgs {
+        self.log_group = arg.log_group.clone();
         self
     }
 
@@ -239,6 +255,22 @@ impl Deployment {
             None => Err(Failure::msg(
                 USAGE,
                 "which deployment? give --stack NAME, or --table NAME",
+            )),
+        }
+    }
+
+    /// The runners' log group: `--log-group`, else the stack's `RunnerLogGroupName`.
+    pub async fn runner_log_group(&mut self) -> Result<String, Failure> {
+        if let Some(group) = &self.target.log_group {
+            return Ok(group.clone());
+        }
+        match self.outputs().await? {
+            Some(outputs) => Ok(outputs
+                .require(&outputs.runner_log_group_name, stack::RUNNER_LOG_GROUP_NAME)?
+                .to_owned()),
+            None => Err(Failure::msg(
+                USAGE,
+                "which log group? give --stack NAME, or --log-group NAME",
             )),
         }
     }

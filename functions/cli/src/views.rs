@@ -8,6 +8,7 @@
 //! - `jobs list --json`: `{"jobs": [JobRow]}`
 //! - `jobs show --json`: `JobTimelineView`
 //! - `jobs dlq list --json`: `{"dead_letter_queue": URL, "messages": [DeadLetterRow]}`
+//! - `runners logs --json`: `RunnerLogsView`
 
 use ephemera_core::costs;
 use ephemera_core::model::{HistoryEntry, JobRecord, RunnerRecord};
@@ -323,6 +324,29 @@ impl JobTimelineView {
                 .collect(),
         }
     }
+}
+
+/// What a runner's host shipped to CloudWatch Logs, oldest first.
+#[derive(Debug, Serialize)]
+pub struct RunnerLogsView {
+    /// The runner asked for; `null` when read by `--instance`.
+    pub runner: Option<String>,
+    /// The instance, and the name of its stream.
+    pub instance_id: String,
+    pub log_group: String,
+    /// False when reading stopped at its page limit before the end of the stream.
+    pub complete: bool,
+    pub events: Vec<LogLineRow>,
+}
+
+/// One shipped line.
+#[derive(Debug, Serialize)]
+pub struct LogLineRow {
+    /// When the host shipped it (the line itself says when it was written).
+    #[serde(with = "time::serde::rfc3339")]
+    pub shipped_at: OffsetDateTime,
+    /// The line, prefixed with the file it came from (`bootstrap.log: …`).
+    pub message: String,
 }
 
 /// The status shown for a job no pool takes.

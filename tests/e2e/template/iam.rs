@@ -340,8 +340,21 @@ fn each_function_has_its_own_role(template: &Value) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The script as infra/user-data.sh puts it in the user data: every line but the comment
+/// lines after the first (`#!`), which EC2's 16 KB has no room for.
+fn without_comment_lines(script: &str) -> String {
+    script
+        .split_inclusive('\n')
+        .enumerate()
+        .filter(|(i, line)| *i == 0 || !line.trim_start().starts_with('#'))
+        .map(|(_, line)| line)
+        .collect()
+}
+
 fn user_data_is_the_bootstrap_script(template: &Value) -> anyhow::Result<()> {
-    let script = std::fs::read_to_string(workspace_path("infra/runner/bootstrap.sh"))?;
+    let script = without_comment_lines(&std::fs::read_to_string(workspace_path(
+        "infra/runner/bootstrap.sh",
+    ))?);
     let templates = resources(template, "AWS::EC2::LaunchTemplate");
     ensure!(!templates.is_empty(), "no launch template");
     for (id, template_props) in templates {
@@ -353,15 +366,15 @@ fn user_data_is_the_bootstrap_script(template: &Value) -> anyhow::Result<()> {
             .with_context(|| format!("{id}'s user data is not a Fn::Join ending in the script"))?;
         ensure!(
             embedded == script,
-            "{id}'s user data in template.yaml differs from infra/runner/bootstrap.sh: run \
-             `make user-data` after editing the script"
+            "{id}'s user data in template.yaml differs from infra/runner/bootstrap.sh (less \
+             its comment lines): run `make user-data` after editing the script"
         );
     }
-    // EC2 takes at most 16 KB of user data before base64: the script, and the line of
-    // settings before it (well under 512 bytes).
+    // EC2 takes at most 16 KB of user data before base64: the script less its comment
+    // lines, and the line of settings before it (well under 512 bytes).
     ensure!(
         script.len() + 512 <= 16 * 1024,
-        "infra/runner/bootstrap.sh is {} bytes: the user data would pass EC2's 16 KB",
+        "infra/runner/bootstrap.sh less its comment lines is {} bytes: the user data would pass EC2's 16 KB",
         script.len()
     );
     Ok(())

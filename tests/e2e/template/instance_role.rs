@@ -5,7 +5,8 @@
 //! item touching only `instance_arn`, `jit_config` and `jit_read_at` and asking nothing
 //! back (the bootstrap's `REMOVE jit_config SET jit_read_at`) — and everything else is
 //! refused: another instance's item, several items at once, a Query or Scan, a delete,
-//! any other write, the runners table, the queue, the secrets, the configuration.
+//! any other write, the runners table, the queue, the secrets, the configuration. (Its
+//! writes to the runners' log streams are evaluated in [`super::log_stream`].)
 
 use super::policy::{allows, context, Stack, ACCOUNT, REGION};
 use anyhow::{ensure, Context};
@@ -47,7 +48,7 @@ const ACTIONS: [&str; 31] = [
     "logs:PutLogEvents",
 ];
 
-fn own_arn() -> String {
+pub(super) fn own_arn() -> String {
     format!("arn:aws:ec2:{REGION}:{ACCOUNT}:instance/i-0own")
 }
 

@@ -79,6 +79,16 @@ impl Stack<'_> {
         })
     }
 
+    /// What `Fn::GetAtt ID.Arn` gives: the ARN, but for a log group the form with a
+    /// trailing `:*` that CloudFormation returns (AWS::Logs::LogGroup, "Return values").
+    fn get_att_arn(&self, id: &str) -> anyhow::Result<String> {
+        let arn = self.arn_of(id)?;
+        Ok(match self.template["Resources"][id]["Type"].as_str() {
+            Some("AWS::Logs::LogGroup") => format!("{arn}:*"),
+            _ => arn,
+        })
+    }
+
     /// A value with its intrinsics (Ref, Fn::Sub, Fn::GetAtt ...Arn) resolved, or `None`.
     pub fn resolve(&self, value: &Value) -> Option<String> {
         match value {
@@ -101,7 +111,7 @@ impl Stack<'_> {
                             _ => return None,
                         };
                         (parts.get(1) == Some(&"Arn"))
-                            .then(|| self.arn_of(parts[0]).ok())
+                            .then(|| self.get_att_arn(parts[0]).ok())
                             .flatten()
                     }
                     "Fn::Sub" => self.substitute(arg),
@@ -149,12 +159,15 @@ impl Stack<'_> {
     }
 
     /// What `Ref` of resource `id` gives, as CloudFormation documents it: a parameter's
-    /// name, a secret's ARN; a placeholder for other types.
+    /// or a log group's name, a secret's ARN; a placeholder for other types.
     fn reference(&self, id: &str) -> String {
         let resource = &self.template["Resources"][id];
         match resource["Type"].as_str().unwrap_or_default() {
             "AWS::SSM::Parameter" => self
                 .resolve(&resource["Properties"]["Name"])
+                .unwrap_or_else(|| format!("{id}-physical-id")),
+            "AWS::Logs::LogGroup" => self
+                .resolve(&resource["Properties"]["LogGroupName"])
                 .unwrap_or_else(|| format!("{id}-physical-id")),
             "AWS::SecretsManager::Secret" => self
                 .arn_of(id)
@@ -179,7 +192,7 @@ impl Stack<'_> {
                 Some(v) => self.resolve(v)?,
                 None if name.starts_with('!') => format!("${{{}}}", &name[1..]),
                 None => match name.split_once('.') {
-                    Some((id, "Arn")) => self.arn_of(id).ok()?,
+                    Some((id, "Arn")) => self.get_att_arn(id).ok()?,
                     Some(_) => return None,
                     None if self.template["Resources"].get(name).is_some() => self.reference(name),
                     None => self.parameter(name),

@@ -243,6 +243,16 @@ pub fn requests(role: Role, names: &Names) -> Vec<Request> {
                     )
                     .with("dynamodb:ReturnValues", &["NONE"]),
             );
+            // The bootstrap's logs, into the stream named by the instance id.
+            let stream = arn(
+                "logs",
+                &format!("log-group:/ephemera/{deployment}/runners:log-stream:i-0ephemera"),
+            );
+            for action in ["logs:CreateLogStream", "logs:PutLogEvents"] {
+                requests.push(
+                    request(action, stream.clone()).with("ec2:SourceInstanceARN", &[own.as_str()]),
+                );
+            }
         }
     }
     requests

@@ -29,6 +29,9 @@ pub trait StackPort: Send + Sync {
     async fn table_status(&self, table: &str) -> anyhow::Result<String>;
     /// Whether the queue answers `GetQueueAttributes`.
     async fn queue_reachable(&self, queue_url: &str) -> anyhow::Result<()>;
+    /// The log group `name` (`DescribeLogGroups`): `None` when it does not exist, else
+    /// its retention in days (`None` inside: kept forever).
+    async fn log_group_retention(&self, name: &str) -> anyhow::Result<Option<Option<i32>>>;
     /// The configuration the functions read: `parameter`, else `default`; validated.
     async fn load_config(
         &self,

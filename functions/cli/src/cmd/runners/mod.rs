@@ -1,5 +1,6 @@
-//! `ephemera runners list | show | delete | connect`: the runner records of a deployment,
-//! the operator delete of docs/design.md, and a shell on a runner ([`connect`]).
+//! `ephemera runners list | show | delete | connect | logs`: the runner records of a
+//! deployment, the operator delete of docs/design.md, a shell on a runner
+//! ([`connect`]), and what a runner's host logged ([`logs`]).
 //!
 //! Delete removes the runner from GitHub first — the DELETE is GitHub's own "is it
 //! busy?" check, so a runner that is running a job is never marked for deletion — and
@@ -23,9 +24,11 @@ mod connect;
 #[cfg(test)]
 mod connect_tests;
 mod delete;
+mod logs;
 
 pub use connect::ConnectArgs;
 pub use delete::DeleteArgs;
+pub use logs::LogsArgs;
 
 #[derive(Args, Debug)]
 pub struct ListArgs {

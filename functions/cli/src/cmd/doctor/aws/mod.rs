@@ -31,6 +31,7 @@ pub struct AwsPorts {
     quotas: aws_sdk_servicequotas::Client,
     iam: aws_sdk_iam::Client,
     cloudwatch: aws_sdk_cloudwatch::Client,
+    logs: aws_sdk_cloudwatchlogs::Client,
     region: String,
 }
 
@@ -38,6 +39,7 @@ impl AwsPorts {
     pub fn new(sdk: &SdkConfig) -> AwsPorts {
         AwsPorts {
             cloudformation: aws_sdk_cloudformation::Client::new(sdk),
+            logs: aws_sdk_cloudwatchlogs::Client::new(sdk),
             dynamodb: aws_sdk_dynamodb::Client::new(sdk),
             sqs: aws_sdk_sqs::Client::new(sdk),
             ssm: aws_sdk_ssm::Client::new(sdk),
@@ -115,6 +117,22 @@ impl StackPort for AwsPorts {
             .await
             .map_err(aws("SQS", "GetQueueAttributes"))?;
         Ok(())
+    }
+
+    async fn log_group_retention(&self, name: &str) -> anyhow::Result<Option<Option<i32>>> {
+        // By prefix, the call's one filter on a name: the exact name among those found.
+        let groups = self
+            .logs
+            .describe_log_groups()
+            .log_group_name_prefix(name)
+            .send()
+            .await
+            .map_err(aws("CloudWatch Logs", "DescribeLogGroups"))?;
+        Ok(groups
+            .log_groups()
+            .iter()
+            .find(|g| g.log_group_name() == Some(name))
+            .map(|g| g.retention_in_days()))
     }
 
     async fn load_config(

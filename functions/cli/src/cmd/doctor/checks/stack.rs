@@ -1,15 +1,15 @@
-//! The stack itself: its status, the outputs every other check reads, and the table
-//! and queue they name.
+//! The stack itself: its status, the outputs every other check reads, and the table,
+//! queue and runners' log group they name.
 
 use super::{Request, REQUIRED_OUTPUTS};
 use crate::cmd::doctor::ports::StackPort;
 use crate::cmd::doctor::report::{Check, Report};
 use crate::errors::describe;
-use ephemera_aws::stack::{QUEUE_URL, TABLE_NAME};
+use ephemera_aws::stack::{QUEUE_URL, RUNNER_LOG_GROUP_NAME, TABLE_NAME};
 use std::collections::BTreeMap;
 
-/// `stack.status`, `stack.outputs`, `stack.table`, `stack.queue`; the outputs and the
-/// parameters, unless the stack cannot be read.
+/// `stack.status`, `stack.outputs`, `stack.table`, `stack.queue`, `stack.runner_logs`;
+/// the outputs and the parameters, unless the stack cannot be read.
 pub(super) async fn stack_checks(
     request: &Request,
     stack: &dyn StackPort,
@@ -105,5 +105,33 @@ pub(super) async fn stack_checks(
         }),
         None => report.push(Check::skip("stack.queue", "stack.outputs failed")),
     }
+    report.push(runner_logs_check(stack, outputs.get(RUNNER_LOG_GROUP_NAME)).await);
     Some((outputs, facts.parameters))
+}
+
+/// `stack.runner_logs`: the group runner hosts ship their logs to, and its retention. A
+/// stack from before the group is a warning: runners work, their logs are not kept.
+async fn runner_logs_check(stack: &dyn StackPort, group: Option<&String>) -> Check {
+    const NAME: &str = "stack.runner_logs";
+    let Some(group) = group else {
+        return Check::warn(
+            NAME,
+            format!("the stack has no output {RUNNER_LOG_GROUP_NAME}: runner logs are not kept"),
+            "deploy the stack again from this version's template.yaml: make deploy",
+        );
+    };
+    match stack.log_group_retention(group).await {
+        Ok(Some(Some(days))) => Check::pass(NAME, format!("{group}, kept {days} days")),
+        Ok(Some(None)) => Check::pass(NAME, format!("{group}, kept forever")),
+        Ok(None) => Check::fail(
+            NAME,
+            format!("log group {group} does not exist: runner hosts cannot ship their logs"),
+            "deploy the stack again (make deploy); it creates the group",
+        ),
+        Err(err) => Check::warn(
+            NAME,
+            format!("log group {group}: {}", describe(&err)),
+            "the credentials need logs:DescribeLogGroups (reading logs: logs:GetLogEvents)",
+        ),
+    }
 }

@@ -221,7 +221,12 @@ fn every_role_asks_for_the_calls_ephemera_makes_with_it() {
     }
     assert_eq!(
         actions(Role::Runner),
-        ["dynamodb:GetItem", "dynamodb:UpdateItem"]
+        [
+            "dynamodb:GetItem",
+            "dynamodb:UpdateItem",
+            "logs:CreateLogStream",
+            "logs:PutLogEvents"
+        ]
     );
     // The scaler and the reaper read every App's key; the webhook none but its secret.
     let reads_second_key = |role| {

@@ -75,6 +75,8 @@ struct World {
     more_secrets: BTreeMap<String, String>,
     /// Where each further App is installed.
     more_installed: BTreeMap<u64, BTreeSet<String>>,
+    /// Log group → its retention in days (`None`: forever).
+    log_groups: BTreeMap<String, Option<i32>>,
 }
 
 fn bucket(remaining: u64, limit: u64) -> ephemera_github::RateBucket {
@@ -93,6 +95,7 @@ fn healthy() -> World {
         ("DefaultConfigParameterName", "/ephemera/eph/config-default"),
         ("GitHubAppKeySecret", "arn:secret:key"),
         ("LaunchTemplateName", "eph-runner"),
+        ("RunnerLogGroupName", "/ephemera/eph/runners"),
         ("WebhookUrl", "https://hook.lambda-url/"),
     ];
     World {
@@ -157,6 +160,7 @@ fn healthy() -> World {
         app_id: 42,
         more_secrets: BTreeMap::new(),
         more_installed: BTreeMap::new(),
+        log_groups: BTreeMap::from([("/ephemera/eph/runners".to_owned(), Some(30))]),
     }
 }
 
@@ -205,6 +209,9 @@ impl StackPort for World {
     }
     async fn queue_reachable(&self, _: &str) -> anyhow::Result<()> {
         Ok(())
+    }
+    async fn log_group_retention(&self, name: &str) -> anyhow::Result<Option<Option<i32>>> {
+        Ok(self.log_groups.get(name).copied())
     }
     async fn load_config(&self, parameter: &str, _: Option<&str>) -> anyhow::Result<LoadedConfig> {
         let text = self.config.clone().map_err(anyhow::Error::msg)?;

@@ -78,3 +78,30 @@ async fn a_function_on_an_older_configuration_version_is_a_warning_naming_it() {
         report.text()
     );
 }
+
+#[tokio::test]
+async fn the_runners_log_group_passes_with_its_retention() {
+    let report = run(&healthy()).await;
+    let check = &report.named("stack.runner_logs")[0];
+    assert_eq!(check.status, Status::Pass, "{}", report.text());
+    assert!(check
+        .message
+        .contains("/ephemera/eph/runners, kept 30 days"));
+}
+
+#[tokio::test]
+async fn a_missing_runners_log_group_fails_and_a_stack_without_it_warns() {
+    let mut world = healthy();
+    world.log_groups.clear();
+    let report = run(&world).await;
+    let (check, message, fix) = only_failure(&report);
+    assert_eq!(check, "stack.runner_logs");
+    assert!(message.contains("does not exist"), "{message}");
+    assert!(fix.contains("make deploy"), "{fix}");
+
+    world.outputs.remove("RunnerLogGroupName");
+    let report = run(&world).await;
+    let check = &report.named("stack.runner_logs")[0];
+    assert_eq!(check.status, Status::Warn, "{}", report.text());
+    assert!(check.message.contains("RunnerLogGroupName"));
+}
