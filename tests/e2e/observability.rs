@@ -146,6 +146,15 @@ async fn one_job_writes_valid_emf_documents_with_the_expected_values() -> anyhow
         !samples(&documents, Metric::GitHubRateLimitRemaining).is_empty(),
         "the simulator sends x-ratelimit-remaining"
     );
+    // Each bucket by the App that spent it (the one App here).
+    let app = ephemera_tests::pipeline::APP_ID.to_string();
+    assert!(
+        documents
+            .iter()
+            .filter(|d| d.values(Metric::GitHubRateLimitRemaining).is_some())
+            .all(|d| d.dimension(Dimension::App) == Some(app.as_str())),
+        "GitHubRateLimitRemaining by App"
+    );
     Ok(())
 }
 

@@ -179,9 +179,11 @@ impl GitHubApp {
         if let Some((resource, bucket)) =
             crate::rate::bucket_of(&headers).filter(|_| as_installation)
         {
+            // By App as well: each App of a deployment has buckets of its own.
+            let app = self.app_id.to_string();
             self.metrics.record(
                 Metric::GitHubRateLimitRemaining,
-                &[(Dimension::Resource, &resource)],
+                &[(Dimension::App, &app), (Dimension::Resource, &resource)],
                 bucket.remaining as f64,
             );
             self.note_bucket(resource, bucket);

@@ -67,6 +67,8 @@ pub enum Dimension {
     Resource,
     /// An EC2 instance type, e.g. `m7i.large` (`unknown` when the record has none).
     InstanceType,
+    /// A GitHub App's id: a deployment may run several, each with its own buckets.
+    App,
 }
 
 impl Dimension {
@@ -84,6 +86,7 @@ impl Dimension {
             Dimension::Repository => "Repository",
             Dimension::Resource => "Resource",
             Dimension::InstanceType => "InstanceType",
+            Dimension::App => "App",
         }
     }
 }
@@ -165,8 +168,8 @@ pub enum Metric {
 }
 
 use Dimension::{
-    Deployment, Endpoint, InstanceType, Kind, Mode, Outcome, Pool, Reason, Repository, Resource,
-    Status,
+    App, Deployment, Endpoint, InstanceType, Kind, Mode, Outcome, Pool, Reason, Repository,
+    Resource, Status,
 };
 
 const BY_POOL: &[Dimension] = &[Deployment, Pool];
@@ -271,7 +274,7 @@ impl Metric {
             Metric::GitHubCalls => count("GitHubCalls", &[Deployment, Endpoint, Outcome]),
             Metric::GitHubRateLimitRemaining => Spec {
                 aggregation: Aggregation::Samples,
-                ..count("GitHubRateLimitRemaining", &[Deployment, Resource])
+                ..count("GitHubRateLimitRemaining", &[Deployment, App, Resource])
             },
             Metric::RunnersByStatus => count("RunnersByStatus", &[Deployment, Pool, Status]),
         }

@@ -63,7 +63,7 @@ fn each_metric_has_its_dimension_set() {
     );
     assert_eq!(
         Metric::GitHubRateLimitRemaining.dimensions(),
-        [Deployment, Dimension::Resource]
+        [Deployment, Dimension::App, Dimension::Resource]
     );
     assert_eq!(
         Metric::RunnersByStatus.dimensions(),
@@ -206,7 +206,7 @@ fn samples_past_the_value_limit_spill_into_another_document() {
     for remaining in 0..150 {
         metrics.record(
             Metric::GitHubRateLimitRemaining,
-            &[(Dimension::Resource, "core")],
+            &[(Dimension::App, "42"), (Dimension::Resource, "core")],
             f64::from(remaining),
         );
     }
