@@ -26,20 +26,7 @@ fn two_apps_config() -> anyhow::Result<String> {
 
 /// Creates `count` jobs and waits (at most 120 s) until GitHub shows them completed.
 async fn run_jobs(world: &LocalWorld, count: usize) -> anyhow::Result<()> {
-    let labels: Vec<&str> = world.config.pools[0]
-        .labels
-        .iter()
-        .map(String::as_str)
-        .collect();
-    let mut jobs = Vec::new();
-    for _ in 0..count {
-        jobs.push(
-            world
-                .sim
-                .create_job("octo-org", "app", &labels, None)
-                .await?,
-        );
-    }
+    let jobs = world.create_jobs(count).await?;
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let state = world.sim.snapshot();

@@ -92,20 +92,7 @@ async fn a_flood_of_unsigned_requests_leaves_every_job_to_run_and_is_counted() -
     for _ in 0..FLOODERS {
         flooders.spawn(flood(url.clone(), FLOOD_REQUESTS / FLOODERS, FLOOD_FOR));
     }
-    let labels: Vec<&str> = world.config.pools[0]
-        .labels
-        .iter()
-        .map(String::as_str)
-        .collect();
-    let mut jobs = Vec::new();
-    for _ in 0..JOBS {
-        jobs.push(
-            world
-                .sim
-                .create_job("octo-org", "app", &labels, None)
-                .await?,
-        );
-    }
+    let jobs = world.create_jobs(JOBS).await?;
     let mut flooded = 0;
     while let Some(sent) = flooders.join_next().await {
         flooded += sent??;
@@ -145,15 +132,9 @@ async fn a_genuine_delivery_throttled_with_429_is_recovered_by_the_redelivery_sw
 ) -> anyhow::Result<()> {
     let world = LocalWorld::start(LocalOptions::default()).await?;
     world.sim.set_webhook_url(throttled_url().await?);
-    let labels: Vec<&str> = world.config.pools[0]
-        .labels
-        .iter()
-        .map(String::as_str)
-        .collect();
-    let job_id = world
-        .sim
-        .create_job("octo-org", "app", &labels, None)
-        .await?;
+    let [job_id] = world.create_jobs(1).await?[..] else {
+        anyhow::bail!("one job asked for");
+    };
     world.sim.set_webhook_url(world.webhook_url());
     let first: Vec<_> = world.sim.snapshot().deliveries.into_values().collect();
     assert_eq!(first.len(), 1, "{first:?}");

@@ -127,6 +127,24 @@ impl LocalWorld {
     }
 
     /// Where the process takes webhooks.
+    /// Creates `count` jobs in `octo-org/app` with the first pool's labels; their ids.
+    pub async fn create_jobs(&self, count: usize) -> anyhow::Result<Vec<u64>> {
+        let labels: Vec<&str> = self.config.pools[0]
+            .labels
+            .iter()
+            .map(String::as_str)
+            .collect();
+        let mut jobs = Vec::with_capacity(count);
+        for _ in 0..count {
+            jobs.push(
+                self.sim
+                    .create_job("octo-org", "app", &labels, None)
+                    .await?,
+            );
+        }
+        Ok(jobs)
+    }
+
     pub fn webhook_url(&self) -> String {
         format!("http://127.0.0.1:{}/webhook", self.port)
     }

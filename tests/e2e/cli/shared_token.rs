@@ -30,20 +30,7 @@ fn mints(world: &LocalWorld) -> u64 {
 /// Runs `count` jobs and waits (at most 90 s) until GitHub shows them completed and the
 /// reaper has deleted every runner (which asks GitHub to remove it: a token).
 async fn run_jobs(world: &LocalWorld, count: usize, logs: &str) -> anyhow::Result<()> {
-    let labels: Vec<&str> = world.config.pools[0]
-        .labels
-        .iter()
-        .map(String::as_str)
-        .collect();
-    let mut jobs = Vec::new();
-    for _ in 0..count {
-        jobs.push(
-            world
-                .sim
-                .create_job("octo-org", "app", &labels, None)
-                .await?,
-        );
-    }
+    let jobs = world.create_jobs(count).await?;
     let pools: Vec<String> = world.config.pools.iter().map(|p| p.name.clone()).collect();
     let aws = world.aws().await;
     let deadline = Instant::now() + Duration::from_secs(90);

@@ -49,6 +49,14 @@ fn parsed(event: serde_json::Value) -> InstanceEvent {
         .expect("an EC2 event")
 }
 
+/// Hands `event` to the reaper, as EventBridge does.
+async fn tell(reaper: &Reaper, event: serde_json::Value) -> InstanceEventOutcome {
+    reaper
+        .on_instance_event(&parsed(event), now())
+        .await
+        .expect("handled")
+}
+
 fn interruptions(captured: &Captured) -> Vec<(String, String, f64)> {
     let documents = captured.documents().expect("valid EMF");
     documents
@@ -103,10 +111,7 @@ async fn an_interrupted_runner_is_recorded_counted_and_removed_from_github_once_
     let instance_id = runner.instance_id.clone().expect("launched");
     assert!(world.forge.runner_named(&runner.name).is_some());
 
-    let outcome = reaper
-        .on_instance_event(&parsed(warning(&instance_id)), now())
-        .await
-        .expect("handled");
+    let outcome = tell(&reaper, warning(&instance_id)).await;
     assert_eq!(
         outcome,
         InstanceEventOutcome::WarningRecorded {
@@ -130,10 +135,7 @@ async fn an_interrupted_runner_is_recorded_counted_and_removed_from_github_once_
     world
         .fleet
         .set_state(&instance_id, crate::ports::InstanceState::Terminated);
-    let outcome = reaper
-        .on_instance_event(&parsed(state_change(&instance_id, "terminated")), now())
-        .await
-        .expect("handled");
+    let outcome = tell(&reaper, state_change(&instance_id, "terminated")).await;
     assert_eq!(
         outcome,
         InstanceEventOutcome::SentToDelete {
@@ -162,15 +164,9 @@ async fn a_termination_without_a_warning_says_so_and_other_events_change_nothing
     let reaper = world.reaper();
     let runner = world.running_runner(1).await;
     let instance_id = runner.instance_id.clone().expect("launched");
-    let other = reaper
-        .on_instance_event(&parsed(warning("i-not-ours")), now())
-        .await
-        .expect("handled");
+    let other = tell(&reaper, warning("i-not-ours")).await;
     assert_eq!(other, InstanceEventOutcome::NotOurs);
-    let stopping = reaper
-        .on_instance_event(&parsed(state_change(&instance_id, "shutting-down")), now())
-        .await
-        .expect("handled");
+    let stopping = tell(&reaper, state_change(&instance_id, "shutting-down")).await;
     assert_eq!(
         stopping,
         InstanceEventOutcome::Nothing {
@@ -179,10 +175,7 @@ async fn a_termination_without_a_warning_says_so_and_other_events_change_nothing
     );
     assert_eq!(world.store.runner(&runner.name).expect("record"), runner);
 
-    reaper
-        .on_instance_event(&parsed(state_change(&instance_id, "terminated")), now())
-        .await
-        .expect("handled");
+    tell(&reaper, state_change(&instance_id, "terminated")).await;
     let record = world.store.runner(&runner.name).expect("record");
     assert_eq!(record.status, InstanceStatus::PendingDelete);
     assert_eq!(
@@ -190,10 +183,7 @@ async fn a_termination_without_a_warning_says_so_and_other_events_change_nothing
         Some("instance terminated outside ephemera (EC2 reported it terminated)")
     );
     // Reported again while the record is on its way out, it changes nothing.
-    let again = reaper
-        .on_instance_event(&parsed(state_change(&instance_id, "terminated")), now())
-        .await
-        .expect("handled");
+    let again = tell(&reaper, state_change(&instance_id, "terminated")).await;
     assert_eq!(
         again,
         InstanceEventOutcome::Nothing {
@@ -208,10 +198,7 @@ async fn a_job_failed_by_the_interruption_before_ec2_reports_it_keeps_the_reason
     let reaper = world.reaper();
     let runner = world.running_runner(1).await;
     let instance_id = runner.instance_id.clone().expect("launched");
-    reaper
-        .on_instance_event(&parsed(warning(&instance_id)), now())
-        .await
-        .expect("handled");
+    tell(&reaper, warning(&instance_id)).await;
     // GitHub fails the job as the host goes down: its `completed` comes first.
     world
         .scaler()
@@ -227,10 +214,7 @@ async fn a_job_failed_by_the_interruption_before_ec2_reports_it_keeps_the_reason
         record.reason.as_deref(),
         Some("job 1 ended by a spot interruption: EC2 reclaimed the instance")
     );
-    let late = reaper
-        .on_instance_event(&parsed(state_change(&instance_id, "terminated")), now())
-        .await
-        .expect("handled");
+    let late = tell(&reaper, state_change(&instance_id, "terminated")).await;
     assert_eq!(
         late,
         InstanceEventOutcome::Nothing {
@@ -248,29 +232,20 @@ async fn an_event_finds_its_runner_by_instance_and_by_status_only_when_that_fail
     let instance_id = runner.instance_id.clone().expect("launched");
     // Every read of the status index refused: the instance index finds the runner.
     world.store.fail(StoreOp::RunnersInStatus, 1_000);
-    let outcome = reaper
-        .on_instance_event(&parsed(warning(&instance_id)), now())
-        .await
-        .expect("handled without the status index");
+    let outcome = tell(&reaper, warning(&instance_id)).await;
     assert_eq!(
         outcome,
         InstanceEventOutcome::WarningRecorded {
             runner: runner.name.clone()
         }
     );
-    let foreign = reaper
-        .on_instance_event(&parsed(warning("i-not-ours")), now())
-        .await
-        .expect("handled without the status index");
+    let foreign = tell(&reaper, warning("i-not-ours")).await;
     assert_eq!(foreign, InstanceEventOutcome::NotOurs);
     world.store.fail(StoreOp::RunnersInStatus, 0);
     // The instance index unreadable (still being built after a stack update added it):
     // the live records are read by status instead.
     world.store.fail(StoreOp::RunnersOnInstance, 1);
-    let outcome = reaper
-        .on_instance_event(&parsed(state_change(&instance_id, "terminated")), now())
-        .await
-        .expect("handled through the status index");
+    let outcome = tell(&reaper, state_change(&instance_id, "terminated")).await;
     assert_eq!(
         outcome,
         InstanceEventOutcome::SentToDelete {
