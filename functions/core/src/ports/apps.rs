@@ -34,6 +34,11 @@ pub const RATE_LIMIT_PAUSE: Duration = Duration::from_secs(60);
 /// How long a registration waits for an App's pace before it is refused as throttled.
 pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(2);
 
+/// The sooner of a wait so far (if any) and `wait`.
+fn sooner(so_far: Option<Duration>, wait: Duration) -> Option<Duration> {
+    Some(so_far.map_or(wait, |s| s.min(wait)))
+}
+
 /// One App of a deployment, to be built into a GitHub client: its id, its private key,
 /// and where the key is kept.
 pub struct AppSource {
@@ -159,7 +164,7 @@ impl SeveralApps {
         for i in self.order(&self.next_call) {
             let lane = &self.lanes[i];
             if let Some(wait) = lane.core_wait(Instant::now()) {
-                soonest = Some(soonest.map_or(wait, |s| s.min(wait)));
+                soonest = sooner(soonest, wait);
                 continue;
             }
             match call(lane.forge.clone()).await {
@@ -167,7 +172,7 @@ impl SeveralApps {
                     let wait = retry_after.unwrap_or(RATE_LIMIT_PAUSE);
                     lane.pause_core(wait);
                     warn!(app_id = lane.app_id, retry_in = ?wait, "GitHub rate-limited this App; the other Apps carry on");
-                    soonest = Some(soonest.map_or(wait, |s| s.min(wait)));
+                    soonest = sooner(soonest, wait);
                 }
                 answer => return answer,
             }
@@ -191,9 +196,9 @@ impl Forge for SeveralApps {
             let (i, wait) = match self.pick_registration(&tried) {
                 Ok(picked) => picked,
                 Err(untried) => {
-                    let retry_after = match (soonest, untried) {
-                        (Some(a), Some(b)) => Some(a.min(b)),
-                        (a, b) => a.or(b),
+                    let retry_after = match untried {
+                        Some(wait) => sooner(soonest, wait),
+                        None => soonest,
                     };
                     return Err(ForgeError::Throttled { retry_after });
                 }
@@ -209,7 +214,7 @@ impl Forge for SeveralApps {
                     let wait = retry_after.unwrap_or(RATE_LIMIT_PAUSE);
                     lane.registrations.pause(wait);
                     warn!(app_id = lane.app_id, runner = %request.name, retry_in = ?wait, "GitHub rate-limited this App's registrations; the other Apps carry on");
-                    soonest = Some(soonest.map_or(wait, |s| s.min(wait)));
+                    soonest = sooner(soonest, wait);
                 }
                 answer => return answer,
             }
