@@ -87,19 +87,7 @@ impl World {
     }
 
     async fn user_data_of(&self, instance_id: &str) -> anyhow::Result<String> {
-        let attribute = self
-            .ec2()
-            .describe_instance_attribute()
-            .instance_id(instance_id)
-            .attribute(InstanceAttributeName::UserData)
-            .send()
-            .await?;
-        let encoded = attribute
-            .user_data()
-            .and_then(|u| u.value())
-            .context("user data")?;
-        let decoded = base64::engine::general_purpose::STANDARD.decode(encoded)?;
-        Ok(String::from_utf8(decoded)?)
+        user_data_of(&self.ec2(), instance_id).await
     }
 
     /// (device, GiB) of every volume attached to the instance.
@@ -249,4 +237,23 @@ async fn an_ubuntu_image_gets_exactly_one_root_volume_of_the_configured_size() -
         "one 40 GiB root volume on /dev/sda1 and no other disk: {volumes:?}"
     );
     Ok(())
+}
+
+/// The user data instance `instance_id` was launched with, decoded.
+pub(super) async fn user_data_of(
+    ec2: &aws_sdk_ec2::Client,
+    instance_id: &str,
+) -> anyhow::Result<String> {
+    let attribute = ec2
+        .describe_instance_attribute()
+        .instance_id(instance_id)
+        .attribute(InstanceAttributeName::UserData)
+        .send()
+        .await?;
+    let encoded = attribute
+        .user_data()
+        .and_then(|u| u.value())
+        .context("user data")?;
+    let decoded = base64::engine::general_purpose::STANDARD.decode(encoded)?;
+    Ok(String::from_utf8(decoded)?)
 }

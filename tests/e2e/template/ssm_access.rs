@@ -5,9 +5,8 @@
 //! profile of its template; and after a stack update the SSM pool launches the version
 //! the stack last wrote, like the runner template.
 
+use super::launch_version::user_data_of;
 use anyhow::{ensure, Context};
-use aws_sdk_ec2::types::InstanceAttributeName;
-use base64::Engine;
 use ephemera_aws::config_source::load_config_or_default;
 use ephemera_aws::lambda::{LAUNCH_TEMPLATE_VERSION, SSM_LAUNCH_TEMPLATE_VERSION};
 use ephemera_aws::{AwsSettings, Ec2Fleet};
@@ -70,21 +69,6 @@ async fn profile_of(ec2: &aws_sdk_ec2::Client, instance: &str) -> anyhow::Result
         .find_map(|i| i.iam_instance_profile().and_then(|p| p.arn()))
         .map(str::to_owned)
         .with_context(|| format!("{instance} has no instance profile"))
-}
-
-async fn user_data_of(ec2: &aws_sdk_ec2::Client, instance: &str) -> anyhow::Result<String> {
-    let attribute = ec2
-        .describe_instance_attribute()
-        .instance_id(instance)
-        .attribute(InstanceAttributeName::UserData)
-        .send()
-        .await?;
-    let encoded = attribute
-        .user_data()
-        .and_then(|u| u.value())
-        .context("user data")?;
-    let decoded = base64::engine::general_purpose::STANDARD.decode(encoded)?;
-    Ok(String::from_utf8(decoded)?)
 }
 
 /// The stack's name of instance profile `logical_id` (moto's physical id).
