@@ -144,10 +144,21 @@ async fn read_runner(
     store: &impl RunnerStore,
     name: &str,
 ) -> Result<RunnerRecord, Failure> {
+    find_runner(deployment, store, name)
+        .await?
+        .ok_or_else(|| Failure::msg(NOT_FOUND, format!("no runner named {name}")))
+}
+
+/// A runner's record, if the table has one, read with the progress line.
+async fn find_runner(
+    deployment: &mut Deployment,
+    store: &impl RunnerStore,
+    name: &str,
+) -> Result<Option<RunnerRecord>, Failure> {
     deployment.progress.wait(format!("reading runner {name}"));
     let record = store.get_runner(name).await?;
     deployment.progress.clear();
-    record.ok_or_else(|| Failure::msg(NOT_FOUND, format!("no runner named {name}")))
+    Ok(record)
 }
 
 pub async fn show(deployment: &mut Deployment, args: ShowArgs) -> Outcome {

@@ -17,7 +17,6 @@ use crate::target::{Deployment, DeploymentCommand, LogGroupArg, StackArgs, Table
 use crate::views::{print_json, LogLineRow, RunnerLogsView};
 use async_trait::async_trait;
 use clap::Args;
-use ephemera_core::ports::RunnerStore;
 use time::OffsetDateTime;
 
 mod cloudwatch;
@@ -137,9 +136,7 @@ async fn instance_of(deployment: &mut Deployment, args: &LogsArgs) -> Result<Str
     }
     let name = args.name.as_deref().unwrap_or_default();
     let store = deployment.store().await?;
-    deployment.progress.wait(format!("reading runner {name}"));
-    let record = store.get_runner(name).await?;
-    deployment.progress.clear();
+    let record = super::find_runner(deployment, &store, name).await?;
     let record = record.ok_or_else(|| {
         Failure::msg(
             NOT_FOUND,
