@@ -241,7 +241,8 @@ async fn warm_reservations_take_a_slot_each_and_stop_at_max_runners() -> anyhow:
         .await?;
     assert_eq!(written.len(), 4, "a record only with a slot");
     assert!(written.iter().all(|r| r.job_id.is_none() && r.slot_held));
-    let again = runner("eph-linux-w1", InstanceStatus::PendingCreate, at);
+    // One that holds a slot: which four won depends on the race above.
+    let again = runner(&written[0].name, InstanceStatus::PendingCreate, at);
     assert!(
         !store.reserve_runner(&again, 4).await?,
         "full: nothing is written"
