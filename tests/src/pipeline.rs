@@ -15,9 +15,11 @@ use ephemera_aws::{
     SqsJobQueue,
 };
 use ephemera_core::config::Config;
-use ephemera_core::handlers::reaper::{Reaper, ReaperReport};
-use ephemera_core::handlers::scaler::Scaler;
-use ephemera_core::handlers::webhook::WebhookHandler;
+use ephemera_core::handlers::reaper::{
+    Pricing, Reaper, ReaperCapabilities, ReaperPorts, ReaperReport, Reruns,
+};
+use ephemera_core::handlers::scaler::{Scaler, ScalerCapabilities, ScalerPorts, ThreadJitter};
+use ephemera_core::handlers::webhook::{WebhookCapabilities, WebhookHandler};
 use ephemera_core::metrics::Metrics;
 use ephemera_core::model::RunnerRecord;
 use ephemera_core::ports::{Fleet, InstanceState, RunnerStore};
@@ -317,14 +319,17 @@ impl Pipeline {
             current: SecretString::from(WEBHOOK_SECRET),
             previous: None,
         };
-        let handler = Arc::new(
-            WebhookHandler::new(config.clone(), secrets_for_webhook, queue.clone())
-                .with_metrics(options.metrics.clone())
-                .with_unrouted(Arc::new(ephemera_aws::DynamoUnroutedJobs::new(
-                    counted_dynamodb(&sdk, &calls),
-                    &resources.table,
-                ))),
-        );
+        let unrouted =
+            ephemera_aws::DynamoUnroutedJobs::new(counted_dynamodb(&sdk, &calls), &resources.table);
+        let handler = Arc::new(WebhookHandler::new(
+            config.clone(),
+            secrets_for_webhook,
+            queue.clone(),
+            WebhookCapabilities {
+                metrics: options.metrics.clone(),
+                unrouted: Some(Arc::new(unrouted)),
+            },
+        ));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let webhook_url = format!("http://{}/webhook", listener.local_addr()?);
         let router = ephemera_cli::cmd::local::webhook_router(handler);
@@ -339,43 +344,64 @@ impl Pipeline {
             counted_dynamodb(&sdk, &calls),
             &resources.table,
         ));
-        let scaler = Arc::new(
-            Scaler::new(
-                config.clone(),
-                store.clone(),
-                fleet.clone(),
-                scaler_github,
-                jit_store.clone(),
-                queue.clone(),
-            )
-            .with_capacity_retry(options.capacity_retry)
-            .with_spot_breakers(breakers.clone())
-            .with_reruns(reruns.clone())
-            .with_metrics(options.metrics.clone()),
-        );
+        let scaler_ports = ScalerPorts {
+            config: config.clone(),
+            store: store.clone(),
+            launcher: fleet.clone(),
+            forge: scaler_github,
+            jit_store: jit_store.clone(),
+            queue: queue.clone(),
+        };
+        // As the deployment's scaler (`ephemera_aws::assembly`), but unpaced: the tests
+        // register at the simulator's pace, and the capacity retry is theirs to set.
+        let scaler = Arc::new(Scaler::new(
+            scaler_ports,
+            ScalerCapabilities {
+                metrics: options.metrics.clone(),
+                spot_breakers: Some(breakers.clone()),
+                reruns: Some(reruns.clone()),
+                registration_pace: None,
+                capacity_retry: options.capacity_retry,
+                jitter: Arc::new(ThreadJitter),
+            },
+        ));
         let scaler_loops = options.scaler_loops.max(1);
         if options.drain_queue {
             spawn_scaler_loops(&mut tasks, &scaler, &queue, scaler_loops);
         }
-        let mut reaper = Reaper::new(
-            config.clone(),
-            store.clone(),
-            fleet.clone(),
-            reaper_github,
+        let reaper_ports = ReaperPorts {
+            config: config.clone(),
+            store: store.clone(),
+            fleet: fleet.clone(),
+            forge: reaper_github,
             jit_store,
-            queue.clone(),
-        )
-        .with_spot_breakers(breakers)
-        .with_reruns(ephemera_core::handlers::reaper::Reruns {
-            store: reruns,
-            runs: reaper_forge.clone(),
-        })
-        .with_metrics(options.metrics.clone());
-        if let Some(region) = options.priced_in {
+            queue: queue.clone(),
+        };
+        let pricing = options.priced_in.map(|region| {
             let (book, list) = counted_pricing(&sdk, &calls, &resources.table, region);
-            reaper = reaper.with_pricing(Arc::new(book), Arc::new(list));
-        }
-        let reaper = Arc::new(reaper);
+            Pricing {
+                book: Arc::new(book),
+                list: Arc::new(list),
+            }
+        });
+        // As the deployment's reaper (`ephemera_aws::assembly`), but without the lease:
+        // the tests run this reaper by hand while its timer runs it too, and a run that
+        // found the lease held would do nothing; and without the redelivery sweep, whose
+        // tests run `ephemera local`. `tests/e2e/lambda/lease.rs` runs the deployment's.
+        let reaper = Arc::new(Reaper::new(
+            reaper_ports,
+            ReaperCapabilities {
+                metrics: options.metrics.clone(),
+                lease: None,
+                deliveries: None,
+                reruns: Some(Reruns {
+                    store: reruns,
+                    runs: reaper_forge.clone(),
+                }),
+                spot_breakers: Some(breakers),
+                pricing,
+            },
+        ));
         if let Some(interval) = options.reaper_interval {
             let reaper = reaper.clone();
             tasks
@@ -460,6 +486,33 @@ impl Pipeline {
     }
 
     /// The JIT config table of the test deployment, through an uncounted client.
+    /// The deployment's adapters over this pipeline's resources, as the Lambda functions
+    /// build them, for the handlers of `ephemera_aws::assembly` (prices read in
+    /// us-east-1).
+    pub fn deployment(&self) -> ephemera_aws::assembly::Deployment {
+        let table = ResourceNames::for_deployment(DEPLOYMENT).table;
+        let dynamodb = || aws_sdk_dynamodb::Client::new(&self.sdk);
+        let (book, list) = counted_pricing(&self.sdk, &self.calls, &table, "us-east-1");
+        ephemera_aws::assembly::Deployment {
+            config: self.config.clone(),
+            metrics: Metrics::disabled(),
+            store: self.store.clone(),
+            fleet: self.fleet.clone(),
+            launcher: self.fleet.clone(),
+            jit_store: Arc::new(self.jit_configs()),
+            queue: self.queue.clone(),
+            spot_breakers: Arc::new(ephemera_aws::breaker::DynamoSpotBreakers::new(
+                dynamodb(),
+                &table,
+            )),
+            reruns: Arc::new(ephemera_aws::reruns::DynamoReruns::new(dynamodb(), &table)),
+            pricing: Pricing {
+                book: Arc::new(book),
+                list: Arc::new(list),
+            },
+        }
+    }
+
     pub fn jit_configs(&self) -> DynamoJitConfigs {
         let table = ResourceNames::for_deployment(DEPLOYMENT).jit_table;
         DynamoJitConfigs::new(aws_sdk_dynamodb::Client::new(&self.sdk), table)

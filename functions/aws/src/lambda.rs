@@ -13,12 +13,17 @@
 //! optionally `EPHEMERA_RELOAD_SECONDS` (see [`crate::reload`]) and
 //! `EPHEMERA_LAUNCH_TEMPLATE_VERSION` and `EPHEMERA_SSM_LAUNCH_TEMPLATE_VERSION` (the
 //! versions of the runner launch template and of its Session Manager twin the stack
-//! last wrote; `$Latest` unless set).
+//! last wrote; `$Latest` unless set), and for the scaler optionally
+//! `EPHEMERA_REGISTRATIONS_PER_MINUTE` and `EPHEMERA_SCALER_CONCURRENCY` (its share of
+//! each App's registration rate, see [`AppPaces::from_environment`]).
 
 use crate::{sdk_config, AwsSettings, DynamoJitConfigs, DynamoRunnerStore, Ec2Fleet, SqsJobQueue};
 use aws_config::SdkConfig;
 use ephemera_core::config::Config;
+use ephemera_core::handlers::reaper::Pricing;
+use ephemera_core::pace::AppPaces;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// JSON logs on stdout, as CloudWatch reads them; `RUST_LOG` filters.
 pub fn init_tracing() {
@@ -57,6 +62,11 @@ pub const INSTANCE_ARN_PREFIX: &str = "EPHEMERA_INSTANCE_ARN_PREFIX";
 /// The DynamoDB table where JIT configs wait for their instances.
 pub const JIT_TABLE: &str = "EPHEMERA_JIT_TABLE";
 
+/// Optional: an App's registrations a minute, GitHub's limit when unset.
+pub const REGISTRATIONS_PER_MINUTE: &str = "EPHEMERA_REGISTRATIONS_PER_MINUTE";
+/// Optional: the scaler invocations that may run at once (template.yaml sets it from
+/// `ScalerMaxConcurrency`), sharing each App's registration rate; 1 when unset.
+pub const SCALER_CONCURRENCY: &str = "EPHEMERA_SCALER_CONCURRENCY";
 /// Optional: the version of the deployment's launch template to launch, the
 /// `LatestVersionNumber` template.yaml passes (a stack update writes a new version and
 /// leaves the default one where it was); unless set, `$Latest`.
@@ -150,6 +160,10 @@ pub async fn cold_start<T>(
 pub struct LambdaEnv {
     pub sdk: SdkConfig,
     vars: HashMap<String, String>,
+    /// Each App's registration pace, as long as the environment lives: a configuration
+    /// reload keeps them (a refill would let a reloaded scaler burst past GitHub's
+    /// minute).
+    paces: Arc<AppPaces>,
 }
 
 impl LambdaEnv {
@@ -157,8 +171,45 @@ impl LambdaEnv {
     /// once, before any network call), then loads the SDK configuration.
     pub async fn load(required: &[&str]) -> anyhow::Result<LambdaEnv> {
         let vars = required_vars(required)?;
+        let paces = AppPaces::from_environment(
+            optional_var(REGISTRATIONS_PER_MINUTE).as_deref(),
+            optional_var(SCALER_CONCURRENCY).as_deref(),
+        )
+        .map_err(anyhow::Error::msg)?;
         let sdk = sdk_config(&AwsSettings::default()).await;
-        Ok(LambdaEnv { sdk, vars })
+        Ok(LambdaEnv {
+            sdk,
+            vars,
+            paces: Arc::new(paces),
+        })
+    }
+
+    /// This invocation's share of each App's registration rate
+    /// (`EPHEMERA_REGISTRATIONS_PER_MINUTE` over `EPHEMERA_SCALER_CONCURRENCY`).
+    pub fn app_paces(&self) -> Arc<AppPaces> {
+        self.paces.clone()
+    }
+
+    /// The deployment's adapters under `config`, from which
+    /// [`crate::assembly`] builds the scaler and the reaper.
+    pub fn deployment(&self, config: &Arc<Config>) -> anyhow::Result<crate::assembly::Deployment> {
+        let fleet = Arc::new(self.fleet(config));
+        let (book, list) = self.pricing()?;
+        Ok(crate::assembly::Deployment {
+            config: config.clone(),
+            metrics: metrics(config),
+            store: Arc::new(self.store()?),
+            fleet: fleet.clone(),
+            launcher: fleet,
+            jit_store: Arc::new(self.jit_store()?),
+            queue: Arc::new(self.queue()?),
+            spot_breakers: Arc::new(self.spot_breakers()?),
+            reruns: Arc::new(self.reruns()?),
+            pricing: Pricing {
+                book: Arc::new(book),
+                list: Arc::new(list),
+            },
+        })
     }
 
     /// A variable checked by [`LambdaEnv::load`]; `var` must be among those it required.

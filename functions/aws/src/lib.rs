@@ -10,11 +10,13 @@
 //! [`unrouted`] keeps the jobs no pool takes; [`prices`] reads instance prices and
 //! [`price_book`] caches them in the table; [`secrets`] reads Secrets Manager;
 //! [`client`] builds the SDK configuration with its timeouts; [`lambda`] is what the
-//! functions share at cold start (environment, adapters), [`config_source`] reads the
+//! functions share at cold start (environment, adapters), [`assembly`] puts the scaler
+//! and the reaper together from those adapters (for the functions and `ephemera local`), [`config_source`] reads the
 //! configuration from SSM, and [`reload`] follows it and the secrets (it uses the other
 //! two, never the reverse); [`provision`] creates the resources for local runs and tests; [`stack`]
 //! reads a deployed stack's outputs for the operator CLI.
 
+pub mod assembly;
 pub mod breaker;
 pub mod client;
 pub mod config_source;

@@ -259,7 +259,12 @@ fn main() {
         current: SecretString::from(SECRET),
         previous: None,
     };
-    let handler = WebhookHandler::new(config(), secrets, Arc::new(DropQueue));
+    let handler = WebhookHandler::new(
+        config(),
+        secrets,
+        Arc::new(DropQueue),
+        ephemera_core::handlers::webhook::WebhookCapabilities::none(),
+    );
     let payloads = [
         ("queued, minimal fields", FIXTURE.as_bytes().to_vec()),
         ("queued, as GitHub sends it", delivery("queued", 0)),

@@ -21,7 +21,7 @@
 //! - [`rerun`]: the one re-run, on on-demand, of a job its spot runner's interruption
 //!   failed.
 //! - [`lease`]: expiring leases, so that only one reaper runs at a time.
-//! - [`memory`]: in-memory implementations of the ports, for unit tests.
+//! - `memory` (feature `fakes`): in-memory implementations of the ports, for tests.
 //! - [`handlers`]: the webhook, scaler and reaper handlers, generic over the ports.
 //! - [`pace`]: GitHub registrations spread evenly over the App's rate limit.
 //! - [`timeline`]: a job's stages (queued, claimed, launched, online, started...) and
@@ -37,6 +37,7 @@ pub mod costs;
 pub mod handlers;
 pub mod lease;
 pub mod lifecycle;
+#[cfg(any(test, feature = "fakes"))]
 pub mod memory;
 pub mod message;
 pub mod metrics;

@@ -3,7 +3,7 @@
 //! Each handler takes only the ports it needs: the webhook can only send to the queue,
 //! the reaper can terminate but not launch (for the warm pool it reserves a runner and
 //! asks the scaler, through the queue, to create it). No SDK or HTTP type appears here; adapters in
-//! `ephemera-aws` and `ephemera-github` implement these, and [`crate::memory`] has fakes.
+//! `ephemera-aws` and `ephemera-github` implement these, and `memory` has fakes (feature `fakes`).
 
 use crate::lifecycle::{InstanceStatus, RunnerStatus};
 use crate::message::QueueMessage;

@@ -6,7 +6,6 @@
 use crate::ports::StoreError;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use std::sync::Mutex;
 use time::OffsetDateTime;
 
 /// How long an unrouted job's record is kept (DynamoDB's time-to-live deletes it then).
@@ -31,7 +30,8 @@ pub struct UnroutedJob {
     pub received_at: OffsetDateTime,
 }
 
-/// Where unrouted jobs are recorded and listed.
+/// Where unrouted jobs are recorded and listed. Its fake is
+/// `memory::MemoryUnroutedJobs` (with the `fakes` feature).
 #[async_trait]
 pub trait UnroutedJobs: Send + Sync {
     /// Records the job (a put: a redelivery overwrites the same record).
@@ -39,32 +39,4 @@ pub trait UnroutedJobs: Send + Sync {
 
     /// Every recorded job not yet expired, oldest first.
     async fn list_unrouted(&self) -> Result<Vec<UnroutedJob>, StoreError>;
-}
-
-/// Unrouted jobs in memory, for tests.
-#[derive(Debug, Default)]
-pub struct MemoryUnroutedJobs {
-    jobs: Mutex<Vec<UnroutedJob>>,
-}
-
-impl MemoryUnroutedJobs {
-    pub fn new() -> MemoryUnroutedJobs {
-        MemoryUnroutedJobs::default()
-    }
-}
-
-#[async_trait]
-impl UnroutedJobs for MemoryUnroutedJobs {
-    async fn record_unrouted(&self, job: &UnroutedJob) -> Result<(), StoreError> {
-        let mut jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
-        jobs.retain(|j| j.job_id != job.job_id);
-        jobs.push(job.clone());
-        Ok(())
-    }
-
-    async fn list_unrouted(&self) -> Result<Vec<UnroutedJob>, StoreError> {
-        let mut jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        jobs.sort_by_key(|j| (j.received_at, j.job_id));
-        Ok(jobs)
-    }
 }

@@ -55,4 +55,4 @@ pub use auth::KEY_REREAD_GAP;
 pub use client::{CallCount, ConfigError, GitHubApp, GitHubAppConfig};
 pub use rate::RateBucket;
 pub use retry::RetryPolicy;
-pub use several::{deployment_apps, forge_over, unshared_pace};
+pub use several::{deployment_apps, forge_over, paced_forge, unshared_pace};

@@ -4,7 +4,7 @@
 
 use crate::client::{ConfigError, GitHubApp, GitHubAppConfig};
 use ephemera_core::metrics::Metrics;
-use ephemera_core::pace::RegistrationPace;
+use ephemera_core::pace::{AppPaces, RegistrationPace};
 use ephemera_core::ports::{AppSource, Forge, SeveralApps, TokenShelf};
 use std::sync::Arc;
 
@@ -48,6 +48,18 @@ pub fn forge_over(
         .map(|app| (app.app_id, app as Arc<dyn Forge>))
         .collect();
     Arc::new(SeveralApps::new(lanes, pace))
+}
+
+/// The scaler's forge over `apps`, each App registering at its own pace from `paces`,
+/// and the scaler's own pace: the Apps' allowances together, which sends a job back to
+/// the queue until its registration's turn.
+pub fn paced_forge(
+    apps: Vec<Arc<GitHubApp>>,
+    paces: &Arc<AppPaces>,
+) -> (Arc<dyn Forge>, Arc<RegistrationPace>) {
+    let together = paces.together(apps.len());
+    let paces = paces.clone();
+    (forge_over(apps, move |app_id| paces.app(app_id)), together)
 }
 
 /// An App's pace at GitHub's whole registration limits, for a process that shares its

@@ -12,8 +12,10 @@ use crate::report::{bounds, Pattern, Timeline};
 use crate::sqs::{SimQueue, Stored};
 use crate::world::{Assignment, World};
 use ephemera_core::config::Config;
-use ephemera_core::handlers::reaper::Reaper;
-use ephemera_core::handlers::scaler::{fleet_request, BatchItem, Scaler};
+use ephemera_core::handlers::reaper::{Reaper, ReaperCapabilities, ReaperPorts};
+use ephemera_core::handlers::scaler::{
+    fleet_request, BatchItem, Scaler, ScalerCapabilities, ScalerPorts,
+};
 use ephemera_core::pace::RegistrationPace;
 use ephemera_core::ports::Market;
 use serde_json::{json, Value};
@@ -247,26 +249,29 @@ fn scaler_containers(world: &World, spec: &BurstSpec) -> VecDeque<Arc<Scaler>> {
             let app = container % apps;
             // The environments that share this App's allowance.
             let sharing = (concurrency - app).div_ceil(apps);
-            let scaler = Scaler::new(
-                world.config.clone(),
-                world.store_for(Caller::Scaler),
-                world.fleet_for(Caller::Scaler),
-                world.forge_as(Caller::Scaler, app as usize),
-                world.jit_store_for(Caller::Scaler),
-                world.queue_for(Caller::Scaler),
-            )
-            .with_jitter(world.cloud.jitter());
-            let scaler = match settings.registrations_per_minute {
-                Some(per_minute) => {
-                    scaler.with_registration_pace(Arc::new(RegistrationPace::shared_within(
-                        per_minute,
-                        f64::from(spec.quotas.github_registration_hourly),
-                        sharing,
-                    )))
-                }
-                None => scaler,
+            let ports = ScalerPorts {
+                config: world.config.clone(),
+                store: world.store_for(Caller::Scaler),
+                launcher: world.fleet_for(Caller::Scaler),
+                forge: world.forge_as(Caller::Scaler, app as usize),
+                jit_store: world.jit_store_for(Caller::Scaler),
+                queue: world.queue_for(Caller::Scaler),
             };
-            Arc::new(scaler)
+            let registration_pace = settings.registrations_per_minute.map(|per_minute| {
+                Arc::new(RegistrationPace::shared_within(
+                    per_minute,
+                    f64::from(spec.quotas.github_registration_hourly),
+                    sharing,
+                ))
+            });
+            // The deployment's scaler in what the model measures (the pace, the
+            // jitter); breakers and re-runs play no part in a burst.
+            let capabilities = ScalerCapabilities {
+                registration_pace,
+                jitter: world.cloud.jitter(),
+                ..ScalerCapabilities::none()
+            };
+            Arc::new(Scaler::new(ports, capabilities))
         })
         .collect()
 }
@@ -294,15 +299,20 @@ async fn reaper_schedule(world: Arc<World>, redeliver: tokio::sync::mpsc::Unboun
         redeliver,
         tally: world.flood.clone(),
     };
-    let reaper = Reaper::new(
-        world.config.clone(),
-        world.store_for(Caller::Reaper),
-        world.fleet_for(Caller::Reaper),
-        world.forge_for(Caller::Reaper),
-        world.jit_store_for(Caller::Reaper),
-        world.queue_for(Caller::Reaper),
-    )
-    .with_deliveries(Arc::new(deliveries));
+    let ports = ReaperPorts {
+        config: world.config.clone(),
+        store: world.store_for(Caller::Reaper),
+        fleet: world.fleet_for(Caller::Reaper),
+        forge: world.forge_for(Caller::Reaper),
+        jit_store: world.jit_store_for(Caller::Reaper),
+        queue: world.queue_for(Caller::Reaper),
+    };
+    // One long-lived reaper, so no lease to take; the sweep is what a flood tests.
+    let capabilities = ReaperCapabilities {
+        deliveries: Some(Arc::new(deliveries)),
+        ..ReaperCapabilities::none()
+    };
+    let reaper = Reaper::new(ports, capabilities);
     loop {
         tokio::time::sleep(REAPER_EVERY).await;
         let Ok(_permit) = world.account.try_acquire() else {

@@ -301,6 +301,7 @@ impl World {
             self.config.clone(),
             secrets,
             self.queue_for(Caller::Webhook),
+            ephemera_core::handlers::webhook::WebhookCapabilities::none(),
         )
     }
 

@@ -3,8 +3,11 @@
 
 use ephemera_aws::lambda::{cold_start, init_tracing, metrics, LambdaEnv, WEBHOOK_VARS};
 use ephemera_aws::reload::{Reloading, Sources};
-use ephemera_core::handlers::webhook::{WebhookHandler, WebhookRequest, WebhookResponse};
+use ephemera_core::handlers::webhook::{
+    WebhookCapabilities, WebhookHandler, WebhookRequest, WebhookResponse,
+};
 use ephemera_core::screen::Rejection;
+use ephemera_core::unrouted::UnroutedJobs;
 use lambda_http::{service_fn, Body, Error, Request, Response};
 use std::sync::Arc;
 
@@ -27,13 +30,13 @@ async fn start() -> anyhow::Result<Reloading<WebhookHandler>> {
 /// `EPHEMERA_TABLE` set (template.yaml sets it), jobs no pool takes are recorded there
 /// for `ephemera jobs list --status unrouted`.
 fn build(env: &LambdaEnv, sources: &Sources) -> anyhow::Result<WebhookHandler> {
+    let capabilities = WebhookCapabilities {
+        metrics: metrics(&sources.config),
+        unrouted: (env.unrouted_jobs()).map(|jobs| Arc::new(jobs) as Arc<dyn UnroutedJobs>),
+    };
+    let (config, secrets) = (sources.config.clone(), sources.webhook_secrets()?);
     let queue = Arc::new(env.queue()?);
-    let handler = WebhookHandler::new(sources.config.clone(), sources.webhook_secrets()?, queue)
-        .with_metrics(metrics(&sources.config));
-    Ok(match env.unrouted_jobs() {
-        Some(unrouted) => handler.with_unrouted(Arc::new(unrouted)),
-        None => handler,
-    })
+    Ok(WebhookHandler::new(config, secrets, queue, capabilities))
 }
 
 async fn handle(

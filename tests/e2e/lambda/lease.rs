@@ -1,9 +1,11 @@
-//! One reaper at a time, on moto: two runs started together race for the lease item;
-//! one does the work, the other does nothing, and the lease is free again afterwards.
+//! One reaper at a time, on moto: two reapers assembled as the deployment's are (the
+//! Lambda function's and `ephemera local`'s, `ephemera_aws::assembly`) race for the
+//! lease item when started together; one does the work, the other does nothing, and
+//! the lease is free again afterwards. A deployment reaper assembled without its lease
+//! fails this test.
 
-use ephemera_core::handlers::reaper::Reaper;
+use ephemera_aws::assembly::WebhookApp;
 use ephemera_tests::pipeline::{Pipeline, PipelineOptions};
-use std::sync::Arc;
 use std::time::Duration;
 use time::OffsetDateTime;
 use tokio::time::Instant;
@@ -17,15 +19,8 @@ async fn of_two_reapers_started_together_only_one_works() -> anyhow::Result<()> 
     })
     .await?;
     let reaper = || {
-        Reaper::new(
-            p.config.clone(),
-            p.store.clone(),
-            p.fleet.clone(),
-            p.reaper_forge.clone(),
-            Arc::new(p.jit_configs()),
-            p.queue.clone(),
-        )
-        .with_lease(p.store.clone())
+        let webhook_app = WebhookApp::of(p.reaper_forge.clone());
+        p.deployment().reaper(p.reaper_forge.clone(), webhook_app)
     };
     let (first, second) = (reaper(), reaper());
     let now = OffsetDateTime::now_utc();

@@ -21,7 +21,7 @@ fn crashing_scaler(p: &Pipeline, switch: &Arc<CrashSwitch>) -> Arc<Scaler> {
     let forge: Arc<dyn Forge> = p.scaler_forge.clone();
     let jit_store: Arc<dyn JitConfigStore> = Arc::new(p.jit_configs());
     let queue: Arc<dyn JobQueue> = p.queue.clone();
-    Arc::new(Scaler::new(
+    Arc::new(Scaler::bare(
         p.config.clone(),
         Intercept::new(store, switch),
         Intercept::new(launcher, switch),

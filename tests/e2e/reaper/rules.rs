@@ -126,7 +126,7 @@ async fn error_after_launch_and_registration_is_cleaned_in_one_run() -> anyhow::
     lose_webhooks(&p)?;
     let forge = Arc::new(FaultyForge::new(p.scaler_forge.clone()));
     let jit_store = Arc::new(p.jit_configs());
-    let scaler = Arc::new(Scaler::new(
+    let scaler = Arc::new(Scaler::bare(
         p.config.clone(),
         p.store.clone(),
         p.fleet.clone(),

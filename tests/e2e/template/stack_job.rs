@@ -273,14 +273,19 @@ async fn a_job_runs_on_the_stack_template_yaml_creates() -> anyhow::Result<()> {
         current: read_secret(&secrets_manager, hook_id).await?,
         previous: None,
     };
-    let handler = Arc::new(WebhookHandler::new(config.clone(), secrets, queue.clone()));
+    let handler = Arc::new(WebhookHandler::new(
+        config.clone(),
+        secrets,
+        queue.clone(),
+        ephemera_core::handlers::webhook::WebhookCapabilities::none(),
+    ));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let webhook_url = format!("http://{}/webhook", listener.local_addr()?);
     let mut tasks = tokio::task::JoinSet::new();
     let router = ephemera_cli::cmd::local::webhook_router(handler);
     tasks.spawn(async move { Ok::<_, anyhow::Error>(axum::serve(listener, router).await?) });
     sim.set_webhook_url(&webhook_url);
-    let scaler = Arc::new(Scaler::new(
+    let scaler = Arc::new(Scaler::bare(
         config.clone(),
         store.clone(),
         fleet.clone(),
@@ -289,7 +294,7 @@ async fn a_job_runs_on_the_stack_template_yaml_creates() -> anyhow::Result<()> {
         queue.clone(),
     ));
     tasks.spawn(ephemera_cli::cmd::local::drain_queue(scaler, queue.clone()));
-    let reaper = Arc::new(Reaper::new(
+    let reaper = Arc::new(Reaper::bare(
         config.clone(),
         store.clone(),
         fleet.clone(),

@@ -56,14 +56,23 @@ impl World {
     }
 
     pub fn scaler(&self) -> Arc<crate::handlers::scaler::Scaler> {
-        Arc::new(crate::handlers::scaler::Scaler::new(
-            self.config.clone(),
-            self.store.clone(),
-            self.fleet.clone(),
-            self.forge.clone(),
-            self.jit_store.clone(),
-            self.queue.clone(),
-        ))
+        self.scaler_with(crate::handlers::scaler::ScalerCapabilities::none())
+    }
+
+    /// The scaler of these fakes with `capabilities`.
+    pub fn scaler_with(
+        &self,
+        capabilities: crate::handlers::scaler::ScalerCapabilities,
+    ) -> Arc<crate::handlers::scaler::Scaler> {
+        let ports = crate::handlers::scaler::ScalerPorts {
+            config: self.config.clone(),
+            store: self.store.clone(),
+            launcher: self.fleet.clone(),
+            forge: self.forge.clone(),
+            jit_store: self.jit_store.clone(),
+            queue: self.queue.clone(),
+        };
+        Arc::new(crate::handlers::scaler::Scaler::new(ports, capabilities))
     }
 
     /// A runner the scaler launched for `job`: `running`, registered on GitHub, not yet
@@ -81,7 +90,7 @@ impl World {
     }
 
     pub fn reaper(&self) -> crate::handlers::reaper::Reaper {
-        crate::handlers::reaper::Reaper::new(
+        crate::handlers::reaper::Reaper::bare(
             self.config.clone(),
             self.store.clone(),
             self.fleet.clone(),

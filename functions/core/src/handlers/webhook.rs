@@ -86,32 +86,42 @@ pub struct WebhookHandler {
     unrouted: Option<Arc<dyn UnroutedJobs>>,
 }
 
+/// What a webhook handler does besides verifying and enqueueing; each a field, so that
+/// no assembly leaves one out unnoticed.
+#[derive(Clone)]
+pub struct WebhookCapabilities {
+    /// Where `JobsQueued` is counted; flushed after every delivery.
+    pub metrics: Metrics,
+    /// Where jobs no pool takes are recorded for `ephemera jobs list --status
+    /// unrouted`. None: the log line and the metric only.
+    pub unrouted: Option<Arc<dyn UnroutedJobs>>,
+}
+
+impl WebhookCapabilities {
+    /// No metrics, no record of unrouted jobs; for tests.
+    pub fn none() -> WebhookCapabilities {
+        WebhookCapabilities {
+            metrics: Metrics::disabled(),
+            unrouted: None,
+        }
+    }
+}
+
 impl WebhookHandler {
+    /// The one assembly of a webhook handler.
     pub fn new(
         config: Arc<Config>,
         secrets: WebhookSecrets,
         queue: Arc<dyn JobQueue>,
+        capabilities: WebhookCapabilities,
     ) -> WebhookHandler {
         WebhookHandler {
             config,
             secrets,
             queue,
-            metrics: Metrics::disabled(),
-            unrouted: None,
+            metrics: capabilities.metrics,
+            unrouted: capabilities.unrouted,
         }
-    }
-
-    /// Where jobs no pool takes are recorded for `ephemera jobs list --status unrouted`
-    /// (nowhere by default: the log line and the metric only).
-    pub fn with_unrouted(mut self, unrouted: Arc<dyn UnroutedJobs>) -> WebhookHandler {
-        self.unrouted = Some(unrouted);
-        self
-    }
-
-    /// Where `JobsQueued` is counted; flushed after every delivery.
-    pub fn with_metrics(mut self, metrics: Metrics) -> WebhookHandler {
-        self.metrics = metrics;
-        self
     }
 
     /// The answer to a request its headers (and its length) refuse, counted; `None` for

@@ -18,7 +18,11 @@ fn counted_handler(queue: Arc<MemoryQueue>) -> (WebhookHandler, Captured) {
         previous: None,
     };
     let (metrics, captured) = Metrics::capture("eph");
-    let handler = WebhookHandler::new(config(5), secrets, queue).with_metrics(metrics);
+    let capabilities = WebhookCapabilities {
+        metrics,
+        unrouted: None,
+    };
+    let handler = WebhookHandler::new(config(5), secrets, queue, capabilities);
     (handler, captured)
 }
 

@@ -7,11 +7,15 @@ use secrecy::SecretString;
 const BODY: &[u8] = include_bytes!("../../fixtures/workflow_job_queued.json");
 
 fn handler(queue: Arc<MemoryQueue>) -> WebhookHandler {
+    handler_with(queue, WebhookCapabilities::none())
+}
+
+fn handler_with(queue: Arc<MemoryQueue>, capabilities: WebhookCapabilities) -> WebhookHandler {
     let secrets = WebhookSecrets {
         current: SecretString::from("current"),
         previous: Some(SecretString::from("previous")),
     };
-    WebhookHandler::new(config(5), secrets, queue)
+    WebhookHandler::new(config(5), secrets, queue, capabilities)
 }
 
 async fn deliver(
@@ -149,7 +153,11 @@ async fn unreadable_body_is_400_and_queue_failure_is_503() {
 async fn a_queued_job_no_pool_takes_is_counted_by_repository() {
     let queue = Arc::new(MemoryQueue::new());
     let (metrics, captured) = Metrics::capture("eph");
-    let handler = handler(queue.clone()).with_metrics(metrics);
+    let capabilities = WebhookCapabilities {
+        metrics,
+        unrouted: None,
+    };
+    let handler = handler_with(queue.clone(), capabilities);
     let typo = String::from_utf8_lossy(BODY).replace("\"linux\"", "\"linx\"");
     let signature = signature_header(b"current", typo.as_bytes());
     let request = WebhookRequest {
@@ -180,10 +188,15 @@ async fn a_queued_job_no_pool_takes_is_counted_by_repository() {
 
 #[tokio::test]
 async fn a_queued_job_no_pool_takes_is_recorded_for_the_operator() {
-    use crate::unrouted::{MemoryUnroutedJobs, UnroutedJobs};
+    use crate::memory::MemoryUnroutedJobs;
+    use crate::unrouted::UnroutedJobs;
     let queue = Arc::new(MemoryQueue::new());
     let unrouted = Arc::new(MemoryUnroutedJobs::new());
-    let handler = handler(queue.clone()).with_unrouted(unrouted.clone());
+    let capabilities = WebhookCapabilities {
+        metrics: Metrics::disabled(),
+        unrouted: Some(unrouted.clone()),
+    };
+    let handler = handler_with(queue.clone(), capabilities);
     let typo = String::from_utf8_lossy(BODY).replace("\"linux\"", "\"linx\"");
     let signature = signature_header(b"current", typo.as_bytes());
     let request = WebhookRequest {

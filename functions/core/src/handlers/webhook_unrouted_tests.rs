@@ -4,8 +4,8 @@
 use super::*;
 use crate::handlers::test_support::{config_with, now};
 use crate::memory::MemoryQueue;
+use crate::memory::MemoryUnroutedJobs;
 use crate::metrics::Captured;
-use crate::unrouted::MemoryUnroutedJobs;
 use crate::webhook::signature_header;
 use secrecy::SecretString;
 
@@ -30,9 +30,11 @@ fn harness() -> Harness {
     let queue = Arc::new(MemoryQueue::new());
     let unrouted = Arc::new(MemoryUnroutedJobs::new());
     let (metrics, captured) = Metrics::capture("eph");
-    let handler = WebhookHandler::new(config, secrets, queue.clone())
-        .with_unrouted(unrouted.clone())
-        .with_metrics(metrics);
+    let capabilities = WebhookCapabilities {
+        metrics,
+        unrouted: Some(unrouted.clone()),
+    };
+    let handler = WebhookHandler::new(config, secrets, queue.clone(), capabilities);
     Harness {
         handler,
         queue,

@@ -1,4 +1,6 @@
-//! In-memory implementations of every port, for the handlers' unit tests.
+//! In-memory implementations of every port, for the handlers' unit tests, the model and
+//! the end-to-end tests; compiled only with the `fakes` feature (and in core's own
+//! tests), so that no Lambda binary carries them.
 //!
 //! Each fake keeps the contract written on its port's methods (conditional, idempotent,
 //! atomic) and behaves as its real adapter does, so a handler test exercises the same
@@ -20,11 +22,13 @@ mod fleet;
 mod forge;
 mod intercept;
 mod jit_store;
+mod leases;
 mod prices;
 mod queue;
 mod reruns;
 mod store;
 mod tokens;
+mod unrouted;
 
 pub use breaker::MemorySpotBreakers;
 pub use deliveries::MemoryDeliveries;
@@ -32,11 +36,13 @@ pub use fleet::{FakeFleet, FleetFailure};
 pub use forge::{FakeForge, ForgeCalls, ForgeFailure};
 pub use intercept::{Arg, Call, Conflicted, CrashSwitch, Hook, Intercept, IntoArg, Refusal};
 pub use jit_store::MemoryJitStore;
+pub use leases::MemoryLeases;
 pub use prices::{FakePriceList, MemoryPriceBook};
 pub use queue::MemoryQueue;
 pub use reruns::{FakeWorkflowRuns, MemoryReruns};
 pub use store::{MemoryStore, StoreOp};
 pub use tokens::{MemoryTokenShelf, ShelfCalls};
+pub use unrouted::MemoryUnroutedJobs;
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 

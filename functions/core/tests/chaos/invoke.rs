@@ -8,7 +8,7 @@ use crate::gate::Gate;
 use crate::queue::Stored;
 use crate::world::World;
 use ephemera_core::handlers::reaper::{Reaper, Reruns};
-use ephemera_core::handlers::scaler::{BatchItem, Scaler};
+use ephemera_core::handlers::scaler::{BatchItem, Scaler, ScalerCapabilities, ScalerPorts};
 use ephemera_core::memory::CrashSwitch;
 use std::future::Future;
 use std::pin::Pin;
@@ -75,17 +75,20 @@ fn scaler(
 ) -> Running {
     let switch = armed(crash_after);
     let gate = Gate::new(world, &switch);
-    let scaler = Arc::new(
-        Scaler::new(
-            world.config.clone(),
-            gate.store,
-            gate.fleet,
-            gate.forge,
-            gate.jit_store,
-            gate.queue,
-        )
-        .with_reruns(gate.reruns),
-    );
+    let scaler = Arc::new(Scaler::new(
+        ScalerPorts {
+            config: world.config.clone(),
+            store: gate.store,
+            launcher: gate.fleet,
+            forge: gate.forge,
+            jit_store: gate.jit_store,
+            queue: gate.queue,
+        },
+        ScalerCapabilities {
+            reruns: Some(gate.reruns),
+            ..ScalerCapabilities::none()
+        },
+    ));
     let items: Vec<BatchItem> = received
         .iter()
         .map(|stored| BatchItem {
@@ -133,7 +136,7 @@ impl ReaperHandle {
     pub fn new(world: &Arc<World>) -> ReaperHandle {
         let switch = CrashSwitch::new();
         let gate = Gate::new(world, &switch);
-        let reaper = Reaper::new(
+        let reaper = Reaper::bare(
             world.config.clone(),
             gate.store,
             gate.fleet,

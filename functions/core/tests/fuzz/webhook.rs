@@ -37,7 +37,12 @@ fn deliver(runtime: &tokio::runtime::Runtime, delivery: &Delivery) {
         current: SecretString::from(String::from_utf8_lossy(SECRET).into_owned()),
         previous: None,
     };
-    let handler = WebhookHandler::new(config.clone(), secrets, queue.clone());
+    let handler = WebhookHandler::new(
+        config.clone(),
+        secrets,
+        queue.clone(),
+        ephemera_core::handlers::webhook::WebhookCapabilities::none(),
+    );
     let signature = match &delivery.signature {
         Ok(()) => Some(signature_header(SECRET, &delivery.body)),
         Err(header) => header.clone(),

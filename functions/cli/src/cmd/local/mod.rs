@@ -1,6 +1,8 @@
 //! `ephemera local`: the three handlers in one process — an HTTP listener for webhooks,
 //! a long-poll loop that drains the queue into the scaler, and the reaper on a timer —
-//! wired to the same adapters the Lambda functions use.
+//! wired to the same adapters the Lambda functions use, and the scaler and the reaper
+//! assembled as theirs are (`ephemera_aws::assembly`: registration pace, reaper lease,
+//! breakers, re-runs, prices).
 //!
 //! Layout: this module is the command (its options and the wiring of the parts);
 //! [`inputs`] checks and reads what the chosen parts need (the webhook secret, the App
@@ -16,16 +18,19 @@ pub use loops::{drain_queue, reap_every, webhook_router};
 
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
+use ephemera_aws::assembly::{Deployment, WebhookApp};
 use ephemera_aws::breaker::DynamoSpotBreakers;
+use ephemera_aws::reruns::DynamoReruns;
 use ephemera_aws::token_shelf::DynamoTokenShelf;
 use ephemera_aws::{
-    AwsSettings, DynamoJitConfigs, DynamoRunnerStore, DynamoUnroutedJobs, Ec2Fleet, SqsJobQueue,
+    AwsPriceList, AwsSettings, DynamoJitConfigs, DynamoPriceBook, DynamoRunnerStore,
+    DynamoUnroutedJobs, Ec2Fleet, SqsJobQueue,
 };
 use ephemera_core::config::{ranges, Config};
-use ephemera_core::handlers::reaper::{Reaper, Reruns};
-use ephemera_core::handlers::scaler::Scaler;
-use ephemera_core::handlers::webhook::WebhookHandler;
+use ephemera_core::handlers::reaper::Pricing;
+use ephemera_core::handlers::webhook::{WebhookCapabilities, WebhookHandler};
 use ephemera_core::metrics::Metrics;
+use ephemera_core::pace::{AppPaces, GITHUB_REGISTRATIONS_PER_MINUTE};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -167,14 +172,17 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
     let mut tasks = JoinSet::new();
     if parts.contains(&Part::Webhook) {
         let secrets = webhook_secrets_from_env()?;
-        let handler = Arc::new(
-            WebhookHandler::new(config.clone(), secrets, queue.clone())
-                .with_metrics(metrics.clone())
-                .with_unrouted(Arc::new(DynamoUnroutedJobs::new(
-                    aws_sdk_dynamodb::Client::new(&sdk),
-                    table.clone(),
-                ))),
-        );
+        let unrouted = DynamoUnroutedJobs::new(aws_sdk_dynamodb::Client::new(&sdk), table.clone());
+        let capabilities = WebhookCapabilities {
+            metrics: metrics.clone(),
+            unrouted: Some(Arc::new(unrouted)),
+        };
+        let handler = Arc::new(WebhookHandler::new(
+            config.clone(),
+            secrets,
+            queue.clone(),
+            capabilities,
+        ));
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;
@@ -183,72 +191,47 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
         tasks.spawn(async move { axum::serve(listener, app).await.context("webhook listener") });
     }
     if parts.contains(&Part::Scaler) || parts.contains(&Part::Reaper) {
-        let shelf = DynamoTokenShelf::new(aws_sdk_dynamodb::Client::new(&sdk), &table);
-        let breakers = Arc::new(DynamoSpotBreakers::new(
-            aws_sdk_dynamodb::Client::new(&sdk),
-            &table,
-        ));
-        let reruns = Arc::new(ephemera_aws::reruns::DynamoReruns::new(
-            aws_sdk_dynamodb::Client::new(&sdk),
-            &table,
-        ));
+        let dynamodb = || aws_sdk_dynamodb::Client::new(&sdk);
+        let shelf = DynamoTokenShelf::new(dynamodb(), &table);
         let apps = github_apps(&config, &args, &sdk, Arc::new(shelf), &metrics).await?;
-        // The redelivery sweep is the webhook App's (the first).
-        let webhook_app = apps[0].clone();
-        let forge = ephemera_github::forge_over(apps, ephemera_github::unshared_pace);
-        let price_book = Arc::new(ephemera_aws::DynamoPriceBook::new(
-            aws_sdk_dynamodb::Client::new(&sdk),
-            table.clone(),
-        ));
-        let store = Arc::new(DynamoRunnerStore::new(
-            aws_sdk_dynamodb::Client::new(&sdk),
-            table,
-        ));
+        let mut jit = DynamoJitConfigs::new(dynamodb(), &names.jit_table);
+        if let Ok(prefix) = std::env::var("EPHEMERA_INSTANCE_ARN_PREFIX") {
+            jit = jit.with_instance_arn_prefix(prefix);
+        }
         let fleet = Arc::new(Ec2Fleet::new(
             aws_sdk_ec2::Client::new(&sdk),
             &config.deployment,
         ));
-        let mut jit = DynamoJitConfigs::new(aws_sdk_dynamodb::Client::new(&sdk), &names.jit_table);
-        if let Ok(prefix) = std::env::var("EPHEMERA_INSTANCE_ARN_PREFIX") {
-            jit = jit.with_instance_arn_prefix(prefix);
-        }
-        let jit_store = Arc::new(jit);
+        let deployment = Deployment {
+            config: config.clone(),
+            metrics: metrics.clone(),
+            store: Arc::new(DynamoRunnerStore::new(dynamodb(), table.clone())),
+            fleet: fleet.clone(),
+            launcher: fleet,
+            jit_store: Arc::new(jit),
+            queue: queue.clone(),
+            spot_breakers: Arc::new(DynamoSpotBreakers::new(dynamodb(), &table)),
+            reruns: Arc::new(DynamoReruns::new(dynamodb(), &table)),
+            pricing: Pricing {
+                book: Arc::new(DynamoPriceBook::new(dynamodb(), table.clone())),
+                list: Arc::new(AwsPriceList::new(&sdk)),
+            },
+        };
         if parts.contains(&Part::Scaler) {
-            let scaler = Arc::new(
-                Scaler::new(
-                    config.clone(),
-                    store.clone(),
-                    fleet.clone(),
-                    forge.clone(),
-                    jit_store.clone(),
-                    queue.clone(),
-                )
-                .with_metrics(metrics.clone())
-                .with_spot_breakers(breakers.clone())
-                .with_reruns(reruns.clone()),
-            );
+            // One process: each App's whole registration rate is its own.
+            let paces = Arc::new(AppPaces::new(GITHUB_REGISTRATIONS_PER_MINUTE, 1));
+            let (forge, pace) = ephemera_github::paced_forge(apps.clone(), &paces);
+            let scaler = Arc::new(deployment.scaler(forge, pace));
             let queue = queue.clone();
             tasks.spawn(async move { drain_queue(scaler, queue).await });
         }
         if parts.contains(&Part::Reaper) {
-            let reaper = Arc::new(
-                Reaper::new(
-                    config.clone(),
-                    store,
-                    fleet,
-                    forge.clone(),
-                    jit_store,
-                    queue.clone(),
-                )
-                .with_deliveries(webhook_app.clone())
-                .with_reruns(Reruns {
-                    store: reruns,
-                    runs: webhook_app,
-                })
-                .with_spot_breakers(breakers)
-                .with_metrics(metrics.clone())
-                .with_pricing(price_book, Arc::new(ephemera_aws::AwsPriceList::new(&sdk))),
-            );
+            // The redelivery sweep and the re-runs are the webhook App's (the first);
+            // the lease keeps this reaper from working at once with a deployed one on
+            // the same table.
+            let webhook_app = WebhookApp::of(apps[0].clone());
+            let forge = ephemera_github::forge_over(apps, ephemera_github::unshared_pace);
+            let reaper = Arc::new(deployment.reaper(forge, webhook_app));
             let interval = args.reaper_interval;
             tasks.spawn(async move { reap_every(reaper, interval).await });
         }

@@ -24,17 +24,10 @@ fn warning(instance_id: &str) -> InstanceEvent {
 }
 
 fn scaler(world: &World, breakers: &Arc<MemorySpotBreakers>) -> Arc<Scaler> {
-    Arc::new(
-        Scaler::new(
-            world.config.clone(),
-            world.store.clone(),
-            world.fleet.clone(),
-            world.forge.clone(),
-            world.jit_store.clone(),
-            world.queue.clone(),
-        )
-        .with_spot_breakers(breakers.clone()),
-    )
+    world.scaler_with(crate::handlers::scaler::ScalerCapabilities {
+        spot_breakers: Some(breakers.clone()),
+        ..crate::handlers::scaler::ScalerCapabilities::none()
+    })
 }
 
 async fn launch(scaler: &Arc<Scaler>, job: u64, at: OffsetDateTime) -> String {

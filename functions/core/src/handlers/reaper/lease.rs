@@ -46,7 +46,7 @@ impl Reaper {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lease::MemoryLeases;
+    use crate::memory::MemoryLeases;
     use crate::memory::*;
     use std::sync::Arc;
 
@@ -56,7 +56,7 @@ mod tests {
             "deployment: eph\ngithub:\n  app_id: 1\npools:\n  - name: linux\n    labels: [linux]\n    max_runners: 2\n    instance_types: [t3.micro]\n    launch_template: lt\n",
         )
         .expect("test config");
-        Reaper::new(
+        Reaper::bare(
             Arc::new(config),
             Arc::new(MemoryStore::default()),
             Arc::new(FakeFleet::default()),

@@ -22,6 +22,7 @@
 //! Every deletion goes through the graceful path: GitHub's DELETE first, which is itself
 //! the "is it busy?" check (422), so a busy runner keeps its instance.
 
+mod assembly;
 mod counters;
 mod decide;
 mod delete;
@@ -37,6 +38,7 @@ mod reruns;
 mod settle;
 mod warm;
 
+pub use assembly::{ReaperCapabilities, ReaperPorts};
 pub use decide::{
     Cleanup, COUNTER_SETTLE, FORGOTTEN_GRACE, INSTANCE_GRACE, JOB_CHECKS_PER_RUN,
     JOB_CHECK_INTERVAL, JOB_RECHECK, QUEUED_GRACE, WARM_STALL,
@@ -83,7 +85,7 @@ const LIVE: [InstanceStatus; 7] = [
 ];
 
 /// What one run did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ReaperReport {
     /// Runners seen online for the first time.
     pub came_online: usize,
@@ -167,75 +169,6 @@ pub struct Reaper {
 }
 
 impl Reaper {
-    pub fn new(
-        config: Arc<Config>,
-        store: Arc<dyn RunnerStore>,
-        fleet: Arc<dyn Fleet>,
-        forge: Arc<dyn Forge>,
-        jit_store: Arc<dyn JitConfigStore>,
-        queue: Arc<dyn JobQueue>,
-    ) -> Reaper {
-        Reaper {
-            config,
-            store,
-            fleet,
-            forge,
-            jit_store,
-            queue,
-            deliveries: None,
-            metrics: Metrics::disabled(),
-            memory: Arc::default(),
-            lease: None,
-            breakers: None,
-            pricing: None,
-            reruns: None,
-        }
-    }
-
-    /// Counts spot interruptions per pool in `breakers` and opens a pool's spot circuit
-    /// breaker when they spike ([`crate::breaker`]).
-    pub fn with_spot_breakers(
-        mut self,
-        breakers: Arc<dyn crate::breaker::SpotBreakerStore>,
-    ) -> Reaper {
-        self.breakers = Some(breakers);
-        self
-    }
-
-    /// Asks GitHub to re-run, once, each interrupted job recorded in `reruns.store`, once its
-    /// workflow run completed (see [`crate::rerun`]).
-    pub fn with_reruns(mut self, reruns: Reruns) -> Reaper {
-        self.reruns = Some(reruns);
-        self
-    }
-
-    /// Sweeps the App's webhook deliveries every run and asks GitHub to redeliver the
-    /// failed `workflow_job` ones (see [`redeliver`]).
-    pub fn with_deliveries(mut self, deliveries: Arc<dyn HookDeliveries>) -> Reaper {
-        self.deliveries = Some(deliveries);
-        self
-    }
-
-    /// Where deletions, deferrals, orphans, re-queued jobs and the runners-by-status
-    /// gauge are recorded; flushed at the end of every run.
-    pub fn with_metrics(mut self, metrics: Metrics) -> Reaper {
-        self.metrics = metrics;
-        self
-    }
-
-    /// Prices every deleted runner's instance from the prices cached in `book`, read
-    /// from `list` at most daily (see [`prices`]).
-    pub fn with_pricing(mut self, book: Arc<dyn PriceBook>, list: Arc<dyn PriceList>) -> Reaper {
-        self.pricing = Some(Pricing { book, list });
-        self
-    }
-
-    /// Runs only while holding the reaper lease in `leases` (one reaper at a time).
-    pub fn with_lease(mut self, leases: Arc<dyn crate::lease::Leases>) -> Reaper {
-        self.lease = Some(leases);
-        self
-    }
-
     /// One run at `now`; starts no new work after `deadline`.
     pub async fn run(
         &self,

@@ -36,8 +36,11 @@ impl Rig {
     }
 
     fn scaler(&self) -> Arc<Scaler> {
-        let scaler = Arc::into_inner(self.world.scaler()).expect("one owner");
-        Arc::new(scaler.with_reruns(self.reruns.clone()))
+        self.world
+            .scaler_with(crate::handlers::scaler::ScalerCapabilities {
+                reruns: Some(self.reruns.clone()),
+                ..crate::handlers::scaler::ScalerCapabilities::none()
+            })
     }
 
     fn reaper(&self) -> Reaper {

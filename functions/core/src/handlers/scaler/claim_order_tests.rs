@@ -35,7 +35,7 @@ async fn the_claims_of_a_batch_never_hold_the_pool_item_at_once() {
     let world = World::new(20);
     let counter = Arc::new(OverlapCounter::default());
     let store = Intercept::new(world.store.clone(), &counter);
-    let scaler = Arc::new(Scaler::new(
+    let scaler = Arc::new(Scaler::bare(
         world.config.clone(),
         store.clone(),
         world.fleet.clone(),

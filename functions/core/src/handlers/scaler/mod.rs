@@ -26,6 +26,7 @@
 //! crash leaves a record the reaper can clean from. A record another delivery is working
 //! on (`creating`, touched within [`CREATE_LEASE`]) is left to it.
 
+mod assembly;
 mod batch;
 mod bind;
 mod claim;
@@ -36,6 +37,7 @@ mod prepare;
 mod register;
 mod rerun;
 mod wait;
+pub use assembly::{ScalerCapabilities, ScalerPorts};
 pub use jitter::{Jitter, ThreadJitter};
 pub use launch::fleet_request;
 pub use wait::{CAPACITY_RETRY, PACE_WAIT};
@@ -149,77 +151,6 @@ pub struct Scaler {
 }
 
 impl Scaler {
-    pub fn new(
-        config: Arc<Config>,
-        store: Arc<dyn RunnerStore>,
-        launcher: Arc<dyn Launcher>,
-        forge: Arc<dyn Forge>,
-        jit_store: Arc<dyn JitConfigStore>,
-        queue: Arc<dyn JobQueue>,
-    ) -> Scaler {
-        Scaler {
-            config,
-            store,
-            launcher,
-            forge,
-            jit_store,
-            queue,
-            capacity_retry: CAPACITY_RETRY,
-            pace: None,
-            jitter: Arc::new(ThreadJitter),
-            claim_turn: tokio::sync::Mutex::new(()),
-            metrics: Metrics::disabled(),
-            breakers: None,
-            reruns: None,
-        }
-    }
-
-    /// Reads a pool's spot circuit breaker before each spot launch and launches
-    /// on-demand while it is open ([`crate::breaker`]).
-    pub fn with_spot_breakers(
-        mut self,
-        breakers: Arc<dyn crate::breaker::SpotBreakerStore>,
-    ) -> Scaler {
-        self.breakers = Some(breakers);
-        self
-    }
-
-    /// Records the re-run of a job its spot runner's interruption failed, and launches
-    /// the re-run on-demand ([`crate::rerun`]).
-    pub fn with_reruns(mut self, reruns: Arc<dyn crate::rerun::RerunStore>) -> Scaler {
-        self.reruns = Some(reruns);
-        self
-    }
-
-    /// Where launches, failures, fallbacks and deferrals are counted; flushed after
-    /// every batch.
-    pub fn with_metrics(mut self, metrics: Metrics) -> Scaler {
-        self.metrics = metrics;
-        self
-    }
-
-    /// How long a job over capacity waits before it is tried again.
-    pub fn with_capacity_retry(mut self, delay: Duration) -> Scaler {
-        self.capacity_retry = delay;
-        self
-    }
-
-    /// Paces GitHub registrations: a queued job is launched for only once its
-    /// registration is due (see [`RegistrationPace`]), and a throttled registration gives
-    /// its slot back and pauses the pace (its instance is reaped), so that the job waits
-    /// in the queue, not on a launched instance, and is never dead-lettered for waiting.
-    pub fn with_registration_pace(mut self, pace: Arc<RegistrationPace>) -> Scaler {
-        self.pace = Some(pace);
-        self
-    }
-
-    /// Where retry waits, requeue delays and runner names draw their randomness (the
-    /// thread's RNG unless set).
-    pub fn with_jitter(mut self, jitter: Arc<dyn Jitter>) -> Scaler {
-        self.jitter = jitter;
-        self
-    }
-
     /// Handles a batch; a bad body or a panic fails that message only. Returns the ids
     /// of the messages that failed (to be retried by the queue).
     pub async fn handle_batch(

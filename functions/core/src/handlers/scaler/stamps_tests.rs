@@ -14,8 +14,10 @@ use time::Duration;
 async fn a_job_through_the_scaler_is_stamped_at_every_stage_it_learns() {
     let world = World::new(5);
     let (metrics, captured) = Metrics::capture("eph");
-    let scaler = std::sync::Arc::into_inner(world.scaler()).expect("one handle");
-    let scaler = std::sync::Arc::new(scaler.with_metrics(metrics.clone()));
+    let scaler = world.scaler_with(ScalerCapabilities {
+        metrics: metrics.clone(),
+        ..ScalerCapabilities::none()
+    });
     let created = now() - Duration::seconds(3);
     let started = now() + Duration::seconds(20);
     let completed = now() + Duration::seconds(50);

@@ -58,17 +58,10 @@ async fn deferred_job_of_a_full_pool_is_dropped_once_the_table_knows_it_is_over(
 
 fn paced(world: &World, per_second: f64, burst: f64) -> Arc<Scaler> {
     let pace = Arc::new(RegistrationPace::new(per_second, burst));
-    Arc::new(
-        Scaler::new(
-            world.config.clone(),
-            world.store.clone(),
-            world.fleet.clone(),
-            world.forge.clone(),
-            world.jit_store.clone(),
-            world.queue.clone(),
-        )
-        .with_registration_pace(pace),
-    )
+    world.scaler_with(ScalerCapabilities {
+        registration_pace: Some(pace),
+        ..ScalerCapabilities::none()
+    })
 }
 
 #[tokio::test(start_paused = true)]
