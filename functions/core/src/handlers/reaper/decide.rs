@@ -4,12 +4,17 @@
 //! many slots each pool's live records hold, and how many warm runners each pool lacks.
 //! No I/O here; `reconcile`, `orphans` and `warm` act on the answers.
 
+pub use super::cleanup::Cleanup;
+pub use super::sweeps::{
+    orphan_instances, orphan_runners, slots_held, warm_shortfall, WarmShortfall,
+};
+
 use crate::config::{Config, PoolConfig};
 use crate::lifecycle::CREATE_LEASE;
 use crate::lifecycle::{InstanceStatus, RunnerStatus};
 use crate::model::{JobRecord, RunnerRecord};
-use crate::names;
-use crate::ports::{ForgeRunner, Instance, InstanceState};
+
+use crate::ports::{Instance, InstanceState};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 use time::OffsetDateTime;
@@ -38,56 +43,6 @@ pub const COUNTER_SETTLE: Duration = Duration::from_secs(2 * 60);
 /// forward before its creation counts as dead (the scaler stopped retrying it, or its
 /// message was lost): it is cleaned, and a fresh one launched in its place.
 pub const WARM_STALL: Duration = Duration::from_secs(10 * 60);
-
-/// Why a live record is sent to `pending_delete`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Cleanup {
-    /// `never_online`: the runner never came online.
-    BootstrapTimeout,
-    /// `delete_interrupted`: a reaper died in the middle of deleting it.
-    StuckDeleting,
-    /// `creation_failed`: creation failed; what was made is cleaned.
-    CreationFailed,
-    /// `instance_gone`: the `running` record's instance is gone, terminated or stopped.
-    InstanceGone,
-    /// `static_idle`: a static runner idle past `idle_timeout`, above the pool's
-    /// `min_idle`.
-    IdleStatic,
-    /// `ephemeral_idle`: an ephemeral runner idle past `idle_timeout` with no queued job
-    /// left in its pool (its job was cancelled or taken by another runner), above `min_idle`.
-    IdleNoWork,
-    /// `warm_stalled`: a warm runner (no job) whose creation made no progress for
-    /// [`WARM_STALL`].
-    WarmStalled,
-}
-
-impl Cleanup {
-    /// The rule's stable name, in its log lines and the docs.
-    pub fn rule(self) -> &'static str {
-        match self {
-            Cleanup::BootstrapTimeout => "never_online",
-            Cleanup::StuckDeleting => "delete_interrupted",
-            Cleanup::CreationFailed => "creation_failed",
-            Cleanup::InstanceGone => "instance_gone",
-            Cleanup::IdleStatic => "static_idle",
-            Cleanup::IdleNoWork => "ephemeral_idle",
-            Cleanup::WarmStalled => "warm_stalled",
-        }
-    }
-
-    /// The reason written on the record.
-    pub fn reason(self) -> &'static str {
-        match self {
-            Cleanup::BootstrapTimeout => "bootstrap timeout: runner never came online",
-            Cleanup::StuckDeleting => "stuck deleting: retrying",
-            Cleanup::CreationFailed => "creation failed: cleaning up",
-            Cleanup::InstanceGone => "instance gone",
-            Cleanup::IdleStatic => "idle past idle_timeout",
-            Cleanup::IdleNoWork => "idle past idle_timeout with no queued job left",
-            Cleanup::WarmStalled => "warm runner creation stalled",
-        }
-    }
-}
 
 /// What to do with one live record this run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -133,7 +88,7 @@ pub fn bootstrap_started(record: &RunnerRecord) -> OffsetDateTime {
     crate::timeline::jit_stored_at(record).unwrap_or(record.created_at)
 }
 
-fn older_than(at: OffsetDateTime, now: OffsetDateTime, limit: Duration) -> bool {
+pub(super) fn older_than(at: OffsetDateTime, now: OffsetDateTime, limit: Duration) -> bool {
     now - at >= limit
 }
 
@@ -334,7 +289,7 @@ fn idle_static_runners(
 /// Whether the runner is free for any job: it has none, or its own job is no longer
 /// queued (it ended, or another runner took it). A runner whose queued job may still
 /// come to it is spoken for.
-fn unbound(record: &RunnerRecord, queued: &HashSet<u64>) -> bool {
+pub(super) fn unbound(record: &RunnerRecord, queued: &HashSet<u64>) -> bool {
     record.job_id.is_none_or(|job| !queued.contains(&job))
 }
 
@@ -367,110 +322,6 @@ fn kept_warm<'a>(
     kept
 }
 
-/// One pool's warm supply against its `min_idle`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WarmShortfall {
-    pub pool: String,
-    /// Unbound runners idle, or on their way (in creation, or booting).
-    pub ready: u32,
-    /// How many more to launch: `min_idle - ready`.
-    pub missing: u32,
-}
-
-/// The warm pool rule: for each pool with a `min_idle`, its unbound runners that are
-/// idle or on their way (`pending_create`, `creating`, or `running` and not yet online),
-/// leaving out the records sent to be deleted this run (`leaving`); the pools short of
-/// `min_idle`, with how many they lack.
-pub fn warm_shortfall(
-    config: &Config,
-    live: &[RunnerRecord],
-    queued_jobs: &[JobRecord],
-    leaving: &HashSet<&str>,
-) -> Vec<WarmShortfall> {
-    let queued: HashSet<u64> = queued_jobs.iter().map(|j| j.job_id).collect();
-    let mut ready: HashMap<&str, u32> = HashMap::new();
-    for record in live {
-        use InstanceStatus::*;
-        let warm = matches!(
-            (record.status, record.runner_status),
-            (Running, RunnerStatus::Idle | RunnerStatus::Pending) | (PendingCreate | Creating, _)
-        );
-        if warm && unbound(record, &queued) && !leaving.contains(record.name.as_str()) {
-            *ready.entry(record.pool.as_str()).or_default() += 1;
-        }
-    }
-    config
-        .pools
-        .iter()
-        .filter(|pool| pool.min_idle > 0)
-        .filter_map(|pool| {
-            let ready = ready.get(pool.name.as_str()).copied().unwrap_or(0);
-            let missing = pool.min_idle.saturating_sub(ready);
-            (missing > 0).then(|| WarmShortfall {
-                pool: pool.name.clone(),
-                ready,
-                missing,
-            })
-        })
-        .collect()
-}
-
-/// `orphan_instance`: instances of this deployment that no live record claims, launched more than
-/// `grace` ago (`reaper.orphan_grace`: the scaler records the instance id right after
-/// the launch call returns, so anything older lost its record) and not already on their
-/// way out. (Candidates: the reaper acts
-/// only on those seen twice, so a record caught between two index partitions is never
-/// taken for missing.)
-pub fn orphan_instances(
-    instances: &[Instance],
-    live: &[RunnerRecord],
-    now: OffsetDateTime,
-    grace: Duration,
-) -> Vec<String> {
-    let claimed: HashSet<&str> = live
-        .iter()
-        .filter_map(|r| r.instance_id.as_deref())
-        .collect();
-    instances
-        .iter()
-        .filter(|i| {
-            !matches!(
-                i.state,
-                InstanceState::Terminated | InstanceState::ShuttingDown
-            )
-        })
-        .filter(|i| !claimed.contains(i.id.as_str()))
-        .filter(|i| i.launched_at.is_some_and(|at| older_than(at, now, grace)))
-        .map(|i| i.id.clone())
-        .collect()
-}
-
-/// `orphan_github_runner`: GitHub runners named for this deployment, offline, that no live record
-/// names. (The reaper reads each record again, consistently, before removing one.)
-pub fn orphan_runners<'a>(
-    deployment: &str,
-    listed: &'a [ForgeRunner],
-    live: &[RunnerRecord],
-) -> Vec<&'a ForgeRunner> {
-    let named: HashSet<&str> = live.iter().map(|r| r.name.as_str()).collect();
-    listed
-        .iter()
-        .filter(|r| names::is_ours(deployment, &r.name))
-        .filter(|r| !r.online && !named.contains(r.name.as_str()))
-        .collect()
-}
-
-/// `slot_drift`: the slots the live records of each pool hold (every configured pool
-/// appears, at zero if it has none).
-pub fn slots_held(config: &Config, live: &[RunnerRecord]) -> BTreeMap<String, u32> {
-    let mut held: BTreeMap<String, u32> =
-        config.pools.iter().map(|p| (p.name.clone(), 0)).collect();
-    for record in live.iter().filter(|r| r.slot_held && r.status.is_live()) {
-        *held.entry(record.pool.clone()).or_default() += 1;
-    }
-    held
-}
-
 #[cfg(test)]
 #[path = "decide_tests.rs"]
-mod tests;
+pub(super) mod tests;

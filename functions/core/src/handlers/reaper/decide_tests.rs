@@ -4,11 +4,15 @@ use super::*;
 use crate::handlers::test_support::{config, config_with, now, POOL};
 use crate::model::HistoryEntry;
 
-fn minutes(n: u64) -> Duration {
+pub(crate) fn minutes(n: u64) -> Duration {
     Duration::from_secs(60 * n)
 }
 
-fn record(name: &str, status: InstanceStatus, runner_status: RunnerStatus) -> RunnerRecord {
+pub(crate) fn record(
+    name: &str,
+    status: InstanceStatus,
+    runner_status: RunnerStatus,
+) -> RunnerRecord {
     let mut record = RunnerRecord::new(name.to_owned(), POOL.to_owned(), now());
     record.status = status;
     record.runner_status = runner_status;
@@ -16,7 +20,7 @@ fn record(name: &str, status: InstanceStatus, runner_status: RunnerStatus) -> Ru
     record
 }
 
-fn alive(id: &str) -> Instance {
+pub(crate) fn alive(id: &str) -> Instance {
     Instance {
         id: id.to_owned(),
         state: InstanceState::Running,
@@ -195,78 +199,7 @@ fn min_idle_keeps_the_most_recently_idle_static_runners() {
     assert_eq!(names, ["eph-linux-0", "eph-linux-1"]);
 }
 
-#[test]
-fn orphan_instances_exclude_claimed_young_and_dying_ones() {
-    let live = vec![record(
-        "eph-linux-a",
-        InstanceStatus::Running,
-        RunnerStatus::Idle,
-    )];
-    let mut young = alive("i-young");
-    young.launched_at = Some(now());
-    let mut dying = alive("i-dying");
-    dying.state = InstanceState::ShuttingDown;
-    let mut unknown_age = alive("i-unknown-age");
-    unknown_age.launched_at = None;
-    let instances = [
-        alive("i-eph-linux-a"),
-        alive("i-lost"),
-        young,
-        dying,
-        unknown_age,
-    ];
-    assert_eq!(
-        orphan_instances(&instances, &live, now() + minutes(5), minutes(10)),
-        ["i-lost"]
-    );
-}
-
-#[test]
-fn orphan_runners_are_ours_offline_and_unnamed_by_any_record() {
-    let live = vec![record(
-        "eph-linux-live",
-        InstanceStatus::Running,
-        RunnerStatus::Idle,
-    )];
-    let runner = |name: &str, online| ForgeRunner {
-        id: 1,
-        name: name.to_owned(),
-        online,
-        busy: false,
-    };
-    let listed = [
-        runner("eph-linux-live", false),
-        runner("eph-linux-gone", false),
-        runner("eph-linux-up", true),
-        runner("theirs-linux-x", false),
-    ];
-    let orphans: Vec<&str> = orphan_runners("eph", &listed, &live)
-        .into_iter()
-        .map(|r| r.name.as_str())
-        .collect();
-    assert_eq!(orphans, ["eph-linux-gone"]);
-}
-
-#[test]
-fn slots_held_counts_live_records_holding_a_slot_per_configured_pool() {
-    let config = config(5);
-    let mut released = record("eph-linux-b", InstanceStatus::Error, RunnerStatus::Pending);
-    released.slot_held = false;
-    let live = vec![
-        record("eph-linux-a", InstanceStatus::Running, RunnerStatus::Idle),
-        released,
-    ];
-    assert_eq!(
-        slots_held(&config, &live),
-        BTreeMap::from([(POOL.to_owned(), 1)])
-    );
-    assert_eq!(
-        slots_held(&config, &[]),
-        BTreeMap::from([(POOL.to_owned(), 0)])
-    );
-}
-
-fn idle_for(name: &str, minutes_ago: u64, job_id: Option<u64>) -> RunnerRecord {
+pub(crate) fn idle_for(name: &str, minutes_ago: u64, job_id: Option<u64>) -> RunnerRecord {
     let mut r = record(name, InstanceStatus::Running, RunnerStatus::Idle);
     r.job_id = job_id;
     r.note(HistoryEntry::runner_status(
@@ -276,7 +209,7 @@ fn idle_for(name: &str, minutes_ago: u64, job_id: Option<u64>) -> RunnerRecord {
     r
 }
 
-fn queued(job_id: u64) -> JobRecord {
+pub(crate) fn queued(job_id: u64) -> JobRecord {
     JobRecord {
         job_id,
         status: crate::model::JobStatus::Queued,
@@ -312,49 +245,6 @@ fn rule_11_spares_the_min_idle_most_recently_idle_unbound_runners() {
     assert_eq!(gone[0].1, Verdict::Clean(Cleanup::IdleNoWork));
     let without_min_idle = verdicts(&config_with(5, ""), &live, None, &[], now());
     assert_eq!(without_min_idle.len(), 2);
-}
-
-#[test]
-fn warm_shortfall_counts_unbound_runners_idle_or_on_their_way() {
-    let config = config_with(9, "    min_idle: 6\n");
-    let mut creating = record(
-        "eph-linux-c",
-        InstanceStatus::Creating,
-        RunnerStatus::Pending,
-    );
-    creating.job_id = None;
-    let mut booting = record(
-        "eph-linux-b",
-        InstanceStatus::Running,
-        RunnerStatus::Pending,
-    );
-    booting.job_id = None;
-    let mut busy = record(
-        "eph-linux-busy",
-        InstanceStatus::Running,
-        RunnerStatus::Active,
-    );
-    busy.job_id = Some(1);
-    let live = vec![
-        idle_for("eph-linux-free", 5, None),
-        idle_for("eph-linux-ended", 5, Some(2)),
-        idle_for("eph-linux-spoken-for", 5, Some(4)),
-        idle_for("eph-linux-leaving", 5, None),
-        creating,
-        booting,
-        busy,
-    ];
-    let leaving = HashSet::from(["eph-linux-leaving"]);
-    let short = warm_shortfall(&config, &live, &[queued(4)], &leaving);
-    assert_eq!(
-        short,
-        [WarmShortfall {
-            pool: POOL.to_owned(),
-            ready: 4,
-            missing: 2
-        }]
-    );
-    assert!(warm_shortfall(&config_with(9, ""), &live, &[], &leaving).is_empty());
 }
 
 #[test]

@@ -1,28 +1,35 @@
 //! The reaper handler: takes `pending_delete` and `pending_force_delete` records to
 //! `deleted`, without ever killing a runner in the middle of a job, and reconciles the
 //! table, EC2 and GitHub so that every crash, lost webhook and provider error converges.
-//!
-//! One run reads the live records once, by status through the status index (never the
-//! whole table, so its cost follows the live work and not the history), then:
-//! reads the prices that are missing or a day old (`prices`: at most daily, never per
-//! job); deletes what is already due (`delete`), pricing each instance in the
-//! deletion's own write;
-//! watches bootstrapping runners come online; applies the record rules of
-//! [`decide::verdicts`] (bootstrap timeout, stuck `deleting`, `error`, instance gone,
-//! missed `completed`, idle runners, stalled warm launches), each a move to
-//! `pending_delete` — except that a runner which came online while its record still said
-//! `creating` is recorded `running` for those rules to take up; deletes what they sent
-//! there; tops up the warm pools to `min_idle` (`warm`: it reserves the runners and
-//! the scaler creates them); sweeps orphan instances and GitHub runners (`orphans`);
-//! queues again the jobs whose launch was lost (`jobs`); asks GitHub to re-run the
-//! interrupted jobs whose workflow run completed (`reruns`); and repairs drifted pool
-//! counters (`counters`). It starts no new step after its deadline; the rest waits a
-//! minute.
-//!
 //! Every deletion goes through the graceful path: GitHub's DELETE first, which is itself
 //! the "is it busy?" check (422), so a busy runner keeps its instance.
+//!
+//! A run ([`Reaper::run`]) holds the reaper lease ([`lease`]), then takes these steps in
+//! order ([`steps`]). The first ones run every time; each later one starts only before
+//! the deadline, and what is left waits for the next run, a minute later.
+//!
+//! | step | file | what it does |
+//! |---|---|---|
+//! | snapshot | [`snapshot`] | the live records by status and the queued jobs, read once through the status index; the runners-by-status gauge |
+//! | prices | [`prices`] | prices missing or a day old read from the price lists (never per job) |
+//! | describe | [`snapshot`], [`delete`] | the run's one describe of the instances; their EC2 launch times kept |
+//! | delete due | [`delete`] | what is already due deleted, each instance priced in the deletion's own write |
+//! | watch | [`reconcile`] | bootstrapping runners seen online |
+//! | rules | [`reconcile`], [`decide`], [`settle`] | the record rules ([`decide::verdicts`]), each a move to `pending_delete` (or to `running` for a runner online while `creating`); stalled creations resumed or released; what they sent away deleted |
+//! | warm | [`warm`] | the warm pools topped up to `min_idle` (reserved here, created by the scaler) |
+//! | orphans | [`orphans`] | instances and GitHub runners no live record claims, removed |
+//! | lost jobs | [`jobs`], [`settle`] | queued jobs whose launch was lost queued again; `in_progress` jobs with no runner settled from GitHub |
+//! | redeliver | [`redeliver`], [`failed_events`] | failed `workflow_job` deliveries asked again of GitHub |
+//! | re-runs | [`reruns`] | interrupted jobs whose workflow run completed, re-run once |
+//! | counters | [`counters`] | drifted pool counters set back to what the live records hold |
+//!
+//! EC2's events (a spot interruption warning, an instance terminated) come to the same
+//! function and are handled one by one, outside the run ([`interruptions`]). What a
+//! handler needs is described once ([`assembly`]), and a run's counts are its
+//! [`ReaperReport`].
 
 mod assembly;
+mod cleanup;
 mod counters;
 mod decide;
 mod delete;
@@ -34,8 +41,12 @@ mod orphans;
 mod prices;
 mod reconcile;
 mod redeliver;
+mod report;
 mod reruns;
 mod settle;
+mod snapshot;
+mod steps;
+mod sweeps;
 mod warm;
 
 pub use assembly::{ReaperCapabilities, ReaperPorts};
@@ -50,82 +61,33 @@ pub use interruptions::{
 };
 pub use lease::{LEASE_MARGIN, REAPER_LEASE};
 pub use prices::Pricing;
+pub use report::ReaperReport;
 pub use reruns::Reruns;
 
+use snapshot::{Snapshot, EVERYTHING_DUE, LIVE, LIVE_LIMIT};
+use steps::{Run, LATER_STEPS};
+
 use crate::config::Config;
-use crate::lifecycle::InstanceStatus;
-use crate::metrics::{Dimension, Metric, Metrics};
-use crate::model::{JobRecord, JobStatus, RunnerRecord};
+use crate::metrics::Metrics;
 use crate::ports::*;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 use time::OffsetDateTime;
 use tokio::time::Instant;
 
-/// Records read per live status per run. A status holding more than this makes the
-/// snapshot incomplete, and the sweeps that trust it (orphans, counters) wait.
-const LIVE_LIMIT: usize = 2000;
+// What the step tests take from here with `use super::*`.
+#[cfg(test)]
+use {
+    crate::lifecycle::InstanceStatus,
+    crate::metrics::{Dimension, Metric},
+    crate::model::{JobStatus, RunnerRecord},
+    std::time::Duration,
+};
+
 /// Deletions under way at once (each is independent and conditional).
 const PARALLEL_DELETES: usize = 8;
 /// Queued jobs looked at per run.
 const JOB_BATCH: usize = 100;
-/// How far ahead "every record, due or not" reaches in the status index.
-const EVERYTHING_DUE: Duration = Duration::from_secs(366 * 24 * 3600);
-
-/// The statuses of records that still stand for something.
-const LIVE: [InstanceStatus; 7] = [
-    InstanceStatus::PendingCreate,
-    InstanceStatus::Creating,
-    InstanceStatus::Running,
-    InstanceStatus::Error,
-    InstanceStatus::PendingDelete,
-    InstanceStatus::PendingForceDelete,
-    InstanceStatus::Deleting,
-];
-
-/// What one run did.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct ReaperReport {
-    /// Runners seen online for the first time.
-    pub came_online: usize,
-    pub deleted: usize,
-    /// Deletions put off because the runner is running a job.
-    pub busy: usize,
-    /// Deletions put off after a provider error (backing off).
-    pub backed_off: usize,
-    /// Live records a reconciliation rule sent to `pending_delete`.
-    pub sent_to_delete: usize,
-    /// Instances and GitHub runners that no live record claimed, removed.
-    pub orphans_reaped: usize,
-    /// Queued jobs with no runner that were put back in the queue.
-    pub requeued: usize,
-    /// In-progress job items without a live runner that GitHub showed finished.
-    pub jobs_settled: usize,
-    /// Failed webhook deliveries GitHub was asked to redeliver.
-    pub redelivered: usize,
-    /// Pool counters set back to what the live records hold.
-    pub counters_repaired: usize,
-    /// Warm runners reserved and handed to the scaler to reach `min_idle`.
-    pub warm_requested: usize,
-    /// Prices read from the providers' price lists (at most daily per type and market).
-    pub prices_read: usize,
-    /// Interrupted jobs GitHub was asked to re-run.
-    pub reruns_asked: usize,
-    /// Work left for the next run because the deadline came.
-    pub left_for_next_run: bool,
-    /// Another run held the reaper lease, so this one did nothing.
-    pub another_run_held_the_lease: bool,
-}
-
-/// What the live part of the table looked like at the start of a run.
-struct Snapshot {
-    runners: Vec<RunnerRecord>,
-    queued_jobs: Vec<JobRecord>,
-    /// False when a status held more than [`LIVE_LIMIT`] records.
-    complete: bool,
-}
-
 /// What one run remembers for the next: suspects are acted on only when seen twice, so
 /// a record caught between two partitions of the status index (it is read one status at
 /// a time, and the index lags) is never taken for missing.
@@ -192,6 +154,7 @@ impl Reaper {
         result.map(|()| report)
     }
 
+    /// The steps of the module doc's table, in order.
     async fn run_steps(
         &self,
         now: OffsetDateTime,
@@ -204,22 +167,12 @@ impl Reaper {
         let snapshot = self.read_snapshot(now).await?;
         self.remember_scopes(&snapshot);
         self.record_gauges(&snapshot);
-        // Prices before the deletions that are priced from them: once warm, this makes no
-        // call at all, and at most a few reads a day.
+        // Prices before the deletions that are priced from them.
         report.prices_read = self.refresh_prices(&snapshot, now, deadline).await;
-        // The run's one describe, before the deletions: they keep each instance's EC2
-        // launch time on its record (the timeline's "instance launched"), which no other
-        // answer carries, and the instance rules below read the same list.
-        let instances = match self.fleet.describe_live().await {
-            Ok(instances) => Some(instances),
-            Err(err) => {
-                tracing::warn!(error = %crate::handlers::error_chain(&err), "cannot list instances; instance rules wait");
-                None
-            }
-        };
+        // The describe before the deletions, which keep each instance's launch time.
+        let instances = self.describe_instances().await;
         let launched = self.remember_launch_times(&snapshot, instances.as_deref());
-        // Capacity first: what is already due for deletion holds slots that queued jobs
-        // wait for, so it goes before the rules (which may be slow when the providers are).
+        // Capacity first: what is already due holds slots that queued jobs wait for.
         self.delete_due(
             &snapshot,
             Vec::new(),
@@ -229,160 +182,36 @@ impl Reaper {
             report,
         )
         .await;
-        let seen_online = self.watch_bootstrapping(&snapshot, now, deadline).await?;
-        report.came_online = seen_online.len();
-        let marked = self
-            .apply_rules(
-                &snapshot,
-                instances.as_deref(),
-                &seen_online,
-                now,
-                deadline,
-                report,
-            )
-            .await?;
-        let leaving: HashSet<String> = marked.iter().map(|r| r.name.clone()).collect();
-        let already_done = Snapshot {
-            runners: Vec::new(),
-            queued_jobs: Vec::new(),
-            complete: snapshot.complete,
-        };
-        self.delete_due(
-            &already_done,
-            marked,
-            &launched,
-            clock.now(),
+        let mut run = Run {
+            snapshot: &snapshot,
+            instances: instances.as_deref(),
+            launched: &launched,
+            leaving: HashSet::new(),
+            now,
             deadline,
-            report,
-        )
-        .await;
-        let steps_left = [
-            Step::Warm,
-            Step::OrphanInstances,
-            Step::OrphanRunners,
-            Step::LostJobs,
-            Step::Redeliver,
-            Step::Reruns,
-            Step::Counters,
-        ];
-        for step in steps_left {
+        };
+        self.reconcile_and_delete(&mut run, &clock, report).await?;
+        for step in LATER_STEPS {
             if Instant::now() >= deadline {
                 report.left_for_next_run = true;
                 return Ok(());
             }
-            match step {
-                Step::Warm => {
-                    let leaving = leaving.iter().map(String::as_str).collect();
-                    report.warm_requested += self
-                        .top_up_warm(&snapshot, &leaving, now, deadline, report)
-                        .await;
-                }
-                Step::OrphanInstances => {
-                    if let Some(instances) = &instances {
-                        report.orphans_reaped +=
-                            self.sweep_instances(&snapshot, instances, now).await;
-                    }
-                }
-                Step::OrphanRunners => {
-                    report.orphans_reaped += self.sweep_runners(&snapshot, deadline).await;
-                }
-                Step::LostJobs => {
-                    report.requeued += self.requeue_lost_jobs(&snapshot, now, deadline).await?;
-                    report.jobs_settled +=
-                        self.settle_running_jobs(&snapshot, now, deadline).await?;
-                }
-                Step::Redeliver => {
-                    report.redelivered += self.redeliver_failed(now, deadline).await;
-                }
-                Step::Reruns => {
-                    report.reruns_asked += self.ask_reruns(now, deadline).await;
-                }
-                Step::Counters => {
-                    report.counters_repaired += self.repair_counters(&snapshot, now).await?
-                }
-            }
+            self.run_step(step, &run, report).await?;
         }
         Ok(())
-    }
-
-    /// Every live record (due or not) and every queued job, through the status index.
-    async fn read_snapshot(&self, now: OffsetDateTime) -> Result<Snapshot, StoreError> {
-        let everything = now + EVERYTHING_DUE;
-        let mut runners = Vec::new();
-        let mut complete = true;
-        for status in LIVE {
-            let found = self
-                .store
-                .runners_in_status(status, everything, LIVE_LIMIT)
-                .await?;
-            complete &= found.len() < LIVE_LIMIT;
-            runners.extend(found);
-        }
-        let queued_jobs = self
-            .store
-            .jobs_in_status(JobStatus::Queued, everything, LIVE_LIMIT)
-            .await?;
-        complete &= queued_jobs.len() < LIVE_LIMIT;
-        Ok(Snapshot {
-            runners,
-            queued_jobs,
-            complete,
-        })
     }
 
     fn memory(&self) -> std::sync::MutexGuard<'_, Memory> {
         self.memory.lock().unwrap_or_else(PoisonError::into_inner)
     }
-
-    fn remember_scopes(&self, snapshot: &Snapshot) {
-        let mut memory = self.memory();
-        for record in &snapshot.runners {
-            memory.scopes.insert(crate::model::scope_of(record));
-        }
-    }
-
-    /// The runners-by-status gauge: one value per configured pool and live status.
-    fn record_gauges(&self, snapshot: &Snapshot) {
-        let mut counts: HashMap<(&str, InstanceStatus), usize> = HashMap::new();
-        for record in &snapshot.runners {
-            *counts
-                .entry((record.pool.as_str(), record.status))
-                .or_default() += 1;
-        }
-        let mut pools: HashSet<&str> = self.config.pools.iter().map(|p| p.name.as_str()).collect();
-        pools.extend(snapshot.runners.iter().map(|r| r.pool.as_str()));
-        for pool in pools {
-            for status in LIVE {
-                let count = counts.get(&(pool, status)).copied().unwrap_or(0);
-                self.metrics.record(
-                    Metric::RunnersByStatus,
-                    &[
-                        (Dimension::Pool, pool),
-                        (Dimension::Status, status.as_str()),
-                    ],
-                    count as f64,
-                );
-            }
-        }
-    }
-}
-
-/// The steps after the deletions, each skipped once the deadline has come.
-#[derive(Debug, Clone, Copy)]
-enum Step {
-    Warm,
-    OrphanInstances,
-    OrphanRunners,
-    LostJobs,
-    Redeliver,
-    Reruns,
-    Counters,
 }
 
 #[cfg(test)]
 mod breaker_tests;
 #[cfg(test)]
 mod failed_events_tests;
+#[cfg(test)]
+mod idle_tests;
 #[cfg(test)]
 mod interruptions_tests;
 #[cfg(test)]
@@ -399,5 +228,7 @@ mod settle_tests;
 mod sweep_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod warm_jobs_tests;
 #[cfg(test)]
 mod warm_tests;
