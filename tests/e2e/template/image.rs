@@ -254,17 +254,29 @@ async fn a_new_bake_reaches_the_next_launch_without_a_stack_update() -> anyhow::
         shape: None,
         root_volume: None,
     };
-    for (bake, ami) in [("first", &first), ("second", &second)] {
-        if bake == "second" {
-            publish(&ssm, &parameter, ami).await?;
-        }
-        let launch = fleet.launch(&request).await?;
-        let id = launch.instance_ids.first().context("a runner launched")?;
-        ensure!(
-            image_of(&ec2, id).await? == *ami,
-            "after the {bake} bake the runner boots its AMI {ami}"
-        );
-    }
+    let launch = fleet.launch(&request).await?;
+    let id = launch.instance_ids.first().context("a runner launched")?;
+    ensure!(
+        image_of(&ec2, id).await? == first,
+        "after the first bake the runner boots its AMI {first}"
+    );
+    publish(&ssm, &parameter, &second).await?;
+    // A warm scaler launches the image whose root device it read (crate::image's
+    // ROOT_TTL) until that answer expires; a scaler started after the bake launches the
+    // new image at once, through the same template version.
+    let warm = fleet.launch(&request).await?;
+    let id = warm.instance_ids.first().context("a runner launched")?;
+    ensure!(
+        image_of(&ec2, id).await? == first,
+        "a warm scaler keeps the image it read the root device of"
+    );
+    let cold = Ec2Fleet::new(ec2.clone(), DEPLOYMENT);
+    let launch = cold.launch(&request).await?;
+    let id = launch.instance_ids.first().context("a runner launched")?;
+    ensure!(
+        image_of(&ec2, id).await? == second,
+        "after the second bake the next scaler's runner boots its AMI {second}"
+    );
     let templates = ec2
         .describe_launch_templates()
         .launch_template_names(launch_template_name(DEPLOYMENT))
