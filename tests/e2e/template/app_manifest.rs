@@ -19,13 +19,17 @@ fn config(scope: &str) -> anyhow::Result<Config> {
     let text = example
         .replace("  scope: org\n", &format!("  scope: {scope}\n"))
         .replace("    # spot: true\n", "    spot: true\n");
-    ensure!(text.contains("    spot: true\n"), "the example no longer has `# spot: true`");
-    Config::parse("config.example.yaml", &text).map_err(|err| anyhow::anyhow!("{err:?}"))
+    ensure!(
+        text.contains("    spot: true\n"),
+        "the example no longer has `# spot: true`"
+    );
+    Ok(Config::parse("config.example.yaml", &text)?)
 }
 
 fn manifest_permissions(path: &str) -> anyhow::Result<BTreeMap<String, String>> {
     let text = std::fs::read_to_string(workspace_path(path))?;
-    let manifest: serde_json::Value = serde_json::from_str(&text).with_context(|| path.to_owned())?;
+    let manifest: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| path.to_owned())?;
     let permissions = manifest["default_permissions"]
         .as_object()
         .with_context(|| format!("{path}: no default_permissions"))?;

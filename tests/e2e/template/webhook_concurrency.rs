@@ -34,14 +34,19 @@ async fn the_default_webhook_reservation_deploys_on_a_new_account() -> anyhow::R
          account whose quota is {NEW_ACCOUNT_QUOTA}: {}",
         check.message
     );
-    ensure!(default == 0, "only 0 fits a quota of {NEW_ACCOUNT_QUOTA}, not {default}");
+    ensure!(
+        default == 0,
+        "only 0 fits a quota of {NEW_ACCOUNT_QUOTA}, not {default}"
+    );
     // 0 is not passed on to Lambda.
     let condition = &template["Conditions"]["ReservesWebhookConcurrency"];
     ensure!(
-        *condition == json!({"Fn::Not": [{"Fn::Equals": [{"Ref": WEBHOOK_RESERVED_CONCURRENCY}, 0]}]}),
+        *condition
+            == json!({"Fn::Not": [{"Fn::Equals": [{"Ref": WEBHOOK_RESERVED_CONCURRENCY}, 0]}]}),
         "ReservesWebhookConcurrency: {condition}"
     );
-    let reserved = &template["Resources"]["WebhookFunction"]["Properties"]["ReservedConcurrentExecutions"];
+    let reserved =
+        &template["Resources"]["WebhookFunction"]["Properties"]["ReservedConcurrentExecutions"];
     ensure!(
         *reserved
             == json!({"Fn::If": ["ReservesWebhookConcurrency", {"Ref": WEBHOOK_RESERVED_CONCURRENCY}, {"Ref": "AWS::NoValue"}]}),
