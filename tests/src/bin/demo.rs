@@ -70,7 +70,6 @@ fn keep(text: &str) {
     }
 }
 
-
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
