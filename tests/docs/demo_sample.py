@@ -29,6 +29,8 @@ VARYING = [
     (re.compile(r"\bephemera-[a-z0-9-]+-[a-z0-9]{10}\b"), "<runner>"),
     (re.compile(r"\bi-[0-9a-f]{8,17}\b"), "<instance>"),
     (re.compile(r"\b\d+(\.\d+)?\s?(s|ms)\b"), "<duration>"),
+    # Priced or not yet, by whether the reaper's price read came before the job ended.
+    (re.compile(r"^cost\s+.*$"), "cost <cost>"),
 ]
 
 

@@ -76,6 +76,7 @@ class DemoSample(unittest.TestCase):
             "02:02:57.809  runner ephemera-linux-x64-4dfrrlutoe pending_create   job 40000000001 queued\n"
             "instance       i-073e6d23c012be049\n"
             "jit_read           JIT config read (instance)  2026-11-26 02:02:58Z  0.0s  instance\n"
+            "cost           not yet priced\n"
             "demo finished in 16.4 s\n"
         )
         other = (
@@ -83,6 +84,7 @@ class DemoSample(unittest.TestCase):
             "11:40:01.002  runner ephemera-linux-x64-zz9yy8xx7w pending_create   job 40000000001 queued\n"
             "instance       i-0abc\n"
             "jit_read           JIT config read (instance)  2026-11-27 11:40:03Z  1.2s  instance\n"
+            "cost           $0.0017 (m7i.large on_demand at $0.1008/h, 60 s, launch requested → terminated)\n"
             "demo finished in 21.0 s\n"
         )
         self.assertEqual(demo_sample.differences(one, other.replace("i-0abc", "i-0abcdef12")), [])

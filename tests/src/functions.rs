@@ -164,7 +164,7 @@ pub fn app_key() -> anyhow::Result<String> {
     ))?)
 }
 
-/// A function process answering invocations through its own [`RuntimeApi`]; killed
+/// A function process answering invocations through its own [`RuntimeApi`](crate::runtime_api::RuntimeApi); killed
 /// when dropped.
 pub struct Function {
     pub api: crate::runtime_api::RuntimeApi,
