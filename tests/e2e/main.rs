@@ -8,6 +8,7 @@ mod aws_breaker;
 mod aws_fleet;
 mod aws_instance_index;
 mod aws_jit;
+mod aws_lease;
 mod aws_queue;
 mod aws_reruns;
 mod aws_stamps;

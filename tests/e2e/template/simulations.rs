@@ -48,6 +48,7 @@ async fn every_request_doctor_simulates_is_one_the_templates_policies_allow() ->
         .resolve(&json!({"Ref": "DeploymentName"}))
         .context("DeploymentName")?;
     let names = Names {
+        partition: "aws".into(),
         region: REGION.to_owned(),
         account: ACCOUNT.to_owned(),
         deployment: deployment.clone(),
