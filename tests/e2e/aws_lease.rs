@@ -64,7 +64,12 @@ async fn a_released_lease_is_taken_at_once_by_the_next_holder() -> anyhow::Resul
     let next_minute = now + Duration::minutes(1);
     assert!(
         t.store
-            .acquire("reaper", "second", next_minute + Duration::seconds(115), next_minute)
+            .acquire(
+                "reaper",
+                "second",
+                next_minute + Duration::seconds(115),
+                next_minute
+            )
             .await?,
         "a lease given back is free at once"
     );

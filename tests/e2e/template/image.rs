@@ -1,6 +1,7 @@
 //! The baked runner image (infra/image/template.yaml) and how template.yaml takes it: the
 //! install component carries bootstrap.sh as it is, the launch template names its image
-//! as `resolve:ssm:RunnerAmi` with the scaler allowed to resolve it, and, as far as moto
+//! as `resolve:ssm:RunnerAmi` with the scaler allowed to resolve it, each pipeline
+//! publishes as an execution role allowed to write its own parameter, and, as far as moto
 //! carries the image stack, a new AMI id in the stack's parameter reaches the next launch
 //! with no stack update and no new template version.
 //!
@@ -162,7 +163,12 @@ async fn each_pipeline_publishes_as_an_execution_role_allowed_only_its_own_param
             .as_array()
             .into_iter()
             .flatten()
-            .flat_map(|p| p["PolicyDocument"]["Statement"].as_array().into_iter().flatten())
+            .flat_map(|p| {
+                p["PolicyDocument"]["Statement"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+            })
             .collect();
         let parameter_arn = format!(
             "arn:${{AWS::Partition}}:ssm:${{AWS::Region}}:${{AWS::AccountId}}:parameter/ephemera/${{DeploymentName}}/runner-image/{arch}"
@@ -176,7 +182,10 @@ async fn each_pipeline_publishes_as_an_execution_role_allowed_only_its_own_param
                 json!("ssm:PutParameter").to_string(),
                 json!({ "Fn::Sub": parameter_arn }).to_string(),
             ),
-            (json!("ec2:DescribeImages").to_string(), json!("*").to_string()),
+            (
+                json!("ec2:DescribeImages").to_string(),
+                json!("*").to_string(),
+            ),
         ];
         ensure!(
             granted == expected,

@@ -101,14 +101,17 @@ pub enum Decision {
     ExplicitDeny,
     /// `implicitDeny` for want of the condition keys `keys`, which the simulator listed
     /// as missing context values: it could not judge the conditions that would allow it.
-    Undecided { keys: Vec<String> },
+    Undecided {
+        keys: Vec<String>,
+    },
 }
 
 /// The requests `role` must be allowed, as ephemera makes them.
 pub fn requests(role: Role, names: &Names) -> Vec<Request> {
     let (partition, region, account) = (&names.partition, &names.region, &names.account);
     let deployment = &names.deployment;
-    let arn = |service: &str, rest: &str| format!("arn:{partition}:{service}:{region}:{account}:{rest}");
+    let arn =
+        |service: &str, rest: &str| format!("arn:{partition}:{service}:{region}:{account}:{rest}");
     let table = arn("dynamodb", &format!("table/{}", names.table));
     let jit_table = arn("dynamodb", &format!("table/{}", names.jit_table));
     let queue = arn("sqs", &names.queue_name);
@@ -300,4 +303,3 @@ pub fn partition_of(arn: &str) -> Option<&str> {
         .next()
         .filter(|p| !p.is_empty())
 }
-

@@ -13,7 +13,7 @@
 
 use super::AwsPorts;
 use crate::cmd::doctor::ports::{
-    DryRunAnswer, ImageFacts, DryRunLaunch, Ec2Port, InstanceTypeFacts, TemplateFacts,
+    DryRunAnswer, DryRunLaunch, Ec2Port, ImageFacts, InstanceTypeFacts, TemplateFacts,
 };
 use crate::errors::aws;
 use async_trait::async_trait;

@@ -159,10 +159,7 @@ impl StackPort for AwsPorts {
 
     async fn ssm_parameter(&self, name: &str) -> anyhow::Result<Option<String>> {
         match self.ssm.get_parameter().name(name).send().await {
-            Ok(got) => Ok(got
-                .parameter()
-                .and_then(|p| p.value())
-                .map(str::to_owned)),
+            Ok(got) => Ok(got.parameter().and_then(|p| p.value()).map(str::to_owned)),
             Err(err)
                 if err
                     .as_service_error()

@@ -19,7 +19,9 @@ pub const MAX_IMAGE_AGE: Duration = Duration::days(30);
 /// The image stack's parameter that `runner_ami` names (as template.yaml's `RunnerAmi`,
 /// a parameter name, or as `resolve:ssm:NAME`), if it names one.
 pub fn image_stack_parameter(runner_ami: &str) -> Option<&str> {
-    let name = runner_ami.strip_prefix("resolve:ssm:").unwrap_or(runner_ami);
+    let name = runner_ami
+        .strip_prefix("resolve:ssm:")
+        .unwrap_or(runner_ami);
     let rest = name.strip_prefix("/ephemera/")?;
     let (deployment, arch) = rest.split_once("/runner-image/")?;
     let plain = |part: &str| !part.is_empty() && !part.contains('/');
@@ -56,43 +58,43 @@ async fn image_check(
     ec2: &dyn Ec2Port,
     now: OffsetDateTime,
 ) -> Check {
-    let image = match stack.ssm_parameter(parameter).await {
-        Ok(Some(image)) => image,
-        Ok(None) => {
-            return Check::fail(
+    let image =
+        match stack.ssm_parameter(parameter).await {
+            Ok(Some(image)) => image,
+            Ok(None) => return Check::fail(
                 NAME,
-                format!("RunnerAmi names {parameter}, which no bake has written: no runner can launch"),
+                format!(
+                    "RunnerAmi names {parameter}, which no bake has written: no runner can launch"
+                ),
                 "start the image pipeline once (the image stack's BakeX86Now or BakeArm64Now \
                  output) and wait for the bake; a stack from before the pipelines' execution \
                  roles never publishes: deploy infra/image/template.yaml again",
-            )
-        }
-        Err(err) => {
-            return Check::warn(
-                NAME,
-                format!("cannot read {parameter}: {}", describe(&err)),
-                "the credentials need ssm:GetParameter on the parameter",
-            )
-        }
-    };
-    let facts = match ec2.image(&image).await {
-        Ok(Some(facts)) => facts,
-        Ok(None) => {
-            return Check::fail(
+            ),
+            Err(err) => {
+                return Check::warn(
+                    NAME,
+                    format!("cannot read {parameter}: {}", describe(&err)),
+                    "the credentials need ssm:GetParameter on the parameter",
+                )
+            }
+        };
+    let facts =
+        match ec2.image(&image).await {
+            Ok(Some(facts)) => facts,
+            Ok(None) => return Check::fail(
                 NAME,
                 format!("{parameter} names {image}, which EC2 does not know (deregistered?)"),
                 "bake again (the image stack's BakeX86Now or BakeArm64Now output), or raise the \
                  image stack's KeepImages",
-            )
-        }
-        Err(err) => {
-            return Check::warn(
-                NAME,
-                format!("cannot describe {image}: {}", describe(&err)),
-                "the credentials need ec2:DescribeImages",
-            )
-        }
-    };
+            ),
+            Err(err) => {
+                return Check::warn(
+                    NAME,
+                    format!("cannot describe {image}: {}", describe(&err)),
+                    "the credentials need ec2:DescribeImages",
+                )
+            }
+        };
     if facts.state != "available" {
         return Check::fail(
             NAME,

@@ -192,7 +192,10 @@ fn healthy() -> World {
 #[async_trait]
 impl super::iam::IamPort for World {
     async fn role_arn(&self, name: &str) -> anyhow::Result<String> {
-        Ok(format!("arn:{}:iam::123456789012:role/{name}", self.partition))
+        Ok(format!(
+            "arn:{}:iam::123456789012:role/{name}",
+            self.partition
+        ))
     }
     async fn simulate(
         &self,

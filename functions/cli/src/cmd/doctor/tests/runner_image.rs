@@ -69,5 +69,9 @@ async fn a_public_parameter_is_not_the_image_stacks_and_is_not_read() {
     assert!(report.ok(), "{}", report.text());
     let passed = line(&report);
     assert_eq!(passed.status, Status::Pass, "{}", report.text());
-    assert!(passed.message.contains("public parameter"), "{}", passed.message);
+    assert!(
+        passed.message.contains("public parameter"),
+        "{}",
+        passed.message
+    );
 }
