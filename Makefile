@@ -163,8 +163,10 @@ clean-venv:
 
 ## lint-infra: template.yaml and the image stack (cfn-lint, sam validate --lint; the image
 ## stack's install component carries bootstrap.sh as it is, and template.yaml's user data
-## is the script as `make user-data` writes it), the runner bootstrap and user-data scripts
-## (shellcheck) and the example configuration against its JSON Schema
+## is the script as `make user-data` writes it), Image Builder's own rules on the image
+## stack (infra/image/lint.py, each rule with a fixture that breaks it in
+## tests/fixtures/image-lint), the runner bootstrap and user-data scripts (shellcheck) and
+## the example configuration against its JSON Schema
 .PHONY: build deploy lint-infra image-component user-data
 SAM := SAM_CLI_TELEMETRY=0 $(CURDIR)/$(VENV)/bin/sam
 
@@ -173,6 +175,8 @@ lint-infra: venv
 	AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-us-east-1} $(SAM) validate --lint
 	AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-us-east-1} $(SAM) validate --lint -t infra/image/template.yaml
 	$(VENV)/bin/python infra/image/component.py --check
+	$(VENV)/bin/python infra/image/lint.py infra/image/template.yaml
+	$(VENV)/bin/python -m unittest discover -s infra/image -p 'test_*.py'
 	$(VENV)/bin/shellcheck infra/runner/bootstrap.sh infra/user-data.sh
 	infra/user-data.sh --check
 	$(VENV)/bin/python -c 'import json, sys, yaml, jsonschema; \
