@@ -57,7 +57,9 @@ impl FaultyFleet {
 
     /// The next `count` terminate calls fail (without reaching EC2).
     pub fn fail_terminate(&self, count: u32) {
-        self.faults.terminate_failures.store(count, Ordering::SeqCst);
+        self.faults
+            .terminate_failures
+            .store(count, Ordering::SeqCst);
     }
 
     /// The next `count` spot launches fail for lack of capacity (without reaching EC2),

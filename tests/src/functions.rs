@@ -102,7 +102,10 @@ fn stack_parameters(env: &[(String, String)]) -> Option<serde_json::Value> {
     for (variable, parameter) in [
         ("EPHEMERA_GITHUB_KEY_SECRET_ID", "GitHubAppKeySecretArn"),
         ("EPHEMERA_WEBHOOK_SECRET_ID", "WebhookSecretArn"),
-        ("EPHEMERA_WEBHOOK_PREVIOUS_SECRET_ID", "WebhookPreviousSecretArn"),
+        (
+            "EPHEMERA_WEBHOOK_PREVIOUS_SECRET_ID",
+            "WebhookPreviousSecretArn",
+        ),
         ("EPHEMERA_MORE_APP_KEY_SECRET_ARNS", "MoreAppKeySecretArns"),
     ] {
         if let Some(value) = get(variable).filter(|v| v.starts_with("arn:")) {
@@ -115,7 +118,10 @@ fn stack_parameters(env: &[(String, String)]) -> Option<serde_json::Value> {
 /// `env` with the credentials of the function `name`'s role, registered with the strict
 /// layer at `AWS_ENDPOINT_URL`. Unchanged when the endpoint is not a strict layer (a
 /// hung or refusing endpoint of a fault test) or the environment names no deployment.
-pub async fn as_role(name: &str, env: &[(String, String)]) -> anyhow::Result<Vec<(String, String)>> {
+pub async fn as_role(
+    name: &str,
+    env: &[(String, String)],
+) -> anyhow::Result<Vec<(String, String)>> {
     let mut env = env.to_vec();
     let endpoint = env
         .iter()

@@ -241,11 +241,7 @@ impl Moto {
     ) -> anyhow::Result<AwsSettings> {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let serial = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let key = format!(
-            "ASIA{}{}X{serial}",
-            role.to_uppercase(),
-            std::process::id()
-        );
+        let key = format!("ASIA{}{}X{serial}", role.to_uppercase(), std::process::id());
         let body = serde_json::json!({
             "access_key_id": key,
             "template": "template.yaml",

@@ -343,7 +343,10 @@ fn start_ephemera(
             KEY,
         ])
         .args(PARTS.iter().flat_map(|(part, _)| {
-            ["--part-profile".to_owned(), format!("{part}=ephemera-{part}")]
+            [
+                "--part-profile".to_owned(),
+                format!("{part}=ephemera-{part}"),
+            ]
         }))
         .env("AWS_ENDPOINT_URL", aws)
         .env("AWS_ACCESS_KEY_ID", "testing")
