@@ -67,7 +67,17 @@ test-rust: venv
 	$(CARGO) build --workspace --bins   # the CLI tests drive the built `ephemera` binary
 	@# 3 at a time: the end-to-end tests wait on leases, timers and webhooks as much as on
 	@# the emulator; the two longest (burst, cli::kills) sort to the front and start first
-	MOTO_SERVER=$(CURDIR)/$(VENV)/bin/moto_server $(CARGO) test --workspace --all-targets -- --test-threads 3
+	rm -rf $(IAM_COVERAGE_DIR)
+	EPHEMERA_IAM_COVERAGE_DIR=$(CURDIR)/$(IAM_COVERAGE_DIR) MOTO_SERVER=$(CURDIR)/$(VENV)/bin/moto_server \
+		$(CARGO) test --workspace --all-targets -- --test-threads 3
+	$(MAKE) --no-print-directory iam-coverage
+
+## iam-coverage: after the tests, the grants of the templates' roles that no request of
+## theirs needed, into target/iam-coverage.json; fails on one not kept with a reason
+## (`# iam-kept: ROLE/SID ACTION: reason` in the template; docs/testing.md)
+IAM_COVERAGE_DIR = target/iam-coverage
+iam-coverage: venv
+	PYTHONPATH=tests/src $(VENV)/bin/python -m strict_moto.coverage $(IAM_COVERAGE_DIR) target/iam-coverage.json
 
 ## chaos-sweep: a long run of the chaos suite, SEEDS schedules from seed FROM (make test
 ## runs the default 250 from seed 1), on an optimized build; a failure prints its seed,

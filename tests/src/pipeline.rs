@@ -2,6 +2,10 @@
 //! handlers of `ephemera local` wired to the real adapters — the webhook listener on a
 //! loopback port, the queue drained into the scaler, the reaper run on demand (or on a
 //! timer), with a fault-injecting wrapper around the real EC2 fleet adapter.
+//!
+//! Each part calls AWS as its function's role on AWS (`WebhookRole`, `ScalerRole`,
+//! `ReaperRole` of template.yaml), which the strict layer enforces; the test's own
+//! reads and the setup go as the operator (`sdk`, `store`, `queue`, `fleet`).
 
 use crate::calls::CallCounter;
 use crate::faults::FaultyFleet;
@@ -111,11 +115,17 @@ pub struct Pipeline {
     /// Every App's scaler client, the first App's (`scaler_forge`) first.
     pub scaler_apps: Vec<Arc<GitHubApp>>,
     pub webhook_url: String,
+    /// The SDK configurations of the three parts: each its function's role.
+    pub webhook_sdk: SdkConfig,
+    pub scaler_sdk: SdkConfig,
+    pub reaper_sdk: SdkConfig,
     /// The jobs queue's dead-letter queue.
     pub dlq_url: String,
     /// Every AWS call the pipeline's own clients made (not the simulator's), by operation.
     pub calls: CallCounter,
     scaler: Arc<Scaler>,
+    /// The queue as the scaler reads it (its role's credentials).
+    scaler_queue: Arc<SqsJobQueue>,
     scaler_loops: usize,
     draining: bool,
     reaper: Arc<Reaper>,
@@ -272,6 +282,19 @@ impl Pipeline {
                 });
         }
         let config = Arc::new(config);
+        let role = |name: &'static str| {
+            let moto = &moto;
+            async move {
+                let settings = moto.role_settings(name, DEPLOYMENT).await?;
+                anyhow::Ok(ephemera_aws::sdk_config(&settings).await)
+            }
+        };
+        let (webhook_sdk, scaler_sdk, reaper_sdk) = (
+            role("WebhookRole").await?,
+            role("ScalerRole").await?,
+            role("ReaperRole").await?,
+        );
+        // The test's own view (the operator's), and each part's (its role's).
         let store = Arc::new(DynamoRunnerStore::new(
             counted_dynamodb(&sdk, &calls),
             &resources.table,
@@ -282,10 +305,30 @@ impl Pipeline {
         ));
         let ec2 = Arc::new(Ec2Fleet::new(counted_ec2(&sdk, &calls), DEPLOYMENT));
         let fleet = Arc::new(FaultyFleet::new(ec2));
-        let jit_store = Arc::new(DynamoJitConfigs::new(
-            counted_dynamodb(&sdk, &calls),
-            &resources.jit_table,
-        ));
+        let store_as = |sdk: &SdkConfig| {
+            Arc::new(DynamoRunnerStore::new(
+                counted_dynamodb(sdk, &calls),
+                &resources.table,
+            ))
+        };
+        let queue_as = |sdk: &SdkConfig| {
+            Arc::new(SqsJobQueue::new(
+                counted_sqs(sdk, &calls),
+                &resources.queue_url,
+            ))
+        };
+        let fleet_as = |sdk: &SdkConfig| {
+            Arc::new(fleet.sharing_faults(Arc::new(Ec2Fleet::new(
+                counted_ec2(sdk, &calls),
+                DEPLOYMENT,
+            ))))
+        };
+        let jit_as = |sdk: &SdkConfig| {
+            Arc::new(DynamoJitConfigs::new(
+                counted_dynamodb(sdk, &calls),
+                &resources.jit_table,
+            ))
+        };
         let private_key =
             std::fs::read_to_string(workspace_path("tests/fixtures/github-app-test-key.pem"))?;
         let github_app = |app_id: u64, pem: &str| {
@@ -318,10 +361,10 @@ impl Pipeline {
             previous: None,
         };
         let handler = Arc::new(
-            WebhookHandler::new(config.clone(), secrets_for_webhook, queue.clone())
+            WebhookHandler::new(config.clone(), secrets_for_webhook, queue_as(&webhook_sdk))
                 .with_metrics(options.metrics.clone())
                 .with_unrouted(Arc::new(ephemera_aws::DynamoUnroutedJobs::new(
-                    counted_dynamodb(&sdk, &calls),
+                    counted_dynamodb(&webhook_sdk, &calls),
                     &resources.table,
                 ))),
         );
@@ -331,48 +374,53 @@ impl Pipeline {
         tasks.spawn(async move { Ok(axum::serve(listener, router).await?) });
         sim.set_webhook_url(&webhook_url);
 
-        let breakers = Arc::new(ephemera_aws::breaker::DynamoSpotBreakers::new(
-            counted_dynamodb(&sdk, &calls),
-            &resources.table,
-        ));
-        let reruns = Arc::new(ephemera_aws::reruns::DynamoReruns::new(
-            counted_dynamodb(&sdk, &calls),
-            &resources.table,
-        ));
+        let breakers_as = |sdk: &SdkConfig| {
+            Arc::new(ephemera_aws::breaker::DynamoSpotBreakers::new(
+                counted_dynamodb(sdk, &calls),
+                &resources.table,
+            ))
+        };
+        let reruns_as = |sdk: &SdkConfig| {
+            Arc::new(ephemera_aws::reruns::DynamoReruns::new(
+                counted_dynamodb(sdk, &calls),
+                &resources.table,
+            ))
+        };
+        let scaler_queue = queue_as(&scaler_sdk);
         let scaler = Arc::new(
             Scaler::new(
                 config.clone(),
-                store.clone(),
-                fleet.clone(),
+                store_as(&scaler_sdk),
+                fleet_as(&scaler_sdk),
                 scaler_github,
-                jit_store.clone(),
-                queue.clone(),
+                jit_as(&scaler_sdk),
+                scaler_queue.clone(),
             )
             .with_capacity_retry(options.capacity_retry)
-            .with_spot_breakers(breakers.clone())
-            .with_reruns(reruns.clone())
+            .with_spot_breakers(breakers_as(&scaler_sdk))
+            .with_reruns(reruns_as(&scaler_sdk))
             .with_metrics(options.metrics.clone()),
         );
         let scaler_loops = options.scaler_loops.max(1);
         if options.drain_queue {
-            spawn_scaler_loops(&mut tasks, &scaler, &queue, scaler_loops);
+            spawn_scaler_loops(&mut tasks, &scaler, &scaler_queue, scaler_loops);
         }
         let mut reaper = Reaper::new(
             config.clone(),
-            store.clone(),
-            fleet.clone(),
+            store_as(&reaper_sdk),
+            fleet_as(&reaper_sdk),
             reaper_github,
-            jit_store,
-            queue.clone(),
+            jit_as(&reaper_sdk),
+            queue_as(&reaper_sdk),
         )
-        .with_spot_breakers(breakers)
+        .with_spot_breakers(breakers_as(&reaper_sdk))
         .with_reruns(ephemera_core::handlers::reaper::Reruns {
-            store: reruns,
+            store: reruns_as(&reaper_sdk),
             runs: reaper_forge.clone(),
         })
         .with_metrics(options.metrics.clone());
         if let Some(region) = options.priced_in {
-            let (book, list) = counted_pricing(&sdk, &calls, &resources.table, region);
+            let (book, list) = counted_pricing(&reaper_sdk, &calls, &resources.table, region);
             reaper = reaper.with_pricing(Arc::new(book), Arc::new(list));
         }
         let reaper = Arc::new(reaper);
@@ -393,9 +441,13 @@ impl Pipeline {
             reaper_forge,
             scaler_apps,
             webhook_url,
+            webhook_sdk,
+            scaler_sdk,
+            reaper_sdk,
             dlq_url: resources.dlq_url.clone(),
             calls,
             scaler,
+            scaler_queue,
             scaler_loops,
             draining: options.drain_queue,
             reaper,
@@ -431,7 +483,7 @@ impl Pipeline {
             spawn_scaler_loops(
                 &mut self.tasks,
                 &self.scaler,
-                &self.queue,
+                &self.scaler_queue,
                 self.scaler_loops,
             );
         }

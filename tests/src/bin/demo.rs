@@ -153,7 +153,8 @@ async fn run(args: &Args) -> anyhow::Result<()> {
     let webhook_url = format!("http://127.0.0.1:{port}/webhook");
     std::fs::create_dir_all("target/demo")?;
     let log_path = "target/demo/ephemera-local.log";
-    let _ephemera = start_ephemera(args, &moto.endpoint, &sim.url, port, log_path)?;
+    let credentials = write_role_profiles(&moto, &config.deployment).await?;
+    let _ephemera = start_ephemera(args, &moto.endpoint, &sim.url, port, log_path, &credentials)?;
     say!("  ephemera local        {webhook_url}  (log: {log_path})\n");
     wait_listening(port, Duration::from_secs(60)).await?;
     sim.set_webhook_url(&webhook_url);
@@ -366,6 +367,7 @@ fn start_ephemera(
     github: &str,
     port: u16,
     log_path: &str,
+    credentials: &std::path::Path,
 ) -> anyhow::Result<Child> {
     if !args.ephemera.exists() {
         bail!(
@@ -386,9 +388,16 @@ fn start_ephemera(
             "--github-app-key",
             KEY,
         ])
+        .args(PARTS.iter().flat_map(|(part, _)| {
+            [
+                "--part-profile".to_owned(),
+                format!("{part}=ephemera-{part}"),
+            ]
+        }))
         .env("AWS_ENDPOINT_URL", aws)
         .env("AWS_ACCESS_KEY_ID", "testing")
         .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env("AWS_SHARED_CREDENTIALS_FILE", credentials)
         .env("AWS_REGION", "us-east-1")
         .env("EPHEMERA_WEBHOOK_SECRET", WEBHOOK_SECRET)
         .stdout(Stdio::from(log.try_clone()?))
@@ -396,6 +405,32 @@ fn start_ephemera(
         .kill_on_drop(true)
         .spawn()
         .with_context(|| format!("starting {}", args.ephemera.display()))
+}
+
+/// The parts of `ephemera local` and the roles of template.yaml their functions run as.
+const PARTS: [(&str, &str); 3] = [
+    ("webhook", "WebhookRole"),
+    ("scaler", "ScalerRole"),
+    ("reaper", "ReaperRole"),
+];
+
+/// A shared credentials file with a profile per part (`ephemera-scaler`, ...), each an
+/// access key the strict layer evaluates as that part's role: `ephemera local` runs each
+/// part as its function runs on AWS, and fails where AWS would refuse it.
+async fn write_role_profiles(moto: &Moto, deployment: &str) -> anyhow::Result<std::path::PathBuf> {
+    let mut file = String::new();
+    for (part, role) in PARTS {
+        let settings = moto.role_settings(role, deployment).await?;
+        let (key, secret) = settings
+            .static_credentials
+            .context("role settings without credentials")?;
+        file.push_str(&format!(
+            "[ephemera-{part}]\naws_access_key_id = {key}\naws_secret_access_key = {secret}\n\n"
+        ));
+    }
+    let path = std::env::current_dir()?.join("target/demo/aws-credentials");
+    std::fs::write(&path, file).with_context(|| format!("writing {}", path.display()))?;
+    Ok(path)
 }
 
 async fn wait_listening(port: u16, limit: Duration) -> anyhow::Result<()> {

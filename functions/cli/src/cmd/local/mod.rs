@@ -41,6 +41,7 @@ Environment:
   EPHEMERA_GITHUB_APP_KEY_FILE      the App's private key, as --github-app-key
   AWS_ENDPOINT_URL, AWS_REGION      as --endpoint-url, --region
   AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY  credentials (any value for an emulator)
+  AWS_PROFILE, AWS_SHARED_CREDENTIALS_FILE  the profile (and file) --part-profile names
 
 Examples:
   EPHEMERA_WEBHOOK_SECRET=s3cret ephemera local --config infra/config.example.yaml \\
@@ -88,6 +89,11 @@ pub struct LocalArgs {
     /// to stdout.
     #[arg(long)]
     no_metrics: bool,
+    /// Run a part with the credentials of a named profile, as each function runs with its
+    /// own role on AWS, e.g. `--part-profile scaler=ephemera-scaler` (repeatable). Parts
+    /// not named, and the setup (--bootstrap, finding the queue), use the default chain.
+    #[arg(long, value_name = "PART=PROFILE", value_parser = part_profile)]
+    part_profile: Vec<(Part, String)>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -144,6 +150,9 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
         ..AwsSettings::default()
     };
     let sdk = ephemera_aws::sdk_config(&settings).await;
+    let webhook_sdk = part_sdk(&args, Part::Webhook, &settings, &sdk).await;
+    let scaler_sdk = part_sdk(&args, Part::Scaler, &settings, &sdk).await;
+    let reaper_sdk = part_sdk(&args, Part::Reaper, &settings, &sdk).await;
     let names = resource_names(&config.deployment, &args);
     let (table, queue_url) = if args.bootstrap {
         let made = ephemera_aws::provision::ensure_resources(&sdk, &names).await?;
@@ -157,7 +166,9 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
         };
         (table, queue_url)
     };
-    let queue = Arc::new(SqsJobQueue::new(aws_sdk_sqs_client(&sdk), queue_url));
+    let queue_as = |sdk: &aws_config::SdkConfig| {
+        Arc::new(SqsJobQueue::new(aws_sdk_sqs_client(sdk), queue_url.clone()))
+    };
     let metrics = if args.no_metrics {
         Metrics::disabled()
     } else {
@@ -168,10 +179,10 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
     if parts.contains(&Part::Webhook) {
         let secrets = webhook_secrets_from_env()?;
         let handler = Arc::new(
-            WebhookHandler::new(config.clone(), secrets, queue.clone())
+            WebhookHandler::new(config.clone(), secrets, queue_as(&webhook_sdk))
                 .with_metrics(metrics.clone())
                 .with_unrouted(Arc::new(DynamoUnroutedJobs::new(
-                    aws_sdk_dynamodb::Client::new(&sdk),
+                    aws_sdk_dynamodb::Client::new(&webhook_sdk),
                     table.clone(),
                 ))),
         );
@@ -183,71 +194,81 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
         tasks.spawn(async move { axum::serve(listener, app).await.context("webhook listener") });
     }
     if parts.contains(&Part::Scaler) || parts.contains(&Part::Reaper) {
-        let shelf = DynamoTokenShelf::new(aws_sdk_dynamodb::Client::new(&sdk), &table);
-        let breakers = Arc::new(DynamoSpotBreakers::new(
-            aws_sdk_dynamodb::Client::new(&sdk),
-            &table,
-        ));
-        let reruns = Arc::new(ephemera_aws::reruns::DynamoReruns::new(
-            aws_sdk_dynamodb::Client::new(&sdk),
-            &table,
-        ));
-        let apps = github_apps(&config, &args, &sdk, Arc::new(shelf), &metrics).await?;
+        // The Apps' token shelf and more_apps keys are read by the scaler when it runs
+        // here, else by the reaper: each has those grants on AWS.
+        let forge_sdk = if parts.contains(&Part::Scaler) {
+            &scaler_sdk
+        } else {
+            &reaper_sdk
+        };
+        let shelf = DynamoTokenShelf::new(aws_sdk_dynamodb::Client::new(forge_sdk), &table);
+        let apps = github_apps(&config, &args, forge_sdk, Arc::new(shelf), &metrics).await?;
         // The redelivery sweep is the webhook App's (the first).
         let webhook_app = apps[0].clone();
         let forge = ephemera_github::forge_over(apps, ephemera_github::unshared_pace);
-        let price_book = Arc::new(ephemera_aws::DynamoPriceBook::new(
-            aws_sdk_dynamodb::Client::new(&sdk),
-            table.clone(),
-        ));
-        let store = Arc::new(DynamoRunnerStore::new(
-            aws_sdk_dynamodb::Client::new(&sdk),
-            table,
-        ));
-        let fleet = Arc::new(Ec2Fleet::new(
-            aws_sdk_ec2::Client::new(&sdk),
-            &config.deployment,
-        ));
-        let mut jit = DynamoJitConfigs::new(aws_sdk_dynamodb::Client::new(&sdk), &names.jit_table);
-        if let Ok(prefix) = std::env::var("EPHEMERA_INSTANCE_ARN_PREFIX") {
-            jit = jit.with_instance_arn_prefix(prefix);
-        }
-        let jit_store = Arc::new(jit);
+        let jit_prefix = std::env::var("EPHEMERA_INSTANCE_ARN_PREFIX").ok();
+        let adapters = |sdk: &aws_config::SdkConfig| {
+            let dynamodb = || aws_sdk_dynamodb::Client::new(sdk);
+            let mut jit = DynamoJitConfigs::new(dynamodb(), &names.jit_table);
+            if let Some(prefix) = &jit_prefix {
+                jit = jit.with_instance_arn_prefix(prefix.clone());
+            }
+            PartAdapters {
+                store: Arc::new(DynamoRunnerStore::new(dynamodb(), table.clone())),
+                fleet: Arc::new(Ec2Fleet::new(
+                    aws_sdk_ec2::Client::new(sdk),
+                    &config.deployment,
+                )),
+                jit: Arc::new(jit),
+                breakers: Arc::new(DynamoSpotBreakers::new(dynamodb(), &table)),
+                reruns: Arc::new(ephemera_aws::reruns::DynamoReruns::new(dynamodb(), &table)),
+                queue: queue_as(sdk),
+            }
+        };
         if parts.contains(&Part::Scaler) {
+            let part = adapters(&scaler_sdk);
             let scaler = Arc::new(
                 Scaler::new(
                     config.clone(),
-                    store.clone(),
-                    fleet.clone(),
+                    part.store,
+                    part.fleet,
                     forge.clone(),
-                    jit_store.clone(),
-                    queue.clone(),
+                    part.jit,
+                    part.queue.clone(),
                 )
                 .with_metrics(metrics.clone())
-                .with_spot_breakers(breakers.clone())
-                .with_reruns(reruns.clone()),
+                .with_spot_breakers(part.breakers)
+                .with_reruns(part.reruns),
             );
-            let queue = queue.clone();
+            let queue = part.queue;
             tasks.spawn(async move { drain_queue(scaler, queue).await });
         }
         if parts.contains(&Part::Reaper) {
+            let part = adapters(&reaper_sdk);
+            let price_book = Arc::new(ephemera_aws::DynamoPriceBook::new(
+                aws_sdk_dynamodb::Client::new(&reaper_sdk),
+                table.clone(),
+            ));
             let reaper = Arc::new(
                 Reaper::new(
                     config.clone(),
-                    store,
-                    fleet,
+                    part.store,
+                    part.fleet,
                     forge.clone(),
-                    jit_store,
-                    queue.clone(),
+                    part.jit,
+                    part.queue,
                 )
                 .with_deliveries(webhook_app.clone())
                 .with_reruns(Reruns {
-                    store: reruns,
+                    store: part.reruns,
                     runs: webhook_app,
                 })
-                .with_spot_breakers(breakers)
+                .with_spot_breakers(part.breakers)
                 .with_metrics(metrics.clone())
-                .with_pricing(price_book, Arc::new(ephemera_aws::AwsPriceList::new(&sdk))),
+                .with_pricing(
+                    price_book,
+                    Arc::new(ephemera_aws::AwsPriceList::new(&reaper_sdk)),
+                ),
             );
             let interval = args.reaper_interval;
             tasks.spawn(async move { reap_every(reaper, interval).await });
@@ -264,6 +285,48 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// The adapters one part (the scaler or the reaper) calls AWS through.
+struct PartAdapters {
+    store: Arc<DynamoRunnerStore>,
+    fleet: Arc<Ec2Fleet>,
+    jit: Arc<DynamoJitConfigs>,
+    breakers: Arc<DynamoSpotBreakers>,
+    reruns: Arc<ephemera_aws::reruns::DynamoReruns>,
+    queue: Arc<SqsJobQueue>,
+}
+
+/// The SDK configuration of `part`: its `--part-profile`, else the shared one.
+async fn part_sdk(
+    args: &LocalArgs,
+    part: Part,
+    settings: &AwsSettings,
+    shared: &aws_config::SdkConfig,
+) -> aws_config::SdkConfig {
+    match args.part_profile.iter().find(|(p, _)| *p == part) {
+        Some((_, profile)) => {
+            let settings = AwsSettings {
+                profile: Some(profile.clone()),
+                ..settings.clone()
+            };
+            ephemera_aws::sdk_config(&settings).await
+        }
+        None => shared.clone(),
+    }
+}
+
+/// `--part-profile PART=PROFILE`.
+fn part_profile(text: &str) -> Result<(Part, String), String> {
+    let (part, profile) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?}: expected PART=PROFILE, e.g. scaler=ephemera-scaler"))?;
+    let part = Part::from_str(part, true)
+        .map_err(|_| format!("{part:?}: the part must be webhook, scaler or reaper"))?;
+    if profile.is_empty() {
+        return Err(format!("{text:?}: the profile name is empty"));
+    }
+    Ok((part, profile.to_owned()))
 }
 
 /// `--reaper-interval`: 1s to 1d (a zero interval would spin, a huge one overflow).
