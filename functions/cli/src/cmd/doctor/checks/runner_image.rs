@@ -58,26 +58,27 @@ async fn image_check(
     ec2: &dyn Ec2Port,
     now: OffsetDateTime,
 ) -> Check {
-    let image =
-        match stack.ssm_parameter(parameter).await {
-            Ok(Some(image)) => image,
-            Ok(None) => return Check::fail(
+    let image = match stack.ssm_parameter(parameter).await {
+        Ok(Some(image)) => image,
+        Ok(None) => {
+            return Check::fail(
                 NAME,
                 format!(
-                    "RunnerAmi names {parameter}, which no bake has written: no runner can launch"
+                    "RunnerAmi names {parameter}, which no bake has written: no runner launches"
                 ),
                 "start the image pipeline once (the image stack's BakeX86Now or BakeArm64Now \
                  output) and wait for the bake; a stack from before the pipelines' execution \
                  roles never publishes: deploy infra/image/template.yaml again",
-            ),
-            Err(err) => {
-                return Check::warn(
-                    NAME,
-                    format!("cannot read {parameter}: {}", describe(&err)),
-                    "the credentials need ssm:GetParameter on the parameter",
-                )
-            }
-        };
+            )
+        }
+        Err(err) => {
+            return Check::warn(
+                NAME,
+                format!("cannot read {parameter}: {}", describe(&err)),
+                "the credentials need ssm:GetParameter on the parameter",
+            )
+        }
+    };
     let facts =
         match ec2.image(&image).await {
             Ok(Some(facts)) => facts,
