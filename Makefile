@@ -70,7 +70,7 @@ test-rust: venv
 	rm -rf $(IAM_COVERAGE_DIR)
 	EPHEMERA_IAM_COVERAGE_DIR=$(CURDIR)/$(IAM_COVERAGE_DIR) MOTO_SERVER=$(CURDIR)/$(VENV)/bin/moto_server \
 		$(CARGO) test --workspace --all-targets -- --test-threads 3
-	$(MAKE) --no-print-directory iam-coverage
+	PYTHONPATH=tests/src $(VENV)/bin/python -m strict_moto.coverage --warn $(IAM_COVERAGE_DIR) target/iam-coverage.json
 
 ## iam-coverage: after the tests, the grants of the templates' roles that no request of
 ## theirs needed, into target/iam-coverage.json; fails on one not kept with a reason

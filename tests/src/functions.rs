@@ -169,7 +169,14 @@ pub async fn run_until_exit(
     env: &[(String, String)],
     limit: Duration,
 ) -> anyhow::Result<Exited> {
-    let env = &as_role(name, env).await?;
+    // A function without its configuration parameter exits at its cold start before
+    // any call, so it needs no role (and registering one would reach a hung endpoint).
+    let complete = env.iter().any(|(k, _)| k == "EPHEMERA_CONFIG_PARAMETER");
+    let env = &if complete {
+        as_role(name, env).await?
+    } else {
+        env.to_vec()
+    };
     let runtime_api = TcpListener::bind("127.0.0.1:0").await?;
     let started = std::time::Instant::now();
     let mut child = tokio::process::Command::new(binary(name)?)
