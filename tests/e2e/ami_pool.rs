@@ -263,18 +263,15 @@ async fn volumes_of(ec2: &aws_sdk_ec2::Client, id: &str) -> anyhow::Result<Vec<(
         .collect())
 }
 
-#[tokio::test]
-async fn a_deployment_template_on_an_ubuntu_image_gets_its_root_volume_on_sda1(
-) -> anyhow::Result<()> {
-    let moto = Moto::start().await?;
-    let sdk = sdk_config(&AwsSettings::emulator(&moto.endpoint)).await;
-    let ec2 = aws_sdk_ec2::Client::new(&sdk);
-    // The stack's template names /dev/xvda, but its RunnerAmi is an Ubuntu image, whose
-    // root device is /dev/sda1; the pool names no `ami` of its own.
-    let (ubuntu, ubuntu_root) = image_named(&ec2, "ubuntu*").await?;
-    assert_eq!(ubuntu_root, "/dev/sda1");
+/// The deployment's template `eph-runner` as the stack makes it, on `image` (an AMI id
+/// or `resolve:ssm:NAME`) with a 30 GiB root volume named for /dev/xvda, and a request
+/// for one on-demand runner of the pool `linux` through it.
+async fn xvda_template_request(
+    ec2: &aws_sdk_ec2::Client,
+    image: &str,
+) -> anyhow::Result<FleetRequest> {
     let data = RequestLaunchTemplateData::builder()
-        .image_id(&ubuntu)
+        .image_id(image)
         .instance_initiated_shutdown_behavior(ShutdownBehavior::Terminate)
         .block_device_mappings(
             LaunchTemplateBlockDeviceMappingRequest::builder()
@@ -307,19 +304,28 @@ async fn a_deployment_template_on_an_ubuntu_image_gets_its_root_volume_on_sda1(
         shape: None,
         root_volume: None,
     };
+    Ok(request)
+}
+
+#[tokio::test]
+async fn a_deployment_template_on_an_ubuntu_image_gets_its_root_volume_on_sda1(
+) -> anyhow::Result<()> {
+    let moto = Moto::start().await?;
+    let sdk = sdk_config(&AwsSettings::emulator(&moto.endpoint)).await;
+    let ec2 = aws_sdk_ec2::Client::new(&sdk);
+    // The stack's template names /dev/xvda, but its RunnerAmi is an Ubuntu image, whose
+    // root device is /dev/sda1; the pool names no `ami` of its own.
+    let (ubuntu, ubuntu_root) = image_named(&ec2, "ubuntu*").await?;
+    assert_eq!(ubuntu_root, "/dev/sda1");
+    let request = xvda_template_request(&ec2, &ubuntu).await?;
     let fleet = Ec2Fleet::new(ec2.clone(), "eph");
     // Twice: the second launch reuses what the first read.
     for _ in 0..2 {
         let launch = fleet.launch(&request).await?;
         assert_eq!(launch.instance_ids.len(), 1, "{launch:?}");
         let id = &launch.instance_ids[0];
-        let described = ec2.describe_instances().instance_ids(id).send().await?;
-        let image = described
-            .reservations()
-            .iter()
-            .flat_map(|r| r.instances())
-            .find_map(|i| i.image_id());
-        assert_eq!(image, Some(ubuntu.as_str()), "the template's image");
+        let image = launched_image(&ec2, id).await?;
+        assert_eq!(image, ubuntu, "the template's image");
         assert_eq!(
             volumes_of(&ec2, id).await?,
             [(ubuntu_root.clone(), 30)],
@@ -357,40 +363,7 @@ async fn a_bake_to_another_root_device_never_launches_with_the_old_images_mappin
             .send()
     };
     publish(amazon.clone()).await?;
-    let data = RequestLaunchTemplateData::builder()
-        .image_id(format!("resolve:ssm:{parameter}"))
-        .instance_initiated_shutdown_behavior(ShutdownBehavior::Terminate)
-        .block_device_mappings(
-            LaunchTemplateBlockDeviceMappingRequest::builder()
-                .device_name("/dev/xvda")
-                .ebs(
-                    LaunchTemplateEbsBlockDeviceRequest::builder()
-                        .volume_size(30)
-                        .volume_type(VolumeType::Gp3)
-                        .encrypted(true)
-                        .delete_on_termination(true)
-                        .build(),
-                )
-                .build(),
-        )
-        .build();
-    ec2.create_launch_template()
-        .launch_template_name(launch_template_name("eph"))
-        .launch_template_data(data)
-        .send()
-        .await?;
-    let request = FleetRequest {
-        pool: "linux".to_owned(),
-        count: 1,
-        launch_template: launch_template_name("eph"),
-        template_version: TemplateVersion::Stack,
-        ami: None,
-        instance_types: vec!["t3.micro".to_owned()],
-        subnets: Vec::new(),
-        market: Market::OnDemand,
-        shape: None,
-        root_volume: None,
-    };
+    let request = xvda_template_request(&ec2, &format!("resolve:ssm:{parameter}")).await?;
     let warm = Ec2Fleet::new(ec2.clone(), "eph");
     let first = warm.launch(&request).await?;
     let first = first.instance_ids.first().context("launched")?;
