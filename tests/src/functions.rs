@@ -94,9 +94,12 @@ fn role_of(name: &str) -> anyhow::Result<&'static str> {
 
 /// The stack parameters the function environment `env` was made from (the inverse of
 /// the template's `Globals`): the deployment (from `EPHEMERA_TABLE`, `<deployment>-runners`)
-/// and the secrets passed by ARN. `None` when the environment names no table.
+/// and the secrets passed by ARN. `None` when the environment names no table, or no
+/// configuration parameter: such a function exits at its cold start before any call, so
+/// it needs no role (and registering one would reach a test's hung endpoint).
 fn stack_parameters(env: &[(String, String)]) -> Option<serde_json::Value> {
     let get = |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+    get("EPHEMERA_CONFIG_PARAMETER")?;
     let deployment = get("EPHEMERA_TABLE")?.strip_suffix("-runners")?;
     let mut parameters = serde_json::json!({ "DeploymentName": deployment });
     for (variable, parameter) in [
@@ -117,7 +120,7 @@ fn stack_parameters(env: &[(String, String)]) -> Option<serde_json::Value> {
 
 /// `env` with the credentials of the function `name`'s role, registered with the strict
 /// layer at `AWS_ENDPOINT_URL`. Unchanged when the endpoint is not a strict layer (a
-/// hung or refusing endpoint of a fault test) or the environment names no deployment.
+/// hung or refusing endpoint of a fault test) or the environment is not a deployment's.
 pub async fn as_role(
     name: &str,
     env: &[(String, String)],
@@ -169,14 +172,7 @@ pub async fn run_until_exit(
     env: &[(String, String)],
     limit: Duration,
 ) -> anyhow::Result<Exited> {
-    // A function without its configuration parameter exits at its cold start before
-    // any call, so it needs no role (and registering one would reach a hung endpoint).
-    let complete = env.iter().any(|(k, _)| k == "EPHEMERA_CONFIG_PARAMETER");
-    let env = &if complete {
-        as_role(name, env).await?
-    } else {
-        env.to_vec()
-    };
+    let env = &as_role(name, env).await?;
     let runtime_api = TcpListener::bind("127.0.0.1:0").await?;
     let started = std::time::Instant::now();
     let mut child = tokio::process::Command::new(binary(name)?)
