@@ -7,9 +7,15 @@ VENV := .venv
 VENV_STAMP := $(VENV)/.installed-$(shell cat requirements-dev.txt constraints-dev.txt | sha256sum | cut -c1-12)
 CARGO ?= cargo
 
-.PHONY: all venv demo up test test-rust test-bootstrap chaos-sweep bench bench-model check-figures check-bench-fresh docs-figures lint fmt clean-venv
+.PHONY: all help venv demo demo-sample check-demo up test test-rust test-bootstrap conformance chaos-sweep bench bench-model check-figures check-bench-fresh docs-figures lint fmt clean-venv
 
 all: test
+
+## help: these targets, each with what it does (from the `## name: text` comments here)
+help:
+	@awk '/^## [a-z][a-z-]*: / { sub(/^## /, ""); name = $$0; sub(/:.*/, "", name); text = $$0; \
+		sub(/^[a-z-]*: /, "", text); printf "  %-18s %s\n", name, text; more = 1; next } \
+		more && /^## / { sub(/^## /, ""); printf "  %-18s %s\n", "", $$0; next } { more = 0 }' $(MAKEFILE_LIST)
 
 ## venv: Python tools (moto) pinned in requirements-dev.txt / constraints-dev.txt
 venv: $(VENV_STAMP)
@@ -21,11 +27,29 @@ $(VENV_STAMP): requirements-dev.txt constraints-dev.txt
 	@touch $@
 
 ## demo: one job through the whole pipeline on emulated AWS, printed as it happens
-## (the same `cargo build --workspace --bins` as make test, so neither rebuilds the other's)
+## (the same `cargo build --workspace --bins` as make test, so neither rebuilds the other's);
+## then says whether README.md's sample is still this run in structure
+DEMO_TRANSCRIPT := target/demo/transcript.txt
 demo: venv
 	$(CARGO) build --quiet --workspace --bins
 	MOTO_SERVER=$(CURDIR)/$(VENV)/bin/moto_server EPHEMERA_BIN=$(CURDIR)/target/debug/ephemera \
-		target/debug/demo --config infra/config.example.yaml
+		target/debug/demo --config infra/config.example.yaml --transcript $(DEMO_TRANSCRIPT)
+	@$(VENV)/bin/python tests/docs/demo_sample.py --check $(DEMO_TRANSCRIPT) --warn
+
+## check-demo: runs the demo and fails when README.md's sample is not what it prints, in
+## structure (resource count, names, statuses, fields and stages; not times, ids or ports)
+check-demo: venv
+	$(CARGO) build --quiet --workspace --bins
+	MOTO_SERVER=$(CURDIR)/$(VENV)/bin/moto_server EPHEMERA_BIN=$(CURDIR)/target/debug/ephemera \
+		target/debug/demo --config infra/config.example.yaml --transcript $(DEMO_TRANSCRIPT) >/dev/null
+	$(VENV)/bin/python tests/docs/demo_sample.py --check $(DEMO_TRANSCRIPT)
+
+## demo-sample: runs the demo and writes what it printed into README.md as its sample
+demo-sample: venv
+	$(CARGO) build --quiet --workspace --bins
+	MOTO_SERVER=$(CURDIR)/$(VENV)/bin/moto_server EPHEMERA_BIN=$(CURDIR)/target/debug/ephemera \
+		target/debug/demo --config infra/config.example.yaml --transcript $(DEMO_TRANSCRIPT)
+	$(VENV)/bin/python tests/docs/demo_sample.py --write $(DEMO_TRANSCRIPT)
 
 ## up: moto, the GitHub simulator and `ephemera local` on loopback, up until Ctrl-C; prints
 ## the environment to paste so `ephemera` commands and `curl` work against them
@@ -35,14 +59,25 @@ up: venv
 		target/debug/demo --up --config infra/config.example.yaml
 
 ## test: formatting, lints, unit, adapter and end-to-end tests, the runner bootstrap, and
-## the figures of README.md and docs/ against the bench files
-test: venv lint lint-infra check-figures test-rust test-bootstrap conformance
+## the figures of README.md and docs/ against the bench files, the demo against its sample
+test: venv lint lint-infra check-figures test-rust test-bootstrap conformance check-demo
 
+## test-rust: the Rust tests of the workspace, 3 at a time, on the emulator (MOTO_SERVER)
 test-rust: venv
 	$(CARGO) build --workspace --bins   # the CLI tests drive the built `ephemera` binary
 	@# 3 at a time: the end-to-end tests wait on leases, timers and webhooks as much as on
 	@# the emulator; the two longest (burst, cli::kills) sort to the front and start first
-	MOTO_SERVER=$(CURDIR)/$(VENV)/bin/moto_server $(CARGO) test --workspace --all-targets -- --test-threads 3
+	rm -rf $(IAM_COVERAGE_DIR)
+	EPHEMERA_IAM_COVERAGE_DIR=$(CURDIR)/$(IAM_COVERAGE_DIR) MOTO_SERVER=$(CURDIR)/$(VENV)/bin/moto_server \
+		$(CARGO) test --workspace --all-targets -- --test-threads 3
+	PYTHONPATH=tests/src $(VENV)/bin/python -m strict_moto.coverage --warn $(IAM_COVERAGE_DIR) target/iam-coverage.json
+
+## iam-coverage: after the tests, the grants of the templates' roles that no request of
+## theirs needed, into target/iam-coverage.json; fails on one not kept with a reason
+## (`# iam-kept: ROLE/SID ACTION: reason` in the template; docs/testing.md)
+IAM_COVERAGE_DIR = target/iam-coverage
+iam-coverage: venv
+	PYTHONPATH=tests/src $(VENV)/bin/python -m strict_moto.coverage $(IAM_COVERAGE_DIR) target/iam-coverage.json
 
 ## chaos-sweep: a long run of the chaos suite, SEEDS schedules from seed FROM (make test
 ## runs the default 250 from seed 1), on an optimized build; a failure prints its seed,
@@ -60,7 +95,6 @@ test-bootstrap: venv
 	$(VENV)/bin/shellcheck infra/runner/bootstrap.sh
 	MOTO_SERVER=$(CURDIR)/$(VENV)/bin/moto_server $(VENV)/bin/python -m unittest discover -s tests/bootstrap -v
 
-## conformance: the GitHub simulator's recorded REST exchanges checked against GitHub's
 ## bench: the figures of docs/performance.md (webhook handling into bench/webhook.json;
 ## binary sizes and cold starts, a 1,000-job burst, the reaper over 100,000 items into
 ## bench/results.json), each stamped with the code it measured (tests/docs/figures.py),
@@ -77,6 +111,7 @@ bench: venv
 	$(VENV)/bin/python tests/docs/figures.py --stamp bench/results.json
 	$(VENV)/bin/python tests/docs/figures.py --write
 
+## conformance: the GitHub simulator's recorded REST exchanges checked against GitHub's
 ## OpenAPI description (@octokit/openapi, pinned in tests/conformance), and known-bad
 ## exchanges (wrong path, method, body) shown to be rejected
 CONFORMANCE_RECORD := target/conformance/exchanges
@@ -121,20 +156,27 @@ check-bench-fresh: venv
 docs-figures: venv
 	$(VENV)/bin/python tests/docs/figures.py --write
 
+## lint: rustfmt, clippy with warnings as errors, and the API docs with a broken intra-doc
+## link as an error
 lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	RUSTDOCFLAGS="-D rustdoc::broken_intra_doc_links" $(CARGO) doc --workspace --no-deps --quiet
 
+## fmt: formats the Rust code
 fmt:
 	$(CARGO) fmt --all
 
+## clean-venv: removes .venv (the next target that needs it installs it again)
 clean-venv:
 	rm -rf $(VENV)
 
 ## lint-infra: template.yaml and the image stack (cfn-lint, sam validate --lint; the image
 ## stack's install component carries bootstrap.sh as it is, and template.yaml's user data
-## is the script as `make user-data` writes it), the runner bootstrap and user-data scripts
-## (shellcheck) and the example configuration against its JSON Schema
+## is the script as `make user-data` writes it), Image Builder's own rules on the image
+## stack (infra/image/lint.py, each rule with a fixture that breaks it in
+## tests/fixtures/image-lint), the runner bootstrap and user-data scripts (shellcheck) and
+## the example configuration against its JSON Schema
 .PHONY: build deploy lint-infra image-component user-data
 SAM := SAM_CLI_TELEMETRY=0 $(CURDIR)/$(VENV)/bin/sam
 
@@ -143,6 +185,8 @@ lint-infra: venv
 	AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-us-east-1} $(SAM) validate --lint
 	AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-us-east-1} $(SAM) validate --lint -t infra/image/template.yaml
 	$(VENV)/bin/python infra/image/component.py --check
+	$(VENV)/bin/python infra/image/lint.py infra/image/template.yaml
+	$(VENV)/bin/python -m unittest discover -s infra/image -p 'test_*.py'
 	$(VENV)/bin/shellcheck infra/runner/bootstrap.sh infra/user-data.sh
 	infra/user-data.sh --check
 	$(VENV)/bin/python -c 'import json, sys, yaml, jsonschema; \

@@ -7,7 +7,7 @@
 #                         stock image), reads and removes this instance's JIT config (curl
 #                         --aws-sigv4, no AWS CLI), runs the runner once, ships its log and
 #                         the runner's _diag logs to CloudWatch Logs, powers off.
-# Needs bash, coreutils, grep, sed, tar, curl 7.75+. A failure prints one line,
+# Needs bash, coreutils, grep, sed, tar, curl 7.86+. A failure prints one line,
 # "ephemera-bootstrap: FAILED <step>: <reason>", on the console. The JIT config, the
 # token and the role's keys are never printed.
 set -euo pipefail
@@ -70,6 +70,8 @@ finish() {
 }
 trap finish EXIT
 trap 'exit 143' TERM INT HUP
+# The log's lines so far are the bake's (install's), not this boot's to ship.
+[ "$phase" = install ] || [ ! -f "$log_file" ] || grep -c '' "$log_file" >"$shipped/${log_file//\//_}" || true
 exec > >(tee -a "$log_file") 2>&1
 
 # "$@" up to $tries times, $pause s apart; false when every attempt failed.
@@ -89,6 +91,16 @@ json() { tr -d '\n' | sed -n "s/.*\"$1\"[[:space:]]*:[[:space:]]*\"\\([^\"\\\\]*
 case "$phase" in install | start) ;; *) fail "unknown phase '$phase' (install or start)" ;; esac
 [ "$phase" = install ] || [ -n "$deployment" ] || fail "EPHEMERA_DEPLOYMENT is not set"
 [ "$runner_user" != root ] || fail "the runner must not run as root"
+# Every signed call is curl --aws-sigv4, which signs the x-amz-* headers given to it (the
+# role's session token, DynamoDB's and Logs' X-Amz-Target) from curl 7.86.0 on (curl
+# commit 29c4aa00a1, "aws_sigv4: fix header computation", https://github.com/curl/curl/pull/7966);
+# before, it signs content-type;host;x-amz-date only. SigV4 wants the x-amz-* headers signed
+# (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_sigv-create-signed-request.html).
+# So an older curl (Ubuntu 22.04's 7.81.0) is refused, named, before any signed call: at
+# the bake (install) and at boot.
+step=curl
+{ [[ "$(curl -V)" =~ ^curl\ (([0-9]+)\.([0-9]+)[^ ]*) ]] && ((BASH_REMATCH[2] > 7 || BASH_REMATCH[3] > 85)); } ||
+  fail "curl ${BASH_REMATCH[1]:-?} does not sign x-amz-* headers (7.86+ does): Ubuntu 22.04 and other images with an older curl cannot run ephemera's runners"
 
 # ---- IMDSv2: a session token, then reads with it
 token=""
@@ -161,46 +173,56 @@ aws_error() {
 
 # ---- logs: this log and the runner's _diag logs, to this instance's stream (named by its
 # id) of the deployment's group. Best effort: a refused shipment is a line here, never a
-# failed boot. Each time, the lines added since the last: 2,000 characters at most each
-# (8 KB), 128 events a call, one timestamp a call, later calls later: within PutLogEvents'
-# limits (1,048,576 bytes and 10,000 events a batch, 256 KB an event, in time order;
+# failed boot, and what it held goes again at the next round (at least once).
+# CreateLogStream once a boot: its quota, 50 a second, is the account's and Region's
+# (https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/logs/cloudwatch_limits.html);
+# an existing stream (ResourceAlreadyExistsException) is this boot's. Then, each round, the
+# lines added since the last, each file in calls of 128 lines, a line counted sent only once
+# PutLogEvents took its call: 2,000 characters at most a line (8 KB), one timestamp a call,
+# later rounds later, within PutLogEvents' limits (1,048,576 bytes and 10,000 events a
+# batch, 256 KB an event, in time order, within 24 hours;
 # https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_PutLogEvents.html).
-# The JIT config never leaves: any run of 200+ base64 characters (or JSON-escaped ones,
-# \/ and \u002B), and what follows --jitconfig, is [redacted] first. EPHEMERA_LOG_GROUP='' ships nothing.
+# The body is JSON, so UTF-8 (RFC 8259, 8.1): a line that is not has its bytes above 127
+# made '?', and costs no other line. The JIT config never leaves: any run of 200+ base64
+# characters (or JSON-escaped ones, \/ and \u002B), and what follows --jitconfig, is
+# [redacted] first. EPHEMERA_LOG_GROUP='' ships nothing.
 cwlogs() {
   local out
   out="$(signed logs -sS --connect-timeout 5 --max-time 30 -H "X-Amz-Target: Logs_20140328.$1" \
     -H 'Content-Type: application/x-amz-json-1.1' --data-binary "@$shipped/body" \
-    -w '\n%{http_code}' "$logs_url")" || return 1
+    -w '\n%{http_code}' "$logs_url")" || { log "logs: no answer from $logs_url" && return 1; }
   status="${out##*$'\n'}"
   body="${out%$'\n'*}"
-  [ "$status" = 200 ] || [[ "$(aws_error)" = ResourceAlreadyExists* ]]
+  [ "$status" = 200 ] || [[ "$(aws_error)" = ResourceAlreadyExists* ]] ||
+    { log "logs: $(aws_error) from $logs_url ($1)" && false; }
 }
 # Lines on stdin -> ,{"timestamp":$t,"message":"<$1: line, redacted, cut, JSON-escaped>"}
 # (characters counted in UTF-8, so a cut never splits one)
 events() {
-  tr '\000-\011\013-\037' ' ' | LC_ALL=C.UTF-8 sed -E -e '/^ *$/d' -e 's/[A-Za-z0-9+\/=_\\-]{200,}/[redacted]/g' \
-    -e 's/(--jitconfig)[ =]+[^ ]+/\1 [redacted]/g' -e 's/^(.{2000}).*/\1/' -e 's/[\\"]/\\&/g' \
-    -e "s|.*|,{\"timestamp\":$t,\"message\":\"$1: &\"}|"
+  tr '\000-\011\013-\037' ' ' | LC_ALL=C.UTF-8 sed '/^.*$/!s/^/\x01/' |
+    LC_ALL=C sed '/^\x01/{s///;s/[\x80-\xff]/?/g}' | LC_ALL=C.UTF-8 sed -E -e '/^ *$/d' \
+    -e 's/[A-Za-z0-9+\/=_\\-]{200,}/[redacted]/g' -e 's/(--jitconfig)[ =]+[^ ]+/\1 [redacted]/g' \
+    -e 's/^(.{2000}).*/\1/' -e 's/[\\"]/\\&/g' -e "s|.*|,{\"timestamp\":$t,\"message\":\"$1: &\"}|"
 }
 ship() {
-  local f n i=1 all="$shipped/events" stream="\"logGroupName\":\"$log_group\",\"logStreamName\":\"$instance_id\""
+  local f k n b stream="\"logGroupName\":\"$log_group\",\"logStreamName\":\"$instance_id\""
   credentials || return 0
   t="$(date +%s%3N)"
-  : >"$all"
-  for f in "$log_file" "$runner_dir"/_diag/*.log; do
-    [ -f "$f" ] || continue
-    cp "$f" "$shipped/copy" || continue
-    n="$(cat "$shipped/${f//\//_}" 2>/dev/null)" || n=0
-    sed -n "$((n + 1)),\$p" "$shipped/copy" | events "${f##*/}" >>"$all"
-    grep -c '' "$shipped/copy" >"$shipped/${f//\//_}" || true
-  done
   echo "{$stream}" >"$shipped/body"
-  cwlogs CreateLogStream || { log "logs: $(aws_error) from $logs_url" && return 0; }
-  while sed -n "$i,$((i + 127))p" "$all" >"$shipped/batch" && [ -s "$shipped/batch" ]; do
-    { echo "{$stream,\"logEvents\":[" && sed '1s/^,//' "$shipped/batch" && echo ']}'; } >"$shipped/body"
-    cwlogs PutLogEvents || { log "logs: $(aws_error) from $logs_url" && return 0; }
-    i=$((i + 128))
+  [ -e "$shipped/stream" ] || { cwlogs CreateLogStream && : >"$shipped/stream"; } || return 0
+  for f in "$log_file" "$runner_dir"/_diag/*.log; do
+    k="$shipped/${f//\//_}"
+    n="$(cat "$k" 2>/dev/null)" || n=0
+    while [ -f "$f" ] && sed -n "$((n + 1)),$((n + 128))p" "$f" >"$shipped/lines" && [ -s "$shipped/lines" ]; do
+      b="$(grep -c '' "$shipped/lines")"
+      events "${f##*/}" <"$shipped/lines" | sed '1s/^,//' >"$shipped/batch"
+      if [ -s "$shipped/batch" ]; then
+        { echo "{$stream,\"logEvents\":[" && cat "$shipped/batch" && echo ']}'; } >"$shipped/body"
+        cwlogs PutLogEvents || return 0
+      fi
+      n=$((n + b))
+      echo "$n" >"$k"
+    done
   done
 }
 
@@ -321,12 +343,7 @@ install_missing() {
   elif [ -x "$runner_dir/run.sh" ] && [ ! -r "$marker" ]; then
     log "using the runner preinstalled in $runner_dir (it may update itself)"
   else
-    if [ -n "$bucket" ]; then
-      # S3 refuses unsigned x-amz-* headers; curl signs them from 7.86 on.
-      { [[ "$(curl -V)" =~ ^curl\ ([0-9]+)\.([0-9]+) ]] && ((BASH_REMATCH[1] > 7 || BASH_REMATCH[2] > 85)); } ||
-        fail "the runner bucket needs curl 7.86+: bake the runner, or take it from GitHub"
-      credentials || fail "no instance role credentials from IMDS"
-    fi
+    [ -z "$bucket" ] || credentials || fail "no instance role credentials from IMDS"
     download_runner
     baked="$runner_version $arch"
   fi

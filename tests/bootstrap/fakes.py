@@ -4,8 +4,8 @@
 # deployment's runner bucket, a DynamoDB front that checks every request's SigV4
 # signature against the role's keys, as AWS does, then forwards it to the strict moto
 # emulator (or answers an AWS error itself), and CloudWatch Logs (CreateLogStream and
-# PutLogEvents, signed, held to PutLogEvents' documented limits). Also the stub runner's
-# tarball.
+# PutLogEvents, signed, held to CreateLogStream's account-wide rate and PutLogEvents'
+# documented batch rules). Also the stub runner's tarball.
 
 import hashlib
 import hmac
@@ -45,6 +45,13 @@ EXPIRED = (
     400,
     {"__type": "com.amazon.coral.service#ExpiredTokenException", "message": "The security token included in the request is expired"},
 )
+# CloudWatch Logs' answer to a call over its quota, and to a fault of its own.
+LOGS_THROTTLED = (400, {"__type": "ThrottlingException", "message": "Rate exceeded"})
+LOGS_UNAVAILABLE = (503, {"__type": "ServiceUnavailableException", "message": "The service cannot complete the request."})
+# CreateLogStream: 50 transactions a second for the account in the Region, then throttled
+# (https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/logs/cloudwatch_limits.html,
+# https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_CreateLogStream.html).
+CREATE_LOG_STREAM_TPS = 50
 
 
 
@@ -71,6 +78,12 @@ def sigv4_problem(method, path, headers, body, world, service):
     names = signed.split(";")
     if "host" not in names:
         return "host not signed"
+    # "host and any x-amz-* headers that you plan to include in your request" are signed
+    # (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_sigv-create-signed-request.html):
+    # curl before 7.86.0 sends X-Amz-Target and x-amz-security-token unsigned.
+    unsigned = sorted({n.lower() for n in headers.keys() if n.lower().startswith("x-amz-")} - set(names))
+    if unsigned:
+        return f"x-amz-* headers not signed: {', '.join(unsigned)}"
     canonical = "\n".join(
         [
             method,
@@ -123,6 +136,8 @@ class World:
         self.streams = {}  # log stream name -> [(timestamp, message)] put in LOG_GROUP
         self.log_calls = []  # "CreateLogStream ok", "PutLogEvents <n> events", "<op> <error>"
         self.logs_answer = None  # an AWS error (status, body) to answer every Logs call with
+        self.logs_errors = {}  # Logs operation -> AWS errors (status, body) for its next calls, in turn
+        self.create_log_stream_times = []  # when the account's CreateLogStream calls came (time.monotonic())
 
     def publish(self, arch, tarball):
         self.tarballs[arch] = tarball
@@ -288,14 +303,24 @@ class Handler(http.server.BaseHTTPRequestHandler):
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
         operation = self.headers.get("X-Amz-Target", "").removeprefix("Logs_20140328.")
         problem = sigv4_problem("POST", self.path, self.headers, body, self.world, "logs")
+        request = None
         if problem:
             self.world.bad_signatures.append(f"{operation}: {problem}")
             error = (400, {"__type": "InvalidSignatureException", "message": problem})
         elif self.headers.get("Content-Type") != "application/x-amz-json-1.1":
             error = (400, {"__type": "SerializationException", "message": "not awsJson1_1"})
         else:
+            # A JSON body is UTF-8 (RFC 8259, 8.1; awsJson1_1): one byte that is not
+            # refuses the whole call, every event of the batch with it.
+            try:
+                request = json.loads(body.decode("utf-8", errors="strict"))
+                error = None
+            except (UnicodeDecodeError, ValueError) as err:
+                error = (400, {"__type": "SerializationException", "message": f"not UTF-8 JSON: {err}"})
+        if request is not None:
             with self.world.lock:
-                error = self.world.logs_answer or self.log_call(operation, json.loads(body))
+                queued = self.world.logs_errors.get(operation)
+                error = self.world.logs_answer or (queued.pop(0) if queued else None) or self.log_call(operation, request)
         if error is not None:
             self.world.log_calls.append(f"{operation} {error[1]['__type'].split('#')[-1]}")
             return self.answer(error[0], json.dumps(error[1]).encode())
@@ -308,6 +333,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if request.get("logGroupName") != LOG_GROUP:
             return (400, {"__type": "ResourceNotFoundException", "message": "The specified log group does not exist."})
         if operation == "CreateLogStream":
+            now = time.monotonic()
+            recent = [t for t in self.world.create_log_stream_times if now - t < 1.0]
+            self.world.create_log_stream_times = recent + [now]
+            if len(recent) >= CREATE_LOG_STREAM_TPS:
+                return LOGS_THROTTLED
             if stream in self.world.streams:
                 return (400, {"__type": "ResourceAlreadyExistsException", "message": "The specified log stream already exists"})
             if not stream or ":" in stream or "*" in stream:
@@ -319,7 +349,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return (400, {"__type": "UnknownOperationException", "message": operation})
         if stream not in self.world.streams:
             return (400, {"__type": "ResourceNotFoundException", "message": "The specified log stream does not exist."})
-        # https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_PutLogEvents.html
+        # https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_PutLogEvents.html:
+        # 1 to 10,000 events, 1,048,576 bytes (the messages in UTF-8, and 26 bytes an event),
+        # in time order, no event over 256 KB or empty, the batch within 24 hours and of now.
         events = request.get("logEvents", [])
         stamps = [e["timestamp"] for e in events]
         size = sum(len(e["message"].encode()) + 26 for e in events)
@@ -327,8 +359,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return invalid(f"{len(events)} events, {size} bytes, in time order: {stamps == sorted(stamps)}")
         if any(not e["message"] or len(e["message"].encode()) > 256 * 1024 for e in events):
             return invalid("an empty message or one over 256 KB")
-        if max(stamps) - min(stamps) > 24 * 3600 * 1000 or abs(stamps[0] / 1000 - time.time()) > 3600:
-            return invalid("timestamps not of now")
+        if max(stamps) - min(stamps) > 24 * 3600 * 1000:
+            return invalid("the batch spans more than 24 hours")
+        if min(stamps) / 1000 < time.time() - 14 * 86400 or max(stamps) / 1000 > time.time() + 2 * 3600:
+            return invalid("an event over 14 days old or 2 hours ahead")
         self.world.streams[stream].extend((e["timestamp"], e["message"]) for e in events)
         self.world.log_calls.append(f"PutLogEvents {len(events)} events")
         return None
@@ -351,7 +385,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
 RUN_SH = """#!/bin/bash
 # Stub Actions runner: records its arguments, the user sudo ran it as, and where; writes
 # _diag logs as the runner does (one naming its arguments, the JIT config among them, as
-# a careless runner version might), $STUB_DIAG_LINES long lines more, and runs
+# a careless runner version might), $STUB_DIAG_LINES long lines more, when
+# $STUB_DIAG_LATIN1 is set a line in Latin-1 (not UTF-8) among them, and runs
 # $STUB_RUNNER_SECONDS.
 {
   printf 'user=%s\\n' "${STUB_RAN_AS:-}"
@@ -363,6 +398,7 @@ mkdir -p _diag
   echo "[2026-11-26 04:00:00Z INFO Runner] Arguments: $*"
   echo "[2026-11-26 04:00:00Z INFO Runner] settings: $2"
   echo "[2026-11-26 04:00:00Z INFO Runner] as JSON: \\"${2//_/\\\\/}\\""
+  [ -z "${STUB_DIAG_LATIN1:-}" ] || printf '[2026-11-26 04:00:00Z INFO Runner] caf\\351 cr\\350me\\n'
   echo '[2026-11-26 04:00:01Z INFO Runner] Listening for Jobs: "quoted" \\ back'
 } >>_diag/Runner_20261126-040000-utc.log
 echo "[2026-11-26 04:00:02Z INFO Worker] Job build completed with result: Succeeded" \\

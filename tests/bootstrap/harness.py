@@ -198,7 +198,7 @@ class BootstrapHarness(unittest.TestCase):
     def jit_config_left(self):
         return "jit_config" in (self.jit_item() or {})
 
-    def script_env(self, arch="x86_64", runner_exit=0, missing=(), diag_lines=0, runner_seconds=0, **settings):
+    def script_env(self, arch="x86_64", runner_exit=0, missing=(), diag_lines=0, runner_seconds=0, diag_latin1=False, **settings):
         env = {
             "PATH": f"{self.stubs}:{self.minimal_bin}",
             "HOME": str(self.tmp),
@@ -226,6 +226,7 @@ class BootstrapHarness(unittest.TestCase):
             "STUB_MISSING": " ".join(missing),
             "STUB_DIAG_LINES": str(diag_lines),
             "STUB_RUNNER_SECONDS": str(runner_seconds),
+            "STUB_DIAG_LATIN1": "1" if diag_latin1 else "",
         }
         env.update({f"EPHEMERA_{k.upper()}": str(v) for k, v in settings.items()})
         return env
@@ -266,6 +267,11 @@ class BootstrapHarness(unittest.TestCase):
             "cwd": lines[1].removeprefix("cwd="),
             "args": [line.removeprefix("arg=") for line in lines[2:]],
         }
+
+    def stub_curl_version(self, version):
+        """A curl that says it is `version` (curl -V) and is the real one otherwise."""
+        real = shutil.which("curl", path="/usr/bin:/bin")
+        self.stub("curl", f'#!/bin/bash\n[ "$1" != -V ] || {{ echo "curl {version} (x86_64-pc-linux-gnu) libcurl/{version}"; exit 0; }}\nexec {real} "$@"\n')
 
     def console_lines(self):
         return self.console.read_text().splitlines()

@@ -5,7 +5,6 @@
 # checked every time against the pinned or published sum.
 
 import re
-import shutil
 import time
 import unittest
 
@@ -201,18 +200,6 @@ class RunnerDownload(harness.BootstrapHarness):
         self.assertEqual(status, 0, output)
         self.assertEqual(self.world.bad_signatures, [])
         self.assertTrue((self.tmp / "actions-runner/run.sh").exists())
-
-    def test_the_bucket_with_a_curl_older_than_7_86_fails_named(self):
-        # Ubuntu 22.04's curl 7.81 signs only content-type;host;x-amz-date: S3 would refuse
-        # the unsigned x-amz-security-token, so the script says so instead of a bare 403.
-        real = shutil.which("curl", path="/usr/bin:/bin")
-        self.stub("curl", f'#!/bin/bash\n[ "$1" != -V ] || {{ echo "curl 7.81.0 (x86_64-pc-linux-gnu)"; exit 0; }}\nexec {real} "$@"\n')
-        self.put_in_bucket()
-        self.put_jit()
-        status, output = self.run_script("ubuntu2204", runner_bucket_url=self.base + BUCKET_PREFIX)
-        self.assert_failed(status, "runner-download", "the runner bucket needs curl 7.86+")
-        self.assertEqual(self.network_fetches(), [])
-        self.assertIsNone(self.runner())
 
     def test_a_bucket_sum_that_differs_fails_the_boot_named(self):
         self.put_in_bucket(published="f" * 64)

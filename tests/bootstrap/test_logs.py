@@ -1,13 +1,21 @@
 # The runner's logs, shipped: the boot's log and the runner's _diag logs go to the
 # instance's stream (its id) of the deployment's group, signed with the role's keys, in
 # calls within PutLogEvents' limits (the fake refuses any other); each line once, also
-# when the boot fails; a refused shipment never fails the boot; and the JIT config never
-# leaves (harness.assert_no_secret reads every shipped line on every run).
+# when the boot fails; at least once: a line refused (a throttled CreateLogStream, a
+# PutLogEvents fault) goes at the next round; the stream created once a boot
+# (CreateLogStream's 50 a second are the account's); not the bake's lines; a line that is
+# not UTF-8 costs only itself; a refused shipment never fails the boot; and the JIT config
+# never leaves (harness.assert_no_secret reads every shipped line on every run).
 
+import time
 import unittest
 
+import boto3
+import botocore.config
+import botocore.exceptions
+
 import harness
-from fakes import ACCESS_DENIED, INSTANCE, LOG_GROUP
+from fakes import ACCESS_DENIED, CREATE_LOG_STREAM_TPS, INSTANCE, LOG_GROUP, LOGS_THROTTLED, LOGS_UNAVAILABLE, REGION
 
 RUNNER_LOG = "Runner_20261126-040000-utc.log: "
 WORKER_LOG = "Worker_20261126-040002-utc.log: "
@@ -95,6 +103,116 @@ class LogShipping(harness.BootstrapHarness):
         self.assertTrue(all(len(m) == len(WORKER_LOG) + 2000 for m in long_lines), "cut to 2,000 characters")
         stamps = [t for t, _ in self.world.streams[INSTANCE]]
         self.assertEqual(stamps, sorted(stamps), "in time order")
+
+    # ---- at least once, and what CloudWatch Logs refuses
+
+    def assert_every_line_of_the_run_shipped_once(self):
+        shipped = self.shipped()
+        boot = [m for m in shipped if m.startswith("bootstrap.log: ")]
+        self.assertTrue(any(f"ephemera-bootstrap: instance {INSTANCE} in" in m for m in boot), boot)
+        self.assertTrue(any("ephemera-bootstrap: starting the runner" in m for m in boot), boot)
+        self.assertTrue(boot[-1].endswith("exiting with status 0; powering off"), boot[-1])
+        self.assertIn(f'{RUNNER_LOG}[2026-11-26 04:00:01Z INFO Runner] Listening for Jobs: "quoted" \\ back', shipped)
+        self.assertIn(f"{WORKER_LOG}[2026-11-26 04:00:02Z INFO Worker] Job build completed with result: Succeeded", shipped)
+        self.assert_each_line_once(shipped)
+
+    def test_the_stream_is_created_once_a_boot(self):
+        self.put_jit()
+        status, output = self.run_script("al2023", log_every=1, runner_seconds=3)
+        self.assertEqual(status, 0, output)
+        puts = [c for c in self.world.log_calls if c.startswith("PutLogEvents")]
+        self.assertGreaterEqual(len(puts), 2, self.world.log_calls)
+        creates = [c for c in self.world.log_calls if c.startswith("CreateLogStream")]
+        self.assertEqual(creates, ["CreateLogStream ok"], "one CreateLogStream, not one a round")
+
+    def test_a_failed_put_loses_no_line(self):
+        # The first two PutLogEvents meet a fault of the service: their lines go at the next round.
+        self.world.logs_errors["PutLogEvents"] = [LOGS_UNAVAILABLE, LOGS_UNAVAILABLE]
+        self.put_jit()
+        status, output = self.run_script("al2023", log_every=1, runner_seconds=3)
+        self.assertEqual(status, 0, output)
+        self.assertEqual(self.world.log_calls.count("PutLogEvents ServiceUnavailableException"), 2, self.world.log_calls)
+        self.assertIn("logs: ServiceUnavailableException", (self.tmp / "bootstrap.log").read_text())
+        self.assert_every_line_of_the_run_shipped_once()
+
+    def test_a_throttled_create_log_stream_loses_no_line_and_is_asked_again(self):
+        # The account's other instances hold CreateLogStream's rate at this boot's first round.
+        self.world.logs_errors["CreateLogStream"] = [LOGS_THROTTLED]
+        self.put_jit()
+        status, output = self.run_script("al2023", log_every=1, runner_seconds=3)
+        self.assertEqual(status, 0, output)
+        creates = [c for c in self.world.log_calls if c.startswith("CreateLogStream")]
+        self.assertEqual(creates, ["CreateLogStream ThrottlingException", "CreateLogStream ok"])
+        self.assert_every_line_of_the_run_shipped_once()
+
+    def test_a_stream_that_exists_is_this_boots(self):
+        # A CreateLogStream whose answer was lost: the next one finds the stream.
+        self.world.streams[INSTANCE] = []
+        self.put_jit()
+        status, output = self.run_script("al2023")
+        self.assertEqual(status, 0, output)
+        self.assertIn("CreateLogStream ResourceAlreadyExistsException", self.world.log_calls)
+        self.assert_every_line_of_the_run_shipped_once()
+
+    def test_the_bake_log_is_not_shipped_at_boot(self):
+        status, output = self.run_script("al2023", "install")
+        self.assertEqual(status, 0, output)
+        self.assertIn("ephemera-bootstrap: installed", (self.tmp / "bootstrap.log").read_text())
+        self.put_jit()
+        status, output = self.run_script("al2023")
+        self.assertEqual(status, 0, output)
+        boot = [m for m in self.shipped() if m.startswith("bootstrap.log: ")]
+        self.assertFalse([m for m in boot if "installing the runner's dependencies" in m or m.endswith(" installed")], boot)
+        self.assertTrue(any("nothing to install" in m for m in boot), boot)
+        self.assert_every_line_of_the_run_shipped_once()
+
+    def test_a_line_that_is_not_utf8_costs_only_itself(self):
+        self.put_jit()
+        status, output = self.run_script("al2023", diag_latin1=True)
+        self.assertEqual(status, 0, output)
+        self.assertFalse([c for c in self.world.log_calls if "Exception" in c], self.world.log_calls)
+        shipped = self.shipped()
+        self.assertIn(f"{RUNNER_LOG}[2026-11-26 04:00:00Z INFO Runner] caf? cr?me", shipped)
+        self.assert_every_line_of_the_run_shipped_once()
+
+    # ---- the fake's rules, asked directly
+
+    def logs_client(self):
+        return boto3.client(
+            "logs",
+            region_name=REGION,
+            endpoint_url=self.base + "/logs",
+            aws_access_key_id=self.world.key_id,
+            aws_secret_access_key=self.world.secret_key,
+            aws_session_token=self.world.session_token,
+            config=botocore.config.Config(retries={"mode": "standard", "max_attempts": 1}),
+        )
+
+    def test_the_fake_throttles_create_log_stream_beyond_50_a_second(self):
+        logs = self.logs_client()
+        started = time.monotonic()
+        for i in range(CREATE_LOG_STREAM_TPS):
+            logs.create_log_stream(logGroupName=LOG_GROUP, logStreamName=f"i-{i}")
+        self.assertLess(time.monotonic() - started, 1.0, "this test needs 50 calls within a second")
+        with self.assertRaises(botocore.exceptions.ClientError) as refused:
+            logs.create_log_stream(logGroupName=LOG_GROUP, logStreamName="i-51")
+        self.assertEqual(refused.exception.response["Error"]["Code"], "ThrottlingException")
+        self.assertEqual(self.world.bad_signatures, [])
+
+    def test_the_fake_refuses_a_batch_over_24_hours_or_out_of_order(self):
+        logs = self.logs_client()
+        logs.create_log_stream(logGroupName=LOG_GROUP, logStreamName=INSTANCE)
+        now = int(time.time() * 1000)
+        for events in (
+            [{"timestamp": now - 25 * 3600 * 1000, "message": "a"}, {"timestamp": now, "message": "b"}],
+            [{"timestamp": now, "message": "a"}, {"timestamp": now - 1, "message": "b"}],
+            [{"timestamp": now, "message": "a"}] * 10_001,
+        ):
+            with self.assertRaises(botocore.exceptions.ClientError) as refused:
+                logs.put_log_events(logGroupName=LOG_GROUP, logStreamName=INSTANCE, logEvents=events)
+            self.assertEqual(refused.exception.response["Error"]["Code"], "InvalidParameterException")
+        logs.put_log_events(logGroupName=LOG_GROUP, logStreamName=INSTANCE, logEvents=[{"timestamp": now, "message": "ok"}])
+        self.assertEqual(self.shipped(), ["ok"])
 
 
 if __name__ == "__main__":

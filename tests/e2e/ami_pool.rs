@@ -263,18 +263,15 @@ async fn volumes_of(ec2: &aws_sdk_ec2::Client, id: &str) -> anyhow::Result<Vec<(
         .collect())
 }
 
-#[tokio::test]
-async fn a_deployment_template_on_an_ubuntu_image_gets_its_root_volume_on_sda1(
-) -> anyhow::Result<()> {
-    let moto = Moto::start().await?;
-    let sdk = sdk_config(&AwsSettings::emulator(&moto.endpoint)).await;
-    let ec2 = aws_sdk_ec2::Client::new(&sdk);
-    // The stack's template names /dev/xvda, but its RunnerAmi is an Ubuntu image, whose
-    // root device is /dev/sda1; the pool names no `ami` of its own.
-    let (ubuntu, ubuntu_root) = image_named(&ec2, "ubuntu*").await?;
-    assert_eq!(ubuntu_root, "/dev/sda1");
+/// The deployment's template `eph-runner` as the stack makes it, on `image` (an AMI id
+/// or `resolve:ssm:NAME`) with a 30 GiB root volume named for /dev/xvda, and a request
+/// for one on-demand runner of the pool `linux` through it.
+async fn xvda_template_request(
+    ec2: &aws_sdk_ec2::Client,
+    image: &str,
+) -> anyhow::Result<FleetRequest> {
     let data = RequestLaunchTemplateData::builder()
-        .image_id(&ubuntu)
+        .image_id(image)
         .instance_initiated_shutdown_behavior(ShutdownBehavior::Terminate)
         .block_device_mappings(
             LaunchTemplateBlockDeviceMappingRequest::builder()
@@ -307,19 +304,28 @@ async fn a_deployment_template_on_an_ubuntu_image_gets_its_root_volume_on_sda1(
         shape: None,
         root_volume: None,
     };
+    Ok(request)
+}
+
+#[tokio::test]
+async fn a_deployment_template_on_an_ubuntu_image_gets_its_root_volume_on_sda1(
+) -> anyhow::Result<()> {
+    let moto = Moto::start().await?;
+    let sdk = sdk_config(&AwsSettings::emulator(&moto.endpoint)).await;
+    let ec2 = aws_sdk_ec2::Client::new(&sdk);
+    // The stack's template names /dev/xvda, but its RunnerAmi is an Ubuntu image, whose
+    // root device is /dev/sda1; the pool names no `ami` of its own.
+    let (ubuntu, ubuntu_root) = image_named(&ec2, "ubuntu*").await?;
+    assert_eq!(ubuntu_root, "/dev/sda1");
+    let request = xvda_template_request(&ec2, &ubuntu).await?;
     let fleet = Ec2Fleet::new(ec2.clone(), "eph");
     // Twice: the second launch reuses what the first read.
     for _ in 0..2 {
         let launch = fleet.launch(&request).await?;
         assert_eq!(launch.instance_ids.len(), 1, "{launch:?}");
         let id = &launch.instance_ids[0];
-        let described = ec2.describe_instances().instance_ids(id).send().await?;
-        let image = described
-            .reservations()
-            .iter()
-            .flat_map(|r| r.instances())
-            .find_map(|i| i.image_id());
-        assert_eq!(image, Some(ubuntu.as_str()), "the template's image");
+        let image = launched_image(&ec2, id).await?;
+        assert_eq!(image, ubuntu, "the template's image");
         assert_eq!(
             volumes_of(&ec2, id).await?,
             [(ubuntu_root.clone(), 30)],
@@ -327,4 +333,77 @@ async fn a_deployment_template_on_an_ubuntu_image_gets_its_root_volume_on_sda1(
         );
     }
     Ok(())
+}
+
+/// A bake that moves the deployment's image parameter from an image whose root device is
+/// /dev/xvda to one whose root is /dev/sda1 never gives a warm scaler's launch the
+/// template's volume as a second disk beside the new image's small default root: the
+/// launch runs the image whose root device was read.
+#[tokio::test]
+async fn a_bake_to_another_root_device_never_launches_with_the_old_images_mapping(
+) -> anyhow::Result<()> {
+    let moto = Moto::start().await?;
+    let sdk = sdk_config(&AwsSettings::emulator(&moto.endpoint)).await;
+    let ec2 = aws_sdk_ec2::Client::new(&sdk);
+    let ssm = aws_sdk_ssm::Client::new(&sdk);
+    let (amazon, amazon_root) = image_named(&ec2, "amzn*").await?;
+    let (ubuntu, ubuntu_root) = image_named(&ec2, "ubuntu*").await?;
+    assert_eq!(
+        (amazon_root.as_str(), ubuntu_root.as_str()),
+        ("/dev/xvda", "/dev/sda1")
+    );
+    let parameter = "/ephemera/eph/runner-image/x86_64";
+    let publish = |ami: String| {
+        ssm.put_parameter()
+            .name(parameter)
+            .value(ami)
+            .r#type(aws_sdk_ssm::types::ParameterType::String)
+            .data_type("aws:ec2:image")
+            .overwrite(true)
+            .send()
+    };
+    publish(amazon.clone()).await?;
+    let request = xvda_template_request(&ec2, &format!("resolve:ssm:{parameter}")).await?;
+    let warm = Ec2Fleet::new(ec2.clone(), "eph");
+    let first = warm.launch(&request).await?;
+    let first = first.instance_ids.first().context("launched")?;
+    assert_eq!(volumes_of(&ec2, first).await?, [(amazon_root.clone(), 30)]);
+
+    publish(ubuntu.clone()).await?;
+    let cold = Ec2Fleet::new(ec2.clone(), "eph");
+    for (scaler, fleet) in [("warm", &warm), ("cold", &cold)] {
+        let launch = fleet.launch(&request).await?;
+        let id = launch.instance_ids.first().context("launched")?;
+        let image = launched_image(&ec2, id).await?;
+        let root = if image == amazon {
+            &amazon_root
+        } else {
+            &ubuntu_root
+        };
+        assert_eq!(
+            volumes_of(&ec2, id).await?,
+            [(root.clone(), 30)],
+            "the {scaler} scaler's runner ({image}) has one 30 GiB volume, on its own image's root device"
+        );
+        if scaler == "cold" {
+            assert_eq!(
+                image, ubuntu,
+                "a scaler started after the bake launches the new image"
+            );
+        }
+    }
+    moto.stop().await;
+    Ok(())
+}
+
+/// The image an instance was launched from.
+async fn launched_image(ec2: &aws_sdk_ec2::Client, id: &str) -> anyhow::Result<String> {
+    let described = ec2.describe_instances().instance_ids(id).send().await?;
+    described
+        .reservations()
+        .iter()
+        .flat_map(|r| r.instances())
+        .find_map(|i| i.image_id())
+        .map(str::to_owned)
+        .context("the instance's image")
 }

@@ -1,18 +1,10 @@
-//! End-to-end tests of ephemera, one binary: adapters against moto, the GitHub
-//! simulator, and the whole pipeline (signed webhook in, runner launched, job run,
-//! runner reaped) on moto + simulator.
+//! End-to-end tests of ephemera, one binary: adapters against moto (`adapters/`), the
+//! strict layer's refusals (`strict/`), the GitHub simulator, and the whole pipeline
+//! (signed webhook in, runner launched, job run, runner reaped) on moto + simulator.
 
+mod adapters;
 mod ami_pool;
 mod apps;
-mod aws_breaker;
-mod aws_fleet;
-mod aws_instance_index;
-mod aws_jit;
-mod aws_queue;
-mod aws_reruns;
-mod aws_stamps;
-mod aws_store;
-mod aws_tokens;
 mod burst;
 mod cli;
 mod doctor;
@@ -28,11 +20,6 @@ mod reaper;
 mod scaler;
 mod sim;
 mod strict;
-mod strict_dynamo;
-mod strict_fleet;
-mod strict_queue;
-mod strict_sizing;
-mod strict_ssm;
 mod template;
 mod timeline;
 mod webhook_http;

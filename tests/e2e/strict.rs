@@ -1,7 +1,13 @@
 //! The strict layer in front of moto refuses what AWS refuses, with AWS's codes,
 //! statuses and messages, and allows what AWS allows: the SSM, DynamoDB, SQS/Lambda and
-//! EC2 cases are in the `strict_*` modules; this one holds what they share and the
-//! control API itself.
+//! EC2 cases (and sized launches) are in the modules under `strict/`; this one holds
+//! what they share and the control API itself.
+
+mod dynamo;
+mod fleet;
+mod queue;
+mod sizing;
+mod ssm;
 
 use aws_sdk_ssm::error::{ProvideErrorMetadata, SdkError};
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;

@@ -16,9 +16,9 @@ use std::sync::Arc;
 #[error("injected failure: {0}")]
 pub struct Injected(pub &'static str);
 
-/// The real EC2 fleet adapter, with failures injected on demand.
-pub struct FaultyFleet {
-    inner: Arc<Ec2Fleet>,
+/// The faults to inject and the calls counted, shared by the fleets of every actor.
+#[derive(Default)]
+struct FleetFaults {
     terminate_failures: AtomicU32,
     terminate_calls: AtomicU32,
     spot_failures: AtomicU32,
@@ -27,15 +27,26 @@ pub struct FaultyFleet {
     launch_sizes: std::sync::Mutex<Vec<u32>>,
 }
 
+/// The real EC2 fleet adapter, with failures injected on demand.
+pub struct FaultyFleet {
+    inner: Arc<Ec2Fleet>,
+    faults: Arc<FleetFaults>,
+}
+
 impl FaultyFleet {
     pub fn new(inner: Arc<Ec2Fleet>) -> FaultyFleet {
         FaultyFleet {
             inner,
-            terminate_failures: AtomicU32::new(0),
-            terminate_calls: AtomicU32::new(0),
-            spot_failures: AtomicU32::new(0),
-            launch_calls: AtomicU32::new(0),
-            launch_sizes: std::sync::Mutex::default(),
+            faults: Arc::default(),
+        }
+    }
+
+    /// The same faults and counts over another adapter (another actor's credentials):
+    /// a fault injected through either is seen by both, and both calls are counted.
+    pub fn sharing_faults(&self, inner: Arc<Ec2Fleet>) -> FaultyFleet {
+        FaultyFleet {
+            inner,
+            faults: self.faults.clone(),
         }
     }
 
@@ -46,23 +57,26 @@ impl FaultyFleet {
 
     /// The next `count` terminate calls fail (without reaching EC2).
     pub fn fail_terminate(&self, count: u32) {
-        self.terminate_failures.store(count, Ordering::SeqCst);
+        self.faults
+            .terminate_failures
+            .store(count, Ordering::SeqCst);
     }
 
     /// The next `count` spot launches fail for lack of capacity (without reaching EC2),
     /// as EC2 answers when a spot pool is exhausted.
     pub fn fail_spot(&self, count: u32) {
-        self.spot_failures.store(count, Ordering::SeqCst);
+        self.faults.spot_failures.store(count, Ordering::SeqCst);
     }
 
     /// Launch requests made so far (each one EC2 call), failed or not.
     pub fn launch_calls(&self) -> u32 {
-        self.launch_calls.load(Ordering::SeqCst)
+        self.faults.launch_calls.load(Ordering::SeqCst)
     }
 
     /// How many instances each launch request asked for, in order.
     pub fn launch_sizes(&self) -> Vec<u32> {
-        self.launch_sizes
+        self.faults
+            .launch_sizes
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
@@ -70,19 +84,20 @@ impl FaultyFleet {
 
     /// Terminate calls made so far, failed or not.
     pub fn terminate_calls(&self) -> u32 {
-        self.terminate_calls.load(Ordering::SeqCst)
+        self.faults.terminate_calls.load(Ordering::SeqCst)
     }
 }
 
 #[async_trait]
 impl Launcher for FaultyFleet {
     async fn launch(&self, request: &FleetRequest) -> Result<FleetLaunch, FleetError> {
-        self.launch_calls.fetch_add(1, Ordering::SeqCst);
-        self.launch_sizes
+        self.faults.launch_calls.fetch_add(1, Ordering::SeqCst);
+        self.faults
+            .launch_sizes
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(request.count);
-        if request.market == Market::Spot && spend(&self.spot_failures) {
+        if request.market == Market::Spot && spend(&self.faults.spot_failures) {
             return Err(FleetError::CapacityUnavailable(
                 "InsufficientInstanceCapacity".to_owned(),
             ));
@@ -94,8 +109,9 @@ impl Launcher for FaultyFleet {
 #[async_trait]
 impl Fleet for FaultyFleet {
     async fn terminate(&self, instance_id: &str) -> Result<(), FleetError> {
-        self.terminate_calls.fetch_add(1, Ordering::SeqCst);
+        self.faults.terminate_calls.fetch_add(1, Ordering::SeqCst);
         let failing = self
+            .faults
             .terminate_failures
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
                 left.checked_sub(1)

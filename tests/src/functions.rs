@@ -2,6 +2,10 @@
 //! process with the environment template.yaml gives it, asking a Lambda runtime API for
 //! events. The runtime API here is the project's own, on a loopback port: it hands out
 //! the events a test queues and collects what the function answers.
+//!
+//! Each function calls AWS as its role of template.yaml (`WebhookRole`, `ScalerRole`,
+//! `ReaperRole`), with an access key registered with the strict layer for the stack its
+//! environment names ([`as_role`]); a test's own calls stay the operator's.
 
 use crate::moto::Moto;
 use crate::pipeline::workspace_path;
@@ -78,6 +82,89 @@ pub struct Exited {
     pub took: Duration,
 }
 
+/// The role of template.yaml the function `name` runs as.
+fn role_of(name: &str) -> anyhow::Result<&'static str> {
+    Ok(match name {
+        "webhook" => "WebhookRole",
+        "scaler" => "ScalerRole",
+        "reaper" => "ReaperRole",
+        other => anyhow::bail!("no role for the function {other}"),
+    })
+}
+
+/// The stack parameters the function environment `env` was made from (the inverse of
+/// the template's `Globals`): the deployment (from `EPHEMERA_TABLE`, `<deployment>-runners`)
+/// and the secrets passed by ARN. `None` when the environment names no table, or no
+/// configuration parameter: such a function exits at its cold start before any call, so
+/// it needs no role (and registering one would reach a test's hung endpoint).
+fn stack_parameters(env: &[(String, String)]) -> Option<serde_json::Value> {
+    let get = |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+    get("EPHEMERA_CONFIG_PARAMETER")?;
+    let deployment = get("EPHEMERA_TABLE")?.strip_suffix("-runners")?;
+    let mut parameters = serde_json::json!({ "DeploymentName": deployment });
+    for (variable, parameter) in [
+        ("EPHEMERA_GITHUB_KEY_SECRET_ID", "GitHubAppKeySecretArn"),
+        ("EPHEMERA_WEBHOOK_SECRET_ID", "WebhookSecretArn"),
+        (
+            "EPHEMERA_WEBHOOK_PREVIOUS_SECRET_ID",
+            "WebhookPreviousSecretArn",
+        ),
+        ("EPHEMERA_MORE_APP_KEY_SECRET_ARNS", "MoreAppKeySecretArns"),
+    ] {
+        if let Some(value) = get(variable).filter(|v| v.starts_with("arn:")) {
+            parameters[parameter] = serde_json::Value::from(value);
+        }
+    }
+    Some(parameters)
+}
+
+/// `env` with the credentials of the function `name`'s role, registered with the strict
+/// layer at `AWS_ENDPOINT_URL`. Unchanged when the endpoint is not a strict layer (a
+/// hung or refusing endpoint of a fault test) or the environment is not a deployment's.
+pub async fn as_role(
+    name: &str,
+    env: &[(String, String)],
+) -> anyhow::Result<Vec<(String, String)>> {
+    let mut env = env.to_vec();
+    let endpoint = env
+        .iter()
+        .find(|(k, _)| k == "AWS_ENDPOINT_URL")
+        .map(|(_, v)| v.clone());
+    let (Some(endpoint), Some(parameters)) = (endpoint, stack_parameters(&env)) else {
+        return Ok(env);
+    };
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let serial = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let role = role_of(name)?;
+    let key = format!("ASIA{}{}F{serial}", role.to_uppercase(), std::process::id());
+    let body = serde_json::json!({
+        "access_key_id": key,
+        "template": "template.yaml",
+        "role": role,
+        "parameters": parameters,
+    });
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(3))
+        .build()?;
+    let url = format!("{endpoint}/strict-api/iam/principals");
+    let Ok(response) = client.post(&url).json(&body).send().await else {
+        return Ok(env);
+    };
+    if response.status() == reqwest::StatusCode::NOT_FOUND {
+        return Ok(env);
+    }
+    let status = response.status();
+    if !status.is_success() {
+        anyhow::bail!(
+            "registering {role} with the strict layer: {status}: {}",
+            response.text().await.unwrap_or_default()
+        );
+    }
+    env.retain(|(k, _)| k != "AWS_ACCESS_KEY_ID");
+    env.push(("AWS_ACCESS_KEY_ID".to_owned(), key));
+    Ok(env)
+}
+
 /// Runs `binary` with only `env` (and a runtime API nobody answers) until it exits, at
 /// most `limit`; a process still running then is killed and reported as such.
 pub async fn run_until_exit(
@@ -85,6 +172,7 @@ pub async fn run_until_exit(
     env: &[(String, String)],
     limit: Duration,
 ) -> anyhow::Result<Exited> {
+    let env = &as_role(name, env).await?;
     let runtime_api = TcpListener::bind("127.0.0.1:0").await?;
     let started = std::time::Instant::now();
     let mut child = tokio::process::Command::new(binary(name)?)
@@ -164,7 +252,7 @@ pub fn app_key() -> anyhow::Result<String> {
     ))?)
 }
 
-/// A function process answering invocations through its own [`RuntimeApi`]; killed
+/// A function process answering invocations through its own [`RuntimeApi`](crate::runtime_api::RuntimeApi); killed
 /// when dropped.
 pub struct Function {
     pub api: crate::runtime_api::RuntimeApi,
@@ -174,6 +262,7 @@ pub struct Function {
 impl Function {
     /// Starts the binary `name` with only `env`.
     pub async fn start(name: &str, env: &[(String, String)]) -> anyhow::Result<Function> {
+        let env = &as_role(name, env).await?;
         let api = crate::runtime_api::RuntimeApi::start().await?;
         let child = tokio::process::Command::new(binary(name)?)
             .env_clear()

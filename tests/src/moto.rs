@@ -10,8 +10,14 @@
 //! transactions. Strict is on by default; its settings come from
 //! `EPHEMERA_STRICT_SETTINGS` (JSON) or `EPHEMERA_STRICT_SETTINGS_FILE` at start, and
 //! from [`Moto::set_strict`] at run time.
+//!
+//! IAM: each actor of a test calls AWS with an access key of its own, registered with
+//! the strict layer as a role of template.yaml ([`Moto::role_settings`]); the layer
+//! refuses what that role's policies do not allow, as IAM would. Any other key (the
+//! `testing` of [`AwsSettings::emulator`]) is the operator, with full access.
 
 use anyhow::{bail, Context};
+use ephemera_aws::AwsSettings;
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -214,6 +220,49 @@ impl Moto {
             bail!("{path} answered {status}: {text}");
         }
         serde_json::from_str(&text).with_context(|| format!("{path} answered {text}"))
+    }
+
+    /// Settings that call AWS as the role `role` (a logical id of template.yaml, e.g.
+    /// `ScalerRole`) of the deployment `deployment`: a fresh access key, registered with
+    /// the strict layer, whose requests are evaluated against that role's policies.
+    pub async fn role_settings(&self, role: &str, deployment: &str) -> anyhow::Result<AwsSettings> {
+        let parameters = serde_json::json!({ "DeploymentName": deployment });
+        self.principal_settings(role, parameters, None).await
+    }
+
+    /// [`Moto::role_settings`] with the stack's `parameters` (an object with at least
+    /// `DeploymentName`, e.g. `GitHubAppKeySecretArn`), and for a runner host the
+    /// instance whose credentials these are (`ec2:SourceInstanceARN`).
+    pub async fn principal_settings(
+        &self,
+        role: &str,
+        parameters: serde_json::Value,
+        source_instance: Option<&str>,
+    ) -> anyhow::Result<AwsSettings> {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let serial = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let key = format!("ASIA{}{}X{serial}", role.to_uppercase(), std::process::id());
+        let body = serde_json::json!({
+            "access_key_id": key,
+            "template": "template.yaml",
+            "role": role,
+            "parameters": parameters,
+            "source_instance": source_instance,
+        });
+        self.post("/strict-api/iam/principals", body)
+            .await
+            .with_context(|| format!("registering {role} with the strict layer"))?;
+        let mut settings = AwsSettings::emulator(&self.endpoint);
+        settings.static_credentials = Some((key, "testing".to_owned()));
+        Ok(settings)
+    }
+
+    /// The grants of the templates' roles that requests needed so far (`used`), and
+    /// those none needed (`unused`), as the strict layer recorded them.
+    pub async fn iam_coverage(&self) -> anyhow::Result<serde_json::Value> {
+        let url = format!("{}/strict-api/iam/coverage", self.endpoint);
+        let response = reqwest::Client::new().get(&url).send().await?;
+        Ok(response.error_for_status()?.json().await?)
     }
 
     /// Stops the server now (dropping does the same).

@@ -2,6 +2,10 @@
 //! handlers of `ephemera local` wired to the real adapters — the webhook listener on a
 //! loopback port, the queue drained into the scaler, the reaper run on demand (or on a
 //! timer), with a fault-injecting wrapper around the real EC2 fleet adapter.
+//!
+//! Each part calls AWS as its function's role on AWS (`WebhookRole`, `ScalerRole`,
+//! `ReaperRole` of template.yaml), which the strict layer enforces; the test's own
+//! reads and the setup go as the operator (`sdk`, `store`, `queue`, `fleet`).
 
 use crate::calls::CallCounter;
 use crate::faults::FaultyFleet;
@@ -113,11 +117,17 @@ pub struct Pipeline {
     /// Every App's scaler client, the first App's (`scaler_forge`) first.
     pub scaler_apps: Vec<Arc<GitHubApp>>,
     pub webhook_url: String,
+    /// The SDK configurations of the three parts: each its function's role.
+    pub webhook_sdk: SdkConfig,
+    pub scaler_sdk: SdkConfig,
+    pub reaper_sdk: SdkConfig,
     /// The jobs queue's dead-letter queue.
     pub dlq_url: String,
     /// Every AWS call the pipeline's own clients made (not the simulator's), by operation.
     pub calls: CallCounter,
     scaler: Arc<Scaler>,
+    /// The queue as the scaler reads it (its role's credentials).
+    scaler_queue: Arc<SqsJobQueue>,
     scaler_loops: usize,
     draining: bool,
     reaper: Arc<Reaper>,
@@ -274,6 +284,19 @@ impl Pipeline {
                 });
         }
         let config = Arc::new(config);
+        let role = |name: &'static str| {
+            let moto = &moto;
+            async move {
+                let settings = moto.role_settings(name, DEPLOYMENT).await?;
+                anyhow::Ok(ephemera_aws::sdk_config(&settings).await)
+            }
+        };
+        let (webhook_sdk, scaler_sdk, reaper_sdk) = (
+            role("WebhookRole").await?,
+            role("ScalerRole").await?,
+            role("ReaperRole").await?,
+        );
+        // The test's own view (the operator's), and each part's (its role's).
         let store = Arc::new(DynamoRunnerStore::new(
             counted_dynamodb(&sdk, &calls),
             &resources.table,
@@ -284,10 +307,30 @@ impl Pipeline {
         ));
         let ec2 = Arc::new(Ec2Fleet::new(counted_ec2(&sdk, &calls), DEPLOYMENT));
         let fleet = Arc::new(FaultyFleet::new(ec2));
-        let jit_store = Arc::new(DynamoJitConfigs::new(
-            counted_dynamodb(&sdk, &calls),
-            &resources.jit_table,
-        ));
+        let store_as = |sdk: &SdkConfig| {
+            Arc::new(DynamoRunnerStore::new(
+                counted_dynamodb(sdk, &calls),
+                &resources.table,
+            ))
+        };
+        let queue_as = |sdk: &SdkConfig| {
+            Arc::new(SqsJobQueue::new(
+                counted_sqs(sdk, &calls),
+                &resources.queue_url,
+            ))
+        };
+        let fleet_as = |sdk: &SdkConfig| {
+            Arc::new(fleet.sharing_faults(Arc::new(Ec2Fleet::new(
+                counted_ec2(sdk, &calls),
+                DEPLOYMENT,
+            ))))
+        };
+        let jit_as = |sdk: &SdkConfig| {
+            Arc::new(DynamoJitConfigs::new(
+                counted_dynamodb(sdk, &calls),
+                &resources.jit_table,
+            ))
+        };
         let private_key =
             std::fs::read_to_string(workspace_path("tests/fixtures/github-app-test-key.pem"))?;
         let github_app = |app_id: u64, pem: &str| {
@@ -319,12 +362,14 @@ impl Pipeline {
             current: SecretString::from(WEBHOOK_SECRET),
             previous: None,
         };
-        let unrouted =
-            ephemera_aws::DynamoUnroutedJobs::new(counted_dynamodb(&sdk, &calls), &resources.table);
+        let unrouted = ephemera_aws::DynamoUnroutedJobs::new(
+            counted_dynamodb(&webhook_sdk, &calls),
+            &resources.table,
+        );
         let handler = Arc::new(WebhookHandler::new(
             config.clone(),
             secrets_for_webhook,
-            queue.clone(),
+            queue_as(&webhook_sdk),
             WebhookCapabilities {
                 metrics: options.metrics.clone(),
                 unrouted: Some(Arc::new(unrouted)),
@@ -336,21 +381,26 @@ impl Pipeline {
         tasks.spawn(async move { Ok(axum::serve(listener, router).await?) });
         sim.set_webhook_url(&webhook_url);
 
-        let breakers = Arc::new(ephemera_aws::breaker::DynamoSpotBreakers::new(
-            counted_dynamodb(&sdk, &calls),
-            &resources.table,
-        ));
-        let reruns = Arc::new(ephemera_aws::reruns::DynamoReruns::new(
-            counted_dynamodb(&sdk, &calls),
-            &resources.table,
-        ));
+        let breakers_as = |sdk: &SdkConfig| {
+            Arc::new(ephemera_aws::breaker::DynamoSpotBreakers::new(
+                counted_dynamodb(sdk, &calls),
+                &resources.table,
+            ))
+        };
+        let reruns_as = |sdk: &SdkConfig| {
+            Arc::new(ephemera_aws::reruns::DynamoReruns::new(
+                counted_dynamodb(sdk, &calls),
+                &resources.table,
+            ))
+        };
+        let scaler_queue = queue_as(&scaler_sdk);
         let scaler_ports = ScalerPorts {
             config: config.clone(),
-            store: store.clone(),
-            launcher: fleet.clone(),
+            store: store_as(&scaler_sdk),
+            launcher: fleet_as(&scaler_sdk),
             forge: scaler_github,
-            jit_store: jit_store.clone(),
-            queue: queue.clone(),
+            jit_store: jit_as(&scaler_sdk),
+            queue: scaler_queue.clone(),
         };
         // As the deployment's scaler (`ephemera_aws::assembly`), but unpaced: the tests
         // register at the simulator's pace, and the capacity retry is theirs to set.
@@ -358,8 +408,8 @@ impl Pipeline {
             scaler_ports,
             ScalerCapabilities {
                 metrics: options.metrics.clone(),
-                spot_breakers: Some(breakers.clone()),
-                reruns: Some(reruns.clone()),
+                spot_breakers: Some(breakers_as(&scaler_sdk)),
+                reruns: Some(reruns_as(&scaler_sdk)),
                 registration_pace: None,
                 capacity_retry: options.capacity_retry,
                 jitter: Arc::new(ThreadJitter),
@@ -367,18 +417,18 @@ impl Pipeline {
         ));
         let scaler_loops = options.scaler_loops.max(1);
         if options.drain_queue {
-            spawn_scaler_loops(&mut tasks, &scaler, &queue, scaler_loops);
+            spawn_scaler_loops(&mut tasks, &scaler, &scaler_queue, scaler_loops);
         }
         let reaper_ports = ReaperPorts {
             config: config.clone(),
-            store: store.clone(),
-            fleet: fleet.clone(),
+            store: store_as(&reaper_sdk),
+            fleet: fleet_as(&reaper_sdk),
             forge: reaper_github,
-            jit_store,
-            queue: queue.clone(),
+            jit_store: jit_as(&reaper_sdk),
+            queue: queue_as(&reaper_sdk),
         };
         let pricing = options.priced_in.map(|region| {
-            let (book, list) = counted_pricing(&sdk, &calls, &resources.table, region);
+            let (book, list) = counted_pricing(&reaper_sdk, &calls, &resources.table, region);
             Pricing {
                 book: Arc::new(book),
                 list: Arc::new(list),
@@ -395,10 +445,10 @@ impl Pipeline {
                 lease: None,
                 deliveries: None,
                 reruns: Some(Reruns {
-                    store: reruns,
+                    store: reruns_as(&reaper_sdk),
                     runs: reaper_forge.clone(),
                 }),
-                spot_breakers: Some(breakers),
+                spot_breakers: Some(breakers_as(&reaper_sdk)),
                 pricing,
             },
         ));
@@ -419,9 +469,13 @@ impl Pipeline {
             reaper_forge,
             scaler_apps,
             webhook_url,
+            webhook_sdk,
+            scaler_sdk,
+            reaper_sdk,
             dlq_url: resources.dlq_url.clone(),
             calls,
             scaler,
+            scaler_queue,
             scaler_loops,
             draining: options.drain_queue,
             reaper,
@@ -457,7 +511,7 @@ impl Pipeline {
             spawn_scaler_loops(
                 &mut self.tasks,
                 &self.scaler,
-                &self.queue,
+                &self.scaler_queue,
                 self.scaler_loops,
             );
         }
@@ -485,27 +539,34 @@ impl Pipeline {
         Ok(self.store.get_runner(&name).await?)
     }
 
-    /// The JIT config table of the test deployment, through an uncounted client.
-    /// The deployment's adapters over this pipeline's resources, as the Lambda functions
-    /// build them, for the handlers of `ephemera_aws::assembly` (prices read in
-    /// us-east-1).
+    /// The deployment's adapters over this pipeline's resources, as the reaper Lambda
+    /// function builds them and calling AWS as its role, for the handlers of
+    /// `ephemera_aws::assembly` (prices read in us-east-1).
     pub fn deployment(&self) -> ephemera_aws::assembly::Deployment {
-        let table = ResourceNames::for_deployment(DEPLOYMENT).table;
-        let dynamodb = || aws_sdk_dynamodb::Client::new(&self.sdk);
-        let (book, list) = counted_pricing(&self.sdk, &self.calls, &table, "us-east-1");
+        let names = ResourceNames::for_deployment(DEPLOYMENT);
+        let sdk = &self.reaper_sdk;
+        let dynamodb = || counted_dynamodb(sdk, &self.calls);
+        let (book, list) = counted_pricing(sdk, &self.calls, &names.table, "us-east-1");
+        let fleet = Arc::new(Ec2Fleet::new(counted_ec2(sdk, &self.calls), DEPLOYMENT));
         ephemera_aws::assembly::Deployment {
             config: self.config.clone(),
             metrics: Metrics::disabled(),
-            store: self.store.clone(),
-            fleet: self.fleet.clone(),
-            launcher: self.fleet.clone(),
-            jit_store: Arc::new(self.jit_configs()),
-            queue: self.queue.clone(),
+            store: Arc::new(DynamoRunnerStore::new(dynamodb(), &names.table)),
+            fleet: fleet.clone(),
+            launcher: fleet,
+            jit_store: Arc::new(DynamoJitConfigs::new(dynamodb(), &names.jit_table)),
+            queue: Arc::new(SqsJobQueue::new(
+                counted_sqs(sdk, &self.calls),
+                self.queue.queue_url(),
+            )),
             spot_breakers: Arc::new(ephemera_aws::breaker::DynamoSpotBreakers::new(
                 dynamodb(),
-                &table,
+                &names.table,
             )),
-            reruns: Arc::new(ephemera_aws::reruns::DynamoReruns::new(dynamodb(), &table)),
+            reruns: Arc::new(ephemera_aws::reruns::DynamoReruns::new(
+                dynamodb(),
+                &names.table,
+            )),
             pricing: Pricing {
                 book: Arc::new(book),
                 list: Arc::new(list),
@@ -513,6 +574,7 @@ impl Pipeline {
         }
     }
 
+    /// The JIT config table of the test deployment, through an uncounted client.
     pub fn jit_configs(&self) -> DynamoJitConfigs {
         let table = ResourceNames::for_deployment(DEPLOYMENT).jit_table;
         DynamoJitConfigs::new(aws_sdk_dynamodb::Client::new(&self.sdk), table)

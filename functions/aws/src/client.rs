@@ -79,6 +79,9 @@ pub struct AwsSettings {
     pub region: Option<String>,
     /// Fixed credentials (for emulators); `None` uses the default provider chain.
     pub static_credentials: Option<(String, String)>,
+    /// The named profile (shared config and credentials files) the default chain reads;
+    /// `None`: `AWS_PROFILE`, else `default`.
+    pub profile: Option<String>,
     /// Timeouts of every call.
     pub timeouts: AwsTimeouts,
 }
@@ -90,6 +93,7 @@ impl AwsSettings {
             endpoint_url: Some(endpoint_url.to_owned()),
             region: Some("us-east-1".to_owned()),
             static_credentials: Some(("testing".to_owned(), "testing".to_owned())),
+            profile: None,
             timeouts: AwsTimeouts::DEFAULT,
         }
     }
@@ -105,6 +109,9 @@ pub async fn sdk_config(settings: &AwsSettings) -> SdkConfig {
         .timeout_config(settings.timeouts.to_sdk());
     if let Some(endpoint) = &settings.endpoint_url {
         loader = loader.endpoint_url(endpoint);
+    }
+    if let Some(profile) = &settings.profile {
+        loader = loader.profile_name(profile);
     }
     if let Some((key, secret)) = &settings.static_credentials {
         loader = loader.credentials_provider(Credentials::new(key, secret, None, None, "static"));

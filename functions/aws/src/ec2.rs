@@ -1,4 +1,4 @@
-//! [`Ec2Fleet`]: the [`Fleet`] port on EC2 (the [`Launcher`] half is in
+//! [`Ec2Fleet`]: the [`Fleet`] port on EC2 (the [`Launcher`](ephemera_core::ports::Launcher) half is in
 //! [`crate::launch`]).
 //!
 //! The reaper lists the deployment's instances (by the deployment tag, see

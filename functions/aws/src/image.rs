@@ -17,7 +17,13 @@
 //! be told apart safely.
 //!
 //! The answer is kept for [`ROOT_TTL`] per template, version and image, so a warm scaler
-//! reads the two descriptions once every few minutes, not once per launch.
+//! reads the two descriptions once every few minutes, not once per launch. Because the
+//! template's image may be `resolve:ssm:NAME`, which EC2 reads again at every launch, an
+//! answer built on the template's image names that image in the override: the launch
+//! runs exactly the image whose root device was read, never one a bake wrote to the
+//! parameter since (which may have another root device). A bake therefore reaches launches
+//! at most [`ROOT_TTL`] after it writes the parameter, and every launch in between has
+//! its volume on its own image's root device.
 
 use crate::ec2::fleet_error;
 use crate::Ec2Fleet;
@@ -37,7 +43,8 @@ pub(crate) const ROOT_TTL: Duration = Duration::from_secs(300);
 /// What a CreateFleet override carries for the image a launch runs.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ImageOverride {
-    /// The pool's image, when it replaces the template's.
+    /// The image the launch runs: the pool's, or the template's own (resolved from its
+    /// `resolve:ssm:` parameter) when its root device was read for the mappings.
     pub image_id: Option<String>,
     /// Empty when the template's mappings stay as they are.
     pub block_devices: Vec<FleetBlockDeviceMappingRequest>,
@@ -130,9 +137,11 @@ impl Ec2Fleet {
             Err(err) => return Err(err),
         };
         Ok(ImageOverride {
+            // The image whose root device the mappings are built on, named, so that a
+            // parameter moved since this answer was read cannot launch another one.
+            image_id: Some(image),
             block_devices: root_volume_on(&root, mappings),
             root: single_volume(mappings).map(|(_, ebs)| volume_on(&root, ebs)),
-            ..unchanged
         })
     }
 

@@ -6,7 +6,7 @@
 //!   filters on `instanceType`, `regionCode`, `operatingSystem` Linux, `tenancy` Shared,
 //!   `preInstalledSw` NA and `capacitystatus` Used (the plain on-demand product, not a
 //!   reservation's or a Windows/SQL one). The API answers only in a few regions
-//!   (us-east-1 among them), whatever region is priced: the client is always built for
+//!   (us-east-1 among them), whatever region is priced: the client is built for
 //!   us-east-1 and the region goes in the `regionCode` filter.
 //!   <https://docs.aws.amazon.com/awsaccountbilling/latest/aboutv2/using-price-list-query-api.html>,
 //!   <https://docs.aws.amazon.com/aws-cost-management/latest/APIReference/API_pricing_GetProducts.html>.
@@ -18,6 +18,15 @@
 //!   <https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeSpotPriceHistory.html>.
 //!   The runner record does not keep its zone, so the highest zone's price is taken: the
 //!   figure errs high, never low. No history: not offered.
+//! - Partitions ([`priced_in_usd`]): the us-east-1 endpoint belongs to the `aws` partition,
+//!   and credentials of another partition cannot call it. The China regions have a Price
+//!   List of their own, priced in CNY, and their spot prices are CNY as well
+//!   (<https://docs.amazonaws.cn/en_us/awsaccountbilling/latest/aboutv2/price-changes.html>);
+//!   costs here are USD, so no price is read there (never a call that can only fail, nor a
+//!   CNY figure taken for USD). GovCloud (US) has no Price List Query API endpoint in its
+//!   partition, so its on-demand prices are not read; its spot price history is USD and is.
+//!   A price not read is `None`: the job's cost is shown as unknown, as for a type the
+//!   region does not offer.
 
 use async_trait::async_trait;
 use aws_sdk_ec2::error::{ProvideErrorMetadata, SdkError};
@@ -28,6 +37,19 @@ use tracing::instrument;
 
 /// The region the Price List Query API is reached in.
 pub const PRICE_LIST_REGION: &str = "us-east-1";
+
+/// Whether `region`'s prices can be read in USD from here, per market: (on-demand through
+/// the Price List Query API in us-east-1, spot through EC2's price history). The `aws`
+/// partition: both; GovCloud (US): spot only; China and the isolated partitions: neither.
+pub fn priced_in_usd(region: &str) -> (bool, bool) {
+    if region.starts_with("cn-") || region.starts_with("us-iso") || region.starts_with("eu-isoe") {
+        (false, false)
+    } else if region.starts_with("us-gov-") {
+        (false, true)
+    } else {
+        (true, true)
+    }
+}
 
 /// Prices of one region's instances.
 #[derive(Debug, Clone)]
@@ -70,6 +92,9 @@ impl AwsPriceList {
 
     #[instrument(skip_all, fields(instance_type, region = %self.region))]
     async fn on_demand(&self, instance_type: &str) -> Result<Option<u64>, PriceError> {
+        if !priced_in_usd(&self.region).0 {
+            return Ok(None);
+        }
         let filters = [
             ("instanceType", instance_type),
             ("regionCode", self.region.as_str()),
@@ -102,6 +127,9 @@ impl AwsPriceList {
 
     #[instrument(skip_all, fields(instance_type, region = %self.region))]
     async fn spot(&self, instance_type: &str) -> Result<Option<u64>, PriceError> {
+        if !priced_in_usd(&self.region).1 {
+            return Ok(None);
+        }
         let output = self
             .ec2
             .describe_spot_price_history()
@@ -190,6 +218,50 @@ pub fn usd_micros(text: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_aws_partition_reads_on_demand_prices_and_china_reads_none() {
+        assert_eq!(priced_in_usd("eu-west-1"), (true, true));
+        assert_eq!(priced_in_usd("us-east-1"), (true, true));
+        assert_eq!(priced_in_usd("us-gov-west-1"), (false, true));
+        assert_eq!(priced_in_usd("cn-north-1"), (false, false));
+        assert_eq!(priced_in_usd("cn-northwest-1"), (false, false));
+    }
+
+    /// Clients whose every call fails at once (nothing listens on port 9), so a price
+    /// that comes back was not asked for.
+    async fn unreachable_clients(region: &str) -> AwsPriceList {
+        let settings = crate::AwsSettings {
+            region: Some(region.to_owned()),
+            ..crate::AwsSettings::emulator("http://127.0.0.1:9")
+        };
+        let sdk = crate::sdk_config(&settings).await;
+        AwsPriceList::from_clients(
+            aws_sdk_pricing::Client::new(&sdk),
+            aws_sdk_ec2::Client::new(&sdk),
+            region,
+        )
+    }
+
+    #[tokio::test]
+    async fn a_china_region_reads_no_price_and_makes_no_call() {
+        let prices = unreachable_clients("cn-north-1").await;
+        for market in [Market::OnDemand, Market::Spot] {
+            assert_eq!(
+                prices.hourly_price("m7i.large", market).await.ok(),
+                Some(None)
+            );
+        }
+        let gov = unreachable_clients("us-gov-west-1").await;
+        assert_eq!(
+            gov.hourly_price("m7i.large", Market::OnDemand).await.ok(),
+            Some(None)
+        );
+        assert!(
+            gov.hourly_price("m7i.large", Market::Spot).await.is_err(),
+            "GovCloud's spot price history is read (and here, unreachable, fails)"
+        );
+    }
 
     #[test]
     fn usd_amounts_become_millionths() {

@@ -79,8 +79,8 @@ pub async fn ensure_resources(
     let sqs = aws_sdk_sqs::Client::new(config);
     let (queue_url, dlq_url) = ensure_queues(&sqs, names).await?;
     let ec2 = aws_sdk_ec2::Client::new(config);
-    ensure_launch_template(&ec2, &names.launch_template).await?;
-    ensure_launch_template(&ec2, &names.ssm_launch_template).await?;
+    ensure_launch_template(&ec2, &names.launch_template, &names.deployment).await?;
+    ensure_launch_template(&ec2, &names.ssm_launch_template, &names.deployment).await?;
     Ok(Resources {
         table: names.table.clone(),
         jit_table: names.jit_table.clone(),
@@ -305,7 +305,14 @@ async fn default_image(client: &aws_sdk_ec2::Client) -> anyhow::Result<String> {
     Ok(newest.unwrap_or(FALLBACK_IMAGE).to_owned())
 }
 
-async fn ensure_launch_template(client: &aws_sdk_ec2::Client, name: &str) -> anyhow::Result<()> {
+/// The deployment's launch template, tagged `ephemera:deployment` as template.yaml tags
+/// it: the scaler's role may launch only from a template carrying its deployment's tag
+/// (`aws:ResourceTag/ephemera:deployment`), so an untagged one is refused as on AWS.
+async fn ensure_launch_template(
+    client: &aws_sdk_ec2::Client,
+    name: &str,
+    deployment: &str,
+) -> anyhow::Result<()> {
     let image = default_image(client).await?;
     let data = RequestLaunchTemplateData::builder()
         .image_id(image)
@@ -335,6 +342,17 @@ async fn ensure_launch_template(client: &aws_sdk_ec2::Client, name: &str) -> any
         .create_launch_template()
         .launch_template_name(name)
         .launch_template_data(data)
+        .tag_specifications(
+            aws_sdk_ec2::types::TagSpecification::builder()
+                .resource_type(aws_sdk_ec2::types::ResourceType::LaunchTemplate)
+                .tags(
+                    aws_sdk_ec2::types::Tag::builder()
+                        .key(crate::tags::DEPLOYMENT)
+                        .value(deployment)
+                        .build(),
+                )
+                .build(),
+        )
         .send()
         .await;
     match created {

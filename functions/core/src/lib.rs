@@ -6,7 +6,8 @@
 //! `ephemera-aws` and `ephemera-github` and plug in through the traits in [`ports`].
 //!
 //! # Layout
-//! - [`lifecycle`]: instance and runner statuses, and the one transition table.
+//! - [`lifecycle`]: the four state machines of the records (instance, runner, job, and a
+//!   job's claim), each one table of allowed moves that the stores enforce.
 //! - [`config`]: the operator's YAML, typed and validated.
 //! - [`webhook`]: signature verification and the `workflow_job` fields we read.
 //! - [`screen`]: the refusal of a flood's requests from their headers alone.
@@ -14,16 +15,21 @@
 //! - [`sizing`]: the labels a job sizes its runner with, and the pool's policy on them.
 //! - [`message`]: the versioned queue message between webhook and scaler.
 //! - [`model`]: the records kept in the table (runners, jobs, pools).
-//! - [`ports`]: the narrow traits the handlers use (`RunnerStore`, `JobQueue`, `Fleet`,
-//!   `Forge`, `JitConfigStore`, `PriceList`, `PriceBook`), with their typed errors.
+//! - [`ports`]: the narrow traits the handlers reach AWS and GitHub through, with their
+//!   typed errors; a few ports sit with the rule they serve ([`lease`], [`breaker`],
+//!   [`rerun`], [`unrouted`]).
 //! - [`prices`]: cached instance prices and what a job's instance cost; [`costs`]: a
 //!   job's cost as shown, and costs summed by repository and pool.
 //! - [`rerun`]: the one re-run, on on-demand, of a job its spot runner's interruption
 //!   failed.
+//! - [`breaker`]: a pool's spot circuit breaker, on-demand for a while when
+//!   interruptions spike.
 //! - [`lease`]: expiring leases, so that only one reaper runs at a time.
-//! - `memory` (feature `fakes`): in-memory implementations of the ports, for tests.
+//! - `memory` (feature `fakes`): in-memory implementations of the ports and the port
+//!   wrapper (`Intercept`), for the tests and the model of the quotas.
 //! - [`handlers`]: the webhook, scaler and reaper handlers, generic over the ports.
 //! - [`pace`]: GitHub registrations spread evenly over the App's rate limit.
+//! - [`metrics`]: the metrics the handlers emit, as CloudWatch embedded metric format.
 //! - [`timeline`]: a job's stages (queued, claimed, launched, online, started...) and
 //!   the gaps between them, from the stamps its records carry.
 //! - [`unrouted`]: the trace of jobs no pool takes, for the operator.

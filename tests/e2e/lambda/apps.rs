@@ -22,7 +22,7 @@ async fn the_scaler_function_registers_one_batch_with_both_apps() -> anyhow::Res
     .await?;
     let secret = format!("ephemera/{DEPLOYMENT}/github-app-{SECOND_APP_ID}");
     let key = std::fs::read_to_string(workspace_path("tests/fixtures/github-app-test-key-2.pem"))?;
-    put_secret(&p.moto, &secret, &key).await?;
+    let secret_arn = put_secret(&p.moto, &secret, &key).await?;
     let config = config_yaml(DEPLOYMENT, &p.sim.url).replace(
         &format!("  app_id: {APP_ID}\n"),
         &format!(
@@ -30,7 +30,13 @@ async fn the_scaler_function_registers_one_batch_with_both_apps() -> anyhow::Res
         ),
     );
     assert!(config.contains("more_apps"), "{config}");
-    let env = deployment_environment(&p, &config, &[]).await?;
+    // The stack's MoreAppKeySecretArns names the secret, so the roles may read it.
+    let env = deployment_environment(
+        &p,
+        &config,
+        &[("EPHEMERA_MORE_APP_KEY_SECRET_ARNS", secret_arn.as_str())],
+    )
+    .await?;
     let mut webhook = Function::start("webhook", &env).await?;
     let mut scaler = Function::start("scaler", &env).await?;
     let x64 = ["self-hosted", "linux", "x64"];

@@ -39,7 +39,7 @@ async fn the_placeholder_app_key_is_named_with_the_command_that_fixes_it() -> an
     let sdk = ephemera_aws::sdk_config(&ephemera_aws::AwsSettings::emulator(&moto.endpoint)).await;
     aws_sdk_ssm::Client::new(&sdk)
         .put_parameter()
-        .name("/eph/config")
+        .name("/ephemera/eph/config")
         .value(
             "deployment: eph\ngithub:\n  app_id: 1\n  api_url: http://127.0.0.1:9\npools:\n  \
              - name: linux\n    labels: [linux]\n    max_runners: 1\n    \
@@ -53,7 +53,7 @@ async fn the_placeholder_app_key_is_named_with_the_command_that_fixes_it() -> an
         let env = environment(
             &moto.endpoint,
             &[
-                ("EPHEMERA_CONFIG_PARAMETER", "/eph/config"),
+                ("EPHEMERA_CONFIG_PARAMETER", "/ephemera/eph/config"),
                 ("EPHEMERA_TABLE", "eph-runners"),
                 ("EPHEMERA_QUEUE_URL", "http://127.0.0.1:9/queue/eph-jobs"),
                 ("EPHEMERA_GITHUB_KEY_SECRET_ID", &key_arn),

@@ -13,7 +13,7 @@ use ephemera_tests::pipeline::{Pipeline, PipelineOptions, DEPLOYMENT, WEBHOOK_SE
 use ephemera_tests::runtime_api::{function_url_answer, function_url_event, sqs_event};
 use std::time::Duration;
 
-pub(super) const PARAMETER: &str = "/eph/config";
+pub(super) const PARAMETER: &str = "/ephemera/eph/config";
 /// The check interval the functions run with here (the default is 30 s).
 const RELOAD_SECONDS: u64 = 1;
 

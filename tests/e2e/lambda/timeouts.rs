@@ -45,7 +45,7 @@ async fn a_cold_start_fails_naming_the_endpoint_and_operation_when_aws_never_ans
     let env = environment(
         &hung.url,
         &[
-            ("EPHEMERA_CONFIG_PARAMETER", "/eph/config"),
+            ("EPHEMERA_CONFIG_PARAMETER", "/ephemera/eph/config"),
             ("EPHEMERA_QUEUE_URL", "http://127.0.0.1:9/queue/eph-jobs"),
             ("EPHEMERA_WEBHOOK_SECRET_ID", "eph/webhook-secret"),
         ],
@@ -62,6 +62,6 @@ async fn a_cold_start_fails_naming_the_endpoint_and_operation_when_aws_never_ans
     );
     assert!(exited
         .output
-        .contains("reading configuration parameter /eph/config"));
+        .contains("reading configuration parameter /ephemera/eph/config"));
     Ok(())
 }

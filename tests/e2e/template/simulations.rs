@@ -3,7 +3,8 @@
 //! allow, evaluated request by request with the translated template (`policy.rs`): a healthy
 //! deployment passes `iam.simulate`, and a role that cannot make a call ephemera makes
 //! fails it. The same evaluation refuses a request the stack does not grant, so the
-//! check is not vacuous.
+//! check is not vacuous; it refuses the reaper a lease release by DeleteItem, which is why
+//! the lease is given back with an UpdateItem.
 
 use super::policy::{allows, context, Stack, ACCOUNT, REGION};
 use anyhow::{ensure, Context};
@@ -48,6 +49,7 @@ async fn every_request_doctor_simulates_is_one_the_templates_policies_allow() ->
         .resolve(&json!({"Ref": "DeploymentName"}))
         .context("DeploymentName")?;
     let names = Names {
+        partition: "aws".into(),
         region: REGION.to_owned(),
         account: ACCOUNT.to_owned(),
         deployment: deployment.clone(),
@@ -96,6 +98,22 @@ async fn every_request_doctor_simulates_is_one_the_templates_policies_allow() ->
         &webhook,
         launch.action,
         &launch.resource,
+        &context(vec![])
+    )?);
+    // The reaper's lease release is asked, as the call it makes (an UpdateItem); a
+    // release by DeleteItem on the runners table would be refused, as the reaper's role
+    // deletes no item there.
+    let reaper = statements(&template, Role::Reaper.logical_id())?;
+    let release = requests(Role::Reaper, &names)
+        .into_iter()
+        .find(|r| r.purpose == Some("the reaper lease's release"))
+        .context("the lease's release is not simulated")?;
+    ensure!(release.action == "dynamodb:UpdateItem", "{release:?}");
+    ensure!(!allows(
+        &stack,
+        &reaper,
+        "dynamodb:DeleteItem",
+        &release.resource,
         &context(vec![])
     )?);
     Ok(())

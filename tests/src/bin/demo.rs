@@ -41,11 +41,34 @@ struct Args {
     /// Ctrl-C instead of running one job.
     #[arg(long)]
     up: bool,
+    /// Write what the demo printed to this file as well (the README's sample is checked
+    /// against it: tests/docs/demo_sample.py).
+    #[arg(long)]
+    transcript: Option<PathBuf>,
 }
 
 const WEBHOOK_SECRET: &str = "demo-webhook-secret";
 const KEY: &str = "tests/fixtures/github-app-test-key.pem";
 const PUBLIC_KEY: &str = "tests/fixtures/github-app-test-key.pub.pem";
+
+/// Everything the demo printed, for `--transcript`.
+static TRANSCRIPT: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
+
+/// `println!`, kept in the transcript as well.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        let text = format!($($arg)*);
+        println!("{text}");
+        keep(&text);
+        keep("\n");
+    }};
+}
+
+fn keep(text: &str) {
+    if let Ok(mut transcript) = TRANSCRIPT.lock() {
+        transcript.push_str(text);
+    }
+}
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -58,8 +81,14 @@ async fn main() -> ExitCode {
     // Children are killed on drop: moto, the simulator and ephemera local are gone here.
     match outcome {
         Ok(()) => {
-            println!("demo finished in {:.1} s", started.elapsed().as_secs_f64());
-            ExitCode::SUCCESS
+            say!("demo finished in {:.1} s", started.elapsed().as_secs_f64());
+            match write_transcript(args.transcript.as_deref()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(err) => {
+                    eprintln!("demo failed: {err:#}");
+                    ExitCode::FAILURE
+                }
+            }
         }
         Err(err) => {
             eprintln!("demo failed: {err:#}");
@@ -68,13 +97,28 @@ async fn main() -> ExitCode {
     }
 }
 
+/// What the demo printed, into `path` (none: nothing written).
+fn write_transcript(path: Option<&std::path::Path>) -> anyhow::Result<()> {
+    let Some(path) = path else {
+        return Ok(());
+    };
+    let transcript = TRANSCRIPT
+        .lock()
+        .map_err(|_| anyhow::anyhow!("the transcript's lock was poisoned"))?
+        .clone();
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    std::fs::write(path, transcript).with_context(|| format!("writing {}", path.display()))
+}
+
 async fn run(args: &Args) -> anyhow::Result<()> {
     let config = Config::load(&args.config)?;
     let pool = config
         .pools
         .first()
         .context("the configuration has no pool")?;
-    println!("ephemera demo: one job through the whole pipeline on emulated AWS\n");
+    say!("ephemera demo: one job through the whole pipeline on emulated AWS\n");
 
     let moto = Moto::start().await?;
     let strict = moto.strict_settings().await?["enabled"] == serde_json::json!(true);
@@ -83,7 +127,7 @@ async fn run(args: &Args) -> anyhow::Result<()> {
     } else {
         "strict layer off"
     };
-    println!("  AWS emulator (moto)   {}  ({strictness})", moto.endpoint);
+    say!("  AWS emulator (moto)   {}  ({strictness})", moto.endpoint);
     let public_key =
         std::fs::read_to_string(PUBLIC_KEY).with_context(|| format!("reading {PUBLIC_KEY}"))?;
     let mut sim_config = SimConfig::new(
@@ -96,9 +140,9 @@ async fn run(args: &Args) -> anyhow::Result<()> {
     sim_config.job_duration = Duration::from_secs(args.job_seconds);
     sim_config.pickup_delay = Duration::from_secs(2);
     let sim = sim::start(sim_config).await?;
-    println!("  GitHub simulator      {}", sim.url);
+    say!("  GitHub simulator      {}", sim.url);
     let stack = create_demo_stack(&moto, &config, &sim.url).await?;
-    println!(
+    say!(
         "  stack (template.yaml) {} resources: table {}, launch template {}",
         stack.resources.len(),
         stack.output("TableName")?,
@@ -109,8 +153,9 @@ async fn run(args: &Args) -> anyhow::Result<()> {
     let webhook_url = format!("http://127.0.0.1:{port}/webhook");
     std::fs::create_dir_all("target/demo")?;
     let log_path = "target/demo/ephemera-local.log";
-    let _ephemera = start_ephemera(args, &moto.endpoint, &sim.url, port, log_path)?;
-    println!("  ephemera local        {webhook_url}  (log: {log_path})\n");
+    let credentials = write_role_profiles(&moto, &config.deployment).await?;
+    let _ephemera = start_ephemera(args, &moto.endpoint, &sim.url, port, log_path, &credentials)?;
+    say!("  ephemera local        {webhook_url}  (log: {log_path})\n");
     wait_listening(port, Duration::from_secs(60)).await?;
     sim.set_webhook_url(&webhook_url);
     if args.up {
@@ -168,7 +213,7 @@ async fn run(args: &Args) -> anyhow::Result<()> {
     print_jobs_show(args, &moto.endpoint, &names.table, job_id).await?;
     let refusals = moto.strict_stats().await?.refusals;
     if !refusals.is_empty() {
-        println!("\n  refused as AWS would: {refusals:?}");
+        say!("\n  refused as AWS would: {refusals:?}");
     }
     let snapshot = sim.snapshot();
     if snapshot.counters.jobs_killed != 0 {
@@ -224,8 +269,10 @@ async fn print_jobs_show(args: &Args, aws: &str, table: &str, job_id: u64) -> an
             String::from_utf8_lossy(&output.stderr)
         );
     }
-    println!("\n$ ephemera jobs show {job_id}\n");
-    print!("{}", String::from_utf8_lossy(&output.stdout));
+    say!("\n$ ephemera jobs show {job_id}\n");
+    let shown = String::from_utf8_lossy(&output.stdout);
+    print!("{shown}");
+    keep(&shown);
     Ok(())
 }
 
@@ -311,7 +358,7 @@ fn line(at: OffsetDateTime, subject: &str, what: &str, detail: &str) {
             "[hour]:[minute]:[second].[subsecond digits:3]"
         ))
         .unwrap_or_default();
-    println!("{clock}  {subject:<34} {what:<16} {detail}");
+    say!("{clock}  {subject:<34} {what:<16} {detail}");
 }
 
 fn start_ephemera(
@@ -320,6 +367,7 @@ fn start_ephemera(
     github: &str,
     port: u16,
     log_path: &str,
+    credentials: &std::path::Path,
 ) -> anyhow::Result<Child> {
     if !args.ephemera.exists() {
         bail!(
@@ -340,9 +388,16 @@ fn start_ephemera(
             "--github-app-key",
             KEY,
         ])
+        .args(PARTS.iter().flat_map(|(part, _)| {
+            [
+                "--part-profile".to_owned(),
+                format!("{part}=ephemera-{part}"),
+            ]
+        }))
         .env("AWS_ENDPOINT_URL", aws)
         .env("AWS_ACCESS_KEY_ID", "testing")
         .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env("AWS_SHARED_CREDENTIALS_FILE", credentials)
         .env("AWS_REGION", "us-east-1")
         .env("EPHEMERA_WEBHOOK_SECRET", WEBHOOK_SECRET)
         .stdout(Stdio::from(log.try_clone()?))
@@ -350,6 +405,32 @@ fn start_ephemera(
         .kill_on_drop(true)
         .spawn()
         .with_context(|| format!("starting {}", args.ephemera.display()))
+}
+
+/// The parts of `ephemera local` and the roles of template.yaml their functions run as.
+const PARTS: [(&str, &str); 3] = [
+    ("webhook", "WebhookRole"),
+    ("scaler", "ScalerRole"),
+    ("reaper", "ReaperRole"),
+];
+
+/// A shared credentials file with a profile per part (`ephemera-scaler`, ...), each an
+/// access key the strict layer evaluates as that part's role: `ephemera local` runs each
+/// part as its function runs on AWS, and fails where AWS would refuse it.
+async fn write_role_profiles(moto: &Moto, deployment: &str) -> anyhow::Result<std::path::PathBuf> {
+    let mut file = String::new();
+    for (part, role) in PARTS {
+        let settings = moto.role_settings(role, deployment).await?;
+        let (key, secret) = settings
+            .static_credentials
+            .context("role settings without credentials")?;
+        file.push_str(&format!(
+            "[ephemera-{part}]\naws_access_key_id = {key}\naws_secret_access_key = {secret}\n\n"
+        ));
+    }
+    let path = std::env::current_dir()?.join("target/demo/aws-credentials");
+    std::fs::write(&path, file).with_context(|| format!("writing {}", path.display()))?;
+    Ok(path)
 }
 
 async fn wait_listening(port: u16, limit: Duration) -> anyhow::Result<()> {

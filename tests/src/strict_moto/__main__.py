@@ -2,7 +2,8 @@
 codes, statuses, bodies and messages, before moto sees it; DynamoDB requests are taken
 one at a time; what moto cannot parse (Smithy RPC v2 CBOR) is translated for it
 (rpcv2_cbor.py); what moto does not offer or fakes (prices) is answered from recorded
-answers (prices.py). Arguments are moto_server's (-H HOST -p PORT). Settings: core.DEFAULTS,
+answers (prices.py); requests signed by a test's principal are refused where IAM would
+refuse them (iam.py). Arguments are moto_server's (-H HOST -p PORT). Settings: core.DEFAULTS,
 overridden at start by EPHEMERA_STRICT_SETTINGS_FILE and EPHEMERA_STRICT_SETTINGS, and
 at run time through the control API (control.py)."""
 
@@ -16,6 +17,7 @@ from . import (
     dynamodb,
     ec2,
     fleet_requirements,
+    iam,
     fleet_templates,
     image_params,
     prices,
@@ -37,6 +39,9 @@ def strict_app(app):
             return control.handle(environ, start_response)
         if path == "/moto-api/reset" and environ["REQUEST_METHOD"] == "POST":
             STATE.reset()
+        refusal = iam.check(environ, start_response)
+        if refusal:
+            return refusal
         if rpcv2_cbor.is_rpcv2_cbor(environ):
             return rpcv2_cbor.handle(app, environ, start_response)
         if prices.is_get_products(environ):

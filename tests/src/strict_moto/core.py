@@ -13,6 +13,9 @@ import time
 # how the tests stand in for AWS", for the page that documents each).
 DEFAULTS = {
     "enabled": True,
+    # IAM: requests signed by a registered principal are evaluated against its role's
+    # policies in the templates (iam.py); off lets every request through, as moto does.
+    "iam_enforced": True,
     # SSM Parameter Store
     "ssm_standard_value_max_chars": 4096,
     "ssm_advanced_value_max_chars": 8192,
@@ -135,6 +138,10 @@ class State:
         self.initial = startup_settings()
         self.settings = copy.deepcopy(self.initial)
         self.clock = Clock()
+        # Who signs with which access key (iam.py), and the grants requests needed:
+        # kept across resets, since they are not resources.
+        self.principals = {}
+        self.coverage = {}
         self.reset()
 
     def reset(self):

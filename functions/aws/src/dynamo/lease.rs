@@ -1,7 +1,10 @@
 //! The [`Leases`] port on the runners table: one item per lease (`LEASE#<name>`, with
 //! its holder and expiry), taken with a conditional put and given back with a
-//! conditional delete. The item has no status, so the status index never sees it; its
-//! TTL removes a lease whose holder died long ago.
+//! conditional update that sets its expiry to the epoch, so the next taker's condition
+//! (`expires_at <= now`) holds at once. An update rather than a delete: the reaper's role
+//! may write the runners table's items (PutItem, UpdateItem) but delete none of them
+//! (template.yaml, ReaperRole). The item has no status, so the status index never sees
+//! it; its TTL removes a lease nobody took for a day.
 
 use super::{store_error, DynamoRunnerStore};
 use crate::items;
@@ -13,6 +16,8 @@ use time::OffsetDateTime;
 
 const HOLDER: &str = "holder";
 const EXPIRES_AT: &str = "expires_at";
+/// The expiry of a lease given back: the epoch, before any `now`.
+const RELEASED: i64 = 0;
 /// How long after its expiry DynamoDB's TTL may remove a lease item.
 const KEEP_AFTER_EXPIRY: i64 = 24 * 3600;
 
@@ -66,17 +71,21 @@ impl Leases for DynamoRunnerStore {
     }
 
     async fn release(&self, name: &str, holder: &str) -> Result<(), StoreError> {
-        let deleted = self
+        // `#holder = :holder` is false on a missing item, so the update never creates one.
+        let released = self
             .client
-            .delete_item()
+            .update_item()
             .table_name(&self.table)
             .set_key(Some(items::key(lease_key(name))))
+            .update_expression("SET #expires = :released")
             .condition_expression("#holder = :holder")
             .expression_attribute_names("#holder", HOLDER)
+            .expression_attribute_names("#expires", EXPIRES_AT)
             .expression_attribute_values(":holder", AttributeValue::S(holder.to_owned()))
+            .expression_attribute_values(":released", AttributeValue::N(RELEASED.to_string()))
             .send()
             .await;
-        match deleted {
+        match released {
             Ok(_) => Ok(()),
             // Not ours any more (it expired and someone took it), or already gone.
             Err(err)

@@ -18,7 +18,8 @@ use std::collections::BTreeMap;
 pub const WEBHOOK_RESERVED_CONCURRENCY: &str = "WebhookReservedConcurrency";
 /// What Lambda keeps unreserved in every account.
 pub const UNRESERVED_MINIMUM: u32 = 100;
-/// template.yaml's default for the parameter.
+/// The reservation recommended once the account allows it (template.yaml defaults to 0,
+/// no reservation, so that a first deploy cannot fail on a new account's quota).
 const RESERVED_DEFAULT: u32 = 50;
 const CHECK: &str = "webhook.concurrency";
 

@@ -6,11 +6,13 @@
 //! passed to). A role whose policy was edited, or that a permissions boundary or an
 //! organization's SCP narrows, shows here as the call it cannot make instead of as a
 //! function failing minutes later. `tests/e2e/template/simulations.rs` checks that every
-//! request below is one template.yaml's policies allow.
+//! request below is one template.yaml's policies allow. The requests are here; asking
+//! the simulator and judging its answers is [`simulate`].
 
-use super::report::{Check, Report};
-use crate::errors::describe;
+mod simulate;
+
 use async_trait::async_trait;
+pub use simulate::simulate_roles;
 
 /// A role of the stack: its logical id in template.yaml, and what it is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,6 +40,8 @@ impl Role {
 /// The names the simulated requests aim at: the stack's resources as ARNs.
 #[derive(Debug, Clone)]
 pub struct Names {
+    /// The partition of the roles' ARNs (`aws`, `aws-cn`, `aws-us-gov`).
+    pub partition: String,
     pub region: String,
     pub account: String,
     pub deployment: String,
@@ -61,6 +65,8 @@ pub struct Request {
     pub action: &'static str,
     pub resource: String,
     pub context: Vec<(&'static str, Vec<String>)>,
+    /// What ephemera does with the call, where the action alone does not say.
+    pub purpose: Option<&'static str>,
 }
 
 fn request(action: &'static str, resource: impl Into<String>) -> Request {
@@ -68,6 +74,7 @@ fn request(action: &'static str, resource: impl Into<String>) -> Request {
         action,
         resource: resource.into(),
         context: Vec::new(),
+        purpose: None,
     }
 }
 
@@ -75,6 +82,11 @@ impl Request {
     fn with(mut self, key: &'static str, values: &[&str]) -> Request {
         self.context
             .push((key, values.iter().map(|v| (*v).to_owned()).collect()));
+        self
+    }
+
+    fn for_(mut self, purpose: &'static str) -> Request {
+        self.purpose = Some(purpose);
         self
     }
 }
@@ -87,12 +99,19 @@ pub enum Decision {
     ImplicitDeny,
     /// A statement denies it (`explicitDeny`): a boundary, an SCP or a Deny.
     ExplicitDeny,
+    /// `implicitDeny` for want of the condition keys `keys`, which the simulator listed
+    /// as missing context values: it could not judge the conditions that would allow it.
+    Undecided {
+        keys: Vec<String>,
+    },
 }
 
 /// The requests `role` must be allowed, as ephemera makes them.
 pub fn requests(role: Role, names: &Names) -> Vec<Request> {
-    let (region, account, deployment) = (&names.region, &names.account, &names.deployment);
-    let arn = |service: &str, rest: &str| format!("arn:aws:{service}:{region}:{account}:{rest}");
+    let (partition, region, account) = (&names.partition, &names.region, &names.account);
+    let deployment = &names.deployment;
+    let arn =
+        |service: &str, rest: &str| format!("arn:{partition}:{service}:{region}:{account}:{rest}");
     let table = arn("dynamodb", &format!("table/{}", names.table));
     let jit_table = arn("dynamodb", &format!("table/{}", names.jit_table));
     let queue = arn("sqs", &names.queue_name);
@@ -161,7 +180,7 @@ pub fn requests(role: Role, names: &Names) -> Vec<Request> {
             records(&mut requests);
             for action in ["ec2:CreateFleet", "ec2:RunInstances"] {
                 for resource in [
-                    format!("arn:aws:ec2:{region}::image/ami-0ephemera"),
+                    format!("arn:{partition}:ec2:{region}::image/ami-0ephemera"),
                     arn("ec2", "subnet/subnet-0ephemera"),
                     arn("ec2", "security-group/sg-0ephemera"),
                     arn("ec2", "network-interface/eni-0ephemera"),
@@ -215,6 +234,11 @@ pub fn requests(role: Role, names: &Names) -> Vec<Request> {
                 requests.push(request("secretsmanager:GetSecretValue", secret.clone()));
             }
             records(&mut requests);
+            // The reaper gives its lease back with a conditional UpdateItem of the lease
+            // item (functions/aws/src/dynamo/lease.rs); its role deletes no item here.
+            requests.push(
+                request("dynamodb:UpdateItem", table.clone()).for_("the reaper lease's release"),
+            );
             requests.push(request("sqs:SendMessage", queue));
             requests.push(terminate);
             for action in [
@@ -272,123 +296,10 @@ pub fn account_of(arn: &str) -> Option<&str> {
     arn.split(':').nth(4).filter(|a| !a.is_empty())
 }
 
-/// `iam.simulate`, one line per role: `roles` maps each role's logical id to its name
-/// (the stack's physical id); `names` without `runner_role_arn` and `account`, which
-/// come from IAM.
-pub async fn simulate_roles(
-    roles: &std::collections::BTreeMap<String, String>,
-    mut names: Names,
-    iam: &dyn IamPort,
-    report: &mut Report,
-) {
-    let mut arns = std::collections::BTreeMap::new();
-    for role in Role::ALL {
-        let Some(name) = roles.get(role.logical_id()) else {
-            report.push(
-                Check::fail(
-                    "iam.simulate",
-                    format!("the stack has no {}", role.logical_id()),
-                    "deploy the stack again from this version's template.yaml: make deploy",
-                )
-                .on(role.logical_id()),
-            );
-            continue;
-        };
-        match iam.role_arn(name).await {
-            Ok(arn) => {
-                arns.insert(role.logical_id(), arn);
-            }
-            Err(err) => report.push(
-                Check::warn(
-                    "iam.simulate",
-                    format!("cannot read role {name}: {}", describe(&err)),
-                    "the credentials need iam:GetRole and iam:SimulatePrincipalPolicy",
-                )
-                .on(role.logical_id()),
-            ),
-        }
-    }
-    if let Some(runner) = arns.get(Role::Runner.logical_id()) {
-        names.runner_role_arn = runner.clone();
-    }
-    if let Some(account) = arns.values().find_map(|arn| account_of(arn)) {
-        names.account = account.to_owned();
-    }
-    // The simulator's first error stands for the other roles (the same credentials, the
-    // same endpoint): each is reported, none asked again.
-    let mut unavailable: Option<String> = None;
-    for role in Role::ALL {
-        let Some(principal) = arns.get(role.logical_id()) else {
-            continue;
-        };
-        let check = match &unavailable {
-            Some(why) => unsimulated(why),
-            None => match simulate_role(role, principal, &names, iam).await {
-                Ok(check) => check,
-                Err(why) => {
-                    let check = unsimulated(&why);
-                    unavailable = Some(why);
-                    check
-                }
-            },
-        };
-        report.push(check.on(role.logical_id()));
-    }
-}
-
-fn unsimulated(why: &str) -> Check {
-    Check::warn(
-        "iam.simulate",
-        format!("cannot simulate the role's policies: {why}"),
-        "the credentials need iam:SimulatePrincipalPolicy; or check the role's policies in \
-         the IAM console against template.yaml",
-    )
-}
-
-/// The role's check; `Err` with why when the simulator cannot answer.
-async fn simulate_role(
-    role: Role,
-    principal: &str,
-    names: &Names,
-    iam: &dyn IamPort,
-) -> Result<Check, String> {
-    let requests = requests(role, names);
-    let mut refused = Vec::new();
-    let mut explicit = false;
-    for request in &requests {
-        match iam.simulate(principal, request).await {
-            Ok(Decision::Allowed) => {}
-            Ok(decision) => {
-                explicit |= decision == Decision::ExplicitDeny;
-                let how = if decision == Decision::ExplicitDeny {
-                    "explicitly denied"
-                } else {
-                    "not allowed"
-                };
-                refused.push(format!(
-                    "{} on {} ({how})",
-                    request.action, request.resource
-                ));
-            }
-            Err(err) => return Err(describe(&err)),
-        }
-    }
-    if refused.is_empty() {
-        return Ok(Check::pass(
-            "iam.simulate",
-            format!("{} requests allowed", requests.len()),
-        ));
-    }
-    let fix = if explicit {
-        "a Deny overrides the stack's policy: look for a permissions boundary on the role, an \
-         organization SCP or a Deny statement, and exempt these actions"
-    } else {
-        "the role's policy no longer grants them: deploy the stack again (make deploy) to \
-         restore template.yaml's policy"
-    };
-    Ok(Check::fail(
-        "iam.simulate",
-        format!("the role may not make {}", refused.join("; ")),
-        fix,
-    ))
+/// The partition of an ARN (`aws` in `arn:aws:iam::…`, `aws-cn`, `aws-us-gov`).
+pub fn partition_of(arn: &str) -> Option<&str> {
+    arn.strip_prefix("arn:")?
+        .split(':')
+        .next()
+        .filter(|p| !p.is_empty())
 }

@@ -40,6 +40,9 @@ pub trait StackPort: Send + Sync {
     ) -> anyhow::Result<LoadedConfig>;
     /// A Secrets Manager secret's string.
     async fn secret_value(&self, secret_id: &str) -> anyhow::Result<String>;
+    /// The value of the SSM parameter `name` (`GetParameter`); `None` when there is no
+    /// such parameter.
+    async fn ssm_parameter(&self, name: &str) -> anyhow::Result<Option<String>>;
     /// The stack's resources: logical id → physical id (`DescribeStackResources`).
     async fn stack_resources(&self, name: &str) -> anyhow::Result<BTreeMap<String, String>>;
     /// The region the checks run in.
@@ -94,6 +97,15 @@ pub struct TemplateFacts {
     pub security_groups: Vec<String>,
 }
 
+/// An image as `DescribeImages` reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageFacts {
+    /// `available`, `pending`, `failed`, `deregistered`, …
+    pub state: String,
+    /// When it was made (`CreationDate`); `None` when EC2 did not say.
+    pub created: Option<time::OffsetDateTime>,
+}
+
 /// One launch, tried with `DryRun`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DryRunLaunch {
@@ -138,6 +150,8 @@ pub trait Ec2Port: Send + Sync {
     ) -> anyhow::Result<Option<TemplateFacts>>;
     /// The image's architecture (`x86_64`, `arm64`); `None` when EC2 knows no such image.
     async fn image_architecture(&self, image_id: &str) -> anyhow::Result<Option<String>>;
+    /// The image's state and age; `None` when EC2 knows no such image.
+    async fn image(&self, image_id: &str) -> anyhow::Result<Option<ImageFacts>>;
     /// Each of `types` EC2 knows, with its architectures and vCPUs.
     async fn instance_types(
         &self,

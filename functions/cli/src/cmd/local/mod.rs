@@ -46,6 +46,7 @@ Environment:
   EPHEMERA_GITHUB_APP_KEY_FILE      the App's private key, as --github-app-key
   AWS_ENDPOINT_URL, AWS_REGION      as --endpoint-url, --region
   AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY  credentials (any value for an emulator)
+  AWS_PROFILE, AWS_SHARED_CREDENTIALS_FILE  the profile (and file) --part-profile names
 
 Examples:
   EPHEMERA_WEBHOOK_SECRET=s3cret ephemera local --config infra/config.example.yaml \\
@@ -93,6 +94,11 @@ pub struct LocalArgs {
     /// to stdout.
     #[arg(long)]
     no_metrics: bool,
+    /// Run a part with the credentials of a named profile, as each function runs with its
+    /// own role on AWS, e.g. `--part-profile scaler=ephemera-scaler` (repeatable). Parts
+    /// not named, and the setup (--bootstrap, finding the queue), use the default chain.
+    #[arg(long, value_name = "PART=PROFILE", value_parser = part_profile)]
+    part_profile: Vec<(Part, String)>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -149,6 +155,9 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
         ..AwsSettings::default()
     };
     let sdk = ephemera_aws::sdk_config(&settings).await;
+    let webhook_sdk = part_sdk(&args, Part::Webhook, &settings, &sdk).await;
+    let scaler_sdk = part_sdk(&args, Part::Scaler, &settings, &sdk).await;
+    let reaper_sdk = part_sdk(&args, Part::Reaper, &settings, &sdk).await;
     let names = resource_names(&config.deployment, &args);
     let (table, queue_url) = if args.bootstrap {
         let made = ephemera_aws::provision::ensure_resources(&sdk, &names).await?;
@@ -162,7 +171,9 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
         };
         (table, queue_url)
     };
-    let queue = Arc::new(SqsJobQueue::new(aws_sdk_sqs_client(&sdk), queue_url));
+    let queue_as = |sdk: &aws_config::SdkConfig| {
+        Arc::new(SqsJobQueue::new(aws_sdk_sqs_client(sdk), queue_url.clone()))
+    };
     let metrics = if args.no_metrics {
         Metrics::disabled()
     } else {
@@ -172,7 +183,8 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
     let mut tasks = JoinSet::new();
     if parts.contains(&Part::Webhook) {
         let secrets = webhook_secrets_from_env()?;
-        let unrouted = DynamoUnroutedJobs::new(aws_sdk_dynamodb::Client::new(&sdk), table.clone());
+        let unrouted =
+            DynamoUnroutedJobs::new(aws_sdk_dynamodb::Client::new(&webhook_sdk), table.clone());
         let capabilities = WebhookCapabilities {
             metrics: metrics.clone(),
             unrouted: Some(Arc::new(unrouted)),
@@ -180,7 +192,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
         let handler = Arc::new(WebhookHandler::new(
             config.clone(),
             secrets,
-            queue.clone(),
+            queue_as(&webhook_sdk),
             capabilities,
         ));
         let listener = tokio::net::TcpListener::bind(args.listen)
@@ -191,38 +203,49 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
         tasks.spawn(async move { axum::serve(listener, app).await.context("webhook listener") });
     }
     if parts.contains(&Part::Scaler) || parts.contains(&Part::Reaper) {
-        let dynamodb = || aws_sdk_dynamodb::Client::new(&sdk);
-        let shelf = DynamoTokenShelf::new(dynamodb(), &table);
-        let apps = github_apps(&config, &args, &sdk, Arc::new(shelf), &metrics).await?;
-        let mut jit = DynamoJitConfigs::new(dynamodb(), &names.jit_table);
-        if let Ok(prefix) = std::env::var("EPHEMERA_INSTANCE_ARN_PREFIX") {
-            jit = jit.with_instance_arn_prefix(prefix);
-        }
-        let fleet = Arc::new(Ec2Fleet::new(
-            aws_sdk_ec2::Client::new(&sdk),
-            &config.deployment,
-        ));
-        let deployment = Deployment {
-            config: config.clone(),
-            metrics: metrics.clone(),
-            store: Arc::new(DynamoRunnerStore::new(dynamodb(), table.clone())),
-            fleet: fleet.clone(),
-            launcher: fleet,
-            jit_store: Arc::new(jit),
-            queue: queue.clone(),
-            spot_breakers: Arc::new(DynamoSpotBreakers::new(dynamodb(), &table)),
-            reruns: Arc::new(DynamoReruns::new(dynamodb(), &table)),
-            pricing: Pricing {
-                book: Arc::new(DynamoPriceBook::new(dynamodb(), table.clone())),
-                list: Arc::new(AwsPriceList::new(&sdk)),
-            },
+        // The Apps' token shelf and more_apps keys are read by the scaler when it runs
+        // here, else by the reaper: each has those grants on AWS.
+        let forge_sdk = if parts.contains(&Part::Scaler) {
+            &scaler_sdk
+        } else {
+            &reaper_sdk
+        };
+        let shelf = DynamoTokenShelf::new(aws_sdk_dynamodb::Client::new(forge_sdk), &table);
+        let apps = github_apps(&config, &args, forge_sdk, Arc::new(shelf), &metrics).await?;
+        let jit_prefix = std::env::var("EPHEMERA_INSTANCE_ARN_PREFIX").ok();
+        // One deployment's adapters, each calling AWS as the part it is made for.
+        let deployment_as = |sdk: &aws_config::SdkConfig| {
+            let dynamodb = || aws_sdk_dynamodb::Client::new(sdk);
+            let mut jit = DynamoJitConfigs::new(dynamodb(), &names.jit_table);
+            if let Some(prefix) = &jit_prefix {
+                jit = jit.with_instance_arn_prefix(prefix.clone());
+            }
+            let fleet = Arc::new(Ec2Fleet::new(
+                aws_sdk_ec2::Client::new(sdk),
+                &config.deployment,
+            ));
+            Deployment {
+                config: config.clone(),
+                metrics: metrics.clone(),
+                store: Arc::new(DynamoRunnerStore::new(dynamodb(), table.clone())),
+                fleet: fleet.clone(),
+                launcher: fleet,
+                jit_store: Arc::new(jit),
+                queue: queue_as(sdk),
+                spot_breakers: Arc::new(DynamoSpotBreakers::new(dynamodb(), &table)),
+                reruns: Arc::new(DynamoReruns::new(dynamodb(), &table)),
+                pricing: Pricing {
+                    book: Arc::new(DynamoPriceBook::new(dynamodb(), table.clone())),
+                    list: Arc::new(AwsPriceList::new(sdk)),
+                },
+            }
         };
         if parts.contains(&Part::Scaler) {
             // One process: each App's whole registration rate is its own.
             let paces = Arc::new(AppPaces::new(GITHUB_REGISTRATIONS_PER_MINUTE, 1));
             let (forge, pace) = ephemera_github::paced_forge(apps.clone(), &paces);
-            let scaler = Arc::new(deployment.scaler(forge, pace));
-            let queue = queue.clone();
+            let scaler = Arc::new(deployment_as(&scaler_sdk).scaler(forge, pace));
+            let queue = queue_as(&scaler_sdk);
             tasks.spawn(async move { drain_queue(scaler, queue).await });
         }
         if parts.contains(&Part::Reaper) {
@@ -231,7 +254,7 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
             // the same table.
             let webhook_app = WebhookApp::of(apps[0].clone());
             let forge = ephemera_github::forge_over(apps, ephemera_github::unshared_pace);
-            let reaper = Arc::new(deployment.reaper(forge, webhook_app));
+            let reaper = Arc::new(deployment_as(&reaper_sdk).reaper(forge, webhook_app));
             let interval = args.reaper_interval;
             tasks.spawn(async move { reap_every(reaper, interval).await });
         }
@@ -247,6 +270,38 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// The SDK configuration of `part`: its `--part-profile`, else the shared one.
+async fn part_sdk(
+    args: &LocalArgs,
+    part: Part,
+    settings: &AwsSettings,
+    shared: &aws_config::SdkConfig,
+) -> aws_config::SdkConfig {
+    match args.part_profile.iter().find(|(p, _)| *p == part) {
+        Some((_, profile)) => {
+            let settings = AwsSettings {
+                profile: Some(profile.clone()),
+                ..settings.clone()
+            };
+            ephemera_aws::sdk_config(&settings).await
+        }
+        None => shared.clone(),
+    }
+}
+
+/// `--part-profile PART=PROFILE`.
+fn part_profile(text: &str) -> Result<(Part, String), String> {
+    let (part, profile) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?}: expected PART=PROFILE, e.g. scaler=ephemera-scaler"))?;
+    let part = Part::from_str(part, true)
+        .map_err(|_| format!("{part:?}: the part must be webhook, scaler or reaper"))?;
+    if profile.is_empty() {
+        return Err(format!("{text:?}: the profile name is empty"));
+    }
+    Ok((part, profile.to_owned()))
 }
 
 /// `--reaper-interval`: 1s to 1d (a zero interval would spin, a huge one overflow).

@@ -16,7 +16,7 @@ use tracing::info;
 pub const CAPACITY_RETRY: Duration = Duration::from_secs(15);
 
 /// How long a queued job may wait in an invocation for its registration's turn (see
-/// [`RegistrationPace`]); a job whose turn is further off goes back to the queue.
+/// [`RegistrationPace`](crate::pace::RegistrationPace)); a job whose turn is further off goes back to the queue.
 pub const PACE_WAIT: Duration = Duration::from_secs(10);
 
 /// The longest delay SQS allows on a message.

@@ -13,7 +13,7 @@
 
 use super::AwsPorts;
 use crate::cmd::doctor::ports::{
-    DryRunAnswer, DryRunLaunch, Ec2Port, InstanceTypeFacts, TemplateFacts,
+    DryRunAnswer, DryRunLaunch, Ec2Port, ImageFacts, InstanceTypeFacts, TemplateFacts,
 };
 use crate::errors::aws;
 use async_trait::async_trait;
@@ -111,6 +111,25 @@ impl Ec2Port for AwsPorts {
             Err(err) if unknown_id(err.code()) => Ok(None),
             Err(err) => Err(aws("EC2", "DescribeImages")(err)),
         }
+    }
+
+    async fn image(&self, image_id: &str) -> anyhow::Result<Option<ImageFacts>> {
+        let found = match self.ec2.describe_images().image_ids(image_id).send().await {
+            Ok(found) => found,
+            Err(err) if unknown_id(err.code()) => return Ok(None),
+            Err(err) => return Err(aws("EC2", "DescribeImages")(err)),
+        };
+        Ok(found.images().first().map(|image| ImageFacts {
+            state: image
+                .state()
+                .map(|s| s.as_str().to_owned())
+                .unwrap_or_default(),
+            // ISO 8601 in UTC, e.g. 2026-11-20T04:12:31.000Z.
+            created: image.creation_date().and_then(|date| {
+                time::OffsetDateTime::parse(date, &time::format_description::well_known::Rfc3339)
+                    .ok()
+            }),
+        }))
     }
 
     async fn instance_types(

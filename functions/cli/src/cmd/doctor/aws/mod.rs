@@ -157,6 +157,20 @@ impl StackPort for AwsPorts {
             .ok_or_else(|| anyhow::anyhow!("secret {secret_id} has no string value"))
     }
 
+    async fn ssm_parameter(&self, name: &str) -> anyhow::Result<Option<String>> {
+        match self.ssm.get_parameter().name(name).send().await {
+            Ok(got) => Ok(got.parameter().and_then(|p| p.value()).map(str::to_owned)),
+            Err(err)
+                if err
+                    .as_service_error()
+                    .is_some_and(|e| e.is_parameter_not_found()) =>
+            {
+                Ok(None)
+            }
+            Err(err) => Err(aws("SSM", "GetParameter")(err)),
+        }
+    }
+
     async fn running_config(
         &self,
         table: &str,
@@ -272,14 +286,20 @@ impl IamPort for AwsPorts {
             .send()
             .await
             .map_err(aws("IAM", "SimulatePrincipalPolicy"))?;
-        let decision = simulated
+        let result = simulated
             .evaluation_results()
             .first()
-            .map(|r| r.eval_decision().clone())
             .ok_or_else(|| anyhow::anyhow!("IAM returned no evaluation for {}", request.action))?;
-        Ok(match decision {
+        // An implicit deny that lists missing context values is the simulator unable to
+        // judge a condition, not a policy that refuses (API_EvaluationResult,
+        // MissingContextValues).
+        let missing = result.missing_context_values();
+        Ok(match result.eval_decision() {
             PolicyEvaluationDecisionType::Allowed => Decision::Allowed,
             PolicyEvaluationDecisionType::ExplicitDeny => Decision::ExplicitDeny,
+            _ if !missing.is_empty() => Decision::Undecided {
+                keys: missing.to_vec(),
+            },
             _ => Decision::ImplicitDeny,
         })
     }

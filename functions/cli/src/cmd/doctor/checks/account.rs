@@ -39,6 +39,8 @@ pub(super) async fn iam_checks(
         }
     };
     let names = Names {
+        // The roles' ARNs give the partition (simulate_roles); `aws` until then.
+        partition: "aws".into(),
         region: ports.stack.region(),
         account: String::new(),
         deployment: config.deployment.clone(),

@@ -18,6 +18,7 @@ mod ec2;
 mod github;
 mod more_apps;
 mod rate_limit;
+mod runner_image;
 mod stack;
 
 use account::{iam_checks, quota_checks};
@@ -28,6 +29,7 @@ use github::github_checks;
 pub use github::{accounts_to_check, needed_permissions};
 use more_apps::more_apps_checks;
 pub use rate_limit::judge as judge_rate_limits;
+use runner_image::runner_image_check;
 use stack::stack_checks;
 
 use super::iam::IamPort;
@@ -84,6 +86,8 @@ pub async fn diagnose(request: &Request, ports: &Ports<'_>) -> Report {
     let Some((outputs, parameters)) = stack_checks(request, ports.stack, &mut report).await else {
         return report;
     };
+    let now = time::OffsetDateTime::now_utc();
+    runner_image_check(&parameters, ports.stack, ports.ec2, now, &mut report).await;
     let loaded = config_check(request, &outputs, ports.stack, &mut report).await;
     running_checks(&outputs, loaded.as_ref(), ports.stack, &mut report).await;
     let config = loaded.map(|loaded| loaded.config);

@@ -186,6 +186,7 @@ async fn a_simulator_that_cannot_answer_is_a_warning_per_role() {
 fn every_role_asks_for_the_calls_ephemera_makes_with_it() {
     use crate::cmd::doctor::iam::{requests, Names, Role};
     let names = Names {
+        partition: "aws".into(),
         region: "us-east-1".into(),
         account: "123456789012".into(),
         deployment: "eph".into(),

@@ -8,6 +8,8 @@ mod github;
 mod more_apps;
 mod rate_limit;
 mod rejections;
+mod runner_image;
+mod simulator;
 mod stack;
 
 use super::checks::{diagnose, Ports, Request, APP_KEY_PLACEHOLDER};
@@ -77,6 +79,13 @@ struct World {
     more_installed: BTreeMap<u64, BTreeSet<String>>,
     /// Log group → its retention in days (`None`: forever).
     log_groups: BTreeMap<String, Option<i32>>,
+    /// SSM parameters other than the configuration: name → value.
+    ssm_parameters: BTreeMap<String, String>,
+    /// The images EC2 describes (`DescribeImages`).
+    images: BTreeMap<String, ImageFacts>,
+    /// The partition of the roles' ARNs; the simulator refuses a request for a resource
+    /// of another partition.
+    partition: String,
 }
 
 fn bucket(remaining: u64, limit: u64) -> ephemera_github::RateBucket {
@@ -135,6 +144,10 @@ fn healthy() -> World {
         parameters: [
             ("ScalerMaxConcurrency".to_string(), "5".to_string()),
             ("WebhookReservedConcurrency".to_string(), "50".to_string()),
+            (
+                "RunnerAmi".to_string(),
+                "/ephemera/eph/runner-image/arm64".to_string(),
+            ),
         ]
         .into(),
         denied: BTreeMap::new(),
@@ -161,13 +174,28 @@ fn healthy() -> World {
         more_secrets: BTreeMap::new(),
         more_installed: BTreeMap::new(),
         log_groups: BTreeMap::from([("/ephemera/eph/runners".to_owned(), Some(30))]),
+        ssm_parameters: BTreeMap::from([(
+            "/ephemera/eph/runner-image/arm64".to_owned(),
+            "ami-1".to_owned(),
+        )]),
+        images: BTreeMap::from([(
+            "ami-1".to_owned(),
+            ImageFacts {
+                state: "available".into(),
+                created: Some(OffsetDateTime::now_utc() - time::Duration::days(3)),
+            },
+        )]),
+        partition: "aws".into(),
     }
 }
 
 #[async_trait]
 impl super::iam::IamPort for World {
     async fn role_arn(&self, name: &str) -> anyhow::Result<String> {
-        Ok(format!("arn:aws:iam::123456789012:role/{name}"))
+        Ok(format!(
+            "arn:{}:iam::123456789012:role/{name}",
+            self.partition
+        ))
     }
     async fn simulate(
         &self,
@@ -178,6 +206,13 @@ impl super::iam::IamPort for World {
             !self.simulation_fails,
             "IAM SimulatePrincipalPolicy: NotImplemented"
         );
+        let own_partition = format!("arn:{}:", self.partition);
+        let of_the_stack = [":dynamodb:", ":sqs:", ":ssm:", ":ec2:", ":logs:"]
+            .iter()
+            .any(|service| request.resource.contains(service));
+        if of_the_stack && !request.resource.starts_with(&own_partition) {
+            return Ok(super::iam::Decision::ImplicitDeny);
+        }
         Ok(self
             .denied
             .get(principal)
@@ -229,6 +264,9 @@ impl StackPort for World {
             anyhow::bail!("ResourceNotFoundException: secret {id} not found");
         }
         Ok(self.secret.clone())
+    }
+    async fn ssm_parameter(&self, name: &str) -> anyhow::Result<Option<String>> {
+        Ok(self.ssm_parameters.get(name).cloned())
     }
     async fn stack_resources(&self, _: &str) -> anyhow::Result<BTreeMap<String, String>> {
         Ok(["WebhookRole", "ScalerRole", "ReaperRole", "RunnerRole"]
@@ -354,6 +392,9 @@ impl Ec2Port for World {
     async fn image_architecture(&self, image_id: &str) -> anyhow::Result<Option<String>> {
         Ok(self.image_arch.clone().filter(|_| image_id == "ami-1"))
     }
+    async fn image(&self, image_id: &str) -> anyhow::Result<Option<ImageFacts>> {
+        Ok(self.images.get(image_id).cloned())
+    }
     async fn instance_types(
         &self,
         types: &[String],
@@ -424,6 +465,7 @@ async fn a_healthy_deployment_passes_every_check() {
         "stack.outputs",
         "stack.table",
         "stack.queue",
+        "stack.runner_image",
         "config.valid",
         "github.app_key",
         "github.app",
