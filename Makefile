@@ -60,7 +60,7 @@ up: venv
 
 ## test: formatting, lints, unit, adapter and end-to-end tests, the runner bootstrap, and
 ## the figures of README.md and docs/ against the bench files, the demo against its sample
-test: venv lint lint-infra check-figures test-rust test-bootstrap conformance check-demo
+test: venv lint lint-infra check-figures test-rust test-bootstrap iam-coverage conformance check-demo
 
 ## test-rust: the Rust tests of the workspace, 3 at a time, on the emulator (MOTO_SERVER)
 test-rust: venv
@@ -70,11 +70,10 @@ test-rust: venv
 	rm -rf $(IAM_COVERAGE_DIR)
 	EPHEMERA_IAM_COVERAGE_DIR=$(CURDIR)/$(IAM_COVERAGE_DIR) MOTO_SERVER=$(CURDIR)/$(VENV)/bin/moto_server \
 		$(CARGO) test --workspace --all-targets -- --test-threads 3
-	PYTHONPATH=tests/src $(VENV)/bin/python -m strict_moto.coverage --warn $(IAM_COVERAGE_DIR) target/iam-coverage.json
 
-## iam-coverage: after the tests, the grants of the templates' roles that no request of
-## theirs needed, into target/iam-coverage.json; fails on one not kept with a reason
-## (`# iam-kept: ROLE/SID ACTION: reason` in the template; docs/testing.md)
+## iam-coverage: after test-rust and test-bootstrap, the grants of the templates' roles
+## that no request of theirs needed, into target/iam-coverage.json; fails on one not kept
+## with a reason (`# iam-kept: ROLE/SID ACTION: reason` in the template; docs/testing.md)
 IAM_COVERAGE_DIR = target/iam-coverage
 iam-coverage: venv
 	PYTHONPATH=tests/src $(VENV)/bin/python -m strict_moto.coverage $(IAM_COVERAGE_DIR) target/iam-coverage.json
@@ -90,10 +89,12 @@ chaos-sweep:
 
 ## test-bootstrap: infra/runner/bootstrap.sh, shellcheck-clean, run without a VM
 ## (tests/bootstrap: a fake IMDS and GitHub on 127.0.0.1, the JIT table on the strict
-## emulator, stubs for dnf/apt-get/systemctl/sudo/power-off, a stub runner; under a minute)
+## emulator, stubs for dnf/apt-get/systemctl/sudo/power-off, a stub runner; about two minutes)
 test-bootstrap: venv
 	$(VENV)/bin/shellcheck infra/runner/bootstrap.sh
-	MOTO_SERVER=$(CURDIR)/$(VENV)/bin/moto_server $(VENV)/bin/python -m unittest discover -s tests/bootstrap -v
+	mkdir -p $(IAM_COVERAGE_DIR)
+	EPHEMERA_IAM_COVERAGE_DIR=$(CURDIR)/$(IAM_COVERAGE_DIR) MOTO_SERVER=$(CURDIR)/$(VENV)/bin/moto_server \
+		$(VENV)/bin/python -m unittest discover -s tests/bootstrap -v
 
 ## bench: the figures of docs/performance.md (webhook handling into bench/webhook.json;
 ## binary sizes and cold starts, a 1,000-job burst, the reaper over 100,000 items into

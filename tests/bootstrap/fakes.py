@@ -135,6 +135,7 @@ class World:
         self.escape_html = False  # the release API escapes < and > in JSON strings
         self.streams = {}  # log stream name -> [(timestamp, message)] put in LOG_GROUP
         self.log_calls = []  # "CreateLogStream ok", "PutLogEvents <n> events", "<op> <error>"
+        self.iam_denials = []  # the messages of the calls the runner role's policy refused
         self.logs_answer = None  # an AWS error (status, body) to answer every Logs call with
         self.logs_errors = {}  # Logs operation -> AWS errors (status, body) for its next calls, in turn
         self.create_log_stream_times = []  # when the account's CreateLogStream calls came (time.monotonic())
@@ -320,7 +321,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if request is not None:
             with self.world.lock:
                 queued = self.world.logs_errors.get(operation)
-                error = self.world.logs_answer or (queued.pop(0) if queued else None) or self.log_call(operation, request)
+                error = self.world.logs_answer or (queued.pop(0) if queued else None)
+            # The role's policy decides first, as on AWS: the strict layer evaluates the
+            # signed call as the instance's runner role (the rest of moto's answer is not
+            # this fake's: it keeps the Logs rules and the streams itself).
+            error = error or self.iam_denial(body)
+            if error is None:
+                with self.world.lock:
+                    error = self.log_call(operation, request)
         if error is not None:
             self.world.log_calls.append(f"{operation} {error[1]['__type'].split('#')[-1]}")
             return self.answer(error[0], json.dumps(error[1]).encode())
@@ -365,6 +373,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return invalid("an event over 14 days old or 2 hours ahead")
         self.world.streams[stream].extend((e["timestamp"], e["message"]) for e in events)
         self.world.log_calls.append(f"PutLogEvents {len(events)} events")
+        return None
+
+    def iam_denial(self, body):
+        """The strict layer's refusal of this signed call, as an AWS error, or None."""
+        status, answer = self.forward(body)
+        try:
+            kind = json.loads(answer or b"{}").get("__type", "")
+        except ValueError:
+            kind = ""
+        if status in (400, 403) and "AccessDenied" in kind:
+            self.world.iam_denials.append(json.loads(answer).get("message", kind))
+            return (status, json.loads(answer))
         return None
 
     def forward(self, body):

@@ -10,6 +10,7 @@
 # Every wait is bounded; every server binds 127.0.0.1 only.
 
 import http.server
+import json
 import os
 import secrets
 import shutil
@@ -145,6 +146,23 @@ class BootstrapHarness(unittest.TestCase):
         # A JIT config is 4-6 KB of base64.
         self.jit = "jit-secret-" + secrets.token_urlsafe(4500)
         self.world = World(self.moto_url)
+        # IMDS hands the instance its runner role's credentials: the strict layer
+        # evaluates every call signed with them against template.yaml's RunnerRole, for
+        # this instance (ec2:SourceInstanceARN).
+        principal = {
+            "access_key_id": self.world.key_id,
+            "template": "template.yaml",
+            "role": "RunnerRole",
+            "parameters": {"DeploymentName": "eph"},
+            "source_instance": INSTANCE,
+        }
+        registration = urllib.request.Request(
+            self.moto_url + "/strict-api/iam/principals",
+            data=json.dumps(principal).encode(),
+            method="POST",
+            headers={"Content-Type": "application/json"},
+        )
+        urllib.request.urlopen(registration, timeout=10).close()
         self.world.publish("x64", runner_tarball())
         self.world.publish("arm64", runner_tarball())
         handler = type("BoundHandler", (Handler,), {"world": self.world})

@@ -10,8 +10,8 @@ use aws_sdk_ec2::types::{
     Filter, HttpTokensState, InstanceAttributeName, LaunchTemplateBlockDeviceMappingRequest,
     LaunchTemplateEbsBlockDeviceRequest, LaunchTemplateHttpTokensState,
     LaunchTemplateIamInstanceProfileSpecificationRequest,
-    LaunchTemplateInstanceMetadataOptionsRequest, RequestLaunchTemplateData, ShutdownBehavior,
-    VolumeType,
+    LaunchTemplateInstanceMetadataOptionsRequest, RequestLaunchTemplateData, ResourceType,
+    ShutdownBehavior, Tag, TagSpecification, VolumeType,
 };
 use base64::Engine;
 use ephemera_aws::{sdk_config, AwsSettings, Ec2Fleet};
@@ -126,9 +126,21 @@ async fn an_ami_pool_launches_through_the_deployment_template_with_its_image() -
                 .build(),
         )
         .build();
+    // Tagged with the deployment, as the stack's is: the scaler's role launches from no
+    // other template.
+    let tags = TagSpecification::builder()
+        .resource_type(ResourceType::LaunchTemplate)
+        .tags(
+            Tag::builder()
+                .key("ephemera:deployment")
+                .value("eph")
+                .build(),
+        )
+        .build();
     ec2.create_launch_template()
         .launch_template_name(launch_template_name("eph"))
         .launch_template_data(data)
+        .tag_specifications(tags)
         .send()
         .await?;
 
@@ -287,9 +299,21 @@ async fn xvda_template_request(
                 .build(),
         )
         .build();
+    // Tagged with the deployment, as the stack's is: the scaler's role launches from no
+    // other template.
+    let tags = TagSpecification::builder()
+        .resource_type(ResourceType::LaunchTemplate)
+        .tags(
+            Tag::builder()
+                .key("ephemera:deployment")
+                .value("eph")
+                .build(),
+        )
+        .build();
     ec2.create_launch_template()
         .launch_template_name(launch_template_name("eph"))
         .launch_template_data(data)
+        .tag_specifications(tags)
         .send()
         .await?;
     let request = FleetRequest {
@@ -345,7 +369,6 @@ async fn a_bake_to_another_root_device_never_launches_with_the_old_images_mappin
     let moto = Moto::start().await?;
     let sdk = sdk_config(&AwsSettings::emulator(&moto.endpoint)).await;
     let ec2 = aws_sdk_ec2::Client::new(&sdk);
-    let ssm = aws_sdk_ssm::Client::new(&sdk);
     let (amazon, amazon_root) = image_named(&ec2, "amzn*").await?;
     let (ubuntu, ubuntu_root) = image_named(&ec2, "ubuntu*").await?;
     assert_eq!(
@@ -353,8 +376,15 @@ async fn a_bake_to_another_root_device_never_launches_with_the_old_images_mappin
         ("/dev/xvda", "/dev/sda1")
     );
     let parameter = "/ephemera/eph/runner-image/x86_64";
+    // Image Builder's distribution writes the parameter with the pipeline's execution
+    // role (infra/image/template.yaml); the scalers launch as theirs.
+    let pipeline = sdk_config(&moto.image_role_settings("ExecutionRoleX86", "eph").await?).await;
+    let pipeline_ssm = aws_sdk_ssm::Client::new(&pipeline);
+    let scaler = sdk_config(&moto.role_settings("ScalerRole", "eph").await?).await;
+    let scaler_ec2 = aws_sdk_ec2::Client::new(&scaler);
     let publish = |ami: String| {
-        ssm.put_parameter()
+        pipeline_ssm
+            .put_parameter()
             .name(parameter)
             .value(ami)
             .r#type(aws_sdk_ssm::types::ParameterType::String)
@@ -364,13 +394,13 @@ async fn a_bake_to_another_root_device_never_launches_with_the_old_images_mappin
     };
     publish(amazon.clone()).await?;
     let request = xvda_template_request(&ec2, &format!("resolve:ssm:{parameter}")).await?;
-    let warm = Ec2Fleet::new(ec2.clone(), "eph");
+    let warm = Ec2Fleet::new(scaler_ec2.clone(), "eph");
     let first = warm.launch(&request).await?;
     let first = first.instance_ids.first().context("launched")?;
     assert_eq!(volumes_of(&ec2, first).await?, [(amazon_root.clone(), 30)]);
 
     publish(ubuntu.clone()).await?;
-    let cold = Ec2Fleet::new(ec2.clone(), "eph");
+    let cold = Ec2Fleet::new(scaler_ec2.clone(), "eph");
     for (scaler, fleet) in [("warm", &warm), ("cold", &cold)] {
         let launch = fleet.launch(&request).await?;
         let id = launch.instance_ids.first().context("launched")?;

@@ -239,22 +239,33 @@ impl Moto {
         parameters: serde_json::Value,
         source_instance: Option<&str>,
     ) -> anyhow::Result<AwsSettings> {
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-        let serial = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let key = format!("ASIA{}{}X{serial}", role.to_uppercase(), std::process::id());
-        let body = serde_json::json!({
-            "access_key_id": key,
-            "template": "template.yaml",
-            "role": role,
-            "parameters": parameters,
-            "source_instance": source_instance,
-        });
-        self.post("/strict-api/iam/principals", body)
-            .await
-            .with_context(|| format!("registering {role} with the strict layer"))?;
-        let mut settings = AwsSettings::emulator(&self.endpoint);
-        settings.static_credentials = Some((key, "testing".to_owned()));
-        Ok(settings)
+        principal_settings(
+            &self.endpoint,
+            "template.yaml",
+            role,
+            parameters,
+            source_instance,
+        )
+        .await
+    }
+
+    /// Settings that call AWS as the role `role` of the image stack
+    /// (infra/image/template.yaml, e.g. `ExecutionRoleX86`, with which EC2 Image Builder
+    /// runs that architecture's pipeline) of the deployment `deployment`.
+    pub async fn image_role_settings(
+        &self,
+        role: &str,
+        deployment: &str,
+    ) -> anyhow::Result<AwsSettings> {
+        let parameters = serde_json::json!({ "DeploymentName": deployment });
+        principal_settings(
+            &self.endpoint,
+            "infra/image/template.yaml",
+            role,
+            parameters,
+            None,
+        )
+        .await
     }
 
     /// The grants of the templates' roles that requests needed so far (`used`), and
@@ -303,4 +314,38 @@ mod tests {
         assert!(refused.to_string().contains("were taken"), "{refused}");
         Ok(())
     }
+}
+
+/// Settings that call the strict emulator at `endpoint` as the role `role` of `template`
+/// (a path from the workspace): a fresh access key, registered with the strict layer
+/// with the stack's `parameters` (at least `DeploymentName`) and, for a runner host, the
+/// instance whose credentials these are (`ec2:SourceInstanceARN`, as IMDS's role
+/// credentials carry it).
+pub async fn principal_settings(
+    endpoint: &str,
+    template: &str,
+    role: &str,
+    parameters: serde_json::Value,
+    source_instance: Option<&str>,
+) -> anyhow::Result<AwsSettings> {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let serial = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let key = format!("ASIA{}{}X{serial}", role.to_uppercase(), std::process::id());
+    let body = serde_json::json!({
+        "access_key_id": key,
+        "template": template,
+        "role": role,
+        "parameters": parameters,
+        "source_instance": source_instance,
+    });
+    let url = format!("{endpoint}/strict-api/iam/principals");
+    let response = reqwest::Client::new().post(&url).json(&body).send().await?;
+    let status = response.status();
+    let text = response.text().await?;
+    if !status.is_success() {
+        bail!("registering {role} with the strict layer: {status}: {text}");
+    }
+    let mut settings = AwsSettings::emulator(endpoint);
+    settings.static_credentials = Some((key, "testing".to_owned()));
+    Ok(settings)
 }

@@ -33,19 +33,6 @@ pub fn pool_tag_specification(deployment: &str, pool: &str) -> TagSpecification 
         .build()
 }
 
-/// Tag specifications for RunInstances: the same tags on the instances and volumes.
-pub fn pool_tag_specifications(deployment: &str, pool: &str) -> Vec<TagSpecification> {
-    [ResourceType::Instance, ResourceType::Volume]
-        .into_iter()
-        .map(|resource| {
-            TagSpecification::builder()
-                .resource_type(resource)
-                .set_tags(Some(pool_tags(deployment, pool)))
-                .build()
-        })
-        .collect()
-}
-
 /// Matches every instance of `deployment`.
 pub fn deployment_filter(deployment: &str) -> Filter {
     Filter::builder()
@@ -72,7 +59,8 @@ mod tests {
         assert_eq!(value(&tags, POOL), Some("linux"));
         assert_eq!(value(&tags, NAME), Some("eph-linux"));
         assert_eq!(value(&tags, "other"), None);
-        let specs = pool_tag_specifications("eph", "linux");
-        assert_eq!(specs.len(), 2);
+        let spec = pool_tag_specification("eph", "linux");
+        assert_eq!(spec.resource_type(), Some(&ResourceType::Instance));
+        assert_eq!(spec.tags().len(), 3);
     }
 }

@@ -47,6 +47,8 @@ struct Table {
     _moto: Moto,
     dynamodb: aws_sdk_dynamodb::Client,
     jit: DynamoJitConfigs,
+    /// The adapter as the scaler uses it: calling as template.yaml's ScalerRole.
+    scaler_jit: DynamoJitConfigs,
 }
 
 async fn jit_table() -> anyhow::Result<Table> {
@@ -56,10 +58,15 @@ async fn jit_table() -> anyhow::Result<Table> {
     let dynamodb = aws_sdk_dynamodb::Client::new(&config);
     let jit = DynamoJitConfigs::new(dynamodb.clone(), &resources.jit_table)
         .with_instance_arn_prefix(ARN_PREFIX);
+    let scaler = sdk_config(&moto.role_settings("ScalerRole", "eph").await?).await;
+    let scaler_jit =
+        DynamoJitConfigs::new(aws_sdk_dynamodb::Client::new(&scaler), &resources.jit_table)
+            .with_instance_arn_prefix(ARN_PREFIX);
     Ok(Table {
         _moto: moto,
         dynamodb,
         jit,
+        scaler_jit,
     })
 }
 
@@ -203,15 +210,17 @@ async fn a_later_registration_replaces_the_config_and_a_late_earlier_one_is_refu
     let table = jit_table().await?;
     let arn = table.jit.instance_arn("i-0abc");
     let (first, second) = (realistic_jit_config(5000, 2), realistic_jit_config(5000, 3));
-    table.jit.put("i-0abc", "r", &jit(7, &first)).await?;
-    table.jit.put("i-0abc", "r", &jit(7, &first)).await?;
-    table.jit.put("i-0abc", "r", &jit(9, &second)).await?;
+    // As the scaler puts them: its role allows the read of the item a put lost to.
+    let scaler = &table.scaler_jit;
+    scaler.put("i-0abc", "r", &jit(7, &first)).await?;
+    scaler.put("i-0abc", "r", &jit(7, &first)).await?;
+    scaler.put("i-0abc", "r", &jit(9, &second)).await?;
     assert_eq!(
         read_as_bootstrap(&table, &arn).await?.as_deref(),
         Some(second.as_str())
     );
 
-    let late = table.jit.put("i-0abc", "r", &jit(7, &first)).await;
+    let late = scaler.put("i-0abc", "r", &jit(7, &first)).await;
     assert!(
         matches!(late, Err(JitStoreError::Superseded { stored: 9 })),
         "{late:?}"

@@ -1,7 +1,8 @@
 //! Two GitHub Apps through the scaler's Lambda entry point under the project's runtime
 //! API: the configuration lists the second App with the secret holding its key, the
 //! function reads that secret with the stack's App key at its cold start, and one
-//! batch's registrations go to both Apps.
+//! batch's registrations go to both Apps. The reaper function reads it too, with its own
+//! role, at its cold start, and its scheduled run answers a whole report.
 
 use super::follow::{deployment_environment, queued_delivery};
 use crate::cli::config_yaml;
@@ -79,5 +80,17 @@ async fn the_scaler_function_registers_one_batch_with_both_apps() -> anyhow::Res
         counters.app_calls
     );
     assert_eq!(counters.registrations_by(SECOND_APP_ID), 2);
+
+    // The reaper function, with the same environment: a cold start that reads both
+    // Apps' keys as the reaper's role, and a scheduled run that answers its report.
+    let mut reaper = Function::start("reaper", &env).await?;
+    let report = reaper
+        .invoke(serde_json::json!({"source": "aws.events", "detail-type": "Scheduled Event"}))
+        .await?;
+    assert_eq!(
+        report["another_run_held_the_lease"],
+        serde_json::json!(false),
+        "{report}"
+    );
     Ok(())
 }

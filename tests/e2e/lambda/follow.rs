@@ -112,6 +112,41 @@ async fn a_rotated_webhook_secret_is_accepted_and_the_previous_one_still_is() ->
     Ok(())
 }
 
+/// During a rotation an operator can name the previous secret itself
+/// (`WebhookPreviousSecretArn`): the webhook function reads both with its role (the stack
+/// grants the previous one only when it is named) and accepts a delivery signed with
+/// either.
+#[tokio::test]
+async fn an_explicitly_named_previous_secret_is_read_with_the_role_and_accepted(
+) -> anyhow::Result<()> {
+    let moto = Moto::start().await?;
+    put_config(
+        &moto.endpoint,
+        &config_yaml(DEPLOYMENT, "http://127.0.0.1:9"),
+    )
+    .await?;
+    let current = put_secret(&moto, "ephemera/eph/webhook-secret", "current-secret").await?;
+    let previous = put_secret(&moto, "ephemera/eph/webhook-secret-old", "previous-secret").await?;
+    let names = ResourceNames::for_deployment(DEPLOYMENT);
+    let env = environment(
+        &moto.endpoint,
+        &[
+            ("EPHEMERA_CONFIG_PARAMETER", PARAMETER),
+            ("EPHEMERA_TABLE", names.table.as_str()),
+            ("EPHEMERA_QUEUE_URL", "http://127.0.0.1:9/queue/eph-jobs"),
+            ("EPHEMERA_WEBHOOK_SECRET_ID", &current),
+            ("EPHEMERA_WEBHOOK_PREVIOUS_SECRET_ID", &previous),
+        ],
+    );
+    let mut webhook = Function::start("webhook", &env).await?;
+    assert_eq!(ping(&mut webhook, "current-secret").await?, 200);
+    assert_eq!(ping(&mut webhook, "previous-secret").await?, 200);
+    assert_eq!(ping(&mut webhook, "not-the-secret").await?, 401);
+    drop(webhook);
+    moto.stop().await;
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_pushed_configuration_with_a_new_pool_routes_and_launches_without_a_restart(
 ) -> anyhow::Result<()> {

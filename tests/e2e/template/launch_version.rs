@@ -61,9 +61,15 @@ impl World {
     }
 
     /// One runner of the stack's default pool, launched as the scaler function is wired:
-    /// the configuration it reads, and the fleet made from its environment.
+    /// the configuration it reads, and the fleet made from its environment, each call
+    /// made as its role.
     async fn launch_one(&self, stack: &Stack) -> anyhow::Result<String> {
-        let ssm = aws_sdk_ssm::Client::new(&self.sdk);
+        let role = self
+            .moto
+            .role_settings("ScalerRole", &self.spec.deployment)
+            .await?;
+        let scaler = ephemera_aws::sdk_config(&role).await;
+        let ssm = aws_sdk_ssm::Client::new(&scaler);
         let parameter = stack.function_env("ScalerFunction", "EPHEMERA_CONFIG_PARAMETER")?;
         let default = stack.function_env("ScalerFunction", "EPHEMERA_DEFAULT_CONFIG_PARAMETER")?;
         let config = load_config_or_default(&ssm, parameter, Some(default))
@@ -72,8 +78,8 @@ impl World {
         let pool = config.pools.first().context("the stack's default pool")?;
         let request = fleet_request(&config.deployment, pool, 1, Market::OnDemand);
         let version = stack.function_env("ScalerFunction", LAUNCH_TEMPLATE_VERSION)?;
-        let fleet =
-            Ec2Fleet::new(self.ec2(), &config.deployment).with_stack_template_version(version);
+        let fleet = Ec2Fleet::new(aws_sdk_ec2::Client::new(&scaler), &config.deployment)
+            .with_stack_template_version(version);
         let launch = fleet.launch(&request).await?;
         launch
             .instance_ids

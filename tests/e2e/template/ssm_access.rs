@@ -28,7 +28,7 @@ fn pools() -> String {
 }
 
 /// One runner of `pool`, launched from the configuration and environment the stack gives
-/// the scaler function; its instance id.
+/// the scaler function, with `sdk` calling AWS as its role; its instance id.
 async fn launch_one(
     sdk: &aws_config::SdkConfig,
     stack: &Stack,
@@ -105,9 +105,11 @@ async fn only_a_pool_with_ssm_access_launches_with_the_session_manager_profile(
     let ssm_profile = profile_name(&stack, "RunnerSsmInstanceProfile")?;
     let runner_profile = profile_name(&stack, "RunnerInstanceProfile")?;
     ensure!(ssm_profile != runner_profile);
+    let scaler =
+        ephemera_aws::sdk_config(&moto.role_settings("ScalerRole", DEPLOYMENT).await?).await;
 
-    let shell = launch_one(&sdk, &stack, "shell").await?;
-    let plain = launch_one(&sdk, &stack, "plain").await?;
+    let shell = launch_one(&scaler, &stack, "shell").await?;
+    let plain = launch_one(&scaler, &stack, "plain").await?;
     let (shell_profile, plain_profile) = (
         profile_of(&ec2, &shell).await?,
         profile_of(&ec2, &plain).await?,
@@ -129,7 +131,7 @@ async fn only_a_pool_with_ssm_access_launches_with_the_session_manager_profile(
         &[("PoolsConfig", &pools), ("RunnerVersion", "2.999.1")],
     )
     .await?;
-    let next = launch_one(&sdk, &stack, "shell").await?;
+    let next = launch_one(&scaler, &stack, "shell").await?;
     let user_data = user_data_of(&ec2, &next).await?;
     ensure!(
         user_data.contains("EPHEMERA_RUNNER_VERSION='2.999.1'"),

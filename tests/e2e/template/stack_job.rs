@@ -219,64 +219,93 @@ async fn a_job_runs_on_the_stack_template_yaml_creates() -> anyhow::Result<()> {
     check_function_environment(&stack)?;
     check_resources(&sdk, &stack).await?;
 
-    // Wired as the Lambda entry points wire them, from each function's environment.
-    let ssm = aws_sdk_ssm::Client::new(&sdk);
-    let secrets_manager = aws_sdk_secretsmanager::Client::new(&sdk);
+    // Wired as the Lambda entry points wire them, from each function's environment, and
+    // each part calling AWS as its function's role: the stack's own policies decide.
+    let as_role = |role: &'static str| {
+        let moto = &moto;
+        async move {
+            let settings = moto.role_settings(role, DEPLOYMENT).await?;
+            anyhow::Ok(ephemera_aws::sdk_config(&settings).await)
+        }
+    };
+    let (webhook_sdk, scaler_sdk, reaper_sdk) = (
+        as_role("WebhookRole").await?,
+        as_role("ScalerRole").await?,
+        as_role("ReaperRole").await?,
+    );
     let parameter = env(&stack, "ScalerFunction", "EPHEMERA_CONFIG_PARAMETER")?;
     let default = env(
         &stack,
         "ScalerFunction",
         "EPHEMERA_DEFAULT_CONFIG_PARAMETER",
     )?;
-    // Nothing pushed: the stack's default configuration.
-    let loaded = load_config_or_default(&ssm, parameter, Some(default)).await?;
-    ensure!(loaded.parameter == default, "{loaded:?}");
-    let config = Arc::new(loaded.config);
+    // Nothing pushed: each function reads the stack's default configuration.
+    let mut configs = Vec::new();
+    for sdk in [&webhook_sdk, &scaler_sdk, &reaper_sdk] {
+        let ssm = aws_sdk_ssm::Client::new(sdk);
+        let loaded = load_config_or_default(&ssm, parameter, Some(default)).await?;
+        ensure!(loaded.parameter == default, "{loaded:?}");
+        configs.push(loaded.config);
+    }
+    let config = Arc::new(configs.remove(0));
     ensure!(config.deployment == DEPLOYMENT && config.github.app_id == APP_ID);
-    let store = Arc::new(DynamoRunnerStore::new(
-        aws_sdk_dynamodb::Client::new(&sdk),
-        env(&stack, "ScalerFunction", "EPHEMERA_TABLE")?,
-    ));
-    let queue = Arc::new(SqsJobQueue::new(
-        aws_sdk_sqs::Client::new(&sdk),
-        env(&stack, "WebhookFunction", "EPHEMERA_QUEUE_URL")?,
-    ));
-    let fleet = Arc::new(
-        Ec2Fleet::new(aws_sdk_ec2::Client::new(&sdk), &config.deployment)
-            .with_stack_template_version(env(
+    let table = env(&stack, "ScalerFunction", "EPHEMERA_TABLE")?;
+    let queue_url = env(&stack, "WebhookFunction", "EPHEMERA_QUEUE_URL")?;
+    let store_as = |sdk: &aws_config::SdkConfig| {
+        Arc::new(DynamoRunnerStore::new(
+            aws_sdk_dynamodb::Client::new(sdk),
+            table,
+        ))
+    };
+    let queue_as = |sdk: &aws_config::SdkConfig| {
+        Arc::new(SqsJobQueue::new(aws_sdk_sqs::Client::new(sdk), queue_url))
+    };
+    let fleet_as = |sdk: &aws_config::SdkConfig| -> anyhow::Result<Arc<Ec2Fleet>> {
+        Ok(Arc::new(
+            Ec2Fleet::new(aws_sdk_ec2::Client::new(sdk), &config.deployment)
+                .with_stack_template_version(env(
+                    &stack,
+                    "ScalerFunction",
+                    "EPHEMERA_LAUNCH_TEMPLATE_VERSION",
+                )?)
+                .with_ssm_template_version(env(
+                    &stack,
+                    "ScalerFunction",
+                    "EPHEMERA_SSM_LAUNCH_TEMPLATE_VERSION",
+                )?),
+        ))
+    };
+    let jit_as = |sdk: &aws_config::SdkConfig| -> anyhow::Result<Arc<DynamoJitConfigs>> {
+        Ok(Arc::new(
+            DynamoJitConfigs::new(
+                aws_sdk_dynamodb::Client::new(sdk),
+                env(&stack, "ScalerFunction", "EPHEMERA_JIT_TABLE")?,
+            )
+            .with_instance_arn_prefix(env(
                 &stack,
                 "ScalerFunction",
-                "EPHEMERA_LAUNCH_TEMPLATE_VERSION",
-            )?)
-            .with_ssm_template_version(env(
-                &stack,
-                "ScalerFunction",
-                "EPHEMERA_SSM_LAUNCH_TEMPLATE_VERSION",
+                "EPHEMERA_INSTANCE_ARN_PREFIX",
             )?),
-    );
-    let jit = Arc::new(
-        DynamoJitConfigs::new(
-            aws_sdk_dynamodb::Client::new(&sdk),
-            env(&stack, "ScalerFunction", "EPHEMERA_JIT_TABLE")?,
-        )
-        .with_instance_arn_prefix(env(
-            &stack,
-            "ScalerFunction",
-            "EPHEMERA_INSTANCE_ARN_PREFIX",
-        )?),
-    );
+        ))
+    };
     let key_id = env(&stack, "ScalerFunction", "EPHEMERA_GITHUB_KEY_SECRET_ID")?;
-    let key = read_secret(&secrets_manager, key_id).await?;
-    let forge = Arc::new(GitHubApp::new(GitHubAppConfig::of(&config.github, key))?);
+    let forge_as = |sdk: aws_config::SdkConfig| {
+        let github = config.github.clone();
+        async move {
+            let secrets_manager = aws_sdk_secretsmanager::Client::new(&sdk);
+            let key = read_secret(&secrets_manager, key_id).await?;
+            anyhow::Ok(Arc::new(GitHubApp::new(GitHubAppConfig::of(&github, key))?))
+        }
+    };
     let hook_id = env(&stack, "WebhookFunction", "EPHEMERA_WEBHOOK_SECRET_ID")?;
     let secrets = WebhookSecrets {
-        current: read_secret(&secrets_manager, hook_id).await?,
+        current: read_secret(&aws_sdk_secretsmanager::Client::new(&webhook_sdk), hook_id).await?,
         previous: None,
     };
     let handler = Arc::new(WebhookHandler::new(
         config.clone(),
         secrets,
-        queue.clone(),
+        queue_as(&webhook_sdk),
         ephemera_core::handlers::webhook::WebhookCapabilities::none(),
     ));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -285,27 +314,31 @@ async fn a_job_runs_on_the_stack_template_yaml_creates() -> anyhow::Result<()> {
     let router = ephemera_cli::cmd::local::webhook_router(handler);
     tasks.spawn(async move { Ok::<_, anyhow::Error>(axum::serve(listener, router).await?) });
     sim.set_webhook_url(&webhook_url);
+    let scaler_queue = queue_as(&scaler_sdk);
     let scaler = Arc::new(Scaler::bare(
         config.clone(),
-        store.clone(),
-        fleet.clone(),
-        forge.clone(),
-        jit.clone(),
-        queue.clone(),
+        store_as(&scaler_sdk),
+        fleet_as(&scaler_sdk)?,
+        forge_as(scaler_sdk.clone()).await?,
+        jit_as(&scaler_sdk)?,
+        scaler_queue.clone(),
     ));
-    tasks.spawn(ephemera_cli::cmd::local::drain_queue(scaler, queue.clone()));
+    tasks.spawn(ephemera_cli::cmd::local::drain_queue(scaler, scaler_queue));
     let reaper = Arc::new(Reaper::bare(
         config.clone(),
-        store.clone(),
-        fleet.clone(),
-        forge,
-        jit,
-        queue.clone(),
+        store_as(&reaper_sdk),
+        fleet_as(&reaper_sdk)?,
+        forge_as(reaper_sdk.clone()).await?,
+        jit_as(&reaper_sdk)?,
+        queue_as(&reaper_sdk),
     ));
     tasks.spawn(ephemera_cli::cmd::local::reap_every(
         reaper,
         Duration::from_millis(500),
     ));
+    // The test's own view: the operator's.
+    let store = store_as(&sdk);
+    let fleet = fleet_as(&sdk)?;
 
     let job_id = sim.create_job("octo-org", "app", &LABELS, None).await?;
     let deadline = Instant::now() + Duration::from_secs(60);

@@ -5,8 +5,9 @@
 //! off, see [`super::power`]), notices instances that died under an online runner (a
 //! busy one counts as a killed job), lets new instances pick up their JIT config from
 //! the JIT table (GetItem by the instance's ARN, then an UpdateItem that removes the
-//! config and stamps the read, as the bootstrap script does), and hands queued jobs to idle runners whose labels include all of the
-//! job's. Timers run on tokio time.
+//! config and stamps the read, as the bootstrap script does, each signed with the
+//! instance's own runner role credentials), and hands queued jobs to idle runners whose
+//! labels include all of the job's. Timers run on tokio time.
 
 use super::body::decode_jit_config;
 use super::power::Power;
@@ -28,7 +29,11 @@ const PICKUPS_PER_TICK: usize = 16;
 pub struct Agent {
     shared: Arc<Shared>,
     fleet: Ec2Fleet,
-    dynamodb: aws_sdk_dynamodb::Client,
+    /// The emulator, where each instance's role credentials are registered.
+    endpoint: String,
+    /// Each instance's DynamoDB client, calling as its runner role (template.yaml's
+    /// RunnerRole, whose policy lets an instance read only its own JIT config).
+    host_clients: HashMap<String, aws_sdk_dynamodb::Client>,
     /// The JIT table, and the ARNs of the instances as their credentials carry them.
     jit: DynamoJitConfigs,
     power: Power,
@@ -48,7 +53,8 @@ impl Agent {
                 shared.config.deployment.clone(),
             ),
             power: Power::new(aws_sdk_ec2::Client::new(&sdk)),
-            dynamodb: aws_sdk_dynamodb::Client::new(&sdk),
+            endpoint: endpoint.to_owned(),
+            host_clients: HashMap::new(),
             jit: DynamoJitConfigs::new(
                 aws_sdk_dynamodb::Client::new(&sdk),
                 ResourceNames::for_deployment(&shared.config.deployment).jit_table,
@@ -130,11 +136,19 @@ impl Agent {
             .collect();
         for instance in fresh {
             let instance_arn = self.jit.instance_arn(&instance.id);
-            match self.read_jit_config(&instance_arn).await {
+            let host = match self.host_client(&instance.id).await {
+                Ok(host) => host,
+                Err(error) => {
+                    tracing::warn!(%instance_arn, error = %error, "agent has no role credentials");
+                    continue;
+                }
+            };
+            match self.read_jit_config(&host, &instance_arn).await {
                 Ok(Some(encoded)) => {
                     self.taken.insert(instance.id.clone());
                     self.first_seen.remove(&instance.id);
-                    self.stamp_jit_read(&instance_arn).await;
+                    self.host_clients.remove(&instance.id);
+                    self.stamp_jit_read(&host, &instance_arn).await;
                     self.start_runner(&instance.id, &encoded);
                 }
                 // Not there yet: the bootstrap script waits for it.
@@ -166,11 +180,35 @@ impl Agent {
         }
     }
 
+    /// The DynamoDB client of instance `instance_id`: its runner role's credentials, as
+    /// IMDS hands them to the instance, registered with the strict layer once.
+    async fn host_client(&mut self, instance_id: &str) -> anyhow::Result<aws_sdk_dynamodb::Client> {
+        if let Some(client) = self.host_clients.get(instance_id) {
+            return Ok(client.clone());
+        }
+        let parameters = serde_json::json!({ "DeploymentName": self.shared.config.deployment });
+        let settings = crate::moto::principal_settings(
+            &self.endpoint,
+            "template.yaml",
+            "RunnerRole",
+            parameters,
+            Some(instance_id),
+        )
+        .await?;
+        let client = aws_sdk_dynamodb::Client::new(&ephemera_aws::sdk_config(&settings).await);
+        self.host_clients
+            .insert(instance_id.to_owned(), client.clone());
+        Ok(client)
+    }
+
     /// DynamoDB `GetItem`, `ConsistentRead`, projection `jit_config`: the request
     /// bootstrap.sh sends with `curl --aws-sigv4`.
-    async fn read_jit_config(&self, instance_arn: &str) -> anyhow::Result<Option<String>> {
-        let output = self
-            .dynamodb
+    async fn read_jit_config(
+        &self,
+        host: &aws_sdk_dynamodb::Client,
+        instance_arn: &str,
+    ) -> anyhow::Result<Option<String>> {
+        let output = host
             .get_item()
             .table_name(self.jit.table())
             .set_key(Some(item_key(instance_arn)))
@@ -184,10 +222,9 @@ impl Agent {
 
     /// DynamoDB `UpdateItem` `REMOVE jit_config SET jit_read_at = :now` on the item that
     /// is there, as bootstrap.sh sends it (with `curl --aws-sigv4`, `date +%s`).
-    async fn stamp_jit_read(&self, instance_arn: &str) {
+    async fn stamp_jit_read(&self, host: &aws_sdk_dynamodb::Client, instance_arn: &str) {
         let now = time::OffsetDateTime::now_utc().unix_timestamp();
-        let stamped = self
-            .dynamodb
+        let stamped = host
             .update_item()
             .table_name(self.jit.table())
             .set_key(Some(item_key(instance_arn)))

@@ -9,7 +9,8 @@ template as a comment:
 
     # iam-kept: ROLE/SID ACTION: why no test needs it
 
-(ACTION may use `*`; the comment covers every resource of that statement and action). The
+(ROLE, SID and ACTION may use `*`; the comment covers every resource of the statements and
+actions it matches). The
 result is written to OUT.json; the exit status is 1 if a grant is unneeded and not kept,
 or a comment keeps a grant that a request did need (the reason is then stale). With
 --warn the result is written and summed up in one line, and the exit status is 0: what
@@ -63,7 +64,9 @@ def report(directory):
 
     def reason_for(grant):
         for template, role, sid, action, reason, line in kept:
-            if (template, role, sid) == (grant["template"], grant["role"], grant["sid"]) and fnmatch.fnmatchcase(
+            if template == grant["template"] and fnmatch.fnmatchcase(grant["role"], role) and fnmatch.fnmatchcase(
+                grant["sid"], sid
+            ) and fnmatch.fnmatchcase(
                 grant["action"].lower(), action.lower()
             ):
                 return f"{template}:{line}: {reason}"

@@ -127,20 +127,16 @@ pub fn requests(role: Role, names: &Names) -> Vec<Request> {
         .map(|p| request("ssm:GetParameter", p.clone()));
     let instance = arn("ec2", "instance/i-0ephemera");
     let tagged = [deployment.as_str()];
+    // A transaction is authorized per item, by these actions ("Using IAM with DynamoDB
+    // transactions"): IAM has no action of its own for TransactWriteItems.
     let records = |requests: &mut Vec<Request>| {
         for action in [
             "dynamodb:GetItem",
             "dynamodb:PutItem",
             "dynamodb:UpdateItem",
-            "dynamodb:ConditionCheckItem",
-            "dynamodb:TransactWriteItems",
         ] {
             requests.push(request(action, table.clone()));
         }
-        requests.push(request(
-            "dynamodb:Query",
-            format!("{table}/index/by-status"),
-        ));
     };
     let terminate = request("ec2:TerminateInstances", instance.clone())
         .with("aws:ResourceTag/ephemera:deployment", &tagged);
@@ -206,16 +202,13 @@ pub fn requests(role: Role, names: &Names) -> Vec<Request> {
                     .with("ec2:CreateAction", &["CreateFleet"])
                     .with("aws:RequestTag/ephemera:deployment", &tagged),
             );
-            requests.push(terminate);
             requests.push(
                 request("iam:PassRole", names.runner_role_arn.clone())
                     .with("iam:PassedToService", &["ec2.amazonaws.com"]),
             );
             for action in [
-                "ec2:DescribeInstances",
                 "ec2:DescribeImages",
                 "ec2:DescribeInstanceTypes",
-                "ec2:DescribeLaunchTemplates",
                 "ec2:DescribeLaunchTemplateVersions",
             ] {
                 requests.push(request(action, "*"));
@@ -234,6 +227,10 @@ pub fn requests(role: Role, names: &Names) -> Vec<Request> {
                 requests.push(request("secretsmanager:GetSecretValue", secret.clone()));
             }
             records(&mut requests);
+            requests.push(request(
+                "dynamodb:Query",
+                format!("{table}/index/by-status"),
+            ));
             // The reaper gives its lease back with a conditional UpdateItem of the lease
             // item (functions/aws/src/dynamo/lease.rs); its role deletes no item here.
             requests.push(
