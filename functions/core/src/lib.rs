@@ -35,13 +35,13 @@
 //! - [`unrouted`]: the trace of jobs no pool takes, for the operator.
 //! - [`backoff`], [`names`], [`clock`]: small pieces used by the handlers.
 
+pub mod apps;
 pub mod backoff;
 pub mod breaker;
 pub mod clock;
 pub mod config;
 pub mod costs;
 pub mod handlers;
-pub mod lease;
 pub mod lifecycle;
 #[cfg(any(test, feature = "fakes"))]
 pub mod memory;

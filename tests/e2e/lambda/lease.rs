@@ -15,7 +15,6 @@ use ephemera_core::ports::RunnerStore;
 use ephemera_tests::functions::Function;
 use ephemera_tests::pipeline::{Pipeline, PipelineOptions, DEPLOYMENT};
 use serde_json::{json, Value};
-use std::sync::Arc;
 use std::time::Duration;
 use time::OffsetDateTime;
 use tokio::time::Instant;

@@ -5,10 +5,10 @@
 //! read.
 
 use super::{Pricing, Reaper, Reruns};
-use crate::breaker::SpotBreakerStore;
 use crate::config::Config;
-use crate::lease::Leases;
 use crate::metrics::Metrics;
+use crate::ports::Leases;
+use crate::ports::SpotBreakerStore;
 use crate::ports::{Fleet, Forge, HookDeliveries, JitConfigStore, JobQueue, RunnerStore};
 use std::sync::Arc;
 

@@ -3,7 +3,7 @@
 //! lease held does nothing and says so; so does a retried or doubly delivered schedule.
 
 use super::{Reaper, ReaperReport};
-use crate::lease::Leases;
+use crate::ports::Leases;
 use crate::ports::StoreError;
 use std::time::Duration;
 use time::OffsetDateTime;
