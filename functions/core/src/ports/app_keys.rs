@@ -2,7 +2,7 @@
 //! refuses the key in use.
 //!
 //! No in-memory fake: the GitHub client's tests give it a source that rotates. Adapter:
-//! `ephemera_aws::AppKeySecret` (Secrets Manager).
+//! `ephemera_aws::secrets::AppKeySecret` (Secrets Manager).
 
 use super::Cause;
 use async_trait::async_trait;

@@ -1,7 +1,7 @@
 //! [`Fleet`]: seeing and ending runner instances, the reaper's capability; and
 //! [`FleetError`], the error of every EC2 call of both fleet ports.
 //!
-//! Fake: [`crate::memory::FakeFleet`]. Adapter: `ephemera_aws::Ec2Fleet`.
+//! Fake: `memory::FakeFleet`. Adapter: `ephemera_aws::Ec2Fleet`.
 
 use super::Cause;
 use async_trait::async_trait;

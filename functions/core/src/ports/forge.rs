@@ -1,7 +1,7 @@
 //! [`Forge`]: GitHub's runners and jobs, as a GitHub App installation sees them, and
 //! [`ForgeError`], the error of every GitHub port.
 //!
-//! Fake: [`crate::memory::FakeForge`]. Adapter: `ephemera_github::GitHubApp` (and, over
+//! Fake: `memory::FakeForge`. Adapter: `ephemera_github::GitHubApp` (and, over
 //! several Apps, [`crate::apps::SeveralApps`]).
 
 use super::Cause;

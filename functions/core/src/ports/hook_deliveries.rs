@@ -1,6 +1,6 @@
 //! [`HookDeliveries`]: the App's webhook deliveries, for the reaper's redelivery sweep.
 //!
-//! Fake: [`crate::memory::MemoryDeliveries`]. Adapter: `ephemera_github::GitHubApp`.
+//! Fake: `memory::MemoryDeliveries`. Adapter: `ephemera_github::GitHubApp`.
 
 use super::ForgeError;
 use async_trait::async_trait;

@@ -1,6 +1,6 @@
 //! [`JitConfigStore`]: where a runner's JIT config waits for its instance.
 //!
-//! Fake: [`crate::memory::MemoryJitStore`]. Adapter: `ephemera_aws::DynamoJitConfigs`.
+//! Fake: `memory::MemoryJitStore`. Adapter: `ephemera_aws::DynamoJitConfigs`.
 
 use super::{Cause, JitConfig};
 use async_trait::async_trait;

@@ -1,6 +1,6 @@
 //! [`JobQueue`]: the queue between webhook and scaler (and the scaler's own requeues).
 //!
-//! Fake: [`crate::memory::MemoryQueue`]. Adapter: `ephemera_aws::SqsJobQueue`.
+//! Fake: `memory::MemoryQueue`. Adapter: `ephemera_aws::SqsJobQueue`.
 
 use super::Cause;
 use crate::message::QueueMessage;

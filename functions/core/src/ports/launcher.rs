@@ -1,7 +1,8 @@
 //! [`Launcher`]: launching runner instances, the scaler's capability (the reaper has
 //! none).
 //!
-//! Fake: [`crate::memory::FakeFleet`]. Adapter: `ephemera_aws::Ec2Fleet` (EC2 CreateFleet).
+//! Fake: `memory::FakeFleet`. Adapter: `ephemera_aws::Ec2Fleet` (EC2 CreateFleet; its
+//! launch is in `ephemera_aws::launch`).
 
 use super::FleetError;
 use crate::model::FleetRequest;

@@ -4,7 +4,7 @@
 //! together; the one that does not get the lease leaves at once. A holder that dies
 //! leaves a lease that expires by itself.
 //!
-//! Fake: [`crate::memory::MemoryLeases`]. Adapter: `ephemera_aws::DynamoRunnerStore`
+//! Fake: `memory::MemoryLeases`. Adapter: `ephemera_aws::DynamoRunnerStore`
 //! (an item of the runners table).
 
 use super::StoreError;

@@ -1,6 +1,6 @@
 //! [`PriceBook`]: the deployment's cached instance prices.
 //!
-//! Fake: [`crate::memory::MemoryPriceBook`]. Adapter: `ephemera_aws::DynamoPriceBook`.
+//! Fake: `memory::MemoryPriceBook`. Adapter: `ephemera_aws::DynamoPriceBook`.
 
 use super::StoreError;
 use crate::model::Price;

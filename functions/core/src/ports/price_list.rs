@@ -1,6 +1,6 @@
 //! [`PriceList`]: the providers' instance prices, read by the reaper for its cache.
 //!
-//! Fake: [`crate::memory::FakePriceList`]. Adapter: `ephemera_aws::AwsPriceList`.
+//! Fake: `memory::FakePriceList`. Adapter: `ephemera_aws::AwsPriceList`.
 
 use super::Cause;
 use crate::model::Market;

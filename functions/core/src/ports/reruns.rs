@@ -1,7 +1,7 @@
 //! [`RerunStore`]: the wanted re-runs of interrupted jobs ([`crate::rerun`]), kept in
 //! the deployment's table.
 //!
-//! Fake: [`crate::memory::MemoryReruns`]. Adapter: `ephemera_aws::DynamoReruns`.
+//! Fake: `memory::MemoryReruns`. Adapter: `ephemera_aws::reruns::DynamoReruns`.
 
 use super::StoreError;
 use crate::model::{Rerun, RerunState, RunKey};

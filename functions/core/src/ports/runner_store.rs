@@ -1,7 +1,7 @@
 //! [`RunnerStore`]: the table of runners, jobs and pools, the one place their status
 //! changes, each change conditional on the transition tables of [`crate::lifecycle`].
 //!
-//! Fake: [`crate::memory::MemoryStore`]. Adapter: `ephemera_aws::DynamoRunnerStore`.
+//! Fake: `memory::MemoryStore`. Adapter: `ephemera_aws::DynamoRunnerStore`.
 
 use super::Cause;
 use crate::lifecycle::{InstanceStatus, RunnerStatus};

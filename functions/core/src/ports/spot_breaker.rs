@@ -1,7 +1,7 @@
 //! [`SpotBreakerStore`]: each pool's spot interruptions and pause ([`crate::breaker`]),
 //! an item of the runners table.
 //!
-//! Fake: [`crate::memory::MemorySpotBreakers`]. Adapter: `ephemera_aws::DynamoSpotBreakers`.
+//! Fake: `memory::MemorySpotBreakers`. Adapter: `ephemera_aws::breaker::DynamoSpotBreakers`.
 
 use super::StoreError;
 use crate::model::SpotBreakerState;

@@ -10,7 +10,7 @@
 //! The shelf is an optimisation, never a dependency: a process that cannot read or write
 //! it mints its own token, as it would without one.
 //!
-//! Fake: [`crate::memory::MemoryTokenShelf`]. Adapter: `ephemera_aws::DynamoTokenShelf`.
+//! Fake: `memory::MemoryTokenShelf`. Adapter: `ephemera_aws::token_shelf::DynamoTokenShelf`.
 
 use super::StoreError;
 use async_trait::async_trait;

@@ -1,7 +1,7 @@
 //! [`UnroutedJobs`]: the trace of jobs no pool takes ([`crate::unrouted`]), written by
 //! the webhook and listed by `ephemera jobs list --status unrouted`.
 //!
-//! Fake: [`crate::memory::MemoryUnroutedJobs`]. Adapter: `ephemera_aws::DynamoUnroutedJobs`.
+//! Fake: `memory::MemoryUnroutedJobs`. Adapter: `ephemera_aws::DynamoUnroutedJobs`.
 
 use super::StoreError;
 use crate::unrouted::UnroutedJob;

@@ -1,7 +1,7 @@
 //! [`WorkflowRuns`]: GitHub's workflow runs, read and re-run for the one re-run of a job
 //! its spot runner's interruption failed ([`crate::rerun`]).
 //!
-//! Fake: [`crate::memory::FakeWorkflowRuns`]. Adapter: `ephemera_github::GitHubApp`.
+//! Fake: `memory::FakeWorkflowRuns`. Adapter: `ephemera_github::GitHubApp`.
 
 use super::ForgeError;
 use crate::model::{RunKey, RunState};
