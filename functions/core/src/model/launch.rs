@@ -1,6 +1,6 @@
 //! What a launch asks EC2 for: the market, the pool's template and types, and a sized
-//! job's shape. Built by the scaler's decisions ([`crate::sizing`], the pool's
-//! [`crate::config`]) and carried by the [`Launcher`](crate::ports::Launcher) port.
+//! job's shape. The scaler builds it from the pool's [`crate::config`] and the job's
+//! [`crate::sizing`], and hands it to the [`Launcher`](crate::ports::Launcher) port.
 
 /// Which market instances are bought in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
