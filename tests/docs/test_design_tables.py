@@ -1,5 +1,6 @@
 """docs/design.md's tables say what the code does: the kinds of item in the runners table
-(the keys the AWS crate writes) and the lifecycle tables (the moves `lifecycle/` allows).
+(the keys the AWS crate writes), the lifecycle tables (the moves `lifecycle/` allows) and
+the layers inside core (the table core's layers_tests.rs enforces).
 
 The sources are read as text, so a kind of item or a move added to the code without its
 row in design.md fails here, naming what is missing."""
@@ -174,6 +175,34 @@ class CoreLayout(unittest.TestCase):
         self.assertTrue(modules, "functions/core/src/lib.rs declares its modules")
         listed = set(re.findall(r"\[`(\w+)`\]", layout))
         self.assertEqual(sorted(set(modules) - listed), [], "modules missing from lib.rs's `# Layout` list")
+
+
+def code_layers():
+    """The layer table of core's layers_tests.rs: name → (modules, layers it imports)."""
+    text = (CORE_SRC / "layers_tests.rs").read_text()
+    layers = {}
+    pattern = r'name: "(\w+)",\s*modules: &\[(.*?)\],\s*imports: &\[(.*?)\],'
+    for name, modules, imports in re.findall(pattern, text, re.S):
+        layers[name] = (set(re.findall(r'"(\w+)"', modules)), set(re.findall(r'"(\w+)"', imports)))
+    return layers
+
+
+def design_layers():
+    rows = table_after(section(DESIGN.read_text(), "## Layers inside core"), "four layers")
+    layers = {}
+    for name, modules, imports in rows:
+        imported = set() if imports.startswith("nothing") else {i.strip() for i in imports.split(",")}
+        layers[name] = ({m.strip() for m in modules.split(",")}, imported)
+    return layers
+
+
+class CoreLayers(unittest.TestCase):
+    def test_design_lists_the_layers_the_guard_holds(self):
+        code = code_layers()
+        self.assertEqual(sorted(code), ["decisions", "handlers", "ports", "records"], "layers_tests.rs's LAYERS read")
+        self.assertEqual(
+            design_layers(), code, "docs/design.md's \"Layers inside core\" table is not layers_tests.rs's LAYERS (left: design.md)"
+        )
 
 
 if __name__ == "__main__":

@@ -6,7 +6,6 @@
 //! assembly can leave out.
 
 use crate::DynamoRunnerStore;
-use ephemera_core::breaker::SpotBreakerStore;
 use ephemera_core::config::Config;
 use ephemera_core::handlers::reaper::{Pricing, Reaper, ReaperCapabilities, ReaperPorts, Reruns};
 use ephemera_core::handlers::scaler::{
@@ -14,8 +13,9 @@ use ephemera_core::handlers::scaler::{
 };
 use ephemera_core::metrics::Metrics;
 use ephemera_core::pace::RegistrationPace;
+use ephemera_core::ports::SpotBreakerStore;
 use ephemera_core::ports::{Fleet, Forge, HookDeliveries, JitConfigStore, JobQueue, Launcher};
-use ephemera_core::rerun::{RerunStore, WorkflowRuns};
+use ephemera_core::ports::{RerunStore, WorkflowRuns};
 use std::sync::Arc;
 
 /// The adapters of one deployment under one version of its configuration: what its

@@ -18,8 +18,8 @@ use crate::lambda::{
     WEBHOOK_PREVIOUS_SECRET_ID, WEBHOOK_SECRET_ID,
 };
 use anyhow::Context;
+use ephemera_core::apps::AppSource;
 use ephemera_core::config::Config;
-use ephemera_core::ports::AppSource;
 use ephemera_core::webhook::WebhookSecrets;
 use secrecy::SecretString;
 use std::collections::HashMap;

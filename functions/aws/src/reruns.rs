@@ -14,8 +14,9 @@ use crate::items::{self, Item};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
+use ephemera_core::ports::RerunStore;
 use ephemera_core::ports::StoreError;
-use ephemera_core::rerun::{Rerun, RerunState, RerunStore, RunKey};
+use ephemera_core::rerun::{Rerun, RerunState, RunKey};
 use std::collections::HashMap;
 use time::OffsetDateTime;
 

@@ -5,24 +5,15 @@
 //! more for a while and loses no more jobs.
 //!
 //! The reaper counts each interrupted instance once (EventBridge may deliver an event
-//! twice) in the pool's [`SpotBreakerState`], kept by a [`SpotBreakerStore`] (an item of
-//! the runners table), and opens the breaker; the scaler reads the state before a spot
-//! launch of the pool and asks for on-demand while it is open.
+//! twice) in the pool's [`SpotBreakerState`], kept by a
+//! [`SpotBreakerStore`](crate::ports::SpotBreakerStore) (an item of the runners table),
+//! and opens the breaker; the scaler reads the state before a spot launch of the pool
+//! and asks for on-demand while it is open. The state is a record (it lives in
+//! [`crate::model`]); what it means is decided here.
 
 use crate::config::SpotBreaker;
-use crate::ports::StoreError;
-use async_trait::async_trait;
-use std::collections::BTreeMap;
+pub use crate::model::SpotBreakerState;
 use time::OffsetDateTime;
-
-/// A pool's recent interruptions and whether spot is paused.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SpotBreakerState {
-    /// When each interrupted instance was reported, by instance id.
-    pub interrupted: BTreeMap<String, OffsetDateTime>,
-    /// Spot launches wait until then.
-    pub paused_until: Option<OffsetDateTime>,
-}
 
 impl SpotBreakerState {
     /// Interruptions reported within `breaker.within` before `now`.
@@ -42,26 +33,6 @@ impl SpotBreakerState {
         let over = breaker.enabled() && self.recent(breaker, now) > breaker.interruptions as usize;
         (over && !self.paused(now)).then(|| now + breaker.cool_down)
     }
-}
-
-/// Where each pool's interruptions are counted.
-#[async_trait]
-pub trait SpotBreakerStore: Send + Sync {
-    /// Counts the interruption of `instance_id` in `pool` (once, however often it is
-    /// reported), forgets those older than `forget_before`, and answers the state after.
-    async fn note_interruption(
-        &self,
-        pool: &str,
-        instance_id: &str,
-        at: OffsetDateTime,
-        forget_before: OffsetDateTime,
-    ) -> Result<SpotBreakerState, StoreError>;
-
-    /// Pauses spot launches of `pool` until `until`; a later pause already set stands.
-    async fn pause_spot(&self, pool: &str, until: OffsetDateTime) -> Result<(), StoreError>;
-
-    /// The pool's state (empty when nothing was ever counted).
-    async fn breaker_state(&self, pool: &str) -> Result<SpotBreakerState, StoreError>;
 }
 
 #[cfg(test)]

@@ -1,6 +1,5 @@
 use super::*;
-use crate::model::HistoryEntry;
-use crate::ports::Market;
+use crate::model::{HistoryEntry, Market};
 use time::macros::datetime;
 use time::Duration;
 

@@ -6,42 +6,61 @@
 //! `ephemera-aws` and `ephemera-github` and plug in through the traits in [`ports`].
 //!
 //! # Layout
+//! Records, the plain data:
+//! - [`model`]: the records kept in the table (runners, jobs, pools) and the values the
+//!   decisions and the ports share (a market, a launch request, a price, a re-run, a
+//!   pool's spot breaker state).
 //! - [`lifecycle`]: the four state machines of the records (instance, runner, job, and a
 //!   job's claim), each one table of allowed moves that the stores enforce.
+//! - [`message`]: the versioned queue message between webhook and scaler.
+//! - [`unrouted`]: the trace of jobs no pool takes, for the operator.
+//! - [`names`]: runner names and their limits.
+//!
+//! Decisions, pure functions of records, configuration and `now`:
 //! - [`config`]: the operator's YAML, typed and validated.
 //! - [`webhook`]: signature verification and the `workflow_job` fields we read.
 //! - [`screen`]: the refusal of a flood's requests from their headers alone.
 //! - [`routing`]: which pool a job's labels go to.
 //! - [`sizing`]: the labels a job sizes its runner with, and the pool's policy on them.
-//! - [`message`]: the versioned queue message between webhook and scaler.
-//! - [`model`]: the records kept in the table (runners, jobs, pools).
-//! - [`ports`]: the narrow traits the handlers reach AWS and GitHub through, with their
-//!   typed errors; a few ports sit with the rule they serve ([`lease`], [`breaker`],
-//!   [`rerun`], [`unrouted`]).
 //! - [`prices`]: cached instance prices and what a job's instance cost; [`costs`]: a
 //!   job's cost as shown, and costs summed by repository and pool.
 //! - [`rerun`]: the one re-run, on on-demand, of a job its spot runner's interruption
 //!   failed.
 //! - [`breaker`]: a pool's spot circuit breaker, on-demand for a while when
 //!   interruptions spike.
-//! - [`lease`]: expiring leases, so that only one reaper runs at a time.
-//! - `memory` (feature `fakes`): in-memory implementations of the ports and the port
-//!   wrapper (`Intercept`), for the tests and the model of the quotas.
-//! - [`handlers`]: the webhook, scaler and reaper handlers, generic over the ports.
 //! - [`pace`]: GitHub registrations spread evenly over the App's rate limit.
 //! - [`metrics`]: the metrics the handlers emit, as CloudWatch embedded metric format.
 //! - [`timeline`]: a job's stages (queued, claimed, launched, online, started...) and
 //!   the gaps between them, from the stamps its records carry.
-//! - [`unrouted`]: the trace of jobs no pool takes, for the operator.
-//! - [`backoff`], [`names`], [`clock`]: small pieces used by the handlers.
+//! - [`backoff`], [`clock`]: small pieces used by the handlers.
+//!
+//! Ports:
+//! - [`ports`]: the narrow traits the handlers reach AWS and GitHub through, one file
+//!   per port with its typed errors, each naming its fake and its adapter.
+//!
+//! Handlers, and what is built over the ports:
+//! - [`handlers`]: the webhook, scaler and reaper handlers, generic over the ports.
+//! - [`apps`]: one forge over several GitHub Apps, each registering at its own pace.
+//! - [`memory`] (feature `fakes`): in-memory implementations of the ports and the port
+//!   wrapper (`Intercept`), for the tests and the model of the quotas.
+//!
+//! # Layers
+//! The four groups above are layers, and imports run only downwards: records import
+//! nothing else of the crate; decisions import records (and one another); ports import
+//! records (and one another); handlers import all three. So a decision never reaches a
+//! port, and a record means the same to every layer above it. A value that a port and a
+//! decision share is a record (a [`model::Market`], a [`model::FleetRequest`]); what it
+//! means for a decision is written beside the decision (`impl Price` in [`prices`]).
+//! A test (`layers_tests.rs`) reads the sources and fails on an import that runs
+//! upwards, and on a module that no layer lists.
 
+pub mod apps;
 pub mod backoff;
 pub mod breaker;
 pub mod clock;
 pub mod config;
 pub mod costs;
 pub mod handlers;
-pub mod lease;
 pub mod lifecycle;
 #[cfg(any(test, feature = "fakes"))]
 pub mod memory;
@@ -59,5 +78,8 @@ pub mod sizing;
 pub mod timeline;
 pub mod unrouted;
 pub mod webhook;
+
+#[cfg(test)]
+mod layers_tests;
 
 pub use time::OffsetDateTime;

@@ -1,8 +1,8 @@
 //! Instance prices and what a job's instance cost.
 //!
 //! The reaper keeps one cached price per region, instance type and market in the
-//! deployment's table ([`crate::ports::PriceBook`]) and reads the providers' price lists
-//! ([`crate::ports::PriceList`]) only for the entries missing or older than
+//! deployment's table ([`PriceBook`](crate::ports::PriceBook)) and reads the providers' price lists
+//! ([`PriceList`](crate::ports::PriceList)) only for the entries missing or older than
 //! [`PRICE_MAX_AGE`], at most [`PRICE_READS_PER_RUN`] a run (none for [`PRICE_RETRY`]
 //! after a failed read): prices are read daily, never per job. When it finishes a runner's deletion it prices the instance's life from that
 //! cache, in the write it makes anyway ([`JobCost`] on the runner record).
@@ -11,10 +11,9 @@
 //! comparable and sums never drift. A type the region does not offer has no price, never
 //! a guessed one and never zero: the cost then says why it is unknown.
 
-use crate::model::RunnerRecord;
-use crate::ports::Market;
+pub use crate::model::{JobCost, Price};
+use crate::model::{Market, RunnerRecord};
 use crate::timeline::launch_requested_at;
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use time::{Duration, OffsetDateTime};
 
@@ -29,41 +28,11 @@ pub const BILLING_MINIMUM_SECONDS: u64 = 60;
 /// Millionths of a dollar in a dollar.
 pub const MICROS_PER_USD: u64 = 1_000_000;
 
-/// One cached price.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Price {
-    pub region: String,
-    pub instance_type: String,
-    pub market: Market,
-    /// Millionths of a USD per instance-hour; `None`: the region does not offer the type
-    /// in this market (the price list had no entry for it).
-    pub usd_micros_per_hour: Option<u64>,
-    /// When the price list was read.
-    #[serde(with = "time::serde::rfc3339")]
-    pub read_at: OffsetDateTime,
-}
-
 impl Price {
     /// Whether the price is due to be read again at `now`.
     pub fn is_stale(&self, now: OffsetDateTime) -> bool {
         now - self.read_at >= PRICE_MAX_AGE
     }
-}
-
-/// What one runner's instance cost, written on its record when it is deleted.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct JobCost {
-    /// Instance-seconds billed: launch requested → terminated, at least
-    /// [`BILLING_MINIMUM_SECONDS`].
-    pub seconds: u64,
-    /// The hourly price used, in millionths of a USD.
-    pub usd_micros_per_hour: Option<u64>,
-    /// The cost in millionths of a USD; `None` when no price is known.
-    pub usd_micros: Option<u64>,
-    /// Why there is no figure (`None` when priced).
-    pub unpriced: Option<String>,
-    /// The repository (`owner/name`) of the job the runner ran, when known.
-    pub repository: Option<String>,
 }
 
 /// The price of `instance_type` in `market`, if cached.

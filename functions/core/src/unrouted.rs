@@ -2,9 +2,9 @@
 //! sizing label the pool's policy refuses), kept where an operator can list them: the webhook writes one small record per such job, and `ephemera jobs
 //! list --status unrouted` reads them back. The record is a trace, not a task: nothing
 //! acts on it, it expires on its own, and failing to write it never fails a delivery.
+//! The record is kept here; where it is kept is the port
+//! [`UnroutedJobs`](crate::ports::UnroutedJobs).
 
-use crate::ports::StoreError;
-use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
@@ -28,15 +28,4 @@ pub struct UnroutedJob {
     pub delivery_id: String,
     #[serde(with = "time::serde::rfc3339")]
     pub received_at: OffsetDateTime,
-}
-
-/// Where unrouted jobs are recorded and listed. Its fake is
-/// `memory::MemoryUnroutedJobs` (with the `fakes` feature).
-#[async_trait]
-pub trait UnroutedJobs: Send + Sync {
-    /// Records the job (a put: a redelivery overwrites the same record).
-    async fn record_unrouted(&self, job: &UnroutedJob) -> Result<(), StoreError>;
-
-    /// Every recorded job not yet expired, oldest first.
-    async fn list_unrouted(&self) -> Result<Vec<UnroutedJob>, StoreError>;
 }

@@ -22,7 +22,7 @@
 //! - `deliveries`: the App's webhook deliveries, listed and redelivered (the
 //!   [`HookDeliveries`](ephemera_core::ports::HookDeliveries) port).
 //! - `runs`: a workflow run's state and a job's re-run (the
-//!   [`WorkflowRuns`](ephemera_core::rerun::WorkflowRuns) port).
+//!   [`WorkflowRuns`](ephemera_core::ports::WorkflowRuns) port).
 //!
 //! Secrets (the private key, tokens, JIT configs) stay in `SecretString`s: they are
 //! never logged and never put into an error.

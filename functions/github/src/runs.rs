@@ -9,7 +9,8 @@ use crate::client::GitHubApp;
 use crate::http::{Call, Endpoint};
 use async_trait::async_trait;
 use ephemera_core::ports::ForgeError;
-use ephemera_core::rerun::{RunKey, RunState, WorkflowRuns};
+use ephemera_core::ports::WorkflowRuns;
+use ephemera_core::rerun::{RunKey, RunState};
 use serde::Deserialize;
 use tracing::instrument;
 

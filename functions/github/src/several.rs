@@ -3,9 +3,10 @@
 //! [`SeveralApps`] over all of them, each App registering at its own pace.
 
 use crate::client::{ConfigError, GitHubApp, GitHubAppConfig};
+use ephemera_core::apps::{AppSource, SeveralApps};
 use ephemera_core::metrics::Metrics;
 use ephemera_core::pace::{AppPaces, RegistrationPace};
-use ephemera_core::ports::{AppSource, Forge, SeveralApps, TokenShelf};
+use ephemera_core::ports::{Forge, TokenShelf};
 use std::sync::Arc;
 
 /// The deployment's Apps at `api_url`, in the order given, sharing installation tokens

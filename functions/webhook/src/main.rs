@@ -6,8 +6,8 @@ use ephemera_aws::reload::{Reloading, Sources};
 use ephemera_core::handlers::webhook::{
     WebhookCapabilities, WebhookHandler, WebhookRequest, WebhookResponse,
 };
+use ephemera_core::ports::UnroutedJobs;
 use ephemera_core::screen::Rejection;
-use ephemera_core::unrouted::UnroutedJobs;
 use lambda_http::{service_fn, Body, Error, Request, Response};
 use std::sync::Arc;
 

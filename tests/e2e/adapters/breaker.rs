@@ -4,7 +4,7 @@
 
 use ephemera_aws::breaker::DynamoSpotBreakers;
 use ephemera_aws::{ensure_resources, sdk_config, AwsSettings, ResourceNames};
-use ephemera_core::breaker::SpotBreakerStore;
+use ephemera_core::ports::SpotBreakerStore;
 use ephemera_tests::moto::Moto;
 use time::{Duration, OffsetDateTime};
 

@@ -4,7 +4,7 @@
 //! but its holder, and never made by a release.
 
 use ephemera_aws::{ensure_resources, sdk_config, AwsSettings, DynamoRunnerStore, ResourceNames};
-use ephemera_core::lease::Leases;
+use ephemera_core::ports::Leases;
 use ephemera_tests::moto::Moto;
 use std::collections::HashMap;
 use time::{Duration, OffsetDateTime};

@@ -4,7 +4,8 @@
 
 use ephemera_aws::reruns::DynamoReruns;
 use ephemera_aws::{ensure_resources, sdk_config, AwsSettings, ResourceNames};
-use ephemera_core::rerun::{Rerun, RerunState, RerunStore, RunKey};
+use ephemera_core::ports::RerunStore;
+use ephemera_core::rerun::{Rerun, RerunState, RunKey};
 use ephemera_tests::moto::Moto;
 use time::{Duration, OffsetDateTime};
 

@@ -7,7 +7,8 @@
 use super::{stdout_of, Operator};
 use ephemera_aws::DynamoUnroutedJobs;
 use ephemera_core::metrics::{Metric, Metrics};
-use ephemera_core::unrouted::{UnroutedJob, UnroutedJobs};
+use ephemera_core::ports::UnroutedJobs;
+use ephemera_core::unrouted::UnroutedJob;
 use ephemera_tests::pipeline::{Pipeline, PipelineOptions, DEPLOYMENT};
 use serde_json::Value;
 use std::time::Duration;

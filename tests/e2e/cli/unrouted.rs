@@ -3,7 +3,7 @@
 
 use super::{stdout_of, Operator};
 use ephemera_aws::DynamoUnroutedJobs;
-use ephemera_core::unrouted::UnroutedJobs;
+use ephemera_core::ports::UnroutedJobs;
 use ephemera_tests::pipeline::{Pipeline, PipelineOptions};
 use serde_json::Value;
 use std::time::Duration;

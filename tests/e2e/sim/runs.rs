@@ -6,7 +6,8 @@
 use super::client::client;
 use super::config;
 use ephemera_core::ports::ForgeError;
-use ephemera_core::rerun::{RunKey, RunState, WorkflowRuns};
+use ephemera_core::ports::WorkflowRuns;
+use ephemera_core::rerun::{RunKey, RunState};
 use ephemera_tests::sim;
 
 #[tokio::test]

@@ -10,7 +10,7 @@ use super::{store_error, DynamoRunnerStore};
 use crate::items;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::AttributeValue;
-use ephemera_core::lease::Leases;
+use ephemera_core::ports::Leases;
 use ephemera_core::ports::StoreError;
 use time::OffsetDateTime;
 

@@ -10,8 +10,9 @@ use crate::views::{print_json, JobRow, UNROUTED};
 use clap::{Args, ValueEnum};
 use ephemera_aws::DynamoUnroutedJobs;
 use ephemera_core::model::JobStatus;
+use ephemera_core::ports::UnroutedJobs;
 use ephemera_core::timeline::Timeline;
-use ephemera_core::unrouted::{UnroutedJob, UnroutedJobs};
+use ephemera_core::unrouted::UnroutedJob;
 use serde::Serialize;
 use time::OffsetDateTime;
 

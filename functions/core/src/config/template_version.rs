@@ -16,8 +16,8 @@
 //! the stack's too, and launches the version its stack last wrote.
 
 use super::PoolConfig;
+use crate::model::TemplateVersion;
 use crate::names;
-use crate::ports::TemplateVersion;
 
 /// What a user-owned template launches unless the pool says otherwise.
 pub const DEFAULT_VERSION: &str = "$Default";

@@ -13,9 +13,10 @@ use crate::message::{MessageKind, QueueMessage, VERSION};
 use crate::metrics::{Dimension, Metric, Metrics};
 use crate::names;
 use crate::ports::JobQueue;
+use crate::ports::UnroutedJobs;
 use crate::routing::{route_job, Routing};
 use crate::screen::{screen, Headers, Rejection};
-use crate::unrouted::{UnroutedJob, UnroutedJobs};
+use crate::unrouted::UnroutedJob;
 use crate::webhook::{
     parse_workflow_job, verify_signature, JobAction, WebhookSecrets, WorkflowJobEvent,
 };

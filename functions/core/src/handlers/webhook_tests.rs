@@ -189,7 +189,7 @@ async fn a_queued_job_no_pool_takes_is_counted_by_repository() {
 #[tokio::test]
 async fn a_queued_job_no_pool_takes_is_recorded_for_the_operator() {
     use crate::memory::MemoryUnroutedJobs;
-    use crate::unrouted::UnroutedJobs;
+    use crate::ports::UnroutedJobs;
     let queue = Arc::new(MemoryQueue::new());
     let unrouted = Arc::new(MemoryUnroutedJobs::new());
     let capabilities = WebhookCapabilities {

@@ -1,7 +1,8 @@
 //! [`MemorySpotBreakers`]: each pool's spot circuit-breaker state in memory, keeping the
 //! DynamoDB adapter's rules (an instance counted once, a later pause stands).
 
-use crate::breaker::{SpotBreakerState, SpotBreakerStore};
+use crate::model::SpotBreakerState;
+use crate::ports::SpotBreakerStore;
 use crate::ports::StoreError;
 use async_trait::async_trait;
 use std::collections::HashMap;

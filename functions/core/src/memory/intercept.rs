@@ -7,9 +7,10 @@
 use crate::lifecycle::InstanceStatus;
 use crate::message::QueueMessage;
 use crate::model::{JobRecord, JobStatus, PoolRecord, RunnerRecord};
+use crate::model::{Rerun, RerunState, RunKey, RunState};
 use crate::ports::*;
+use crate::ports::{RerunStore, WorkflowRuns};
 use crate::prices::JobCost;
-use crate::rerun::{Rerun, RerunState, RerunStore, RunKey, RunState, WorkflowRuns};
 use async_trait::async_trait;
 use std::any::Any;
 use std::sync::atomic::{AtomicUsize, Ordering};

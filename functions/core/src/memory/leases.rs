@@ -1,7 +1,7 @@
 //! [`Leases`] in memory: one map of held leases behind a mutex, each acquire conditional
 //! as the table's is.
 
-use crate::lease::Leases;
+use crate::ports::Leases;
 use crate::ports::StoreError;
 use async_trait::async_trait;
 use std::collections::HashMap;

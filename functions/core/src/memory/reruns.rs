@@ -4,8 +4,9 @@
 //! with 403 while the run is in progress, and counting every re-run asked.
 
 use super::lock;
+use crate::model::{Rerun, RerunState, RunKey, RunState};
 use crate::ports::{ForgeError, StoreError};
-use crate::rerun::{Rerun, RerunState, RerunStore, RunKey, RunState, WorkflowRuns};
+use crate::ports::{RerunStore, WorkflowRuns};
 use async_trait::async_trait;
 use std::collections::BTreeMap;
 use std::sync::Mutex;

@@ -1,7 +1,8 @@
 //! [`UnroutedJobs`] in memory.
 
 use crate::ports::StoreError;
-use crate::unrouted::{UnroutedJob, UnroutedJobs};
+use crate::ports::UnroutedJobs;
+use crate::unrouted::UnroutedJob;
 use async_trait::async_trait;
 use std::sync::Mutex;
 

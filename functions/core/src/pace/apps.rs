@@ -1,7 +1,7 @@
 //! [`AppPaces`]: the registration paces of a scaler process with several GitHub Apps.
 //!
 //! Each App has its own buckets at GitHub, so each has its own [`RegistrationPace`]
-//! (the forge over the Apps, [`crate::ports::SeveralApps`], spends them); the scaler's
+//! (the forge over the Apps, [`crate::apps::SeveralApps`], spends them); the scaler's
 //! own pace, which sends a job back to the queue until its turn, holds the Apps'
 //! allowances together. Both live as long as the process: a configuration reload
 //! must not refill them, or a reloaded process would burst past GitHub's minute.

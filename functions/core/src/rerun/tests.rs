@@ -64,17 +64,3 @@ fn only_a_completed_run_at_the_failed_attempt_is_asked() {
     ));
     assert!(matches!(verdict(1, None), RunVerdict::Never(_)));
 }
-
-#[test]
-fn only_a_refusal_that_did_nothing_is_asked_again() {
-    let refused = ForgeError::Rejected {
-        status: 403,
-        message: "in progress".into(),
-    };
-    assert!(refusal_did_nothing(&refused));
-    assert!(refusal_did_nothing(&ForgeError::Throttled {
-        retry_after: None
-    }));
-    let lost = ForgeError::Transient("connection reset".into());
-    assert!(!refusal_did_nothing(&lost));
-}

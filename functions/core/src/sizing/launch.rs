@@ -5,7 +5,7 @@
 
 use super::{Arch, SizingRequest};
 use crate::config::PoolConfig;
-use crate::ports::{FleetRequest, Market, RootVolume, Shape};
+use crate::model::{FleetRequest, Market, RootVolume, Shape};
 
 /// One GiB in MiB: the labels speak GiB, EC2's `MemoryMiB` and instance types MiB.
 const MIB_PER_GIB: u64 = 1024;

@@ -5,9 +5,9 @@
 use super::{LocalArgs, Part};
 use anyhow::{bail, Context};
 use ephemera_aws::secrets::{looks_like_pem_key, read_secret, AppKeySecret};
+use ephemera_core::apps::AppSource;
 use ephemera_core::config::Config;
 use ephemera_core::metrics::Metrics;
-use ephemera_core::ports::AppSource;
 use ephemera_core::ports::TokenShelf;
 use ephemera_core::webhook::WebhookSecrets;
 use ephemera_github::{deployment_apps, GitHubApp};

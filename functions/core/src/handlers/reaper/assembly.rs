@@ -5,10 +5,10 @@
 //! read.
 
 use super::{Pricing, Reaper, Reruns};
-use crate::breaker::SpotBreakerStore;
 use crate::config::Config;
-use crate::lease::Leases;
 use crate::metrics::Metrics;
+use crate::ports::Leases;
+use crate::ports::SpotBreakerStore;
 use crate::ports::{Fleet, Forge, HookDeliveries, JitConfigStore, JobQueue, RunnerStore};
 use std::sync::Arc;
 
@@ -30,7 +30,7 @@ pub struct ReaperCapabilities {
     /// gauge are recorded; flushed at the end of every run.
     pub metrics: Metrics,
     /// The reaper lease: a run works only while it holds it, so one reaper works at a
-    /// time ([`crate::lease`]). None: every run works, for a reaper that is alone.
+    /// time ([`Leases`](crate::ports::Leases)). None: every run works, for a reaper that is alone.
     pub lease: Option<Arc<dyn Leases>>,
     /// The App's webhook deliveries, swept every run for the failed `workflow_job`
     /// ones to redeliver (see [`super::redeliver`]). None: no sweep.

@@ -3,12 +3,12 @@
 //! while it is open and spot again after the cool-down.
 
 use super::*;
-use crate::breaker::SpotBreakerStore;
 use crate::handlers::scaler::{Handled, Scaler};
 use crate::handlers::test_support::{config_with, message, now, World, POOL};
 use crate::memory::MemorySpotBreakers;
 use crate::message::MessageKind;
 use crate::metrics::Metrics;
+use crate::ports::SpotBreakerStore;
 use serde_json::json;
 
 fn warning(instance_id: &str) -> InstanceEvent {

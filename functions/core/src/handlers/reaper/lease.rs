@@ -1,9 +1,9 @@
-//! One reaper at a time: a run first takes the `reaper` lease (see [`crate::lease`])
+//! One reaper at a time: a run first takes the `reaper` lease (see [`crate::ports::Leases`])
 //! until its deadline and a margin, and gives it back at its end. A run that finds the
 //! lease held does nothing and says so; so does a retried or doubly delivered schedule.
 
 use super::{Reaper, ReaperReport};
-use crate::lease::Leases;
+use crate::ports::Leases;
 use crate::ports::StoreError;
 use std::time::Duration;
 use time::OffsetDateTime;

@@ -121,9 +121,9 @@ pub struct Reaper {
     deliveries: Option<Arc<dyn HookDeliveries>>,
     metrics: Metrics,
     memory: Arc<Mutex<Memory>>,
-    lease: Option<Arc<dyn crate::lease::Leases>>,
+    lease: Option<Arc<dyn crate::ports::Leases>>,
     /// Where spot interruptions are counted per pool (none: no circuit breaker).
-    breakers: Option<Arc<dyn crate::breaker::SpotBreakerStore>>,
+    breakers: Option<Arc<dyn crate::ports::SpotBreakerStore>>,
     /// Where prices are cached and read (none: jobs are not priced).
     pricing: Option<Pricing>,
     /// The wanted re-runs of interrupted jobs, and GitHub's runs (none: no re-run).

@@ -7,11 +7,8 @@
 use super::Reaper;
 use crate::handlers::error_chain;
 use crate::metrics::{Dimension, Metric};
-use crate::ports::{RunnerUpdate, StoreError};
-use crate::rerun::{
-    next_step, refusal_did_nothing, verdict, Rerun, RerunState, RerunStore, RunVerdict, Step,
-    WorkflowRuns, RUN_CHECK,
-};
+use crate::ports::{refusal_did_nothing, RerunStore, RunnerUpdate, StoreError, WorkflowRuns};
+use crate::rerun::{next_step, verdict, Rerun, RerunState, RunVerdict, Step, RUN_CHECK};
 use std::sync::Arc;
 use time::OffsetDateTime;
 use tokio::time::Instant;

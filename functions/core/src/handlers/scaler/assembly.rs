@@ -5,12 +5,12 @@
 //! read.
 
 use super::{Jitter, Scaler, ThreadJitter, CAPACITY_RETRY};
-use crate::breaker::SpotBreakerStore;
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::pace::RegistrationPace;
+use crate::ports::RerunStore;
+use crate::ports::SpotBreakerStore;
 use crate::ports::{Forge, JitConfigStore, JobQueue, Launcher, RunnerStore};
-use crate::rerun::RerunStore;
 use std::sync::Arc;
 use std::time::Duration;
 

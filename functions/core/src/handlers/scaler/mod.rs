@@ -145,9 +145,9 @@ pub struct Scaler {
     claim_turn: tokio::sync::Mutex<()>,
     metrics: Metrics,
     /// Each pool's spot circuit breaker (none: spot is never paused).
-    breakers: Option<Arc<dyn crate::breaker::SpotBreakerStore>>,
+    breakers: Option<Arc<dyn crate::ports::SpotBreakerStore>>,
     /// The wanted re-runs of interrupted jobs (none: no job is re-run).
-    reruns: Option<Arc<dyn crate::rerun::RerunStore>>,
+    reruns: Option<Arc<dyn crate::ports::RerunStore>>,
 }
 
 impl Scaler {

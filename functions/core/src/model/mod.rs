@@ -1,13 +1,26 @@
-//! The records ephemera keeps: runners, jobs and pools.
+//! The records ephemera keeps: runners, jobs and pools, and the plain values the
+//! decisions and the ports share (a market, a launch request, a price, a re-run, a
+//! pool's spot breaker).
 //!
 //! These are plain data; how they map onto DynamoDB items is the store adapter's business.
+//! Records import no other layer of the crate (see `lib.rs`, "Layers"): what a value
+//! means for a decision is written beside that decision (`impl Price` in
+//! [`crate::prices`], `impl SpotBreakerState` in [`crate::breaker`]).
 
 pub use crate::lifecycle::JobStatus;
 use crate::lifecycle::{InstanceStatus, RunnerStatus};
-use crate::ports::{Market, RunnerScope};
-use crate::prices::JobCost;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
+
+mod breaker;
+mod launch;
+mod prices;
+mod rerun;
+
+pub use breaker::SpotBreakerState;
+pub use launch::{FleetRequest, Market, RootVolume, Shape, TemplateVersion};
+pub use prices::{JobCost, Price};
+pub use rerun::{Rerun, RerunState, RunKey, RunState};
 
 /// One runner: an EC2 instance and its GitHub registration.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -273,6 +286,16 @@ impl JobRecord {
 pub struct PoolRecord {
     pub name: String,
     pub slots_used: u32,
+}
+
+/// Where a runner is registered on GitHub.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RunnerScope {
+    pub installation_id: Option<u64>,
+    /// The organization, or the repository owner for repository-scoped runners.
+    pub owner: String,
+    /// `Some` for repository-scoped runners.
+    pub repo: Option<String>,
 }
 
 /// Where the runner is registered on GitHub: the scaler registers it there, the reaper

@@ -13,12 +13,16 @@
 //!
 //! A deployment of one App does not use this: its one `GitHubApp` is the forge, with
 //! exactly the calls it always made.
+//!
+//! This is no port but a forge built over the [`Forge`] port, so it sits with the
+//! handlers, above the ports (see `lib.rs`, "Layers").
 
-use super::{
-    AppKeySource, Forge, ForgeError, ForgeJobState, ForgeRunner, JitConfig, JitRequest,
-    RunnerRemoval, RunnerScope,
-};
+use crate::model::RunnerScope;
 use crate::pace::RegistrationPace;
+use crate::ports::{
+    AppKeySource, Forge, ForgeError, ForgeJobState, ForgeRunner, JitConfig, JitRequest,
+    RunnerRemoval,
+};
 use async_trait::async_trait;
 use secrecy::SecretString;
 use std::future::Future;

@@ -9,6 +9,8 @@
 //!
 //! The shelf is an optimisation, never a dependency: a process that cannot read or write
 //! it mints its own token, as it would without one.
+//!
+//! Fake: `memory::MemoryTokenShelf`. Adapter: `ephemera_aws::token_shelf::DynamoTokenShelf`.
 
 use super::StoreError;
 use async_trait::async_trait;

@@ -1,0 +1,69 @@
+//! [`Fleet`]: seeing and ending runner instances, the reaper's capability; and
+//! [`FleetError`], the error of every EC2 call of both fleet ports.
+//!
+//! Fake: `memory::FakeFleet`. Adapter: `ephemera_aws::Ec2Fleet`.
+
+use super::Cause;
+use async_trait::async_trait;
+use time::OffsetDateTime;
+
+/// EC2's view of an instance's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InstanceState {
+    Pending,
+    Running,
+    ShuttingDown,
+    Terminated,
+    Stopping,
+    Stopped,
+}
+
+/// An instance tagged for this deployment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Instance {
+    pub id: String,
+    pub state: InstanceState,
+    pub pool: Option<String>,
+    pub launched_at: Option<OffsetDateTime>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FleetError {
+    /// No capacity for what was asked (spot or on-demand); another type or later may work.
+    #[error("no capacity: {0}")]
+    CapacityUnavailable(String),
+    #[error("EC2 throttled the request")]
+    Throttled(#[source] Cause),
+    /// EC2 refused the request as asked (bad AMI, subnet, template, permissions).
+    #[error("EC2 refused the request: {code}: {message}")]
+    Rejected { code: String, message: String },
+    #[error("EC2 request failed")]
+    Transient(#[source] Cause),
+}
+
+/// Seeing and ending runner instances (the reaper's capability).
+#[async_trait]
+pub trait Fleet: Send + Sync {
+    /// Terminates an instance. One that no longer exists counts as terminated.
+    async fn terminate(&self, instance_id: &str) -> Result<(), FleetError>;
+
+    /// Every instance tagged for this deployment, whatever its state.
+    async fn describe(&self) -> Result<Vec<Instance>, FleetError>;
+
+    /// The deployment's instances that are not shutting down or terminated (what the
+    /// reaper reconciles against); an adapter may filter on the provider's side, so the
+    /// answer stays small however many instances came and went.
+    async fn describe_live(&self) -> Result<Vec<Instance>, FleetError> {
+        Ok(self
+            .describe()
+            .await?
+            .into_iter()
+            .filter(|i| {
+                !matches!(
+                    i.state,
+                    InstanceState::ShuttingDown | InstanceState::Terminated
+                )
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,30 @@
+//! [`Launcher`]: launching runner instances, the scaler's capability (the reaper has
+//! none).
+//!
+//! Fake: `memory::FakeFleet`. Adapter: `ephemera_aws::Ec2Fleet` (EC2 CreateFleet; its
+//! launch is in `ephemera_aws::launch`).
+
+use super::FleetError;
+use crate::model::FleetRequest;
+use async_trait::async_trait;
+
+/// What one launch request made.
+#[derive(Debug)]
+pub struct FleetLaunch {
+    pub instance_ids: Vec<String>,
+    /// Why fewer instances than asked came up, when that happened.
+    pub shortfall: Option<FleetError>,
+    /// The type each instance was launched as, when the answer said (EC2's CreateFleet
+    /// names it per group of instances): which of the pool's types the runner got.
+    pub instance_types: std::collections::HashMap<String, String>,
+}
+
+/// Launching runner instances (the scaler's capability).
+#[async_trait]
+pub trait Launcher: Send + Sync {
+    /// Launches up to `request.count` instances in one request, tagged with this
+    /// deployment and the pool. An error means none came up; fewer than asked is a
+    /// [`FleetLaunch::shortfall`]. Not idempotent: the runner records say which instance
+    /// is whose, and the reaper ends instances that no record claims.
+    async fn launch(&self, request: &FleetRequest) -> Result<FleetLaunch, FleetError>;
+}
