@@ -7,7 +7,7 @@ VENV := .venv
 VENV_STAMP := $(VENV)/.installed-$(shell cat requirements-dev.txt constraints-dev.txt | sha256sum | cut -c1-12)
 CARGO ?= cargo
 
-.PHONY: all help venv demo demo-sample check-demo up test test-rust test-bootstrap conformance chaos-sweep bench bench-model check-figures check-bench-fresh docs-figures lint fmt clean-venv
+.PHONY: check-fakes check-release-symbols all help venv demo demo-sample check-demo up test test-rust test-bootstrap conformance chaos-sweep bench bench-model check-figures check-bench-fresh docs-figures lint fmt clean-venv
 
 all: test
 
@@ -157,12 +157,31 @@ check-bench-fresh: venv
 docs-figures: venv
 	$(VENV)/bin/python tests/docs/figures.py --write
 
-## lint: rustfmt, clippy with warnings as errors, and the API docs with a broken intra-doc
-## link as an error
-lint:
+## lint: rustfmt, clippy with warnings as errors, the API docs with a broken intra-doc
+## link as an error, and the fakes kept out of the Lambda functions
+lint: check-fakes
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	RUSTDOCFLAGS="-D rustdoc::broken_intra_doc_links" $(CARGO) doc --workspace --no-deps --quiet
+
+## check-fakes: the three Lambda functions build ephemera-core without its `fakes` feature,
+## so its in-memory ports (`memory`) and the `Intercept` decorator are not compiled into
+## them (cargo's feature resolution for exactly those packages, as `cargo lambda build`
+## and `make bench` build them)
+FUNCTIONS = -p ephemera-webhook -p ephemera-scaler -p ephemera-reaper
+check-fakes:
+	@features=$$($(CARGO) tree $(FUNCTIONS) -e normal,build,features -i ephemera-core); \
+	if echo "$$features" | grep -q 'ephemera-core feature "fakes"'; then \
+		echo "check-fakes: a Lambda function's build enables ephemera-core's fakes:"; \
+		echo "$$features" | grep -B2 -A6 'feature "fakes"'; exit 1; \
+	else echo "check-fakes: ok, no Lambda function builds ephemera-core's fakes"; fi
+
+## check-release-symbols: a release build of the three functions, then no symbol of
+## ephemera-core's fakes in the ephemera-core library they link, nor in the binaries
+## (tests/release/symbols.py; a library built with the fakes is shown as the control)
+check-release-symbols: venv
+	$(CARGO) build --release $(FUNCTIONS)
+	$(VENV)/bin/python tests/release/symbols.py
 
 ## fmt: formats the Rust code
 fmt:
