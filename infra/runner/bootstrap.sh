@@ -18,6 +18,8 @@ jit_table="${EPHEMERA_JIT_TABLE:-$deployment-jit}"
 runner_user="${EPHEMERA_RUNNER_USER:-runner}"
 runner_dir="${EPHEMERA_RUNNER_DIR:-/opt/actions-runner}"
 runner_version="${EPHEMERA_RUNNER_VERSION:-latest}"
+runner_sudo="${EPHEMERA_RUNNER_SUDO:-passwordless}"
+sudoers_dir="${EPHEMERA_SUDOERS_DIR:-/etc/sudoers.d}"
 bucket="${EPHEMERA_RUNNER_BUCKET_URL:-}"
 bucket="${bucket%/}"
 jit_wait="${EPHEMERA_JIT_WAIT:-600}"
@@ -382,6 +384,30 @@ log "instance $instance_id in $region ($(uname -m))"
 install_missing
 step=docker
 systemctl start docker || fail "could not start Docker"
+
+# ---- the runner user's sudo: passwordless, as on GitHub-hosted runners (workflows run
+# `sudo apt-get ...`), or none. Written at every boot, so a stack update of RunnerSudo
+# reaches baked images too. sudo reads /etc/sudoers.d (#includedir on Amazon Linux and
+# Ubuntu) and skips a file whose name has a "." or ends in "~" (sudoers(5)); visudo -c
+# checks the file before it is put in place.
+step=sudo
+sudoers="$sudoers_dir/90-ephemera-runner"
+case "$runner_sudo" in
+  passwordless)
+    printf '%s ALL=(ALL) NOPASSWD:ALL\n' "$runner_user" >"$sudoers.new" || fail "could not write $sudoers"
+    chmod 0440 "$sudoers.new" || fail "could not make $sudoers read-only"
+    if command -v visudo >/dev/null 2>&1; then
+      visudo -cqf "$sudoers.new" || fail "visudo refused $sudoers"
+    fi
+    mv -f "$sudoers.new" "$sudoers" || fail "could not write $sudoers"
+    log "$runner_user may use sudo without a password (RunnerSudo=passwordless)"
+    ;;
+  none)
+    rm -f "$sudoers" || fail "could not remove $sudoers"
+    log "$runner_user has no sudo (RunnerSudo=none)"
+    ;;
+  *) fail "EPHEMERA_RUNNER_SUDO is '$runner_sudo'; it must be passwordless or none (the stack's RunnerSudo)" ;;
+esac
 
 # ---- the JIT config: read once, removed at once; an AWS error fails at once, but for
 # throttling and the service's own faults (retried, as an absent item is)

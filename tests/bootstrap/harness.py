@@ -190,6 +190,7 @@ class BootstrapHarness(unittest.TestCase):
                 raise RuntimeError(f"{tool} is not on this machine")
             (self.minimal_bin / tool).symlink_to(found)
         (self.stubs / "calls.log").touch()
+        (self.tmp / "sudoers.d").mkdir()
         self.console = self.tmp / "console"
         self.console.touch()
 
@@ -233,6 +234,8 @@ class BootstrapHarness(unittest.TestCase):
             "EPHEMERA_OS_RELEASE": str(self.tmp / "os-release"),
             "EPHEMERA_CONSOLE": str(self.console),
             "EPHEMERA_LOG": str(self.tmp / "bootstrap.log"),
+            # Never the machine's own /etc/sudoers.d.
+            "EPHEMERA_SUDOERS_DIR": str(self.tmp / "sudoers.d"),
             "EPHEMERA_TRIES": "5",
             "EPHEMERA_PAUSE": "0.1",
             "EPHEMERA_JIT_WAIT": "30",
