@@ -219,3 +219,36 @@ async fn delivery_routes_take_only_the_apps_jwt_and_known_ids() -> anyhow::Resul
     assert_eq!(body["errors"][0]["field"], "cursor");
     Ok(())
 }
+
+/// GitHub's content-creation limit ("About secondary rate limits": 80 content-generating
+/// requests a minute, 500 an hour): the 81st redelivery asked within a minute is refused
+/// with 403, the secondary rate limit's message and a `retry-after`, and counted.
+#[tokio::test]
+async fn the_81st_redelivery_in_a_minute_meets_the_secondary_rate_limit() -> anyhow::Result<()> {
+    let (_endpoint, url) = Endpoint::start().await?;
+    let mut config = config("eph");
+    config.webhook_url = Some(url);
+    let sim = sim::start(config).await?;
+    sim.create_job("acme", "app", &["linux"], None).await?;
+    wait_for_log(&sim, 1).await?;
+    let id = sim.snapshot().deliveries.keys().next().copied().unwrap();
+    let attempts = format!("{}/app/hook/deliveries/{id}/attempts", sim.url);
+    let client = reqwest::Client::new();
+    for ask in 1..=80 {
+        let response = client.post(&attempts).bearer_auth(app_jwt(APP_ID)).send().await?;
+        assert_eq!(response.status(), StatusCode::ACCEPTED, "ask {ask}");
+    }
+    let refused = client.post(&attempts).bearer_auth(app_jwt(APP_ID)).send().await?;
+    assert_eq!(refused.status(), StatusCode::FORBIDDEN);
+    let wait: u64 = refused.headers()["retry-after"].to_str()?.parse()?;
+    assert!((1..=60).contains(&wait), "retry-after {wait}");
+    let body: Value = refused.json().await?;
+    assert!(
+        body["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("secondary rate limit")),
+        "{body}"
+    );
+    assert_eq!(sim.snapshot().counters.redeliveries_throttled, 1);
+    Ok(())
+}

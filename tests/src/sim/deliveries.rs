@@ -171,9 +171,53 @@ pub(crate) async fn get(sim: Sim, Path(id): Path<String>, headers: HeaderMap) ->
     }
 }
 
+/// GitHub's content-creation limits, which a redelivery (a POST that makes a delivery)
+/// spends: "no more than 80 content-generating requests per minute and no more than 500
+/// content-generating requests per hour" ("Rate limits for the REST API", "About
+/// secondary rate limits"); past them, a 403 with the secondary rate limit's message and
+/// a `retry-after`.
+pub const CONTENT_CREATION_PER_MINUTE: usize = 80;
+pub const CONTENT_CREATION_PER_HOUR: usize = 500;
+
+/// When the next redelivery may be asked, if one asked now would pass a limit; else
+/// notes it.
+fn content_creation_wait(state: &mut SimState) -> Option<tokio::time::Instant> {
+    use std::time::Duration;
+    let now = tokio::time::Instant::now();
+    let asks = &mut state.redelivery_asks;
+    while asks
+        .front()
+        .is_some_and(|at| now.saturating_duration_since(*at) >= Duration::from_secs(3600))
+    {
+        asks.pop_front();
+    }
+    let minute = now.checked_sub(Duration::from_secs(60));
+    let in_minute = asks.iter().filter(|at| minute.is_none_or(|m| **at > m)).count();
+    if asks.len() >= CONTENT_CREATION_PER_HOUR {
+        return asks.front().map(|first| *first + Duration::from_secs(3600));
+    }
+    if in_minute >= CONTENT_CREATION_PER_MINUTE {
+        let oldest = asks.iter().rev().nth(CONTENT_CREATION_PER_MINUTE - 1).copied();
+        return oldest.map(|at| at + Duration::from_secs(60));
+    }
+    asks.push_back(now);
+    None
+}
+
 pub(crate) async fn redeliver(sim: Sim, Path(id): Path<String>, headers: HeaderMap) -> Response {
     sim.lock()
         .hit("POST /app/hook/deliveries/{delivery_id}/attempts");
+    if find(&sim, &id, &headers).is_ok() {
+        let mut state = sim.lock();
+        if let Some(until) = content_creation_wait(&mut state) {
+            state.counters.redeliveries_throttled += 1;
+            return super::intercept::rate_limited(
+                super::faults::RateLimitKind::Secondary,
+                until,
+                "core",
+            );
+        }
+    }
     match find(&sim, &id, &headers) {
         Ok(delivery) if webhook::redeliver(&sim.0, delivery.id) => {
             (StatusCode::ACCEPTED, Json(json!({}))).into_response()

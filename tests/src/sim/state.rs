@@ -130,6 +130,8 @@ pub struct Counters {
     pub jobs_interrupted: u64,
     /// Jobs re-run with `POST …/actions/jobs/{job_id}/rerun`.
     pub jobs_rerun: u64,
+    /// Redeliveries refused with a secondary rate limit (content creation).
+    pub redeliveries_throttled: u64,
     /// Calls made with an installation token, by the App it was issued to, then by
     /// `METHOD /route/{template} STATUS` (`POST …/generate-jitconfig 201`: a runner
     /// registered by that App).
@@ -185,6 +187,10 @@ pub struct SimState {
     /// that the agent has yet to power off.
     #[serde(skip)]
     pub hosts_to_power_off: Vec<String>,
+    /// When each redelivery GitHub accepted in the last hour was asked for (its
+    /// content-creation limits: [`super::deliveries::redeliver`]).
+    #[serde(skip)]
+    pub redelivery_asks: std::collections::VecDeque<tokio::time::Instant>,
     #[serde(skip)]
     next_id: u64,
 }

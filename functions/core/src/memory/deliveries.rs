@@ -22,6 +22,10 @@ struct State {
     redelivered: Vec<u64>,
     list_calls: usize,
     failures_left: u32,
+    /// The next redelivery answers GitHub's secondary rate limit, with this wait.
+    throttle_next: Option<Option<std::time::Duration>>,
+    /// Redeliveries asked, refused ones included.
+    asks: usize,
 }
 
 impl MemoryDeliveries {
@@ -63,6 +67,17 @@ impl MemoryDeliveries {
     pub fn fail_next(&self, times: u32) {
         lock(&self.state).failures_left = times;
     }
+
+    /// Makes the next redelivery answer [`ForgeError::Throttled`] with `retry_after`, as
+    /// GitHub's secondary rate limit does.
+    pub fn throttle_next(&self, retry_after: Option<std::time::Duration>) {
+        lock(&self.state).throttle_next = Some(retry_after);
+    }
+
+    /// Redeliveries asked so far, those refused included.
+    pub fn redelivery_asks(&self) -> usize {
+        lock(&self.state).asks
+    }
 }
 
 fn injected() -> ForgeError {
@@ -100,6 +115,10 @@ impl HookDeliveries for MemoryDeliveries {
 
     async fn redeliver(&self, id: u64) -> Result<(), ForgeError> {
         let mut state = lock(&self.state);
+        state.asks += 1;
+        if let Some(retry_after) = state.throttle_next.take() {
+            return Err(ForgeError::Throttled { retry_after });
+        }
         if spend(&mut state.failures_left) {
             return Err(injected());
         }

@@ -74,6 +74,7 @@ impl Reaper {
             deliveries: capabilities.deliveries,
             metrics: capabilities.metrics,
             memory: Arc::default(),
+            redelivery_pace: Arc::new(super::redeliver::redelivery_pace()),
             lease: capabilities.lease,
             breakers: capabilities.spot_breakers,
             pricing: capabilities.pricing,

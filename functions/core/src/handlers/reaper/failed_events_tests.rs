@@ -55,6 +55,8 @@ async fn sweep(
             deliveries.record(again);
         }
         at += every;
+        // The sweep's pace runs on the process's clock: in step with the runs' times.
+        tokio::time::advance(every).await;
     }
     asks_at
 }
@@ -211,14 +213,15 @@ async fn events_that_keep_failing_do_not_crowd_out_a_newer_failure() {
     for id in 1..=stuck {
         deliveries.record(attempt(id, &format!("stuck-{id}"), 503, now()));
     }
-    // Every run, deliveries get through and each stuck event fails again.
+    // Every run, a minute apart, deliveries get through and each stuck event fails
+    // again; five runs stay within GitHub's hour of content creation.
     let window = (
         now(),
         Duration::from_secs(60),
-        now() + Duration::from_secs(600),
+        now() + Duration::from_secs(240),
     );
     sweep(&reaper, &deliveries, window, |_| 503, true).await;
-    let at = now() + Duration::from_secs(630);
+    let at = now() + Duration::from_secs(270);
     let newer = deliveries.deliveries().last().map_or(1, |d| d.id + 1);
     deliveries.record(attempt(newer, "newer", 502, at));
     deliveries.record(attempt(newer + 1, "through", 202, at));
@@ -296,10 +299,12 @@ async fn a_run_with_more_events_due_than_asks_asks_for_the_least_asked_first() {
     let at = now() + Duration::from_secs(5);
     let newer = deliveries.deliveries().last().map_or(1, |d| d.id + 1);
     deliveries.record(attempt(newer, "newer", 502, at));
-    // Ten seconds on, every stuck event is due again, and the newer failure too.
+    // The next run, a minute on: every stuck event is due again, and the newer failure
+    // too.
+    tokio::time::advance(Duration::from_secs(50)).await;
     let before = deliveries.redelivered().len();
     reaper
-        .run(now() + Duration::from_secs(10), far())
+        .run(now() + Duration::from_secs(60), far())
         .await
         .expect("run");
     let asked = &deliveries.redelivered()[before..];

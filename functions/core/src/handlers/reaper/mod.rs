@@ -121,6 +121,8 @@ pub struct Reaper {
     deliveries: Option<Arc<dyn HookDeliveries>>,
     metrics: Metrics,
     memory: Arc<Mutex<Memory>>,
+    /// The redelivery sweep's pace: GitHub's content-creation limits.
+    redelivery_pace: Arc<crate::pace::RegistrationPace>,
     lease: Option<Arc<dyn crate::ports::Leases>>,
     /// Where spot interruptions are counted per pool (none: no circuit breaker).
     breakers: Option<Arc<dyn crate::ports::SpotBreakerStore>>,

@@ -25,6 +25,7 @@ use super::Reaper;
 mod read;
 use crate::handlers::error_chain;
 use crate::metrics::{Dimension, Metric};
+use crate::pace::RegistrationPace;
 use crate::ports::{ForgeError, HookDeliveries, HookDelivery};
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
@@ -39,12 +40,33 @@ pub const DELIVERY_LOOKBACK: Duration = Duration::from_secs(60 * 60);
 pub const LONGEST_READ_BACK: Duration = Duration::from_secs(24 * 60 * 60);
 /// Pages of deliveries read per run at most (GitHub's largest page is 100).
 pub const PAGES_PER_RUN: usize = 5;
-/// Redeliveries asked per run at most. A flood at the public URL throttles the webhook
-/// and, with it, genuine deliveries: in the model (`bench-model`'s `flood` case, 2,000
-/// refused requests a second for 10 minutes during a 1,000-job burst, the webhook
-/// reserving 50) about 1,100 deliveries fail, and 20 asks a run recovered only 707 of the
-/// jobs before the lookback dropped the rest; 100 recover every one.
-pub const REDELIVERIES_PER_RUN: usize = 100;
+/// Redeliveries asked per run at most: a run a minute stays under GitHub's
+/// [`CONTENT_CREATION_PER_MINUTE`], with room left for the re-runs' POSTs of the same
+/// minute. A flood at the public URL throttles the webhook and, with it, genuine
+/// deliveries: in the model (`bench-model`'s `flood` case, 2,000 refused requests a
+/// second for 10 minutes during a 1,000-job burst, the webhook reserving 50) about 1,100
+/// deliveries fail; GitHub lets an App ask for at most [`CONTENT_CREATION_PER_HOUR`] of
+/// them in an hour, so a flood that long loses the rest to the lookback, whatever the
+/// sweep does (a faster sweep would only meet GitHub's secondary limit).
+pub const REDELIVERIES_PER_RUN: usize = 60;
+/// GitHub's content-creation limits, which a redelivery (a POST that makes a delivery)
+/// spends: "no more than 80 content-generating requests per minute and no more than 500
+/// content-generating requests per hour" (docs.github.com, "Rate limits for the REST
+/// API", "About secondary rate limits"). Past them GitHub answers 403 or 429 with a
+/// `retry-after`. The sweep's pace ([`redelivery_pace`]) keeps under both.
+pub const CONTENT_CREATION_PER_MINUTE: f64 = 80.0;
+pub const CONTENT_CREATION_PER_HOUR: f64 = 500.0;
+/// How long the sweep waits after a secondary limit that names no `retry-after`
+/// (GitHub: "wait for at least one minute before retrying").
+pub const SECONDARY_LIMIT_PAUSE: Duration = Duration::from_secs(60);
+
+/// The pace of one process's redeliveries: GitHub's content-creation limits, the minute's
+/// as a token bucket and the hour's as a sliding window (one reaper runs at a time, so
+/// the whole allowance is its own). A process started afresh knows nothing of its
+/// predecessor's hour; GitHub's secondary limit then pauses it (`retry-after`).
+pub fn redelivery_pace() -> RegistrationPace {
+    RegistrationPace::shared_within(CONTENT_CREATION_PER_MINUTE, CONTENT_CREATION_PER_HOUR, 1)
+}
 /// The wait after an event's first redelivery before it is asked again, if that failed.
 pub const FIRST_RETRY: Duration = Duration::from_secs(10);
 /// The longest wait between two asks for one event.
@@ -221,8 +243,13 @@ impl Reaper {
             self.report_given_up(&event);
         }
         let mut asked = 0;
+        let waiting = due.len();
         for event in due {
             if asked == REDELIVERIES_PER_RUN || Instant::now() >= deadline {
+                break;
+            }
+            if let Err(wait) = self.redelivery_pace.take(Duration::ZERO) {
+                info!(asked, left = waiting - asked, wait_s = wait.as_secs(), "redeliveries paced to GitHub's content-creation limits; the rest wait for the next runs");
                 break;
             }
             let Due { guid, attempt, .. } = &event;
@@ -232,6 +259,14 @@ impl Reaper {
                     self.memory().sweep.asked(guid, now);
                     self.metrics.record(Metric::Redeliveries, &[], 1.0);
                     info!(delivery_id = attempt, %guid, action = ?event.action, status_code = event.status_code, ask = event.asks + 1, "failed webhook delivery redelivered");
+                }
+                Err(ForgeError::Throttled { retry_after }) => {
+                    // A secondary limit: the allowance is spent (a predecessor's asks, or
+                    // other content created in the hour); no ask before GitHub's wait.
+                    let pause = retry_after.unwrap_or(SECONDARY_LIMIT_PAUSE);
+                    self.redelivery_pace.pause(pause);
+                    warn!(delivery_id = attempt, %guid, pause_s = pause.as_secs(), "GitHub throttled a redelivery; the sweep pauses");
+                    break;
                 }
                 Err(err) => {
                     // Asked again at the next run.
