@@ -221,6 +221,8 @@ mod prices_tests;
 #[cfg(test)]
 mod reconcile_tests;
 #[cfg(test)]
+mod redeliver_pace_tests;
+#[cfg(test)]
 mod redeliver_tests;
 #[cfg(test)]
 mod reruns_tests;
