@@ -19,7 +19,6 @@ runner_user="${EPHEMERA_RUNNER_USER:-runner}"
 runner_dir="${EPHEMERA_RUNNER_DIR:-/opt/actions-runner}"
 runner_version="${EPHEMERA_RUNNER_VERSION:-latest}"
 runner_sudo="${EPHEMERA_RUNNER_SUDO:-passwordless}"
-sudoers_dir="${EPHEMERA_SUDOERS_DIR:-/etc/sudoers.d}"
 bucket="${EPHEMERA_RUNNER_BUCKET_URL:-}"
 bucket="${bucket%/}"
 jit_wait="${EPHEMERA_JIT_WAIT:-600}"
@@ -391,23 +390,16 @@ systemctl start docker || fail "could not start Docker"
 # Ubuntu) and skips a file whose name has a "." or ends in "~" (sudoers(5)); visudo -c
 # checks the file before it is put in place.
 step=sudo
-sudoers="$sudoers_dir/90-ephemera-runner"
+s="${EPHEMERA_SUDOERS_DIR:-/etc/sudoers.d}/90-ephemera-runner"
 case "$runner_sudo" in
   passwordless)
-    printf '%s ALL=(ALL) NOPASSWD:ALL\n' "$runner_user" >"$sudoers.new" || fail "could not write $sudoers"
-    chmod 0440 "$sudoers.new" || fail "could not make $sudoers read-only"
-    if command -v visudo >/dev/null 2>&1; then
-      visudo -cqf "$sudoers.new" || fail "visudo refused $sudoers"
-    fi
-    mv -f "$sudoers.new" "$sudoers" || fail "could not write $sudoers"
-    log "$runner_user may use sudo without a password (RunnerSudo=passwordless)"
-    ;;
-  none)
-    rm -f "$sudoers" || fail "could not remove $sudoers"
-    log "$runner_user has no sudo (RunnerSudo=none)"
-    ;;
-  *) fail "EPHEMERA_RUNNER_SUDO is '$runner_sudo'; it must be passwordless or none (the stack's RunnerSudo)" ;;
+    { echo "$runner_user ALL=(ALL) NOPASSWD:ALL" >"$s.new" && chmod 0440 "$s.new"; } || fail "cannot write $s"
+    ! command -v visudo >/dev/null || visudo -cqf "$s.new" || fail "visudo refused $s"
+    mv -f "$s.new" "$s" || fail "cannot write $s" ;;
+  none) rm -f "$s" || fail "cannot remove $s" ;;
+  *) fail "EPHEMERA_RUNNER_SUDO is '$runner_sudo', not passwordless or none" ;;
 esac
+log "sudo for $runner_user: $runner_sudo"
 
 # ---- the JIT config: read once, removed at once; an AWS error fails at once, but for
 # throttling and the service's own faults (retried, as an absent item is)

@@ -31,12 +31,12 @@ class RunnerSudo(BootstrapHarness):
         code, output = self.boot(runner_sudo="none")
         self.assertEqual(code, 0, output)
         self.assertFalse(self.sudoers().exists())
-        self.assertIn("has no sudo (RunnerSudo=none)", output)
+        self.assertIn(f"sudo for {RUNNER_USER}: none", output)
         self.assertIsNotNone(self.runner(), "the runner ran")
 
     def test_an_unknown_value_fails_the_boot_named_and_the_runner_never_starts(self):
         code, output = self.boot(runner_sudo="yes")
         self.assertNotEqual(code, 0)
-        self.assertIn("FAILED sudo: EPHEMERA_RUNNER_SUDO is 'yes'; it must be passwordless or none", output)
+        self.assertIn("FAILED sudo: EPHEMERA_RUNNER_SUDO is 'yes', not passwordless or none", output)
         self.assertIsNone(self.runner())
         self.assertFalse(self.sudoers().exists())

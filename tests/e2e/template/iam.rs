@@ -275,7 +275,7 @@ fn ec2_mutations_need_the_deployment_tag(template: &Value) -> anyhow::Result<()>
     }
     ensure!(
         conditioned >= 4,
-        "launch, tag on launch and terminate (scaler, reaper)"
+        "launch from the template, launch tagged instances, tag on launch, terminate (reaper)"
     );
     Ok(())
 }
