@@ -1,8 +1,9 @@
 //! The [`Launcher`] port on EC2: one request per pool and batch.
 //!
 //! Every pool gets EC2 CreateFleet of type `instant` through a launch template, offering
-//! every instance type × subnet of the pool as overrides (spot with the
-//! capacity-optimized strategy, or on-demand). A pool that names an `ami` launches
+//! every instance type × subnet of the pool as overrides (spot with the pool's
+//! allocation strategy, price-capacity-optimized unless it says otherwise, or
+//! on-demand). A pool that names an `ami` launches
 //! through the deployment's template with the image in every override, so its instances
 //! carry the template's instance profile, security groups, metadata options and user
 //! data like every other runner; and every launch has the template's root volume on the
@@ -180,7 +181,9 @@ impl Ec2Fleet {
             .target_capacity_specification(target)
             .spot_options(
                 SpotOptionsRequest::builder()
-                    .allocation_strategy(SpotAllocationStrategy::CapacityOptimized)
+                    .allocation_strategy(SpotAllocationStrategy::from(
+                        request.spot_allocation.as_str(),
+                    ))
                     .build(),
             )
             .tag_specifications(tags::pool_tag_specification(
@@ -356,6 +359,7 @@ mod tests {
             instance_types: vec!["m7i.large".into(), "m6i.large".into()],
             subnets: vec!["subnet-a".into(), "subnet-b".into(), "subnet-c".into()],
             market: Market::Spot,
+            spot_allocation: Default::default(),
             shape: None,
             root_volume: None,
         };
@@ -389,6 +393,7 @@ mod tests {
             instance_types: vec!["m7i.large".into(), "m6i.large".into()],
             subnets: vec!["subnet-a".into(), "subnet-b".into()],
             market: Market::OnDemand,
+            spot_allocation: Default::default(),
             shape: None,
             root_volume: None,
         };
@@ -424,6 +429,7 @@ mod tests {
             instance_types: vec!["m7i.2xlarge".into()],
             subnets: Vec::new(),
             market: Market::OnDemand,
+            spot_allocation: Default::default(),
             shape: None,
             root_volume: Some(ephemera_core::ports::RootVolume {
                 gib: 80,
@@ -497,6 +503,7 @@ mod tests {
                 instance_types: vec!["m7i.large".into()],
                 subnets: Vec::new(),
                 market: Market::OnDemand,
+                spot_allocation: Default::default(),
                 shape: None,
                 root_volume: Some(ephemera_core::ports::RootVolume {
                     gib,

@@ -414,6 +414,9 @@ pub struct FleetRequest {
     pub instance_types: Vec<String>,
     pub subnets: Vec<String>,
     pub market: Market,
+    /// How EC2 allocates spot capacity among the types and zones offered (the pool's
+    /// `spot_allocation_strategy`).
+    pub spot_allocation: crate::config::SpotAllocation,
     /// For a sized job ([`crate::sizing`]): the shape its instance must have, which
     /// replaces `instance_types` by the types that match it.
     pub shape: Option<Shape>,
