@@ -15,6 +15,8 @@
 //! (<https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_FleetBlockDeviceMappingRequest.html>).
 //! A template with several mappings is left as it is: which of them is the root cannot
 //! be told apart safely.
+//! The same read gives the image's architecture and the size of its root snapshot, which
+//! bound a launch's instance types and a sized root volume ([`crate::launch`]).
 //!
 //! The answer is kept for [`ROOT_TTL`] per template, version and image, so a warm scaler
 //! reads the two descriptions once every few minutes, not once per launch. Because the

@@ -7,7 +7,11 @@
 //! through the deployment's template with the image in every override, so its instances
 //! carry the template's instance profile, security groups, metadata options and user
 //! data like every other runner; and every launch has the template's root volume on the
-//! root device of the image it runs, read from the image ([`crate::image`]).
+//! root device of the image it runs, read from the image ([`crate::image`]). The image's
+//! architecture, read with it, bounds the instance types offered: a sized launch offers
+//! only types of it, and a launch naming an image offers only the pool's types of it,
+//! since EC2 runs an image only on a type of its architecture
+//! (<https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/finding-an-ami.html>).
 //!
 //! The deployment's template launches the version its stack last wrote (see
 //! [`Ec2Fleet::with_stack_template_version`]), a pool's own template `$Default` or the

@@ -2,12 +2,15 @@
 //! leaves no item, no metric and no log line above debug, and a job whose sizing labels
 //! break its pool's policy is unrouted with the reason, which `jobs list --status
 //! unrouted` shows; and a job asking `cpu=8, ram=32` runs on a runner of a matching type,
-//! registered with its sizing labels.
+//! registered with its sizing labels. A disk EC2 cannot boot is unrouted naming its rule,
+//! a disk below the image's snapshot is raised to it, and a job on an arm64 image runs on
+//! an arm64 type (the strict layer refuses each launch EC2 would).
 
 use super::{stdout_of, Operator};
 use ephemera_aws::DynamoUnroutedJobs;
 use ephemera_core::metrics::{Metric, Metrics};
 use ephemera_core::unrouted::{UnroutedJob, UnroutedJobs};
+use ephemera_tests::moto::ARM64_IMAGE as ARM_IMAGE;
 use ephemera_tests::pipeline::{Pipeline, PipelineOptions, DEPLOYMENT};
 use serde_json::Value;
 use std::time::Duration;
@@ -298,9 +301,6 @@ async fn a_disk_below_the_images_snapshot_runs_with_the_snapshots_size() -> anyh
     assert_eq!(volumes.volumes()[0].size(), Some(15));
     Ok(())
 }
-
-/// An arm64 image moto ships (Amazon Linux 2022 for arm64).
-const ARM_IMAGE: &str = "ami-0e9271c829888680e";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sized_job_on_an_arm_image_runs_on_an_instance_type_of_that_architecture(
