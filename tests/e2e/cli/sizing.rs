@@ -202,8 +202,8 @@ async fn a_job_asking_8_vcpus_and_32_gib_runs_on_a_matching_type_registered_with
     Ok(())
 }
 
-/// The instance of the runner that ran `job_id`, once the job completed.
-async fn instance_that_ran(p: &Pipeline, job_id: u64) -> anyhow::Result<String> {
+/// The instance of the runner that took `job_id`, once it took it.
+async fn instance_that_took(p: &Pipeline, job_id: u64) -> anyhow::Result<String> {
     let runner = p
         .wait_for(
             "a runner to take the sized job",
@@ -215,13 +215,17 @@ async fn instance_that_ran(p: &Pipeline, job_id: u64) -> anyhow::Result<String> 
             },
         )
         .await?;
+    Ok(runner.instance_id.clone().expect("the runner's instance"))
+}
+
+/// Once `job_id` completed.
+async fn completed(p: &Pipeline, job_id: u64) -> anyhow::Result<()> {
     p.wait_for(
         "the sized job to complete",
         Duration::from_secs(90),
         || async { Ok((p.sim.snapshot().jobs[&job_id].status == "completed").then_some(())) },
     )
-    .await?;
-    Ok(runner.instance_id.clone().expect("the runner's instance"))
+    .await
 }
 
 async fn described(
@@ -286,8 +290,10 @@ async fn a_disk_below_the_images_snapshot_runs_with_the_snapshots_size() -> anyh
     })
     .await?;
     let labels = ["self-hosted", "linux", "ephemera.disk=10"];
-    let job_id = p.sim.create_job("octo-org", "app", &labels, None).await?;
-    let instance = described(&p, &instance_that_ran(&p, job_id).await?).await?;
+    // Long enough to read the volume before the runner's instance goes with the job.
+    let long = Some(Duration::from_secs(30));
+    let job_id = p.sim.create_job("octo-org", "app", &labels, long).await?;
+    let instance = described(&p, &instance_that_took(&p, job_id).await?).await?;
     let root = instance.root_device_name().expect("a root device");
     let volume_id = instance
         .block_device_mappings()
@@ -299,7 +305,7 @@ async fn a_disk_below_the_images_snapshot_runs_with_the_snapshots_size() -> anyh
     let volumes = ec2.describe_volumes().volume_ids(volume_id).send().await?;
     // moto's images have a 15 GiB root snapshot; EC2 refuses a smaller root volume.
     assert_eq!(volumes.volumes()[0].size(), Some(15));
-    Ok(())
+    completed(&p, job_id).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -320,7 +326,8 @@ async fn a_sized_job_on_an_arm_image_runs_on_an_instance_type_of_that_architectu
         "ephemera.cpu=2",
     ];
     let job_id = p.sim.create_job("octo-org", "app", &labels, None).await?;
-    let instance = described(&p, &instance_that_ran(&p, job_id).await?).await?;
+    let instance = described(&p, &instance_that_took(&p, job_id).await?).await?;
+    completed(&p, job_id).await?;
     assert_eq!(instance.image_id(), Some(ARM_IMAGE));
     let launched = instance.instance_type().cloned().expect("a type");
     let ec2 = aws_sdk_ec2::Client::new(&p.sdk);
