@@ -156,6 +156,7 @@ async fn an_ami_pool_launches_through_the_deployment_template_with_its_image() -
         instance_types: vec!["t3.micro".to_owned(), "t3.small".to_owned()],
         subnets: subnets.clone(),
         market: Market::OnDemand,
+        spot_allocation: Default::default(),
         shape: None,
         root_volume: None,
     };
@@ -325,6 +326,7 @@ async fn xvda_template_request(
         instance_types: vec!["t3.micro".to_owned()],
         subnets: Vec::new(),
         market: Market::OnDemand,
+        spot_allocation: Default::default(),
         shape: None,
         root_volume: None,
     };

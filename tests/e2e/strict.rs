@@ -5,6 +5,7 @@
 
 mod dynamo;
 mod fleet;
+mod launch_rules;
 mod queue;
 mod sizing;
 mod ssm;

@@ -28,6 +28,10 @@ use tokio::process::{Child, Command};
 /// The directory holding the `strict_moto` Python package.
 const STRICT_LAYER_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src");
 
+/// An arm64 image moto ships (Amazon Linux 2022 for arm64); its other images are x86_64,
+/// and EC2 launches an image only on an instance type of its architecture.
+pub const ARM64_IMAGE: &str = "ami-0e9271c829888680e";
+
 /// A running moto server, stopped when dropped.
 pub struct Moto {
     pub endpoint: String,

@@ -15,6 +15,8 @@
 //! (<https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_FleetBlockDeviceMappingRequest.html>).
 //! A template with several mappings is left as it is: which of them is the root cannot
 //! be told apart safely.
+//! The same read gives the image's architecture and the size of its root snapshot, which
+//! bound a launch's instance types and a sized root volume ([`crate::launch`]).
 //!
 //! The answer is kept for [`ROOT_TTL`] per template, version and image, so a warm scaler
 //! reads the two descriptions once every few minutes, not once per launch. Because the
@@ -51,6 +53,20 @@ pub(crate) struct ImageOverride {
     /// The template's root volume on the image's root device, where the template has a
     /// single EBS mapping: what a sized job's `disk` resizes ([`crate::launch`]).
     pub root: Option<FleetBlockDeviceMappingRequest>,
+    /// The image's architecture (`x86_64`, `arm64`), when it was read: a launch offers
+    /// only instance types of it ([`crate::launch`]).
+    pub architecture: Option<String>,
+    /// The size of the snapshot on the image's root device, in GiB, when it was read: a
+    /// root volume may not be smaller ([`crate::launch`]).
+    pub root_snapshot_gib: Option<u32>,
+}
+
+/// What DescribeImages says of the image a launch runs.
+#[derive(Debug, Clone, PartialEq)]
+struct ImageFacts {
+    root_device: String,
+    architecture: Option<String>,
+    root_snapshot_gib: Option<u32>,
 }
 
 /// Answers of [`Ec2Fleet::image_override`] by template, version and pool image, with
@@ -120,15 +136,14 @@ impl Ec2Fleet {
             image_id: ami.map(str::to_owned),
             block_devices: Vec::new(),
             root: None,
+            architecture: None,
+            root_snapshot_gib: None,
         };
         let Some(image) = image else {
             return Ok(unchanged);
         };
-        if mappings.is_empty() {
-            return Ok(unchanged);
-        }
-        let root = match self.root_device(&image).await {
-            Ok(root) => root,
+        let facts = match self.image_facts(&image).await {
+            Ok(facts) => facts,
             // The template's own image: CreateFleet says what is wrong with it.
             Err(FleetError::Rejected { code, message }) if ami.is_none() => {
                 warn!(%template, %image, %code, %message, "could not read the template image's root device; its mappings stay as they are");
@@ -136,17 +151,30 @@ impl Ec2Fleet {
             }
             Err(err) => return Err(err),
         };
+        if mappings.is_empty() {
+            return Ok(ImageOverride {
+                architecture: facts.architecture,
+                root_snapshot_gib: facts.root_snapshot_gib,
+                ..unchanged
+            });
+        }
+        let root = facts.root_device.as_str();
         Ok(ImageOverride {
             // The image whose root device the mappings are built on, named, so that a
             // parameter moved since this answer was read cannot launch another one.
             image_id: Some(image),
-            block_devices: root_volume_on(&root, mappings),
-            root: single_volume(mappings).map(|(_, ebs)| volume_on(&root, ebs)),
+            block_devices: root_volume_on(root, mappings),
+            root: single_volume(mappings).map(|(_, ebs)| volume_on(root, ebs)),
+            architecture: facts.architecture,
+            root_snapshot_gib: facts.root_snapshot_gib,
         })
     }
 
-    /// The image's root device name (`/dev/xvda`, `/dev/sda1`).
-    async fn root_device(&self, image: &str) -> Result<String, FleetError> {
+    /// The image's root device name (`/dev/xvda`, `/dev/sda1`), its architecture, and
+    /// the size of the snapshot its root device is made from (DescribeImages
+    /// `Architecture` and `BlockDeviceMappings`,
+    /// <https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_Image.html>).
+    async fn image_facts(&self, image: &str) -> Result<ImageFacts, FleetError> {
         let images = self
             .client
             .describe_images()
@@ -154,16 +182,29 @@ impl Ec2Fleet {
             .send()
             .await
             .map_err(fleet_error)?;
-        images
+        let found = images
             .images()
             .iter()
-            .find(|found| found.image_id() == Some(image))
-            .and_then(|found| found.root_device_name())
-            .map(str::to_owned)
-            .ok_or_else(|| FleetError::Rejected {
+            .find(|found| found.image_id() == Some(image));
+        let Some((found, root_device)) =
+            found.and_then(|found| Some((found, found.root_device_name()?)))
+        else {
+            return Err(FleetError::Rejected {
                 code: "InvalidAMIID.NotFound".to_owned(),
                 message: format!("image {image} does not exist or has no root device"),
-            })
+            });
+        };
+        let root_snapshot_gib = found
+            .block_device_mappings()
+            .iter()
+            .find(|m| m.device_name() == Some(root_device))
+            .and_then(|m| m.ebs()?.volume_size())
+            .and_then(|gib| u32::try_from(gib).ok());
+        Ok(ImageFacts {
+            root_device: root_device.to_owned(),
+            architecture: found.architecture().map(|a| a.as_str().to_owned()),
+            root_snapshot_gib,
+        })
     }
 }
 

@@ -1,12 +1,17 @@
 //! The [`Launcher`] port on EC2: one request per pool and batch.
 //!
 //! Every pool gets EC2 CreateFleet of type `instant` through a launch template, offering
-//! every instance type × subnet of the pool as overrides (spot with the
-//! capacity-optimized strategy, or on-demand). A pool that names an `ami` launches
+//! every instance type × subnet of the pool as overrides (spot with the pool's
+//! allocation strategy, price-capacity-optimized unless it says otherwise, or
+//! on-demand). A pool that names an `ami` launches
 //! through the deployment's template with the image in every override, so its instances
 //! carry the template's instance profile, security groups, metadata options and user
 //! data like every other runner; and every launch has the template's root volume on the
-//! root device of the image it runs, read from the image ([`crate::image`]).
+//! root device of the image it runs, read from the image ([`crate::image`]). The image's
+//! architecture, read with it, bounds the instance types offered: a sized launch offers
+//! only types of it, and a launch naming an image offers only the pool's types of it,
+//! since EC2 runs an image only on a type of its architecture
+//! (<https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/finding-an-ami.html>).
 //!
 //! The deployment's template launches the version its stack last wrote (see
 //! [`Ec2Fleet::with_stack_template_version`]), a pool's own template `$Default` or the
@@ -46,11 +51,19 @@ impl Launcher for Ec2Fleet {
             .await?;
         let sized;
         let request = match &request.shape {
-            None => request,
             Some(shape) => {
-                sized = self.with_matching_types(request, shape).await?;
+                sized = self
+                    .with_matching_types(request, shape, image.architecture.as_deref())
+                    .await?;
                 &sized
             }
+            None => match (request.ami.as_deref(), image.architecture.as_deref()) {
+                (Some(ami), Some(architecture)) => {
+                    sized = self.of_architecture(request, ami, architecture).await?;
+                    &sized
+                }
+                _ => request,
+            },
         };
         let launch = self.create_fleet(request, Some(&image)).await?;
         if launch.instance_ids.is_empty() {
@@ -64,12 +77,16 @@ impl Launcher for Ec2Fleet {
 
 impl Ec2Fleet {
     /// `request` offering the catalog's types that match `shape` ([`crate::instance_types`])
-    /// instead of the pool's, as many as fit in CreateFleet's overrides with its subnets.
+    /// instead of the pool's, as many as fit in CreateFleet's overrides with its subnets,
+    /// all of the image's `architecture` when it was read: EC2 launches an image only on
+    /// an instance type of its architecture.
     async fn with_matching_types(
         &self,
         request: &FleetRequest,
         shape: &Shape,
+        architecture: Option<&str>,
     ) -> Result<FleetRequest, FleetError> {
+        let shape = &shape_on_image(shape, request.ami.as_deref(), architecture)?;
         let catalog = self.catalog().await?;
         let limit = MAX_OVERRIDES / request.subnets.len().max(1);
         let types = matching(
@@ -89,6 +106,49 @@ impl Ec2Fleet {
             });
         }
         info!(pool = %request.pool, types = %types.join(","), "sized launch offers these instance types");
+        Ok(FleetRequest {
+            instance_types: types,
+            ..request.clone()
+        })
+    }
+
+    /// `request` (no shape) offering only the pool's types of the `architecture` of the
+    /// image `ami` it names, or refused, naming both, when none is: EC2 refuses an
+    /// image on an instance type of another architecture.
+    async fn of_architecture(
+        &self,
+        request: &FleetRequest,
+        ami: &str,
+        architecture: &str,
+    ) -> Result<FleetRequest, FleetError> {
+        let catalog = self.catalog().await?;
+        let runs = |name: &String| {
+            catalog
+                .iter()
+                .find(|info| &info.name == name)
+                // A type the catalog does not know: EC2 says what is wrong with it.
+                .is_none_or(|info| info.architectures.iter().any(|a| a == architecture))
+        };
+        let types: Vec<String> = request
+            .instance_types
+            .iter()
+            .filter(|t| runs(t))
+            .cloned()
+            .collect();
+        if types.is_empty() {
+            return Err(FleetError::Rejected {
+                code: "ImageArchitecture".to_owned(),
+                message: format!(
+                    "image {ami} is {architecture}, and none of pool {:?}'s instance types \
+                     ({}) is: EC2 launches an image only on a type of its architecture",
+                    request.pool,
+                    request.instance_types.join(", ")
+                ),
+            });
+        }
+        if types.len() < request.instance_types.len() {
+            warn!(pool = %request.pool, %ami, %architecture, types = %types.join(","), "offering only the pool's instance types of the image's architecture");
+        }
         Ok(FleetRequest {
             instance_types: types,
             ..request.clone()
@@ -125,7 +185,9 @@ impl Ec2Fleet {
             .target_capacity_specification(target)
             .spot_options(
                 SpotOptionsRequest::builder()
-                    .allocation_strategy(SpotAllocationStrategy::CapacityOptimized)
+                    .allocation_strategy(SpotAllocationStrategy::from(
+                        request.spot_allocation.as_str(),
+                    ))
                     .build(),
             )
             .tag_specifications(tags::pool_tag_specification(
@@ -167,6 +229,32 @@ impl Ec2Fleet {
             shortfall,
             instance_types,
         })
+    }
+}
+
+/// `shape` on the image `ami` of `architecture` (when read): the image's architecture
+/// where the job names none, refused naming both where it names another.
+fn shape_on_image(
+    shape: &Shape,
+    ami: Option<&str>,
+    architecture: Option<&str>,
+) -> Result<Shape, FleetError> {
+    let Some(image_arch) = architecture else {
+        return Ok(shape.clone());
+    };
+    match shape.architecture.as_deref() {
+        Some(asked) if asked != image_arch => Err(FleetError::Rejected {
+            code: "ImageArchitecture".to_owned(),
+            message: format!(
+                "the job asks {asked} instance types, but its image {} is {image_arch}: \
+                 EC2 launches an image only on a type of its architecture",
+                ami.unwrap_or("(the launch template's)")
+            ),
+        }),
+        _ => Ok(Shape {
+            architecture: Some(image_arch.to_owned()),
+            ..shape.clone()
+        }),
     }
 }
 
@@ -218,6 +306,14 @@ fn block_devices(
     };
     let device = root.device_name().unwrap_or_default();
     let ebs = root.ebs();
+    // "If you specify a snapshot, the default is the snapshot size. You can specify a
+    // volume size that is equal to or larger than the snapshot size" (EC2 API reference,
+    // EbsBlockDevice VolumeSize): a disk asked below the image's own is raised to it.
+    let snapshot = image.and_then(|i| i.root_snapshot_gib).unwrap_or(0);
+    if volume.gib < snapshot {
+        info!(pool = %request.pool, asked = volume.gib, snapshot, "the disk asked is below the image's root snapshot: raised to the snapshot's size");
+    }
+    let gib = volume.gib.max(snapshot);
     let resized = FleetEbsBlockDeviceRequest::builder()
         .set_encrypted(ebs.and_then(|e| e.encrypted()))
         .set_delete_on_termination(ebs.and_then(|e| e.delete_on_termination()))
@@ -230,7 +326,7 @@ fn block_devices(
             ebs.and_then(|e| e.throughput())
                 .filter(|_| volume.volume_type.is_none()),
         )
-        .volume_size(i32::try_from(volume.gib).unwrap_or(i32::MAX))
+        .volume_size(i32::try_from(gib).unwrap_or(i32::MAX))
         .set_volume_type(match &volume.volume_type {
             Some(kind) => Some(VolumeType::from(kind.as_str())),
             None => ebs.and_then(|e| e.volume_type()).cloned(),
@@ -267,6 +363,7 @@ mod tests {
             instance_types: vec!["m7i.large".into(), "m6i.large".into()],
             subnets: vec!["subnet-a".into(), "subnet-b".into(), "subnet-c".into()],
             market: Market::Spot,
+            spot_allocation: Default::default(),
             shape: None,
             root_volume: None,
         };
@@ -300,6 +397,7 @@ mod tests {
             instance_types: vec!["m7i.large".into(), "m6i.large".into()],
             subnets: vec!["subnet-a".into(), "subnet-b".into()],
             market: Market::OnDemand,
+            spot_allocation: Default::default(),
             shape: None,
             root_volume: None,
         };
@@ -310,6 +408,8 @@ mod tests {
             image_id: Some("ami-1".into()),
             block_devices: vec![root],
             root: None,
+            architecture: None,
+            root_snapshot_gib: None,
         };
         let offered = overrides(&request, Some(&image));
         assert_eq!(offered.len(), 4, "every type in every subnet");
@@ -333,6 +433,7 @@ mod tests {
             instance_types: vec!["m7i.2xlarge".into()],
             subnets: Vec::new(),
             market: Market::OnDemand,
+            spot_allocation: Default::default(),
             shape: None,
             root_volume: Some(ephemera_core::ports::RootVolume {
                 gib: 80,
@@ -357,6 +458,8 @@ mod tests {
             image_id: Some("ami-1".into()),
             block_devices: vec![root.clone(), removed],
             root: Some(root),
+            architecture: Some("x86_64".into()),
+            root_snapshot_gib: Some(8),
         };
         let offered = overrides(&request, Some(&image));
         let mappings = offered[0].block_device_mappings();
@@ -375,5 +478,73 @@ mod tests {
             "the template's settings kept"
         );
         assert_eq!(resized.iops(), None, "a new type drops the old type's iops");
+    }
+
+    #[test]
+    fn a_disk_below_the_images_snapshot_is_raised_to_it() {
+        let root = FleetBlockDeviceMappingRequest::builder()
+            .device_name("/dev/xvda")
+            .ebs(
+                FleetEbsBlockDeviceRequest::builder()
+                    .volume_size(30)
+                    .build(),
+            )
+            .build();
+        let image = ImageOverride {
+            image_id: Some("ami-1".into()),
+            block_devices: Vec::new(),
+            root: Some(root),
+            architecture: None,
+            root_snapshot_gib: Some(15),
+        };
+        let size = |gib: u32| {
+            let request = FleetRequest {
+                pool: "sized".into(),
+                count: 1,
+                launch_template: "eph-runner".into(),
+                template_version: TemplateVersion::Stack,
+                ami: Some("ami-1".into()),
+                instance_types: vec!["m7i.large".into()],
+                subnets: Vec::new(),
+                market: Market::OnDemand,
+                spot_allocation: Default::default(),
+                shape: None,
+                root_volume: Some(ephemera_core::ports::RootVolume {
+                    gib,
+                    volume_type: None,
+                }),
+            };
+            block_devices(&request, Some(&image)).expect("mappings")[0]
+                .ebs()
+                .and_then(|e| e.volume_size())
+        };
+        assert_eq!(size(10), Some(15), "raised to the snapshot's 15 GiB");
+        assert_eq!(size(80), Some(80));
+    }
+
+    #[test]
+    fn a_sized_shape_takes_the_images_architecture_or_is_refused_naming_both() {
+        let shape = Shape {
+            vcpus_min: 2,
+            vcpus_max: 8,
+            ..Shape::default()
+        };
+        let on_arm = shape_on_image(&shape, Some("ami-1"), Some("arm64")).expect("no arch asked");
+        assert_eq!(on_arm.architecture.as_deref(), Some("arm64"));
+        let asks_x86 = Shape {
+            architecture: Some("x86_64".into()),
+            ..shape.clone()
+        };
+        match shape_on_image(&asks_x86, Some("ami-1"), Some("arm64")) {
+            Err(FleetError::Rejected { code, message }) => {
+                assert_eq!(code, "ImageArchitecture");
+                assert!(
+                    message.contains("x86_64") && message.contains("ami-1 is arm64"),
+                    "{message}"
+                );
+            }
+            other => panic!("not refused: {other:?}"),
+        }
+        assert_eq!(shape_on_image(&shape, None, None).expect("unread"), shape);
     }
 }

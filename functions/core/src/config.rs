@@ -19,9 +19,11 @@ mod more_apps;
 pub mod ranges;
 pub use more_apps::MoreApp;
 mod sizing;
+mod spot_allocation;
 mod spot_breaker;
 mod template_version;
 pub use sizing::SizingPolicy;
+pub use spot_allocation::SpotAllocation;
 pub use spot_breaker::SpotBreaker;
 use template_version::template_version_problem;
 
@@ -111,6 +113,10 @@ pub struct PoolConfig {
     pub ami: Option<String>,
     #[serde(default)]
     pub spot: bool,
+    /// How EC2 picks among the spot types and zones a launch offers
+    /// ([`SpotAllocation`]); price-capacity-optimized unless set.
+    #[serde(default)]
+    pub spot_allocation_strategy: SpotAllocation,
     /// Launch through the deployment's Session Manager template
     /// (`<deployment>-runner-ssm`), whose instance profile adds the SSM agent's grants,
     /// so `ephemera runners connect` can open a shell on the pool's runners. Off unless set.

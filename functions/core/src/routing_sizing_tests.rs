@@ -20,7 +20,7 @@ pools:
       accept: true
       max_vcpus_per_runner: 16
       families: [m7i, m7a]
-      images: { ubuntu-24: "ssm:/ephemera/ubuntu-24" }
+      images: { ubuntu-24: ami-0123456789abcdef0 }
       spot: [false]
 "#;
     Config::parse("t.yaml", text).expect("valid").pools

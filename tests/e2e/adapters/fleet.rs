@@ -19,6 +19,7 @@ fn request(count: u32) -> FleetRequest {
         instance_types: vec!["t3.micro".to_owned(), "t3.small".to_owned()],
         subnets: Vec::new(),
         market: Market::OnDemand,
+        spot_allocation: Default::default(),
         shape: None,
         root_volume: None,
     }
@@ -162,5 +163,39 @@ async fn fleet_describes_only_this_deployment_and_terminates_idempotently() -> a
         Some(InstanceStateName::Running),
         "another deployment's instance is untouched"
     );
+    Ok(())
+}
+
+#[tokio::test]
+async fn spot_launches_ask_the_pools_allocation_strategy_price_capacity_optimized_by_default(
+) -> anyhow::Result<()> {
+    let moto = Moto::start().await?;
+    let config = sdk_config(&AwsSettings::emulator(&moto.endpoint)).await;
+    ensure_resources(&config, &ResourceNames::for_deployment("eph")).await?;
+    let ec2 = aws_sdk_ec2::Client::new(&config);
+    let fleet = Ec2Fleet::new(ec2.clone(), "eph");
+    let strategies = [
+        (Default::default(), "price-capacity-optimized"),
+        (
+            ephemera_core::config::SpotAllocation::CapacityOptimized,
+            "capacity-optimized",
+        ),
+    ];
+    for (spot_allocation, expected) in strategies {
+        let spot = FleetRequest {
+            market: Market::Spot,
+            spot_allocation,
+            ..request(1)
+        };
+        fleet.launch(&spot).await?;
+        let fleets = ec2.describe_fleets().send().await?;
+        let asked: Vec<&str> = fleets
+            .fleets()
+            .iter()
+            .filter_map(|f| f.spot_options()?.allocation_strategy())
+            .map(|s| s.as_str())
+            .collect();
+        assert!(asked.contains(&expected), "{expected} not in {asked:?}");
+    }
     Ok(())
 }

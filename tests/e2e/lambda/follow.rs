@@ -170,7 +170,8 @@ async fn a_pushed_configuration_with_a_new_pool_routes_and_launches_without_a_re
     let scratch = Scratch::new()?;
     let second = format!(
         "{first}  - name: linux-arm64\n    labels: [self-hosted, linux, arm64]\n    \
-         max_runners: 2\n    instance_types: [t4g.micro]\n    launch_template: {DEPLOYMENT}-runner\n"
+         max_runners: 2\n    instance_types: [t4g.micro]\n    ami: {}\n",
+        ephemera_tests::moto::ARM64_IMAGE
     );
     let file = scratch.write("config.yaml", &second)?;
     let endpoint = p.moto.endpoint.clone();

@@ -29,6 +29,7 @@ fn one_instance() -> FleetRequest {
         instance_types: vec!["t3.micro".to_owned()],
         subnets: Vec::new(),
         market: Market::OnDemand,
+        spot_allocation: Default::default(),
         shape: None,
         root_volume: None,
     }

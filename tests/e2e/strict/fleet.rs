@@ -110,6 +110,7 @@ async fn instant_fleet_launches_part_and_answers_one_error_per_failed_override(
         instance_types: vec!["t3.micro".to_owned(), "t3.small".to_owned()],
         subnets: vec![zone_b.clone(), zone_a.clone()],
         market: Market::Spot,
+        spot_allocation: Default::default(),
         shape: None,
         root_volume: None,
     };
@@ -148,6 +149,7 @@ async fn local_resources_include_the_session_manager_template_a_pool_launches_fr
         instance_types: vec!["t3.micro".to_owned()],
         subnets: vec![subnet],
         market: Market::OnDemand,
+        spot_allocation: Default::default(),
         shape: None,
         root_volume: None,
     };

@@ -122,6 +122,7 @@ async fn a_sized_launch_comes_up_as_a_matching_type_with_its_root_volume() -> an
         instance_types: vec!["m7i.large".to_owned()],
         subnets: Vec::new(),
         market: Market::OnDemand,
+        spot_allocation: Default::default(),
         shape: Some(Shape {
             vcpus_min: 8,
             vcpus_max: 8,

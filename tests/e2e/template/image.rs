@@ -327,6 +327,7 @@ async fn a_new_bake_reaches_the_next_launch_without_a_stack_update() -> anyhow::
         instance_types: vec!["m7g.large".to_owned()],
         subnets: Vec::new(),
         market: Market::OnDemand,
+        spot_allocation: Default::default(),
         shape: None,
         root_volume: None,
     };

@@ -19,6 +19,10 @@ use ephemera_tests::moto::Moto;
 use ephemera_tests::pipeline::workspace_path;
 use ephemera_tests::stack::{create_stack_with, template_path, update_stack, Stack, StackSpec};
 
+/// The default pool's instance type for moto's Amazon Linux and Ubuntu images, which are
+/// x86_64 (the stack's default, m7g.large, runs only arm64 images).
+const X86_TYPE: (&str, &str) = ("RunnerInstanceType", "m7i.large");
+
 struct World {
     moto: Moto,
     sdk: aws_config::SdkConfig,
@@ -166,7 +170,7 @@ async fn after_a_stack_update_of_the_image_the_next_launch_runs_the_new_image() 
         &world.moto,
         &template_path(),
         &world.spec,
-        &[("RunnerAmi", "/lvami/ami-old")],
+        &[("RunnerAmi", "/lvami/ami-old"), X86_TYPE],
     )
     .await?;
     let first = world.launch_one(&stack).await?;
@@ -177,7 +181,7 @@ async fn after_a_stack_update_of_the_image_the_next_launch_runs_the_new_image() 
         &world.moto,
         &template_path(),
         &world.spec,
-        &[("RunnerAmi", "/lvami/ami-new")],
+        &[("RunnerAmi", "/lvami/ami-new"), X86_TYPE],
     )
     .await?;
     ensure!(
@@ -232,7 +236,11 @@ async fn an_ubuntu_image_gets_exactly_one_root_volume_of_the_configured_size() -
         &world.moto,
         &template_path(),
         &world.spec,
-        &[("RunnerAmi", "/lvroot/ubuntu"), ("RunnerVolumeSize", "40")],
+        &[
+            ("RunnerAmi", "/lvroot/ubuntu"),
+            ("RunnerVolumeSize", "40"),
+            X86_TYPE,
+        ],
     )
     .await?;
     let instance = world.launch_one(&stack).await?;

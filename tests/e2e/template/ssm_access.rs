@@ -18,12 +18,13 @@ use ephemera_tests::stack::{create_stack_with, template_path, update_stack, Stac
 
 const DEPLOYMENT: &str = "ssmacc";
 
+/// Two pools of arm64 types, for the stack's default image (Amazon Linux 2023 arm64).
 fn pools() -> String {
     format!(
         "pools: [{{name: shell, labels: [self-hosted, shell], max_runners: 2, \
-         instance_types: [t3.micro], launch_template: {DEPLOYMENT}-runner, ssm_access: true}}, \
+         instance_types: [t4g.micro], launch_template: {DEPLOYMENT}-runner, ssm_access: true}}, \
          {{name: plain, labels: [self-hosted, plain], max_runners: 2, \
-         instance_types: [t3.micro], launch_template: {DEPLOYMENT}-runner}}]"
+         instance_types: [t4g.micro], launch_template: {DEPLOYMENT}-runner}}]"
     )
 }
 

@@ -441,6 +441,7 @@ async fn reaper_on(p: &mut Pipeline, args: &Args) -> anyhow::Result<Value> {
             instance_types: vec!["t3.micro".to_owned()],
             subnets: Vec::new(),
             market: Market::OnDemand,
+            spot_allocation: Default::default(),
             shape: None,
             root_volume: None,
         };

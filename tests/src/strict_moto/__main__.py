@@ -16,6 +16,7 @@ from . import (
     control,
     dynamodb,
     ec2,
+    fleet_launch_rules,
     fleet_requirements,
     iam,
     fleet_templates,
@@ -76,6 +77,7 @@ if __name__ == "__main__":
     sqs.install()
     ec2.install()
     fleet_requirements.install()
+    fleet_launch_rules.install()
     fleet_templates.install()
     image_params.install()
     cfn_updates.install()

@@ -46,9 +46,8 @@ pub struct SizingPolicy {
     /// The instance families a job may name; empty: any family.
     #[serde(default)]
     pub families: Vec<String>,
-    /// The images a job may name (`ephemera.image=<name>`): name → where the AMI is
-    /// found, an AMI id (`ami-…`) or an SSM parameter (`ssm:/path`). The job gives only
-    /// the name, never an id.
+    /// The images a job may name (`ephemera.image=<name>`): name → the AMI id (`ami-…`)
+    /// it launches. The job gives only the name, never an id.
     #[serde(default)]
     pub images: BTreeMap<String, String>,
     /// The purchase options a job may ask with `ephemera.spot`: `true` (spot), `false`
@@ -144,10 +143,14 @@ impl SizingPolicy {
             if let Some(rule) = image_name_rule(name) {
                 problems.push((field.clone(), format!("the name {name:?} {rule}")));
             }
-            if !is_image_source(source) {
+            if let Some(path) = source.strip_prefix("ssm:") {
                 let message = format!(
-                    "{source:?} is neither an AMI id (ami-…) nor an SSM parameter (ssm:/path)"
+                    "{source:?} names the SSM parameter {path:?}, which a sized launch cannot \
+                     resolve: name the AMI id (ami-…) it holds"
                 );
+                problems.push((field, message));
+            } else if !is_ami_id(source) {
+                let message = format!("{source:?} is not an AMI id (ami- and hex digits)");
                 problems.push((field, message));
             }
         }
@@ -169,14 +172,11 @@ impl SizingPolicy {
     }
 }
 
-/// `ami-` and hex digits, or `ssm:` and an absolute parameter path.
-fn is_image_source(source: &str) -> bool {
-    if let Some(id) = source.strip_prefix("ami-") {
-        return !id.is_empty() && id.bytes().all(|b| b.is_ascii_hexdigit());
-    }
+/// `ami-` and hex digits.
+fn is_ami_id(source: &str) -> bool {
     source
-        .strip_prefix("ssm:/")
-        .is_some_and(|path| !path.is_empty() && !path.contains(char::is_whitespace))
+        .strip_prefix("ami-")
+        .is_some_and(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 #[cfg(test)]
@@ -222,14 +222,16 @@ mod tests {
         let errors = check(
             "    max_vcpus: 8\n    sizing:\n      accept: true\n      max_vcpus_per_runner: 0\n      \
              max_disk_gib: 99999999\n      families: [m7i, M7A]\n      images:\n        \
-             ami-123: ami-0abc\n        ubuntu: ubuntu\n      spot: []\n",
+             ami-123: ami-0abc\n        ubuntu: ubuntu\n        noble: ssm:/aws/noble\n      \
+             spot: []\n",
         );
         let expect = [
             "pools[0].sizing.max_vcpus_per_runner: must be from 1 to 1024, not 0",
-            "pools[0].sizing.max_disk_gib: must be from 1 to 65536",
+            "pools[0].sizing.max_disk_gib: must be from 1 to 16384",
             "pools[0].sizing.families[1]: \"M7A\" is not an instance family",
             "pools[0].sizing.images.ami-123: the name \"ami-123\" names an AMI id",
-            "pools[0].sizing.images.ubuntu: \"ubuntu\" is neither an AMI id",
+            "pools[0].sizing.images.ubuntu: \"ubuntu\" is not an AMI id",
+            "pools[0].sizing.images.noble: \"ssm:/aws/noble\" names the SSM parameter",
             "pools[0].sizing.spot: at least one",
         ];
         for expected in expect {

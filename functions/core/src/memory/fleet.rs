@@ -285,6 +285,7 @@ mod tests {
             instance_types: vec!["t3.small".to_owned()],
             subnets: Vec::new(),
             market,
+            spot_allocation: Default::default(),
             shape: None,
             root_volume: None,
         }

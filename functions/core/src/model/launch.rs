@@ -35,6 +35,9 @@ pub struct FleetRequest {
     pub instance_types: Vec<String>,
     pub subnets: Vec<String>,
     pub market: Market,
+    /// How EC2 allocates spot capacity among the types and zones offered (the pool's
+    /// `spot_allocation_strategy`).
+    pub spot_allocation: SpotAllocation,
     /// For a sized job ([`crate::sizing`]): the shape its instance must have, which
     /// replaces `instance_types` by the types that match it.
     pub shape: Option<Shape>,
@@ -75,4 +78,30 @@ pub enum TemplateVersion {
     /// A version as EC2 names it, `$Default`, `$Latest` or a number: what the pool
     /// configures for a template of its own (see [`crate::config::PoolConfig`]).
     Named(String),
+}
+
+/// How EC2 allocates a pool's spot capacity among the types and zones offered: EC2
+/// Fleet's `SpotOptions.AllocationStrategy`, the pool's `spot_allocation_strategy:`
+/// (read and explained in `config/spot_allocation.rs`).
+#[derive(Debug, Clone, Copy, Default, serde::Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum SpotAllocation {
+    /// Lowest interruption risk first, then lowest price (EC2's recommendation).
+    #[default]
+    PriceCapacityOptimized,
+    /// Lowest interruption risk, whatever the price.
+    CapacityOptimized,
+    /// Lowest price, whatever the interruption risk.
+    LowestPrice,
+}
+
+impl SpotAllocation {
+    /// EC2's name of the strategy.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SpotAllocation::PriceCapacityOptimized => "price-capacity-optimized",
+            SpotAllocation::CapacityOptimized => "capacity-optimized",
+            SpotAllocation::LowestPrice => "lowest-price",
+        }
+    }
 }

@@ -18,7 +18,7 @@ mod prices;
 mod rerun;
 
 pub use breaker::SpotBreakerState;
-pub use launch::{FleetRequest, Market, RootVolume, Shape, TemplateVersion};
+pub use launch::{FleetRequest, Market, RootVolume, Shape, SpotAllocation, TemplateVersion};
 pub use prices::{JobCost, Price};
 pub use rerun::{Rerun, RerunState, RunKey, RunState};
 

@@ -34,8 +34,9 @@ pub const PREFIX: &str = "ephemera.";
 pub const MAX_CPU: u32 = 1024;
 /// The largest memory, in GiB, a label may ask.
 pub const MAX_RAM_GIB: u32 = 32_768;
-/// The largest root volume, in GiB, a label may ask (EBS's limit, 64 TiB).
-pub const MAX_DISK_GIB: u32 = 65_536;
+/// The largest root volume, in GiB, a label may ask: the most of any type a label may
+/// name ([`ROOT_VOLUME_SIZES`]).
+pub const MAX_DISK_GIB: u32 = 16_384;
 
 /// Whether `label` is a sizing label (starts with [`PREFIX`], ignoring case).
 pub fn is_sizing(label: &str) -> bool {
@@ -86,10 +87,42 @@ impl Arch {
     }
 }
 
-/// The EBS volume types a root volume may be.
+/// The EBS volume types EC2 knows; a label may name only those of [`ROOT_VOLUME_SIZES`].
 pub const VOLUME_TYPES: [&str; 7] = ["gp3", "gp2", "io1", "io2", "st1", "sc1", "standard"];
 
-/// A root volume: its size and, if the job says, its EBS type (one of [`VOLUME_TYPES`]).
+/// The volume types a label may give a root volume, with the sizes EC2 allows each, in
+/// GiB (EC2 API reference, `FleetEbsBlockDeviceRequest` and `LaunchTemplateEbsBlockDeviceRequest`
+/// `VolumeSize`: gp2 and gp3 1-16,384, standard 1-1,024;
+/// <https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_LaunchTemplateEbsBlockDeviceRequest.html>).
+/// The others cannot come from a label: io1 and io2 need `Iops`, which a label does not
+/// give ([`PROVISIONED_IOPS_TYPES`]), and st1 and sc1 cannot be a boot volume
+/// ([`HDD_TYPES`]). A disk without a type keeps the launch template's type, and the
+/// stack's template is gp3.
+pub const ROOT_VOLUME_SIZES: [(&str, u32, u32); 3] = [
+    ("gp3", 1, 16_384),
+    ("gp2", 1, 16_384),
+    ("standard", 1, 1_024),
+];
+
+/// Volume types that need provisioned IOPS: "This parameter is required for io1 and io2
+/// volumes" (EC2 API reference, `EbsBlockDevice` `Iops`,
+/// <https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_EbsBlockDevice.html>).
+pub const PROVISIONED_IOPS_TYPES: [&str; 2] = ["io1", "io2"];
+
+/// Throughput-optimized and cold HDD volumes, which "cannot be used as a boot volume"
+/// (Amazon EBS User Guide, "Amazon EBS volume types",
+/// <https://docs.aws.amazon.com/ebs/latest/userguide/ebs-volume-types.html>).
+pub const HDD_TYPES: [&str; 2] = ["st1", "sc1"];
+
+/// The sizes EC2 allows a root volume of `volume_type`, when a label may name it.
+pub fn root_volume_sizes(volume_type: &str) -> Option<(u32, u32)> {
+    ROOT_VOLUME_SIZES
+        .iter()
+        .find(|(kind, _, _)| *kind == volume_type)
+        .map(|(_, min, max)| (*min, *max))
+}
+
+/// A root volume: its size and, if the job says, its EBS type (one of [`ROOT_VOLUME_SIZES`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Disk {
     pub gib: u32,

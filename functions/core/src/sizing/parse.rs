@@ -1,6 +1,8 @@
 //! The grammar of one sizing label, and its errors: each names the label and the rule.
 
-use super::VOLUME_TYPES;
+use super::{
+    root_volume_sizes, HDD_TYPES, PROVISIONED_IOPS_TYPES, ROOT_VOLUME_SIZES, VOLUME_TYPES,
+};
 use super::{Amount, Arch, Disk, SizingRequest, MAX_CPU, MAX_DISK_GIB, MAX_RAM_GIB, PREFIX};
 use std::fmt;
 
@@ -30,6 +32,16 @@ pub enum SizingRule {
     Family,
     Arch,
     Disk,
+    /// `disk` of io1 or io2, which EC2 launches only with provisioned IOPS.
+    DiskIops(String),
+    /// `disk` of st1 or sc1, which cannot be a boot volume.
+    DiskBoot(String),
+    /// `disk` of a size EC2 does not allow its type.
+    DiskSize {
+        volume_type: String,
+        min: u32,
+        max: u32,
+    },
     Spot,
     /// An AMI id where an image name belongs.
     AmiId,
@@ -62,7 +74,26 @@ impl fmt::Display for SizingRule {
                 f,
                 "must be the root volume's size in GiB, from 1 to {MAX_DISK_GIB}, optionally \
                  followed by :type, with type one of {}",
-                VOLUME_TYPES.join(", ")
+                root_types()
+            ),
+            SizingRule::DiskIops(kind) => write!(
+                f,
+                "EC2 launches a {kind} volume only with provisioned IOPS, which a label cannot \
+                 give; ask {}",
+                root_types()
+            ),
+            SizingRule::DiskBoot(kind) => write!(
+                f,
+                "EC2 cannot boot from a {kind} volume (an HDD type); ask {}",
+                root_types()
+            ),
+            SizingRule::DiskSize {
+                volume_type,
+                min,
+                max,
+            } => write!(
+                f,
+                "EC2 allows a {volume_type} volume from {min} to {max} GiB"
             ),
             SizingRule::Spot => write!(f, "must be true or false"),
             SizingRule::AmiId => write!(
@@ -107,10 +138,7 @@ pub(super) fn apply(request: &mut SizingRequest, label: &str) -> Result<(), Sizi
             &mut request.arch,
             arch(&lower).ok_or_else(|| fail(SizingRule::Arch))?,
         ),
-        "disk" => set(
-            &mut request.disk,
-            disk(&lower).ok_or_else(|| fail(SizingRule::Disk))?,
-        ),
+        "disk" => set(&mut request.disk, disk(&lower).map_err(fail)?),
         "spot" => set(
             &mut request.spot,
             spot(&lower).ok_or_else(|| fail(SizingRule::Spot))?,
@@ -186,17 +214,51 @@ fn arch(text: &str) -> Option<Arch> {
     }
 }
 
-fn disk(text: &str) -> Option<Disk> {
+/// The types a label may give a root volume, for the rules' messages.
+fn root_types() -> String {
+    let kinds: Vec<&str> = ROOT_VOLUME_SIZES.iter().map(|(kind, _, _)| *kind).collect();
+    kinds.join(", ")
+}
+
+/// `GIB` or `GIB:type`, a root volume EC2 can launch: a type it can boot from without
+/// settings a label cannot give, and a size that type allows.
+fn disk(text: &str) -> Result<Disk, SizingRule> {
     let (size, kind) = match text.split_once(':') {
         Some((size, kind)) => (size, Some(kind)),
         None => (text, None),
     };
-    let gib = number(size, MAX_DISK_GIB)?;
-    let volume_type = match kind {
-        Some(kind) => Some(VOLUME_TYPES.contains(&kind).then(|| kind.to_owned())?),
-        None => None,
+    let gib = number(size, u32::MAX).ok_or(SizingRule::Disk)?;
+    let Some(kind) = kind else {
+        // The template's type: the label's bound is the largest any type allows.
+        return match gib <= MAX_DISK_GIB {
+            true => Ok(Disk {
+                gib,
+                volume_type: None,
+            }),
+            false => Err(SizingRule::Disk),
+        };
     };
-    Some(Disk { gib, volume_type })
+    if !VOLUME_TYPES.contains(&kind) {
+        return Err(SizingRule::Disk);
+    }
+    if PROVISIONED_IOPS_TYPES.contains(&kind) {
+        return Err(SizingRule::DiskIops(kind.to_owned()));
+    }
+    if HDD_TYPES.contains(&kind) {
+        return Err(SizingRule::DiskBoot(kind.to_owned()));
+    }
+    let (min, max) = root_volume_sizes(kind).ok_or(SizingRule::Disk)?;
+    if !(min..=max).contains(&gib) {
+        return Err(SizingRule::DiskSize {
+            volume_type: kind.to_owned(),
+            min,
+            max,
+        });
+    }
+    Ok(Disk {
+        gib,
+        volume_type: Some(kind.to_owned()),
+    })
 }
 
 fn spot(text: &str) -> Option<bool> {

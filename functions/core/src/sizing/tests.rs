@@ -47,7 +47,7 @@ fn every_key_parses_and_other_labels_are_ignored() {
 
 #[test]
 fn each_rejection_names_the_label_and_the_rule() {
-    let cases: [(&str, SizingRule); 12] = [
+    let cases: [(&str, SizingRule); 16] = [
         ("ephemera.cpu", SizingRule::NoValue),
         ("ephemera.gpu=1", SizingRule::UnknownKey("gpu".into())),
         ("ephemera.cpu=0", SizingRule::Amount { max: MAX_CPU }),
@@ -57,6 +57,17 @@ fn each_rejection_names_the_label_and_the_rule() {
         ("ephemera.arch=amd64", SizingRule::Arch),
         ("ephemera.disk=80gb", SizingRule::Disk),
         ("ephemera.disk=80:gp9", SizingRule::Disk),
+        ("ephemera.disk=80:io2", SizingRule::DiskIops("io2".into())),
+        ("ephemera.disk=500:st1", SizingRule::DiskBoot("st1".into())),
+        (
+            "ephemera.disk=2000:standard",
+            SizingRule::DiskSize {
+                volume_type: "standard".into(),
+                min: 1,
+                max: 1024,
+            },
+        ),
+        ("ephemera.disk=20000", SizingRule::Disk),
         ("ephemera.spot=yes", SizingRule::Spot),
         ("ephemera.image=AMI-0123abcd", SizingRule::AmiId),
         ("ephemera.image=my/image", SizingRule::Image),
@@ -67,6 +78,31 @@ fn each_rejection_names_the_label_and_the_rule() {
         let text = err.to_string();
         assert!(text.starts_with(&format!("label {label:?}: ")), "{text}");
         assert!(text.ends_with(&rule.to_string()), "{text}");
+    }
+}
+
+#[test]
+fn a_disk_ec2_cannot_boot_from_is_refused_naming_the_rule() {
+    for (label, words) in [
+        ("ephemera.disk=80:io1", "only with provisioned IOPS"),
+        ("ephemera.disk=80:IO2", "only with provisioned IOPS"),
+        ("ephemera.disk=125:sc1", "cannot boot from a sc1 volume"),
+        ("ephemera.disk=2000:standard", "from 1 to 1024 GiB"),
+        ("ephemera.disk=16385:gp3", "from 1 to 16384"),
+    ] {
+        let err = parse(&[label]).expect_err(label);
+        let text = err.to_string();
+        assert!(text.starts_with(&format!("label {label:?}: ")), "{text}");
+        assert!(text.contains(words), "{text}");
+    }
+    for fits in [
+        "ephemera.disk=16384:gp3",
+        "ephemera.disk=16384:gp2",
+        "ephemera.disk=1024:standard",
+        "ephemera.disk=16384",
+        "ephemera.disk=1",
+    ] {
+        assert!(parse(&[fits]).is_ok(), "{fits}");
     }
 }
 
@@ -100,6 +136,22 @@ fn family() -> impl Strategy<Value = String> {
     "[a-z][a-z0-9]{0,6}[0-9](-[a-z0-9]{1,5})?"
 }
 
+/// Any root volume EC2 can launch: a size within its type's range, or up to the label's
+/// bound without a type.
+fn disk() -> impl Strategy<Value = Disk> {
+    let typed = prop::sample::select(&ROOT_VOLUME_SIZES[..]).prop_flat_map(|(kind, min, max)| {
+        (min..=max).prop_map(move |gib| Disk {
+            gib,
+            volume_type: Some(kind.to_owned()),
+        })
+    });
+    let untyped = (1..=MAX_DISK_GIB).prop_map(|gib| Disk {
+        gib,
+        volume_type: None,
+    });
+    prop_oneof![typed, untyped]
+}
+
 prop_compose! {
     /// Any request the grammar can express (shared with routing's property tests).
     pub(crate) fn request()(
@@ -107,12 +159,11 @@ prop_compose! {
         ram_gib in prop::option::of(amount(MAX_RAM_GIB)),
         families in prop::collection::vec(family(), 0..4),
         arch in prop::option::of(prop_oneof![Just(Arch::X64), Just(Arch::Arm64)]),
-        disk in prop::option::of((1..=MAX_DISK_GIB, prop::option::of(prop::sample::select(&VOLUME_TYPES[..])))),
+        disk in prop::option::of(disk()),
         spot in prop::option::of(any::<bool>()),
         image in prop::option::of("[a-z0-9][a-z0-9._-]{0,20}".prop_filter("not an AMI id", |i| !i.starts_with("ami-"))),
         run in prop::option::of("[A-Za-z0-9_=/.-]{1,20}"),
     ) -> SizingRequest {
-        let disk = disk.map(|(gib, kind)| Disk { gib, volume_type: kind.map(str::to_owned) });
         SizingRequest { cpu, ram_gib, families, arch, disk, spot, image, run }
     }
 }

@@ -44,6 +44,7 @@ pub fn fleet_request(
         instance_types: pool.instance_types.clone(),
         subnets: pool.subnets.clone(),
         market,
+        spot_allocation: pool.spot_allocation_strategy,
         shape: None,
         root_volume: None,
     }

@@ -11,7 +11,7 @@ const POLICY: &str = "    sizing:
       accept: true
       max_vcpus_per_runner: 32
       max_memory_gib: 128
-      images: { ubuntu-24: ami-0123456789abcdef0, jammy: 'ssm:/images/jammy' }
+      images: { ubuntu-24: ami-0123456789abcdef0 }
       spot: [true, false]
 ";
 
@@ -143,7 +143,15 @@ async fn spot_falls_back_on_demand_only_where_the_policy_allows_it() {
 
 #[tokio::test]
 async fn an_image_in_ssm_is_refused_at_launch_with_its_reason() {
-    let world = sized_world("");
+    // `config check` refuses such an image; a configuration built past it still
+    // reaches no CreateFleet.
+    let mut world = sized_world("");
+    let mut config = (*world.config).clone();
+    config.pools[0]
+        .sizing
+        .images
+        .insert("jammy".into(), "ssm:/images/jammy".into());
+    world.config = std::sync::Arc::new(config);
     let batch = vec![sized(1, &["ephemera.image=jammy"])];
     world.scaler().handle_batch(batch, now()).await;
     assert_eq!(world.fleet.launch_calls(), 0, "nothing asked of EC2");
