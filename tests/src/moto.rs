@@ -286,40 +286,6 @@ impl Moto {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn a_port_another_moto_took_is_left_for_the_next_free_one() -> anyhow::Result<()> {
-        let first = Moto::start().await?;
-        let taken: u16 = first
-            .endpoint
-            .rsplit(':')
-            .next()
-            .unwrap_or_default()
-            .parse()?;
-        let mut ports = vec![taken, free_port()?].into_iter();
-        let second = Moto::start_on(|| ports.next().context("no port left")).await?;
-        assert_ne!(second.endpoint, first.endpoint);
-        // Each answers for itself: a setting changed on one is not seen on the other.
-        second
-            .set_strict(serde_json::json!({"dynamodb_transaction_in_flight_ms": 7}))
-            .await?;
-        assert_ne!(
-            first.strict_settings().await?["dynamodb_transaction_in_flight_ms"],
-            7
-        );
-        let mut only_taken = std::iter::repeat(taken);
-        let refused = Moto::start_on(|| Ok(only_taken.next().unwrap_or(taken)))
-            .await
-            .err()
-            .context("three taken ports must fail")?;
-        assert!(refused.to_string().contains("were taken"), "{refused}");
-        Ok(())
-    }
-}
-
 /// Settings that call the strict emulator at `endpoint` as the role `role` of `template`
 /// (a path from the workspace): a fresh access key, registered with the strict layer
 /// with the stack's `parameters` (at least `DeploymentName`) and, for a runner host, the
@@ -352,4 +318,38 @@ pub async fn principal_settings(
     let mut settings = AwsSettings::emulator(endpoint);
     settings.static_credentials = Some((key, "testing".to_owned()));
     Ok(settings)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_port_another_moto_took_is_left_for_the_next_free_one() -> anyhow::Result<()> {
+        let first = Moto::start().await?;
+        let taken: u16 = first
+            .endpoint
+            .rsplit(':')
+            .next()
+            .unwrap_or_default()
+            .parse()?;
+        let mut ports = vec![taken, free_port()?].into_iter();
+        let second = Moto::start_on(|| ports.next().context("no port left")).await?;
+        assert_ne!(second.endpoint, first.endpoint);
+        // Each answers for itself: a setting changed on one is not seen on the other.
+        second
+            .set_strict(serde_json::json!({"dynamodb_transaction_in_flight_ms": 7}))
+            .await?;
+        assert_ne!(
+            first.strict_settings().await?["dynamodb_transaction_in_flight_ms"],
+            7
+        );
+        let mut only_taken = std::iter::repeat(taken);
+        let refused = Moto::start_on(|| Ok(only_taken.next().unwrap_or(taken)))
+            .await
+            .err()
+            .context("three taken ports must fail")?;
+        assert!(refused.to_string().contains("were taken"), "{refused}");
+        Ok(())
+    }
 }

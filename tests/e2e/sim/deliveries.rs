@@ -235,10 +235,18 @@ async fn the_81st_redelivery_in_a_minute_meets_the_secondary_rate_limit() -> any
     let attempts = format!("{}/app/hook/deliveries/{id}/attempts", sim.url);
     let client = reqwest::Client::new();
     for ask in 1..=80 {
-        let response = client.post(&attempts).bearer_auth(app_jwt(APP_ID)).send().await?;
+        let response = client
+            .post(&attempts)
+            .bearer_auth(app_jwt(APP_ID))
+            .send()
+            .await?;
         assert_eq!(response.status(), StatusCode::ACCEPTED, "ask {ask}");
     }
-    let refused = client.post(&attempts).bearer_auth(app_jwt(APP_ID)).send().await?;
+    let refused = client
+        .post(&attempts)
+        .bearer_auth(app_jwt(APP_ID))
+        .send()
+        .await?;
     assert_eq!(refused.status(), StatusCode::FORBIDDEN);
     let wait: u64 = refused.headers()["retry-after"].to_str()?.parse()?;
     assert!((1..=60).contains(&wait), "retry-after {wait}");

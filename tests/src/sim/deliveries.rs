@@ -192,12 +192,19 @@ fn content_creation_wait(state: &mut SimState) -> Option<tokio::time::Instant> {
         asks.pop_front();
     }
     let minute = now.checked_sub(Duration::from_secs(60));
-    let in_minute = asks.iter().filter(|at| minute.is_none_or(|m| **at > m)).count();
+    let in_minute = asks
+        .iter()
+        .filter(|at| minute.is_none_or(|m| **at > m))
+        .count();
     if asks.len() >= CONTENT_CREATION_PER_HOUR {
         return asks.front().map(|first| *first + Duration::from_secs(3600));
     }
     if in_minute >= CONTENT_CREATION_PER_MINUTE {
-        let oldest = asks.iter().rev().nth(CONTENT_CREATION_PER_MINUTE - 1).copied();
+        let oldest = asks
+            .iter()
+            .rev()
+            .nth(CONTENT_CREATION_PER_MINUTE - 1)
+            .copied();
         return oldest.map(|at| at + Duration::from_secs(60));
     }
     asks.push_back(now);

@@ -172,7 +172,11 @@ fn seconds_until(until: Instant) -> u64 {
     left.as_secs() + u64::from(left.subsec_nanos() > 0)
 }
 
-pub(super) fn rate_limited(kind: RateLimitKind, until: Instant, resource: &'static str) -> Response {
+pub(super) fn rate_limited(
+    kind: RateLimitKind,
+    until: Instant,
+    resource: &'static str,
+) -> Response {
     let wait = seconds_until(until);
     let mut response = match kind {
         RateLimitKind::Primary => {

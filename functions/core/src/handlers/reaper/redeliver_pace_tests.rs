@@ -45,7 +45,9 @@ async fn the_sweep_keeps_to_githubs_content_creation_limits_a_minute_and_an_hour
     }
     assert_eq!(per_run[0], REDELIVERIES_PER_RUN, "{per_run:?}");
     assert!(
-        per_run.iter().all(|&n| n as f64 <= CONTENT_CREATION_PER_MINUTE),
+        per_run
+            .iter()
+            .all(|&n| n as f64 <= CONTENT_CREATION_PER_MINUTE),
         "a run a minute, none over the minute's limit: {per_run:?}"
     );
     let hour: usize = per_run.iter().sum();
@@ -82,7 +84,11 @@ async fn a_secondary_limit_stops_the_sweep_until_githubs_retry_after() {
         .await
         .expect("run");
     assert_eq!(paused.redelivered, 0);
-    assert_eq!(deliveries.redelivery_asks(), 1, "still within GitHub's wait");
+    assert_eq!(
+        deliveries.redelivery_asks(),
+        1,
+        "still within GitHub's wait"
+    );
     tokio::time::advance(Duration::from_secs(61)).await;
     let after = reaper
         .run(now() + time::Duration::minutes(2), far())
