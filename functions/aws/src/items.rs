@@ -18,7 +18,7 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 use ephemera_core::lifecycle::{InstanceStatus, RunnerStatus};
 use ephemera_core::model::{
-    GitHubTimes, HistoryEntry, JobRecord, JobStatus, PoolRecord, RunnerRecord,
+    GitHubTimes, HistoryEntry, JobRecord, JobStatus, PoolRecord, RunnerRecord, INTERRUPTION_NOTE,
 };
 use ephemera_core::ports::{Market, StoreError};
 use std::collections::HashMap;
@@ -68,6 +68,9 @@ pub const INSTANCE_LAUNCHED_AT: &str = "instance_launched_at";
 /// When the instance read its JIT config (its clock), kept when the runner is deleted.
 pub const JIT_READ_AT: &str = "jit_read_at";
 pub const INSTANCE_TYPE: &str = "instance_type";
+/// When EC2 warned that it reclaims the runner's spot instance (absent: no warning, or an
+/// item written before the attribute, see [`runner_from_item`]).
+pub const INTERRUPTED_AT: &str = "interrupted_at";
 /// `spot` or `on_demand`.
 pub const MARKET: &str = "market";
 pub const SLOTS_USED: &str = "slots_used";
@@ -179,6 +182,11 @@ pub fn runner_to_item(runner: &RunnerRecord) -> Item {
         runner.instance_launched_at.map(timestamp),
     );
     put_opt(&mut item, JIT_READ_AT, runner.jit_read_at.map(timestamp));
+    put_opt(
+        &mut item,
+        INTERRUPTED_AT,
+        runner.interrupted_at.map(timestamp),
+    );
     put_opt(
         &mut item,
         INSTANCE_TYPE,
@@ -414,10 +422,17 @@ pub fn status_of(item: &Item) -> Option<&str> {
     }
 }
 
-/// Reads a runner record.
+/// Reads a runner record. An item written before `interrupted_at` was kept tells of a
+/// spot interruption only by its warning's history note ([`INTERRUPTION_NOTE`]): its
+/// time is read as `interrupted_at`, here and nowhere else.
 pub fn runner_from_item(item: &Item) -> Result<RunnerRecord, StoreError> {
     let r = Reader { item };
     r.expect_kind(KIND_RUNNER)?;
+    let history = r.history()?;
+    let interrupted_at = match r.opt_timestamp(INTERRUPTED_AT)? {
+        Some(at) => Some(at),
+        None => noted_interruption(&history),
+    };
     Ok(RunnerRecord {
         name: r.s(NAME)?.to_owned(),
         pool: r.s(POOL)?.to_owned(),
@@ -440,7 +455,7 @@ pub fn runner_from_item(item: &Item) -> Result<RunnerRecord, StoreError> {
         next_attempt_at: r.millis(NEXT_ATTEMPT_AT)?,
         last_error: r.opt_s(LAST_ERROR)?.map(str::to_owned),
         ttl: r.opt_epoch_seconds(TTL)?,
-        history: r.history()?,
+        history,
         online_at: r.opt_timestamp(ONLINE_AT)?,
         instance_launched_at: r.opt_timestamp(INSTANCE_LAUNCHED_AT)?,
         jit_read_at: r.opt_timestamp(JIT_READ_AT)?,
@@ -451,7 +466,21 @@ pub fn runner_from_item(item: &Item) -> Result<RunnerRecord, StoreError> {
             .transpose()
             .map_err(|m| r.corrupt(m))?,
         cost: r.cost()?,
+        interrupted_at,
     })
+}
+
+/// When the first spot interruption warning in `history` came, by its note.
+fn noted_interruption(history: &[HistoryEntry]) -> Option<OffsetDateTime> {
+    history
+        .iter()
+        .find(|entry| {
+            entry
+                .reason
+                .as_deref()
+                .is_some_and(|reason| reason.starts_with(INTERRUPTION_NOTE))
+        })
+        .map(|entry| entry.at)
 }
 
 /// A market as an item spells it.
