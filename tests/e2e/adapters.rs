@@ -5,6 +5,7 @@
 mod breaker;
 mod fleet;
 mod instance_index;
+mod interruptions;
 mod jit;
 mod lease;
 mod queue;

@@ -21,12 +21,12 @@ use std::collections::HashMap;
 use time::OffsetDateTime;
 
 /// The kind of a pool's breaker item.
-pub const KIND_SPOT_BREAKER: &str = "spot_breaker";
+pub(crate) const KIND_SPOT_BREAKER: &str = "spot_breaker";
 const INTERRUPTED: &str = "interrupted";
 const PAUSED_UNTIL: &str = "paused_until";
 
 /// The key of `pool`'s breaker item.
-pub fn breaker_key(pool: &str) -> String {
+pub(crate) fn breaker_key(pool: &str) -> String {
     format!("BREAKER#{pool}")
 }
 

@@ -34,7 +34,7 @@ impl AwsTimeouts {
     /// answer in milliseconds, an instant CreateFleet in seconds), short enough that a
     /// Lambda function (timeouts 30 s to 5 min) or an operator sees an error instead of
     /// a hang.
-    pub const DEFAULT: AwsTimeouts = AwsTimeouts {
+    pub(crate) const DEFAULT: AwsTimeouts = AwsTimeouts {
         connect: Duration::from_secs(3),
         first_byte: Duration::from_secs(10),
         attempt: Duration::from_secs(30),
@@ -43,7 +43,7 @@ impl AwsTimeouts {
 
     /// The same timeouts for a long poll that may legitimately wait `wait` for its first
     /// byte (SQS ReceiveMessage).
-    pub fn with_long_poll(self, wait: Duration) -> AwsTimeouts {
+    pub(crate) fn with_long_poll(self, wait: Duration) -> AwsTimeouts {
         AwsTimeouts {
             first_byte: self.first_byte + wait,
             attempt: self.attempt + wait,
@@ -53,7 +53,7 @@ impl AwsTimeouts {
     }
 
     /// As the SDK takes them.
-    pub fn to_sdk(self) -> TimeoutConfig {
+    pub(crate) fn to_sdk(self) -> TimeoutConfig {
         TimeoutConfig::builder()
             .connect_timeout(self.connect)
             .read_timeout(self.first_byte)

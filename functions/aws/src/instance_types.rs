@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The most overrides one CreateFleet request carries (types × subnets).
-pub const MAX_OVERRIDES: usize = 300;
+pub(crate) const MAX_OVERRIDES: usize = 300;
 /// How long the catalog is reused: EC2 adds types rarely, never within a run.
 const CATALOG_TTL: Duration = Duration::from_secs(3600);
 

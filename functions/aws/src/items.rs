@@ -14,11 +14,15 @@
 //! the reaper finds its work; job statuses never share a name with runner statuses, so
 //! one index serves both. JIT configs wait in a table of their own ([`crate::jit`]). `ttl` is unix seconds, as
 //! DynamoDB's time-to-live expects. An absent `Option` is an absent attribute.
+//!
+//! Everything here is `pub(crate)` but the key attribute, the TTL attribute, the status
+//! index and the runner item's encoding, which the end-to-end tests use to write items
+//! and to check the deployed table.
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use ephemera_core::lifecycle::{InstanceStatus, RunnerStatus};
 use ephemera_core::model::{
-    GitHubTimes, HistoryEntry, JobRecord, JobStatus, PoolRecord, RunnerRecord,
+    GitHubTimes, HistoryEntry, JobRecord, JobStatus, PoolRecord, RunnerRecord, INTERRUPTION_NOTE,
 };
 use ephemera_core::ports::{Market, StoreError};
 use std::collections::HashMap;
@@ -31,69 +35,72 @@ use time::OffsetDateTime;
 pub type Item = HashMap<String, AttributeValue>;
 
 pub const PK: &str = "pk";
-pub const KIND: &str = "kind";
-pub const NAME: &str = "name";
-pub const POOL: &str = "pool";
-pub const STATUS: &str = "status";
-pub const RUNNER_STATUS: &str = "runner_status";
-pub const INSTANCE_ID: &str = "instance_id";
-pub const GITHUB_RUNNER_ID: &str = "github_runner_id";
-pub const JOB_ID: &str = "job_id";
-pub const LABELS: &str = "labels";
-pub const EPHEMERAL: &str = "ephemeral";
-pub const INSTALLATION_ID: &str = "installation_id";
-pub const OWNER: &str = "owner";
-pub const REPO: &str = "repo";
-pub const CREATED_AT: &str = "created_at";
-pub const JOB_QUEUED_AT: &str = "job_queued_at";
-pub const UPDATED_AT: &str = "updated_at";
-pub const REASON: &str = "reason";
-pub const ATTEMPTS: &str = "attempts";
-pub const NEXT_ATTEMPT_AT: &str = "next_attempt_at";
-pub const LAST_ERROR: &str = "last_error";
+pub(crate) const KIND: &str = "kind";
+pub(crate) const NAME: &str = "name";
+pub(crate) const POOL: &str = "pool";
+pub(crate) const STATUS: &str = "status";
+pub(crate) const RUNNER_STATUS: &str = "runner_status";
+pub(crate) const INSTANCE_ID: &str = "instance_id";
+pub(crate) const GITHUB_RUNNER_ID: &str = "github_runner_id";
+pub(crate) const JOB_ID: &str = "job_id";
+pub(crate) const LABELS: &str = "labels";
+pub(crate) const EPHEMERAL: &str = "ephemeral";
+pub(crate) const INSTALLATION_ID: &str = "installation_id";
+pub(crate) const OWNER: &str = "owner";
+pub(crate) const REPO: &str = "repo";
+pub(crate) const CREATED_AT: &str = "created_at";
+pub(crate) const JOB_QUEUED_AT: &str = "job_queued_at";
+pub(crate) const UPDATED_AT: &str = "updated_at";
+pub(crate) const REASON: &str = "reason";
+pub(crate) const ATTEMPTS: &str = "attempts";
+pub(crate) const NEXT_ATTEMPT_AT: &str = "next_attempt_at";
+pub(crate) const LAST_ERROR: &str = "last_error";
 pub const TTL: &str = "ttl";
-pub const RUN_ID: &str = "run_id";
-pub const RUNNER_NAME: &str = "runner_name";
-pub const LAUNCHED_RUNNER: &str = "launched_runner";
-pub const RECEIVED_AT: &str = "received_at";
+pub(crate) const RUN_ID: &str = "run_id";
+pub(crate) const RUNNER_NAME: &str = "runner_name";
+pub(crate) const LAUNCHED_RUNNER: &str = "launched_runner";
+pub(crate) const RECEIVED_AT: &str = "received_at";
 /// GitHub's `created_at` of a job (when it was queued); not `created_at`, which on a
 /// runner item is when ephemera wrote it.
-pub const GITHUB_CREATED_AT: &str = "github_created_at";
-pub const STARTED_AT: &str = "started_at";
-pub const COMPLETED_AT: &str = "completed_at";
-pub const CLAIMED_AT: &str = "claimed_at";
-pub const ONLINE_AT: &str = "online_at";
+pub(crate) const GITHUB_CREATED_AT: &str = "github_created_at";
+pub(crate) const STARTED_AT: &str = "started_at";
+pub(crate) const COMPLETED_AT: &str = "completed_at";
+pub(crate) const CLAIMED_AT: &str = "claimed_at";
+pub(crate) const ONLINE_AT: &str = "online_at";
 /// EC2's launch time of the runner's instance, kept when the runner is deleted.
-pub const INSTANCE_LAUNCHED_AT: &str = "instance_launched_at";
+pub(crate) const INSTANCE_LAUNCHED_AT: &str = "instance_launched_at";
 /// When the instance read its JIT config (its clock), kept when the runner is deleted.
-pub const JIT_READ_AT: &str = "jit_read_at";
-pub const INSTANCE_TYPE: &str = "instance_type";
+pub(crate) const JIT_READ_AT: &str = "jit_read_at";
+pub(crate) const INSTANCE_TYPE: &str = "instance_type";
+/// When EC2 warned that it reclaims the runner's spot instance (absent: no warning, or an
+/// item written before the attribute, see [`runner_from_item`]).
+pub(crate) const INTERRUPTED_AT: &str = "interrupted_at";
 /// `spot` or `on_demand`.
-pub const MARKET: &str = "market";
-pub const SLOTS_USED: &str = "slots_used";
-pub const HISTORY: &str = "history";
-pub const SLOT_HELD: &str = "slot_held";
+pub(crate) const MARKET: &str = "market";
+pub(crate) const SLOTS_USED: &str = "slots_used";
+pub(crate) const HISTORY: &str = "history";
+pub(crate) const SLOT_HELD: &str = "slot_held";
 const AT: &str = "at";
 
 /// The index by status, sorted by `next_attempt_at`.
 pub const STATUS_INDEX: &str = "by-status";
 /// The index by EC2 instance (keys only, sparse: only items with an `instance_id`), for
 /// EC2's events, which name an instance and nothing else.
-pub const INSTANCE_INDEX: &str = "by-instance";
+pub(crate) const INSTANCE_INDEX: &str = "by-instance";
 
-pub const KIND_RUNNER: &str = "runner";
-pub const KIND_JOB: &str = "job";
-pub const KIND_POOL: &str = "pool";
+pub(crate) const KIND_RUNNER: &str = "runner";
+pub(crate) const KIND_JOB: &str = "job";
+pub(crate) const KIND_POOL: &str = "pool";
 
-pub fn runner_key(name: &str) -> String {
+pub(crate) fn runner_key(name: &str) -> String {
     format!("RUNNER#{name}")
 }
 
-pub fn job_key(job_id: u64) -> String {
+pub(crate) fn job_key(job_id: u64) -> String {
     format!("JOB#{job_id}")
 }
 
-pub fn pool_key(name: &str) -> String {
+pub(crate) fn pool_key(name: &str) -> String {
     format!("POOL#{name}")
 }
 
@@ -104,32 +111,32 @@ pub fn key(pk: String) -> Item {
 
 // ----------------------------------------------------------------------------- values
 
-pub fn s(value: impl Into<String>) -> AttributeValue {
+pub(crate) fn s(value: impl Into<String>) -> AttributeValue {
     AttributeValue::S(value.into())
 }
 
-pub fn n(value: impl Display) -> AttributeValue {
+pub(crate) fn n(value: impl Display) -> AttributeValue {
     AttributeValue::N(value.to_string())
 }
 
-pub fn list(values: &[String]) -> AttributeValue {
+pub(crate) fn list(values: &[String]) -> AttributeValue {
     AttributeValue::L(values.iter().map(|v| s(v.as_str())).collect())
 }
 
 /// An RFC 3339 timestamp.
-pub fn timestamp(at: OffsetDateTime) -> AttributeValue {
+pub(crate) fn timestamp(at: OffsetDateTime) -> AttributeValue {
     // Formatting a valid OffsetDateTime as RFC 3339 fails only for years outside 0..=9999.
     s(at.format(&Rfc3339)
         .unwrap_or_else(|_| at.unix_timestamp().to_string()))
 }
 
 /// Unix epoch milliseconds (the index's sort key).
-pub fn millis(at: OffsetDateTime) -> AttributeValue {
+pub(crate) fn millis(at: OffsetDateTime) -> AttributeValue {
     n(at.unix_timestamp_nanos() / 1_000_000)
 }
 
 /// Unix epoch seconds (DynamoDB's TTL format).
-pub fn epoch_seconds(at: OffsetDateTime) -> AttributeValue {
+pub(crate) fn epoch_seconds(at: OffsetDateTime) -> AttributeValue {
     n(at.unix_timestamp())
 }
 
@@ -181,6 +188,11 @@ pub fn runner_to_item(runner: &RunnerRecord) -> Item {
     put_opt(&mut item, JIT_READ_AT, runner.jit_read_at.map(timestamp));
     put_opt(
         &mut item,
+        INTERRUPTED_AT,
+        runner.interrupted_at.map(timestamp),
+    );
+    put_opt(
+        &mut item,
         INSTANCE_TYPE,
         runner.instance_type.as_deref().map(s),
     );
@@ -191,7 +203,7 @@ pub fn runner_to_item(runner: &RunnerRecord) -> Item {
 }
 
 /// History entries as a list of maps `{at, status?, runner_status?, reason?}`.
-pub fn history(entries: &[HistoryEntry]) -> AttributeValue {
+pub(crate) fn history(entries: &[HistoryEntry]) -> AttributeValue {
     let entry = |e: &HistoryEntry| {
         let mut map = HashMap::from([(AT.to_owned(), timestamp(e.at))]);
         put_opt(&mut map, STATUS, e.status.map(|st| s(st.as_str())));
@@ -208,7 +220,7 @@ pub fn history(entries: &[HistoryEntry]) -> AttributeValue {
 
 /// The item of a job record; `next_attempt_at` is when it was received, so queued jobs
 /// are found oldest first in the status index.
-pub fn job_to_item(job: &JobRecord) -> Item {
+pub(crate) fn job_to_item(job: &JobRecord) -> Item {
     let mut item = HashMap::from([
         (PK.to_owned(), s(job_key(job.job_id))),
         (KIND.to_owned(), s(KIND_JOB)),
@@ -238,7 +250,7 @@ pub fn job_to_item(job: &JobRecord) -> Item {
 }
 
 /// GitHub's times of a job, by the attribute each is kept in.
-pub fn github_times(times: &GitHubTimes) -> [(&'static str, Option<OffsetDateTime>); 3] {
+pub(crate) fn github_times(times: &GitHubTimes) -> [(&'static str, Option<OffsetDateTime>); 3] {
     [
         (GITHUB_CREATED_AT, times.created_at),
         (STARTED_AT, times.started_at),
@@ -399,7 +411,7 @@ impl<'a> Reader<'a> {
 }
 
 /// The kind of an item (`runner`, `job`, `pool`), if it says.
-pub fn kind_of(item: &Item) -> Option<&str> {
+pub(crate) fn kind_of(item: &Item) -> Option<&str> {
     match item.get(KIND) {
         Some(AttributeValue::S(kind)) => Some(kind),
         _ => None,
@@ -407,17 +419,24 @@ pub fn kind_of(item: &Item) -> Option<&str> {
 }
 
 /// The `status` attribute of an item, if any.
-pub fn status_of(item: &Item) -> Option<&str> {
+pub(crate) fn status_of(item: &Item) -> Option<&str> {
     match item.get(STATUS) {
         Some(AttributeValue::S(status)) => Some(status),
         _ => None,
     }
 }
 
-/// Reads a runner record.
-pub fn runner_from_item(item: &Item) -> Result<RunnerRecord, StoreError> {
+/// Reads a runner record. An item written before `interrupted_at` was kept tells of a
+/// spot interruption only by its warning's history note ([`INTERRUPTION_NOTE`]): its
+/// time is read as `interrupted_at`, here and nowhere else.
+pub(crate) fn runner_from_item(item: &Item) -> Result<RunnerRecord, StoreError> {
     let r = Reader { item };
     r.expect_kind(KIND_RUNNER)?;
+    let history = r.history()?;
+    let interrupted_at = match r.opt_timestamp(INTERRUPTED_AT)? {
+        Some(at) => Some(at),
+        None => noted_interruption(&history),
+    };
     Ok(RunnerRecord {
         name: r.s(NAME)?.to_owned(),
         pool: r.s(POOL)?.to_owned(),
@@ -440,7 +459,7 @@ pub fn runner_from_item(item: &Item) -> Result<RunnerRecord, StoreError> {
         next_attempt_at: r.millis(NEXT_ATTEMPT_AT)?,
         last_error: r.opt_s(LAST_ERROR)?.map(str::to_owned),
         ttl: r.opt_epoch_seconds(TTL)?,
-        history: r.history()?,
+        history,
         online_at: r.opt_timestamp(ONLINE_AT)?,
         instance_launched_at: r.opt_timestamp(INSTANCE_LAUNCHED_AT)?,
         jit_read_at: r.opt_timestamp(JIT_READ_AT)?,
@@ -451,11 +470,25 @@ pub fn runner_from_item(item: &Item) -> Result<RunnerRecord, StoreError> {
             .transpose()
             .map_err(|m| r.corrupt(m))?,
         cost: r.cost()?,
+        interrupted_at,
     })
 }
 
+/// When the first spot interruption warning in `history` came, by its note.
+fn noted_interruption(history: &[HistoryEntry]) -> Option<OffsetDateTime> {
+    history
+        .iter()
+        .find(|entry| {
+            entry
+                .reason
+                .as_deref()
+                .is_some_and(|reason| reason.starts_with(INTERRUPTION_NOTE))
+        })
+        .map(|entry| entry.at)
+}
+
 /// A market as an item spells it.
-pub fn market(value: &str) -> Result<Market, String> {
+pub(crate) fn market(value: &str) -> Result<Market, String> {
     [Market::Spot, Market::OnDemand]
         .into_iter()
         .find(|m| m.as_str() == value)
@@ -463,7 +496,7 @@ pub fn market(value: &str) -> Result<Market, String> {
 }
 
 /// Reads a job record.
-pub fn job_from_item(item: &Item) -> Result<JobRecord, StoreError> {
+pub(crate) fn job_from_item(item: &Item) -> Result<JobRecord, StoreError> {
     let r = Reader { item };
     r.expect_kind(KIND_JOB)?;
     Ok(JobRecord {
@@ -489,7 +522,7 @@ pub fn job_from_item(item: &Item) -> Result<JobRecord, StoreError> {
 }
 
 /// Reads a pool counter.
-pub fn pool_from_item(name: &str, item: &Item) -> Result<PoolRecord, StoreError> {
+pub(crate) fn pool_from_item(name: &str, item: &Item) -> Result<PoolRecord, StoreError> {
     let r = Reader { item };
     Ok(PoolRecord {
         name: name.to_owned(),
@@ -498,7 +531,7 @@ pub fn pool_from_item(name: &str, item: &Item) -> Result<PoolRecord, StoreError>
 }
 
 mod cost;
-pub use cost::{cost_value, COST};
+pub(crate) use cost::{cost_value, COST};
 
 #[cfg(test)]
 mod tests;

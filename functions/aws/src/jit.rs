@@ -62,10 +62,10 @@ pub const BOOTSTRAP_READ_CONDITION: &str = "attribute_exists(jit_config)";
 pub const ITEM_LIFETIME: Duration = Duration::from_secs(3600);
 
 /// The account the emulator (moto) runs everything in.
-pub const EMULATOR_ACCOUNT_ID: &str = "123456789012";
+pub(crate) const EMULATOR_ACCOUNT_ID: &str = "123456789012";
 
 /// `arn:<partition>:ec2:<region>:<account>:instance/`, what an instance id is appended to.
-pub fn instance_arn_prefix(partition: &str, region: &str, account_id: &str) -> String {
+pub(crate) fn instance_arn_prefix(partition: &str, region: &str, account_id: &str) -> String {
     format!("arn:{partition}:ec2:{region}:{account_id}:instance/")
 }
 

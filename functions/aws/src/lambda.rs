@@ -41,32 +41,32 @@ pub fn init_tracing() {
 }
 
 /// The SSM parameter holding the configuration YAML.
-pub const CONFIG_PARAMETER: &str = "EPHEMERA_CONFIG_PARAMETER";
+pub(crate) const CONFIG_PARAMETER: &str = "EPHEMERA_CONFIG_PARAMETER";
 /// Optional: the SSM parameter holding the stack's default configuration, read while
 /// the parameter named by [`CONFIG_PARAMETER`] does not exist. The stack owns (and a
 /// redeploy rewrites) this one; it never creates the other, which `ephemera config
 /// push` writes, so a redeploy cannot put back an old configuration.
-pub const DEFAULT_CONFIG_PARAMETER: &str = "EPHEMERA_DEFAULT_CONFIG_PARAMETER";
+pub(crate) const DEFAULT_CONFIG_PARAMETER: &str = "EPHEMERA_DEFAULT_CONFIG_PARAMETER";
 /// The DynamoDB table.
-pub const TABLE: &str = "EPHEMERA_TABLE";
+pub(crate) const TABLE: &str = "EPHEMERA_TABLE";
 /// The jobs queue URL.
 pub const QUEUE_URL: &str = "EPHEMERA_QUEUE_URL";
 /// The Secrets Manager secret holding the webhook secret.
-pub const WEBHOOK_SECRET_ID: &str = "EPHEMERA_WEBHOOK_SECRET_ID";
+pub(crate) const WEBHOOK_SECRET_ID: &str = "EPHEMERA_WEBHOOK_SECRET_ID";
 /// Optional: a second webhook secret accepted during a rotation.
-pub const WEBHOOK_PREVIOUS_SECRET_ID: &str = "EPHEMERA_WEBHOOK_PREVIOUS_SECRET_ID";
+pub(crate) const WEBHOOK_PREVIOUS_SECRET_ID: &str = "EPHEMERA_WEBHOOK_PREVIOUS_SECRET_ID";
 /// The Secrets Manager secret holding the GitHub App's private key (PEM).
 pub const GITHUB_KEY_SECRET_ID: &str = "EPHEMERA_GITHUB_KEY_SECRET_ID";
 /// `arn:<partition>:ec2:<region>:<account>:instance/`.
-pub const INSTANCE_ARN_PREFIX: &str = "EPHEMERA_INSTANCE_ARN_PREFIX";
+pub(crate) const INSTANCE_ARN_PREFIX: &str = "EPHEMERA_INSTANCE_ARN_PREFIX";
 /// The DynamoDB table where JIT configs wait for their instances.
-pub const JIT_TABLE: &str = "EPHEMERA_JIT_TABLE";
+pub(crate) const JIT_TABLE: &str = "EPHEMERA_JIT_TABLE";
 
 /// Optional: an App's registrations a minute, GitHub's limit when unset.
-pub const REGISTRATIONS_PER_MINUTE: &str = "EPHEMERA_REGISTRATIONS_PER_MINUTE";
+pub(crate) const REGISTRATIONS_PER_MINUTE: &str = "EPHEMERA_REGISTRATIONS_PER_MINUTE";
 /// Optional: the scaler invocations that may run at once (template.yaml sets it from
 /// `ScalerMaxConcurrency`), sharing each App's registration rate; 1 when unset.
-pub const SCALER_CONCURRENCY: &str = "EPHEMERA_SCALER_CONCURRENCY";
+pub(crate) const SCALER_CONCURRENCY: &str = "EPHEMERA_SCALER_CONCURRENCY";
 /// Optional: the version of the deployment's launch template to launch, the
 /// `LatestVersionNumber` template.yaml passes (a stack update writes a new version and
 /// leaves the default one where it was); unless set, `$Latest`.
@@ -96,12 +96,12 @@ fn optional_var(name: &str) -> Option<String> {
 }
 
 /// A required environment variable, with an error naming it.
-pub fn required_var(name: &str) -> anyhow::Result<String> {
+pub(crate) fn required_var(name: &str) -> anyhow::Result<String> {
     required_vars(&[name]).map(|mut values| values.remove(name).unwrap_or_default())
 }
 
 /// Every one of `names`, or one error naming all that are missing or empty.
-pub fn required_vars(names: &[&str]) -> anyhow::Result<HashMap<String, String>> {
+pub(crate) fn required_vars(names: &[&str]) -> anyhow::Result<HashMap<String, String>> {
     let mut values = HashMap::new();
     let mut missing = Vec::new();
     for name in names {
@@ -135,7 +135,7 @@ pub fn unusable_app_key_in(
 }
 
 /// The fix for an App key secret that holds no usable key.
-pub fn app_key_fix(secret_id: &str) -> String {
+pub(crate) fn app_key_fix(secret_id: &str) -> String {
     format!(
         "put the GitHub App's private key into secret {secret_id}: aws secretsmanager \
          put-secret-value --secret-id {secret_id} --secret-string file://app.pem"
@@ -311,7 +311,7 @@ impl LambdaEnv {
     /// The secret `secret_id` holding an App's key, for the GitHub client of that App to
     /// read again when GitHub refuses the key it has (the
     /// [`AppKeySource`](ephemera_core::ports::AppKeySource) port).
-    pub fn app_key_source_in(
+    pub(crate) fn app_key_source_in(
         &self,
         secret_id: &str,
     ) -> std::sync::Arc<crate::secrets::AppKeySecret> {

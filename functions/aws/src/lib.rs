@@ -1,6 +1,7 @@
 //! ephemera's AWS adapters: the ports of `ephemera-core`, implemented with the AWS SDK.
 //!
-//! Every SDK type and every DynamoDB attribute name stays inside this crate. The same
+//! Every SDK type and every DynamoDB attribute name stays inside this crate: what no other
+//! crate of the workspace uses is `pub(crate)`. The same
 //! adapters run under Lambda, under `ephemera local` against any endpoint (the moto
 //! emulator on a laptop), and in the end-to-end tests.
 //!

@@ -17,7 +17,7 @@ use time::OffsetDateTime;
 use tracing::instrument;
 
 /// The key, and the kind, of the prices item.
-pub const PRICES_KEY: &str = "PRICES";
+pub(crate) const PRICES_KEY: &str = "PRICES";
 const KIND_PRICES: &str = "prices";
 const PRICES: &str = "prices";
 const REGION: &str = "region";
@@ -41,7 +41,7 @@ impl DynamoPriceBook {
 }
 
 /// The prices item.
-pub fn prices_to_item(prices: &[Price]) -> Item {
+pub(crate) fn prices_to_item(prices: &[Price]) -> Item {
     let entry = |p: &Price| {
         let mut map = HashMap::from([
             (REGION.to_owned(), items::s(p.region.as_str())),
@@ -68,7 +68,7 @@ pub fn prices_to_item(prices: &[Price]) -> Item {
 }
 
 /// The prices of the prices item.
-pub fn prices_from_item(item: &Item) -> Result<Vec<Price>, StoreError> {
+pub(crate) fn prices_from_item(item: &Item) -> Result<Vec<Price>, StoreError> {
     let corrupt = |message: String| StoreError::Corrupt {
         key: PRICES_KEY.to_owned(),
         message,

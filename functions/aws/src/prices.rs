@@ -41,7 +41,7 @@ pub const PRICE_LIST_REGION: &str = "us-east-1";
 /// Whether `region`'s prices can be read in USD from here, per market: (on-demand through
 /// the Price List Query API in us-east-1, spot through EC2's price history). The `aws`
 /// partition: both; GovCloud (US): spot only; China and the isolated partitions: neither.
-pub fn priced_in_usd(region: &str) -> (bool, bool) {
+pub(crate) fn priced_in_usd(region: &str) -> (bool, bool) {
     if region.starts_with("cn-") || region.starts_with("us-iso") || region.starts_with("eu-isoe") {
         (false, false)
     } else if region.starts_with("us-gov-") {
@@ -183,7 +183,7 @@ where
 
 /// The hourly on-demand price in one `PriceList` entry, in millionths of a USD: the first
 /// positive `USD` of a price dimension whose unit is `Hrs`.
-pub fn on_demand_hourly(entry: &str) -> Option<u64> {
+pub(crate) fn on_demand_hourly(entry: &str) -> Option<u64> {
     let product: serde_json::Value = serde_json::from_str(entry).ok()?;
     let terms = product.get("terms")?.get("OnDemand")?.as_object()?;
     terms

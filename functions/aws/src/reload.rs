@@ -30,12 +30,12 @@ use tokio::time::Instant;
 use tracing::{info, warn};
 
 /// How often the sources are checked when `EPHEMERA_RELOAD_SECONDS` is not set.
-pub const DEFAULT_RELOAD: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_RELOAD: Duration = Duration::from_secs(30);
 /// The environment variable setting the check interval, in seconds.
 pub const RELOAD_SECONDS: &str = "EPHEMERA_RELOAD_SECONDS";
 /// The shortest gap between two checks asked for at once (forged signatures must not
 /// turn into a Secrets Manager call each).
-pub const FORCED_CHECK_GAP: Duration = Duration::from_secs(5);
+pub(crate) const FORCED_CHECK_GAP: Duration = Duration::from_secs(5);
 
 /// What a handler is built from, read together.
 pub struct Sources {

@@ -21,9 +21,9 @@ use std::collections::HashMap;
 use time::OffsetDateTime;
 
 /// The key of the re-runs item.
-pub const RERUNS_KEY: &str = "RERUNS";
+pub(crate) const RERUNS_KEY: &str = "RERUNS";
 /// Its kind.
-pub const KIND_RERUNS: &str = "reruns";
+pub(crate) const KIND_RERUNS: &str = "reruns";
 const RUNS: &str = "runs";
 
 /// The re-runs of one deployment, in its runners table.

@@ -17,7 +17,7 @@ use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 /// The kind of a function's running-configuration item.
-pub const KIND_CONFIG_RUNNING: &str = "config_running";
+pub(crate) const KIND_CONFIG_RUNNING: &str = "config_running";
 const PARAMETER: &str = "config_parameter";
 const VERSION: &str = "config_version";
 const FUNCTION: &str = "function";
@@ -25,7 +25,7 @@ const FUNCTION: &str = "function";
 pub const FUNCTIONS: [&str; 3] = ["webhook", "scaler", "reaper"];
 
 /// The key of `function`'s item.
-pub fn running_key(function: &str) -> String {
+pub(crate) fn running_key(function: &str) -> String {
     format!("RUNNING#{function}")
 }
 

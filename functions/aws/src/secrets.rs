@@ -51,7 +51,7 @@ impl AppKeySource for AppKeySecret {
 /// How long after a new value was put into a secret its previous value (Secrets
 /// Manager's `AWSPREVIOUS` stage) is still accepted as a webhook secret: the time an
 /// operator has to give GitHub the new one after putting it here.
-pub const ROTATION_WINDOW: std::time::Duration = std::time::Duration::from_secs(3600);
+pub(crate) const ROTATION_WINDOW: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// A secret's current value, its version, and within [`ROTATION_WINDOW`] of a rotation
 /// its previous value.
@@ -65,7 +65,7 @@ pub struct VersionedSecret {
 
 /// The current value of `secret_id` with its version; with `with_previous`, its previous
 /// value too while the current one is younger than [`ROTATION_WINDOW`].
-pub async fn read_versioned(
+pub(crate) async fn read_versioned(
     client: &Client,
     secret_id: &str,
     with_previous: bool,

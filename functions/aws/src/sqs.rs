@@ -180,7 +180,7 @@ const TRACE_ID_VAR: &str = "_X_AMZN_TRACE_ID";
 
 /// `header` without its `Lineage` field: the count of invocations Lambda's
 /// recursive-loop detection keeps. `None` if nothing else is left.
-pub fn without_lineage(header: &str) -> Option<String> {
+pub(crate) fn without_lineage(header: &str) -> Option<String> {
     let kept: Vec<&str> = header
         .split(';')
         .map(str::trim)

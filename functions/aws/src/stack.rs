@@ -53,7 +53,7 @@ pub struct StackOutputs {
 
 impl StackOutputs {
     /// Picks the known outputs out of `(key, value)` pairs; other keys are ignored.
-    pub fn from_pairs<'a>(
+    pub(crate) fn from_pairs<'a>(
         stack: &str,
         pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
     ) -> StackOutputs {

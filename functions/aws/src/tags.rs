@@ -17,7 +17,7 @@ fn tag(key: &str, value: &str) -> Tag {
 
 /// The tags of a pool's instances: the deployment (what the orphan sweep trusts), the
 /// pool, and a display name. Which runner owns an instance is in the runner record.
-pub fn pool_tags(deployment: &str, pool: &str) -> Vec<Tag> {
+pub(crate) fn pool_tags(deployment: &str, pool: &str) -> Vec<Tag> {
     vec![
         tag(DEPLOYMENT, deployment),
         tag(POOL, pool),
@@ -26,7 +26,7 @@ pub fn pool_tags(deployment: &str, pool: &str) -> Vec<Tag> {
 }
 
 /// The instance tags of a CreateFleet request.
-pub fn pool_tag_specification(deployment: &str, pool: &str) -> TagSpecification {
+pub(crate) fn pool_tag_specification(deployment: &str, pool: &str) -> TagSpecification {
     TagSpecification::builder()
         .resource_type(ResourceType::Instance)
         .set_tags(Some(pool_tags(deployment, pool)))
@@ -34,7 +34,7 @@ pub fn pool_tag_specification(deployment: &str, pool: &str) -> TagSpecification 
 }
 
 /// Matches every instance of `deployment`.
-pub fn deployment_filter(deployment: &str) -> Filter {
+pub(crate) fn deployment_filter(deployment: &str) -> Filter {
     Filter::builder()
         .name(format!("tag:{DEPLOYMENT}"))
         .values(deployment)

@@ -30,7 +30,7 @@ use std::collections::HashMap;
 use time::OffsetDateTime;
 
 /// The kind of a shared installation token's item.
-pub const KIND_INSTALLATION_TOKEN: &str = "installation_token";
+pub(crate) const KIND_INSTALLATION_TOKEN: &str = "installation_token";
 const TOKEN: &str = "token";
 const FINGERPRINT: &str = "fingerprint";
 const EXPIRES_AT: &str = "expires_at";

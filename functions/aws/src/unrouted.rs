@@ -16,12 +16,12 @@ use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 /// The kind and the status of an unrouted job's item.
-pub const KIND_UNROUTED: &str = "unrouted";
+pub(crate) const KIND_UNROUTED: &str = "unrouted";
 const DELIVERY_ID: &str = "delivery_id";
 const REASON: &str = "reason";
 
 /// The key of an unrouted job's item.
-pub fn unrouted_key(job_id: u64) -> String {
+pub(crate) fn unrouted_key(job_id: u64) -> String {
     format!("UNROUTED#{job_id}")
 }
 
@@ -42,7 +42,7 @@ impl DynamoUnroutedJobs {
 }
 
 /// The item of an unrouted job.
-pub fn unrouted_to_item(job: &UnroutedJob) -> Item {
+pub(crate) fn unrouted_to_item(job: &UnroutedJob) -> Item {
     let mut item = HashMap::from([
         (items::PK.to_owned(), items::s(unrouted_key(job.job_id))),
         (items::KIND.to_owned(), items::s(KIND_UNROUTED)),
@@ -74,7 +74,7 @@ pub fn unrouted_to_item(job: &UnroutedJob) -> Item {
 }
 
 /// An unrouted job read back from its item.
-pub fn unrouted_from_item(item: &Item) -> Result<UnroutedJob, StoreError> {
+pub(crate) fn unrouted_from_item(item: &Item) -> Result<UnroutedJob, StoreError> {
     let key = match item.get(items::PK) {
         Some(AttributeValue::S(pk)) => pk.clone(),
         _ => "<no key>".to_owned(),

@@ -9,7 +9,6 @@
 
 use super::follow::deployment_environment;
 use crate::cli::{config_yaml, Operator};
-use ephemera_core::handlers::reaper::was_interrupted;
 use ephemera_core::lifecycle::InstanceStatus;
 use ephemera_core::ports::{Fleet, Market, RunnerStore};
 use ephemera_tests::functions::Function;
@@ -76,7 +75,11 @@ async fn an_interrupted_spot_runner_is_recorded_and_removed_from_github_once_gon
         json!({"instance_event": {"outcome": "warning_recorded", "runner": runner.name}})
     );
     let record = p.runner_for_job(job_id).await?.expect("record");
-    assert!(was_interrupted(&record), "{:?}", record.history);
+    assert_eq!(
+        record.interrupted_at,
+        Some(time::macros::datetime!(2026-01-01 12:00:00 UTC)),
+        "the warning's time, kept on the record"
+    );
     assert_eq!(record.status, InstanceStatus::Running, "its job still runs");
 
     // Two minutes later EC2 reclaims the instance, and GitHub fails the job; which of

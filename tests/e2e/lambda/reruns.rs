@@ -8,7 +8,6 @@
 
 use super::follow::deployment_environment;
 use crate::cli::config_yaml;
-use ephemera_core::handlers::reaper::was_interrupted;
 use ephemera_core::lifecycle::InstanceStatus;
 use ephemera_core::ports::{Fleet, Market, RunnerStore};
 use ephemera_tests::functions::Function;
@@ -169,7 +168,7 @@ async fn an_interrupted_job_is_rerun_once_on_demand_and_no_other_failed_job_is(
         .get_runner(&runner_a.name)
         .await?
         .expect("A's record");
-    assert!(was_interrupted(&record), "{:?}", record.history);
+    assert!(record.interrupted_at.is_some(), "{:?}", record.history);
     let said = record
         .history
         .iter()

@@ -13,12 +13,12 @@ use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 
 /// Wraps the connectors of another client.
 #[derive(Debug)]
-pub struct NamingHttpClient {
+pub(crate) struct NamingHttpClient {
     inner: SharedHttpClient,
 }
 
 impl NamingHttpClient {
-    pub fn wrap(inner: SharedHttpClient) -> SharedHttpClient {
+    pub(crate) fn wrap(inner: SharedHttpClient) -> SharedHttpClient {
         SharedHttpClient::new(NamingHttpClient { inner })
     }
 }
@@ -45,7 +45,7 @@ struct NamingConnector {
 /// A call that failed below the SDK, named.
 #[derive(Debug, thiserror::Error)]
 #[error("AWS call {operation} to {endpoint} failed{}", waited(*.first_byte, *.timed_out))]
-pub struct CallFailed {
+pub(crate) struct CallFailed {
     pub operation: String,
     pub endpoint: String,
     first_byte: Option<std::time::Duration>,

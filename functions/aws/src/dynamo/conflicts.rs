@@ -11,11 +11,11 @@ use aws_smithy_runtime_api::client::interceptors::context::InterceptorContext;
 use aws_smithy_runtime_api::client::retries::classifiers::{ClassifyRetry, RetryAction};
 
 /// The code DynamoDB answers a single-item write with while a transaction holds the item.
-pub const TRANSACTION_CONFLICT: &str = "TransactionConflictException";
+pub(crate) const TRANSACTION_CONFLICT: &str = "TransactionConflictException";
 
 /// Retries a PutItem, UpdateItem or DeleteItem refused for a transaction in progress.
 #[derive(Debug, Default)]
-pub struct TransactionConflictRetry;
+pub(crate) struct TransactionConflictRetry;
 
 impl ClassifyRetry for TransactionConflictRetry {
     fn classify_retry(&self, ctx: &InterceptorContext) -> RetryAction {
@@ -49,7 +49,7 @@ impl ClassifyRetry for TransactionConflictRetry {
 }
 
 /// `client` with [`TransactionConflictRetry`] among its retry classifiers.
-pub fn retrying_transaction_conflicts(
+pub(crate) fn retrying_transaction_conflicts(
     client: &aws_sdk_dynamodb::Client,
 ) -> aws_sdk_dynamodb::Client {
     let config = client

@@ -320,6 +320,11 @@ pub(super) fn field_update(update: &RunnerUpdate, at: OffsetDateTime) -> (Expr, 
         let value = expr.value(items::ONLINE_AT, items::timestamp(online_at));
         sets.push(format!("{name} = if_not_exists({name}, {value})"));
     }
+    if let Some(interrupted_at) = update.interrupted_at {
+        let name = expr.name(items::INTERRUPTED_AT);
+        let value = expr.value(items::INTERRUPTED_AT, items::timestamp(interrupted_at));
+        sets.push(format!("{name} = if_not_exists({name}, {value})"));
+    }
     let pk = expr.name(items::PK);
     let mut condition = format!("attribute_exists({pk})");
     if let Some(from) = from {

@@ -9,7 +9,7 @@ use ephemera_core::ports::StoreError;
 use ephemera_core::prices::JobCost;
 use std::collections::HashMap;
 
-pub const COST: &str = "cost";
+pub(crate) const COST: &str = "cost";
 const SECONDS: &str = "seconds";
 const USD_MICROS: &str = "usd_micros";
 const USD_MICROS_PER_HOUR: &str = "usd_micros_per_hour";
@@ -17,7 +17,7 @@ const UNPRICED: &str = "unpriced";
 const REPOSITORY: &str = "repository";
 
 /// The `cost` attribute of `cost`.
-pub fn cost_value(cost: &JobCost) -> AttributeValue {
+pub(crate) fn cost_value(cost: &JobCost) -> AttributeValue {
     let mut map = HashMap::from([(SECONDS.to_owned(), n(cost.seconds))]);
     put_opt(&mut map, USD_MICROS, cost.usd_micros.map(n));
     put_opt(

@@ -25,6 +25,7 @@ fn runner() -> RunnerRecord {
     runner.jit_read_at = Some(datetime!(2025-03-01 12:00:30 UTC));
     runner.instance_type = Some("m7i.large".into());
     runner.market = Some(Market::Spot);
+    runner.interrupted_at = Some(datetime!(2025-03-01 12:10:00 UTC));
     runner.cost = Some(ephemera_core::prices::JobCost {
         seconds: 1800,
         usd_micros_per_hour: Some(36_100),
@@ -49,6 +50,61 @@ fn runner_records_round_trip() {
     assert_eq!(
         runner_from_item(&runner_to_item(&bare)).expect("decodes"),
         bare
+    );
+}
+
+#[test]
+fn an_interruption_is_an_attribute_and_its_absence_reads_as_none() {
+    let record = runner();
+    let item = runner_to_item(&record);
+    assert_eq!(item[INTERRUPTED_AT], s("2025-03-01T12:10:00Z"));
+    let never = RunnerRecord {
+        interrupted_at: None,
+        ..record
+    };
+    let item = runner_to_item(&never);
+    assert!(!item.contains_key(INTERRUPTED_AT));
+    assert_eq!(
+        runner_from_item(&item).expect("decodes").interrupted_at,
+        None
+    );
+}
+
+#[test]
+fn an_item_written_before_the_attribute_reads_its_interruption_from_the_warnings_note() {
+    let mut old = runner();
+    old.interrupted_at = None;
+    old.note(HistoryEntry {
+        at: datetime!(2025-03-01 12:20:00 UTC),
+        status: None,
+        runner_status: None,
+        reason: Some("job 7 handed over".into()),
+    });
+    for minute in [21, 25] {
+        old.note(HistoryEntry {
+            at: datetime!(2025-03-01 12:00:00 UTC) + time::Duration::minutes(minute),
+            status: None,
+            runner_status: None,
+            reason: Some(format!(
+                "{INTERRUPTION_NOTE}: EC2 will terminate the instance (i-123 at 2025-03-01T12:{minute}:00Z)"
+            )),
+        });
+    }
+    let item = runner_to_item(&old);
+    assert!(
+        !item.contains_key(INTERRUPTED_AT),
+        "as an earlier build wrote it"
+    );
+    let read = runner_from_item(&item).expect("decodes");
+    assert_eq!(
+        read.interrupted_at,
+        Some(datetime!(2025-03-01 12:21:00 UTC)),
+        "the first warning's time"
+    );
+    // Written back, it carries the attribute: the note is read no more.
+    assert_eq!(
+        runner_to_item(&read)[INTERRUPTED_AT],
+        s("2025-03-01T12:21:00Z")
     );
 }
 

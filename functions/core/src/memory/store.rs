@@ -247,6 +247,7 @@ fn apply(record: &mut RunnerRecord, update: &RunnerUpdate, at: OffsetDateTime) {
         record.job_id = Some(job_id);
     }
     record.online_at = record.online_at.or(update.online_at);
+    record.interrupted_at = record.interrupted_at.or(update.interrupted_at);
     if let Some(instance_type) = &update.instance_type {
         record.instance_type = Some(instance_type.clone());
     }

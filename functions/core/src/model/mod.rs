@@ -9,6 +9,7 @@
 
 pub use crate::lifecycle::JobStatus;
 use crate::lifecycle::{InstanceStatus, RunnerStatus};
+use crate::message::QueueMessage;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
@@ -89,6 +90,11 @@ pub struct RunnerRecord {
     /// reaper from the tombstone the bootstrap left.
     #[serde(default, with = "time::serde::rfc3339::option")]
     pub jit_read_at: Option<OffsetDateTime>,
+    /// When EC2 warned that it reclaims the runner's spot instance (the warning's own
+    /// time; the first warning stands); `None` for a runner no warning named. A job this
+    /// runner fails is then the interruption's doing, and may be re-run.
+    #[serde(default, with = "time::serde::rfc3339::option")]
+    pub interrupted_at: Option<OffsetDateTime>,
 }
 
 impl RunnerRecord {
@@ -99,6 +105,12 @@ impl RunnerRecord {
         self.history.drain(..excess);
     }
 }
+
+/// How the history note of a spot interruption warning begins. Records written before
+/// [`RunnerRecord::interrupted_at`] was kept say so only in this note, and builds before
+/// it look for the note alone: the warning still leaves it, and a store reading an older
+/// record takes the note's time for `interrupted_at` (the one place that reads the note).
+pub const INTERRUPTION_NOTE: &str = "spot interruption warning";
 
 /// How many history entries a record keeps; older ones are dropped.
 pub const HISTORY_CAP: usize = 32;
@@ -196,6 +208,7 @@ impl RunnerRecord {
             cost: None,
             instance_launched_at: None,
             jit_read_at: None,
+            interrupted_at: None,
         }
     }
 }
@@ -275,6 +288,32 @@ pub struct JobRecord {
 }
 
 impl JobRecord {
+    /// The job `message` tells of, in `status`, as the scaler sees it at `now`: no runner
+    /// claims it yet (the claim is its own write), and GitHub's times are those the
+    /// message carries (the store keeps the first body's).
+    pub fn from_message(
+        message: &QueueMessage,
+        status: JobStatus,
+        now: OffsetDateTime,
+    ) -> JobRecord {
+        JobRecord {
+            job_id: message.job_id,
+            status,
+            pool: message.pool.clone(),
+            owner: message.owner.clone(),
+            repo: message.repo.clone(),
+            run_id: message.run_id,
+            installation_id: message.installation_id,
+            labels: message.labels.clone(),
+            runner_name: None,
+            launched_runner: None,
+            received_at: message.received_at,
+            updated_at: now,
+            github: message.github,
+            claimed_at: None,
+        }
+    }
+
     /// Whether the job is queued and claimed by runner `name`: it waits for that runner.
     pub fn waits_for(&self, name: &str) -> bool {
         self.status == JobStatus::Queued && self.runner_name.as_deref() == Some(name)

@@ -76,6 +76,9 @@ pub struct RunnerUpdate {
     pub instance_type: Option<String>,
     /// `Some` records the market the instance was bought in.
     pub market: Option<Market>,
+    /// `Some` records when EC2 warned of the instance's interruption, unless a time is
+    /// recorded already (the first warning stands).
+    pub interrupted_at: Option<OffsetDateTime>,
 }
 
 /// What the reaper learnt of a runner's host while deleting it, kept on the record by

@@ -4,8 +4,8 @@
 //! just disappears and is noticed a minute later by the `instance_gone` rule, with no
 //! word of why.
 //!
-//! - A warning is recorded on the runner (a history entry naming the interruption) and
-//!   counted in `SpotInterruptions` by pool and instance type.
+//! - A warning is recorded on the runner (its `interrupted_at`, and a history entry
+//!   naming the interruption) and counted in `SpotInterruptions` by pool and instance type.
 //! - A termination of a runner's instance that ephemera did not ask for (its record is
 //!   not being deleted) sends the record to `pending_delete`, with the interruption as
 //!   its reason when a warning came first; the reaper's next run then removes its GitHub
@@ -25,7 +25,7 @@
 use super::{Reaper, EVERYTHING_DUE, LIVE, LIVE_LIMIT};
 use crate::lifecycle::InstanceStatus;
 use crate::metrics::{Dimension, Metric};
-use crate::model::RunnerRecord;
+use crate::model::{RunnerRecord, INTERRUPTION_NOTE};
 use crate::ports::{RunnerUpdate, StoreError};
 use serde_json::Value;
 use time::format_description::well_known::Rfc3339;
@@ -36,8 +36,6 @@ use tracing::{debug, info, warn};
 pub const SPOT_INTERRUPTION_WARNING: &str = "EC2 Spot Instance Interruption Warning";
 /// EventBridge's `detail-type` of an instance's state change.
 pub const STATE_CHANGE: &str = "EC2 Instance State-change Notification";
-/// The history note a warning leaves on the runner; a later termination looks for it.
-pub const INTERRUPTION_NOTE: &str = "spot interruption warning";
 
 /// What EC2 said about one instance.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -142,6 +140,7 @@ impl Reaper {
                 );
                 let update = RunnerUpdate {
                     note: Some(note),
+                    interrupted_at: Some(event.at),
                     ..RunnerUpdate::default()
                 };
                 self.store.update_runner(&runner, &update, now).await?;
@@ -166,7 +165,7 @@ impl Reaper {
                 ) {
                     return Ok(InstanceEventOutcome::Nothing { runner });
                 }
-                let reason = if was_interrupted(&record) {
+                let reason = if record.interrupted_at.is_some() {
                     "spot interruption: EC2 reclaimed the instance"
                 } else {
                     "instance terminated outside ephemera (EC2 reported it terminated)"
@@ -247,14 +246,4 @@ impl Reaper {
         }
         Ok(None)
     }
-}
-
-/// Whether a spot interruption warning was recorded on the runner.
-pub fn was_interrupted(record: &RunnerRecord) -> bool {
-    record.history.iter().any(|entry| {
-        entry
-            .reason
-            .as_deref()
-            .is_some_and(|reason| reason.starts_with(INTERRUPTION_NOTE))
-    })
 }

@@ -119,7 +119,11 @@ async fn an_interrupted_runner_is_recorded_counted_and_removed_from_github_once_
         }
     );
     let record = world.store.runner(&runner.name).expect("record");
-    assert!(was_interrupted(&record), "{:?}", record.history);
+    assert_eq!(
+        record.interrupted_at,
+        Some(time::macros::datetime!(2025-01-01 12:00:00 UTC)),
+        "the warning's time"
+    );
     assert_eq!(
         record.status,
         InstanceStatus::Running,

@@ -56,8 +56,7 @@ pub use decide::{
 };
 pub use failed_events::REFUSED_ASKS;
 pub use interruptions::{
-    was_interrupted, InstanceEvent, InstanceEventKind, InstanceEventOutcome, INTERRUPTION_NOTE,
-    SPOT_INTERRUPTION_WARNING, STATE_CHANGE,
+    InstanceEvent, InstanceEventKind, InstanceEventOutcome, SPOT_INTERRUPTION_WARNING, STATE_CHANGE,
 };
 pub use lease::{LEASE_MARGIN, REAPER_LEASE};
 pub use prices::Pricing;

@@ -2,14 +2,13 @@
 //! first when GitHub gave it another, see [`super::handover`]); `completed` sends an
 //! ephemeral runner to be reaped and sets a static one idle.
 
-use super::prepare::job_record;
 use super::{Handled, Outcome, Scaler, ScalerError};
 use crate::clock::Clock;
 use crate::lifecycle::{InstanceStatus, RunnerStatus};
 use crate::message::{MessageKind, QueueMessage};
 use crate::metrics::{Dimension, Metric};
-use crate::model::JobStatus;
 use crate::model::RunnerRecord;
+use crate::model::{JobRecord, JobStatus};
 use crate::ports::*;
 use crate::timeline::{jit_stored_at, launch_requested_at};
 use time::OffsetDateTime;
@@ -43,7 +42,7 @@ impl Scaler {
                 .and_then(|job| job.launched_runner.or(job.runner_name)),
             None => None,
         };
-        let job = job_record(message, JobStatus::InProgress, clock.now());
+        let job = JobRecord::from_message(message, JobStatus::InProgress, clock.now());
         self.store
             .advance_job(&job, JobStatus::InProgress, runner_name)
             .await?;
@@ -134,7 +133,7 @@ impl Scaler {
 
     pub(super) async fn on_completed(&self, message: &QueueMessage, clock: &Clock) -> Outcome {
         let runner_name = message.runner_name.as_deref();
-        let job = job_record(message, JobStatus::Completed, clock.now());
+        let job = JobRecord::from_message(message, JobStatus::Completed, clock.now());
         self.store
             .advance_job(&job, JobStatus::Completed, runner_name)
             .await?;
@@ -173,7 +172,7 @@ impl Scaler {
         }
         // GitHub fails the job of a reclaimed spot instance, often before EC2 reports the
         // termination: the reason keeps the interruption in sight.
-        let reason = if crate::handlers::reaper::was_interrupted(&runner) {
+        let reason = if runner.interrupted_at.is_some() {
             format!(
                 "job {} ended by a spot interruption: EC2 reclaimed the instance",
                 message.job_id

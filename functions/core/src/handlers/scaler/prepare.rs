@@ -13,7 +13,6 @@ use crate::message::{MessageKind, QueueMessage};
 use crate::model::{JobRecord, JobStatus, RunnerRecord};
 use crate::ports::*;
 use std::collections::HashSet;
-use time::OffsetDateTime;
 use tracing::{info, warn};
 
 impl Scaler {
@@ -67,7 +66,11 @@ impl Scaler {
     ) -> Result<Step, ScalerError> {
         let job = self
             .store
-            .record_job(&job_record(message, JobStatus::Queued, clock.now()))
+            .record_job(&JobRecord::from_message(
+                message,
+                JobStatus::Queued,
+                clock.now(),
+            ))
             .await?;
         if job.status != JobStatus::Queued {
             return Ok(Step::Done(Handled::NothingToDo));
@@ -226,33 +229,10 @@ impl Scaler {
             None => None,
         };
         if let Some(status) = moved_on {
-            let job = job_record(message, status, clock.now());
+            let job = JobRecord::from_message(message, status, clock.now());
             self.store.advance_job(&job, status, None).await?;
         }
         info!(job_id = message.job_id, state = ?state, "job no longer queued on GitHub; no runner launched");
         Ok(false)
-    }
-}
-
-pub(super) fn job_record(
-    message: &QueueMessage,
-    status: JobStatus,
-    now: OffsetDateTime,
-) -> JobRecord {
-    JobRecord {
-        job_id: message.job_id,
-        status,
-        pool: message.pool.clone(),
-        owner: message.owner.clone(),
-        repo: message.repo.clone(),
-        run_id: message.run_id,
-        installation_id: message.installation_id,
-        labels: message.labels.clone(),
-        runner_name: None,
-        launched_runner: None,
-        received_at: message.received_at,
-        updated_at: now,
-        github: message.github,
-        claimed_at: None,
     }
 }

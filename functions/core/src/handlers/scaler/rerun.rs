@@ -5,7 +5,6 @@
 use super::{Scaler, ScalerError};
 use crate::clock::Clock;
 use crate::config::PoolConfig;
-use crate::handlers::reaper::was_interrupted;
 use crate::message::QueueMessage;
 use crate::model::RunnerRecord;
 use crate::ports::Market;
@@ -31,7 +30,7 @@ impl Scaler {
             .is_some_and(|pool| pool.reruns_interrupted());
         if !reruns_here
             || !message.attempt.failed()
-            || !was_interrupted(runner)
+            || runner.interrupted_at.is_none()
             || runner.job_id != Some(message.job_id)
         {
             return Ok(());

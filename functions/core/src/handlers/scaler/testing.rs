@@ -44,7 +44,7 @@ pub(super) fn b_claimed_for_job_2(
     runner_b.job_id = Some(2);
     runner_b.status = status;
     world.store.put_runner(runner_b.clone());
-    let mut job_2 = super::prepare::job_record(
+    let mut job_2 = crate::model::JobRecord::from_message(
         &message(MessageKind::Queued, 2, None),
         crate::model::JobStatus::Queued,
         now(),

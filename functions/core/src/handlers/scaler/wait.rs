@@ -3,12 +3,11 @@
 //! registration turn not yet due, or another delivery holding the runner's creation
 //! lease.
 
-use super::prepare::job_record;
 use super::{Handled, Scaler, ScalerError, Step};
 use crate::clock::Clock;
 use crate::message::QueueMessage;
 use crate::metrics::{Dimension, Metric};
-use crate::model::JobStatus;
+use crate::model::{JobRecord, JobStatus};
 use std::time::Duration;
 use tracing::info;
 
@@ -52,7 +51,7 @@ impl Scaler {
         let job = match self.store.get_job(message.job_id).await? {
             Some(job) => job,
             None => {
-                let seen = job_record(message, JobStatus::Queued, clock.now());
+                let seen = JobRecord::from_message(message, JobStatus::Queued, clock.now());
                 self.store.record_job(&seen).await?
             }
         };
