@@ -387,19 +387,16 @@ systemctl start docker || fail "could not start Docker"
 # ---- the runner user's sudo: passwordless, as on GitHub-hosted runners (workflows run
 # `sudo apt-get ...`), or none. Written at every boot, so a stack update of RunnerSudo
 # reaches baked images too. sudo reads /etc/sudoers.d (#includedir on Amazon Linux and
-# Ubuntu) and skips a file whose name has a "." or ends in "~" (sudoers(5)); visudo -c
-# checks the file before it is put in place.
+# Ubuntu), needs the file not writable (umask 337: 0440) and skips a file whose name has
+# a "." or ends in "~" (sudoers(5)).
 step=sudo
 s="${EPHEMERA_SUDOERS_DIR:-/etc/sudoers.d}/90-ephemera-runner"
+rm -f "$s" || fail "cannot remove $s"
 case "$runner_sudo" in
-  passwordless)
-    { echo "$runner_user ALL=(ALL) NOPASSWD:ALL" >"$s.new" && chmod 0440 "$s.new"; } || fail "cannot write $s"
-    ! command -v visudo >/dev/null || visudo -cqf "$s.new" || fail "visudo refused $s"
-    mv -f "$s.new" "$s" || fail "cannot write $s" ;;
-  none) rm -f "$s" || fail "cannot remove $s" ;;
+  passwordless) (umask 337 && echo "$runner_user ALL=(ALL) NOPASSWD:ALL" >"$s") || fail "cannot write $s" ;;
+  none) ;;
   *) fail "EPHEMERA_RUNNER_SUDO is '$runner_sudo', not passwordless or none" ;;
 esac
-log "sudo for $runner_user: $runner_sudo"
 
 # ---- the JIT config: read once, removed at once; an AWS error fails at once, but for
 # throttling and the service's own faults (retried, as an absent item is)

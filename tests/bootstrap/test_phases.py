@@ -138,6 +138,7 @@ class TwoPhases(harness.BootstrapHarness):
             "EPHEMERA_DEPLOYMENT": "d" * 32,
             "EPHEMERA_JIT_TABLE": "d" * 32 + "-jit",
             "EPHEMERA_RUNNER_VERSION": "2.336.10",
+            "EPHEMERA_RUNNER_SUDO": "passwordless",
             "EPHEMERA_RUNNER_SHA256_X64": "0" * 64,
             "EPHEMERA_RUNNER_SHA256_ARM64": "0" * 64,
             "EPHEMERA_RUNNER_BUCKET_URL": f"https://{'b' * 63}.s3.ap-southeast-2.amazonaws.com/ephemera/runner",
