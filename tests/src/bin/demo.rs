@@ -447,6 +447,10 @@ async fn wait_listening(port: u16, limit: Duration) -> anyhow::Result<()> {
     bail!("ephemera local did not listen on 127.0.0.1:{port} within {limit:?} (see target/demo/ephemera-local.log)")
 }
 
+/// The public parameter of the newest x86_64 Amazon Linux 2023 image.
+const X86_64_IMAGE_PARAMETER: &str =
+    "/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64";
+
 /// The deployment's resources, made in the emulator from template.yaml as `sam deploy`
 /// would make them; `ephemera local --bootstrap` then finds them in place.
 async fn create_demo_stack(
@@ -463,7 +467,16 @@ async fn create_demo_stack(
         app_key_pem: std::fs::read_to_string(KEY).with_context(|| format!("reading {KEY}"))?,
         pools_config: None,
     };
-    ephemera_tests::stack::create_stack(moto, &ephemera_tests::stack::template_path(), &spec)
-        .await
-        .context("creating the stack from template.yaml in the emulator")
+    // The example configuration's pool runs x86_64 instance types (m7i.large): the
+    // stack's image is the x86_64 Amazon Linux, where its default is arm64, since EC2
+    // refuses an instance type of another architecture than its image.
+    let image = [("RunnerAmi", X86_64_IMAGE_PARAMETER)];
+    ephemera_tests::stack::create_stack_with(
+        moto,
+        &ephemera_tests::stack::template_path(),
+        &spec,
+        &image,
+    )
+    .await
+    .context("creating the stack from template.yaml in the emulator")
 }
