@@ -126,21 +126,10 @@ async fn an_ami_pool_launches_through_the_deployment_template_with_its_image() -
                 .build(),
         )
         .build();
-    // Tagged with the deployment, as the stack's is: the scaler's role launches from no
-    // other template.
-    let tags = TagSpecification::builder()
-        .resource_type(ResourceType::LaunchTemplate)
-        .tags(
-            Tag::builder()
-                .key("ephemera:deployment")
-                .value("eph")
-                .build(),
-        )
-        .build();
     ec2.create_launch_template()
         .launch_template_name(launch_template_name("eph"))
         .launch_template_data(data)
-        .tag_specifications(tags)
+        .tag_specifications(deployment_tag())
         .send()
         .await?;
 
@@ -300,21 +289,10 @@ async fn xvda_template_request(
                 .build(),
         )
         .build();
-    // Tagged with the deployment, as the stack's is: the scaler's role launches from no
-    // other template.
-    let tags = TagSpecification::builder()
-        .resource_type(ResourceType::LaunchTemplate)
-        .tags(
-            Tag::builder()
-                .key("ephemera:deployment")
-                .value("eph")
-                .build(),
-        )
-        .build();
     ec2.create_launch_template()
         .launch_template_name(launch_template_name("eph"))
         .launch_template_data(data)
-        .tag_specifications(tags)
+        .tag_specifications(deployment_tag())
         .send()
         .await?;
     let request = FleetRequest {
@@ -426,6 +404,20 @@ async fn a_bake_to_another_root_device_never_launches_with_the_old_images_mappin
     }
     moto.stop().await;
     Ok(())
+}
+
+/// The launch template's tag of the deployment, as the stack's carries it: the scaler's
+/// role launches from no other template.
+fn deployment_tag() -> TagSpecification {
+    TagSpecification::builder()
+        .resource_type(ResourceType::LaunchTemplate)
+        .tags(
+            Tag::builder()
+                .key("ephemera:deployment")
+                .value("eph")
+                .build(),
+        )
+        .build()
 }
 
 /// The image an instance was launched from.
