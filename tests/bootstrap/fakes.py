@@ -136,12 +136,10 @@ class World:
         self.streams = {}  # log stream name -> [(timestamp, message)] put in LOG_GROUP
         self.log_calls = []  # "CreateLogStream ok", "PutLogEvents <n> events", "<op> <error>"
         self.iam_denials = []  # the messages of the calls the runner role's policy refused
-        # Logs calls are judged by the strict layer's IAM first (one round trip to it
-        # each); a test of the fake's own timing rules turns it off.
-        self.logs_iam = True
         self.logs_answer = None  # an AWS error (status, body) to answer every Logs call with
         self.logs_errors = {}  # Logs operation -> AWS errors (status, body) for its next calls, in turn
-        self.create_log_stream_times = []  # when the account's CreateLogStream calls came (time.monotonic())
+        self.create_log_stream_times = []  # when the account's CreateLogStream calls came (by logs_clock)
+        self.logs_clock = time.monotonic  # a test of the rate rule freezes it
 
     def publish(self, arch, tarball):
         self.tarballs[arch] = tarball
@@ -328,8 +326,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             # The role's policy decides first, as on AWS: the strict layer evaluates the
             # signed call as the instance's runner role (the rest of moto's answer is not
             # this fake's: it keeps the Logs rules and the streams itself).
-            if self.world.logs_iam:
-                error = error or self.iam_denial(body)
+            error = error or self.iam_denial(body)
             if error is None:
                 with self.world.lock:
                     error = self.log_call(operation, request)
@@ -345,7 +342,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if request.get("logGroupName") != LOG_GROUP:
             return (400, {"__type": "ResourceNotFoundException", "message": "The specified log group does not exist."})
         if operation == "CreateLogStream":
-            now = time.monotonic()
+            now = self.world.logs_clock()
             recent = [t for t in self.world.create_log_stream_times if now - t < 1.0]
             self.world.create_log_stream_times = recent + [now]
             if len(recent) >= CREATE_LOG_STREAM_TPS:
