@@ -7,7 +7,7 @@ VENV := .venv
 VENV_STAMP := $(VENV)/.installed-$(shell cat requirements-dev.txt constraints-dev.txt | sha256sum | cut -c1-12)
 CARGO ?= cargo
 
-.PHONY: check-fakes check-release-symbols all help venv demo demo-sample check-demo up test test-rust test-bootstrap conformance chaos-sweep bench bench-model check-figures check-bench-fresh docs-figures lint fmt clean-venv
+.PHONY: check-fakes check-release-symbols all help venv demo demo-sample check-demo up test test-rust test-bootstrap conformance conformance-recorded chaos-sweep bench bench-model check-figures check-bench-fresh docs-figures lint fmt clean-venv
 
 all: test
 
@@ -60,15 +60,17 @@ up: venv
 
 ## test: formatting, lints, unit, adapter and end-to-end tests, the runner bootstrap, and
 ## the figures of README.md and docs/ against the bench files, the demo against its sample
-test: venv lint lint-infra check-figures test-rust test-bootstrap iam-coverage conformance check-demo
+test: venv lint lint-infra check-figures test-rust test-bootstrap iam-coverage conformance-recorded check-demo
 
 ## test-rust: the Rust tests of the workspace, 3 at a time, on the emulator (MOTO_SERVER)
 test-rust: venv
 	$(CARGO) build --workspace --bins   # the CLI tests drive the built `ephemera` binary
 	@# 3 at a time: the end-to-end tests wait on leases, timers and webhooks as much as on
 	@# the emulator; the two longest (burst, cli::kills) sort to the front and start first
-	rm -rf $(IAM_COVERAGE_DIR)
+	@# every REST exchange the GitHub simulator serves is recorded for conformance-recorded
+	rm -rf $(IAM_COVERAGE_DIR) $(CONFORMANCE_RECORD) && mkdir -p $(CONFORMANCE_RECORD)
 	EPHEMERA_IAM_COVERAGE_DIR=$(CURDIR)/$(IAM_COVERAGE_DIR) MOTO_SERVER=$(CURDIR)/$(VENV)/bin/moto_server \
+		EPHEMERA_SIM_RECORD_DIR=$(CURDIR)/$(CONFORMANCE_RECORD) \
 		$(CARGO) test --workspace --all-targets -- --test-threads 3
 
 ## iam-coverage: after test-rust and test-bootstrap, the grants of the templates' roles
@@ -114,16 +116,24 @@ bench: venv
 
 ## conformance: the GitHub simulator's recorded REST exchanges checked against GitHub's
 ## OpenAPI description (@octokit/openapi, pinned in tests/conformance), and known-bad
-## exchanges (wrong path, method, body) shown to be rejected
+## exchanges (wrong path, method, body) shown to be rejected; records its own (the
+## simulator, apps and one pipeline's end-to-end tests) first
 CONFORMANCE_RECORD := target/conformance/exchanges
 conformance: venv
-	@command -v node >/dev/null && command -v npm >/dev/null || { \
-		echo "make test needs Node.js 18+ with npm for the GitHub conformance check"; \
-		echo "(install it, e.g. apt-get install nodejs npm, and run make test again)"; exit 1; }
-	cd tests/conformance && npm ci --no-audit --no-fund --loglevel=error
 	rm -rf $(CONFORMANCE_RECORD) && mkdir -p $(CONFORMANCE_RECORD)
 	EPHEMERA_SIM_RECORD_DIR=$(CURDIR)/$(CONFORMANCE_RECORD) MOTO_SERVER=$(CURDIR)/$(VENV)/bin/moto_server \
 		$(CARGO) test --workspace --test e2e -- sim:: apps:: pipeline::one_job_gets_one_runner_which_runs_it_and_is_reaped
+	$(MAKE) --no-print-directory conformance-recorded
+
+## conformance-recorded: the conformance check on what test-rust recorded (every exchange
+## of every end-to-end test), without running a test again; make test runs this one
+conformance-recorded: venv
+	@command -v node >/dev/null && command -v npm >/dev/null || { \
+		echo "make test needs Node.js 18+ with npm for the GitHub conformance check"; \
+		echo "(install it, e.g. apt-get install nodejs npm, and run make test again)"; exit 1; }
+	@test -n "$$(ls $(CONFORMANCE_RECORD) 2>/dev/null)" || { \
+		echo "conformance: nothing recorded in $(CONFORMANCE_RECORD); run make test-rust or make conformance"; exit 1; }
+	cd tests/conformance && npm ci --no-audit --no-fund --loglevel=error
 	node tests/conformance/check.mjs $(CONFORMANCE_RECORD)
 	node tests/conformance/check.mjs --each-must-fail tests/conformance/fixtures/bad-exchanges.jsonl
 	@if node tests/conformance/check.mjs tests/conformance/fixtures/bad-exchanges.jsonl >/dev/null 2>&1; then \

@@ -40,6 +40,8 @@ pub async fn write_runners(
         let mut runner = RunnerRecord::new(format!("{prefix}-{i:06}"), pool.to_owned(), at);
         runner.status = status;
         runner.slot_held = false;
+        // The simulator's organization: every runner of a real table has an owner.
+        runner.owner = "octo-org".to_owned();
         shape(i, &mut runner);
         let item: HashMap<String, AttributeValue> = ephemera_aws::items::runner_to_item(&runner);
         batch.push(
