@@ -6,7 +6,7 @@
 //! after the command's full name; `local` keeps its own flags. Every command's `--help`
 //! ends with examples.
 
-use crate::cmd::{config, costs, dlq, doctor, jobs, jobs_show, local, pools, runners};
+use crate::cmd::{config, costs, destroy, dlq, doctor, jobs, jobs_show, local, pools, runners};
 use crate::errors::describe;
 use crate::exit::Failure;
 use crate::target::on_deployment;
@@ -83,6 +83,20 @@ enum Command {
         crate::exit::exit_codes!()
     ))]
     Doctor(doctor::DoctorArgs),
+    /// Delete a deployment: the main stack (tables and their data, queues, log groups,
+    /// functions), the runner instances left, the image stack, the AMIs and snapshots its
+    /// pipelines made, and the parameters no stack owns. Names everything and asks first
+    /// (--yes does not); says what it keeps.
+    #[command(after_help = concat!(
+        "Examples:
+  ephemera destroy --stack ephemera
+  ephemera destroy --stack ephemera --image-stack ephemera-image --yes
+  ephemera destroy --stack ephemera --deployment ephemera --yes   # the stacks are gone already
+
+",
+        crate::exit::exit_codes!()
+    ))]
+    Destroy(destroy::DestroyArgs),
     /// Run the webhook, scaler and reaper in one process (on a laptop against the moto
     /// emulator, or against real AWS).
     #[command(after_help = local::LOCAL_HELP)]
@@ -212,6 +226,7 @@ pub async fn run(cli: Cli) -> ExitCode {
             },
         },
         Command::Doctor(args) => on_deployment(args).await,
+        Command::Destroy(args) => on_deployment(args).await,
         Command::Config { command } => match command {
             ConfigCommand::Validate(args) => config::validate(args),
             ConfigCommand::Push(args) => on_deployment(args).await,
