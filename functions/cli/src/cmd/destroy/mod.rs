@@ -197,3 +197,6 @@ fn confirm(yes: bool, name: &str) -> Result<(), Failure> {
         Err(Failure::msg(REFUSED, "nothing deleted: not confirmed"))
     }
 }
+
+#[cfg(test)]
+mod policy_tests;
