@@ -73,8 +73,10 @@ async fn errors_say_what_failed_once_and_what_to_do() -> anyhow::Result<()> {
         .code(1);
     let missing_table = stderr_of(out.get_output());
     assert!(
-        missing_table
-            .contains("DynamoDB Query: ResourceNotFoundException: Requested resource not found\n"),
+        missing_table.starts_with("error: table nope (from --table) does not exist: ")
+            && missing_table.contains(
+                "DynamoDB Query: ResourceNotFoundException: Requested resource not found\n"
+            ),
         "{missing_table}"
     );
     let out = op
