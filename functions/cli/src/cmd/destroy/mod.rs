@@ -109,6 +109,16 @@ pub async fn destroy(deployment: &mut Deployment, args: DestroyArgs) -> Outcome 
             ))
         }
     };
+    let named = main
+        .as_ref()
+        .or(image.as_ref())
+        .and_then(|s| s.deployment.as_deref());
+    if let Some(stack_says) = named.filter(|said| *said != name) {
+        return Err(Failure::msg(
+            USAGE,
+            format!("--deployment {name}, but the stack's DeploymentName is {stack_says}"),
+        ));
+    }
     let found = clients.find(&name, main, image, args.keep_images).await?;
     print_plan(&name, &stack_name, &image_stack_name, &found);
     if found.is_empty() {
