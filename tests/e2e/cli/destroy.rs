@@ -191,6 +191,13 @@ async fn destroy_leaves_nothing_of_the_deployment_and_names_what_it_keeps() -> a
         "nothing deleted without confirmation"
     );
 
+    // A --deployment that is not the stack's: refused before anything is looked at.
+    let other = destroy(&["--deployment", "other", "--yes"])?
+        .assert()
+        .code(2);
+    ensure!(stderr_of(other.get_output()).contains("the stack's DeploymentName is gone"));
+    ensure!(cfn.describe_stacks().stack_name(STACK).send().await.is_ok());
+
     let done = destroy(&["--yes"])?.assert().success();
     let report = stdout_of(done.get_output());
     stderr_of(done.get_output());
