@@ -207,7 +207,7 @@ clean-venv:
 ## stack (infra/image/lint.py, each rule with a fixture that breaks it in
 ## tests/fixtures/image-lint), the runner bootstrap and user-data scripts (shellcheck) and
 ## the example configuration against its JSON Schema
-.PHONY: build deploy lint-infra image-component user-data
+.PHONY: build deploy destroy lint-infra image-component user-data
 SAM := SAM_CLI_TELEMETRY=0 $(CURDIR)/$(VENV)/bin/sam
 
 lint-infra: venv
@@ -256,6 +256,16 @@ build: venv
 	@ls -l .aws-sam/build/*/bootstrap
 
 ## deploy: `sam deploy --guided` of what `make build` made (asks for the parameters once,
-## then keeps them in samconfig.toml)
+## then keeps them in samconfig.deploy.toml, untracked, made from samconfig.toml)
+SAM_DEPLOY_CONFIG := samconfig.deploy.toml
 deploy: venv
-	$(SAM) deploy --guided --parameter-overrides Architecture=$(ARCH)
+	@[ -f $(SAM_DEPLOY_CONFIG) ] || cp samconfig.toml $(SAM_DEPLOY_CONFIG)
+	$(SAM) deploy --guided --config-file $(SAM_DEPLOY_CONFIG) --parameter-overrides Architecture=$(ARCH)
+
+## destroy: `ephemera destroy` of the deployment STACK (default ephemera) and its image
+## stack IMAGE_STACK (default STACK-image): names what it deletes, asks, says what it keeps
+STACK ?= ephemera
+IMAGE_STACK ?= $(STACK)-image
+destroy:
+	$(CARGO) build --quiet --bin ephemera
+	target/debug/ephemera destroy --stack $(STACK) --image-stack $(IMAGE_STACK)

@@ -1,6 +1,6 @@
 //! The `ephemera` binary driven as an operator drives it (assert_cmd), against moto and
 //! the GitHub simulator: listing in both forms, the operator delete and its exit codes,
-//! `config validate` / `config push`, `runners connect`, a runner's logs, the dead-letter
+//! `config validate` / `config push`, `destroy` of a whole deployment, `runners connect`, a runner's logs, the dead-letter
 //! queue, unrouted jobs, errors, a lost webhook recovered by `ephemera local`'s
 //! redelivery sweep, and a flood of unsigned requests at its webhook.
 
@@ -8,6 +8,7 @@ mod apps;
 mod config;
 mod connect;
 mod delete;
+mod destroy;
 mod dlq;
 mod errors;
 mod flood;

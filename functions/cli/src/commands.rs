@@ -6,11 +6,11 @@
 //! after the command's full name; `local` keeps its own flags. Every command's `--help`
 //! ends with examples.
 
-use crate::cmd::{config, costs, dlq, doctor, jobs, jobs_show, local, pools, runners};
+use crate::cmd::{config, costs, destroy, dlq, doctor, jobs, jobs_show, local, pools, runners};
 use crate::errors::describe;
 use crate::exit::Failure;
 use crate::target::on_deployment;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -83,6 +83,23 @@ enum Command {
         crate::exit::exit_codes!()
     ))]
     Doctor(doctor::DoctorArgs),
+    /// Delete a deployment: the main stack (tables and their data, queues, log groups,
+    /// functions), the runner instances left, the image stack, the AMIs and snapshots its
+    /// pipelines made, and the parameters no stack owns. Names everything and asks first
+    /// (--yes does not); says what it keeps.
+    #[command(after_help = concat!(
+        "Examples:
+  ephemera destroy --stack ephemera
+  ephemera destroy --stack ephemera --image-stack ephemera-image --yes
+  ephemera destroy --stack ephemera --deployment ephemera --yes   # the stacks are gone already
+
+",
+        crate::exit::exit_codes!()
+    ))]
+    Destroy(destroy::DestroyArgs),
+    /// What each exit code means (also `ephemera help exit-codes`).
+    #[command(name = "exit-codes", after_help = crate::exit::exit_codes!())]
+    ExitCodes,
     /// Run the webhook, scaler and reaper in one process (on a laptop against the moto
     /// emulator, or against real AWS).
     #[command(after_help = local::LOCAL_HELP)]
@@ -181,13 +198,51 @@ enum DlqCommand {
 enum ConfigCommand {
     /// Check a file: every problem with its file, line and field (exit code 7).
     #[command(after_help = "Examples:
-  ephemera config validate infra/config.example.yaml")]
+  ephemera config validate infra/config.example.yaml
+
+Exit codes: 0 valid; 7 invalid (each problem on stderr: FILE:LINE: FIELD: what is wrong,
+also for bytes that are not UTF-8); 1 the file cannot be read; all: `ephemera help exit-codes`")]
     Validate(config::ValidateArgs),
     /// Check a file, then write it to the deployment's configuration parameter.
     #[command(after_help = "Examples:
   ephemera config push infra/config.example.yaml --stack ephemera
-  ephemera config push big.yaml --config-parameter /ephemera/config --advanced-tier")]
+  ephemera config push big.yaml --config-parameter /ephemera/config --advanced-tier
+
+Exit codes: 0 pushed; 7 invalid or too big for the parameter; 6 the file names another
+deployment; 1 AWS failed; all: `ephemera help exit-codes`")]
     Push(config::PushArgs),
+}
+
+/// The line every command's help ends with when it does not list the exit codes itself.
+const EXIT_CODES_POINTER: &str =
+    "Exit codes: 0 done, 1 failure, 2 usage, and those of `ephemera help exit-codes`";
+
+/// The grammar, with every command's help ending in the exit codes or where to read them.
+pub fn command() -> clap::Command {
+    with_exit_codes(Cli::command())
+}
+
+fn with_exit_codes(command: clap::Command) -> clap::Command {
+    let command = command.mut_subcommands(with_exit_codes);
+    let after = command
+        .get_after_help()
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    if after.contains("Exit codes:") {
+        return command;
+    }
+    let after = if after.is_empty() {
+        EXIT_CODES_POINTER.to_owned()
+    } else {
+        format!("{after}\n\n{EXIT_CODES_POINTER}")
+    };
+    command.after_help(after)
+}
+
+/// Parses the process's arguments with [`command`] (exits on a usage error, as clap does).
+pub fn parse() -> Cli {
+    let matches = command().get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|err| err.exit())
 }
 
 /// Runs the command line; what `main` returns.
@@ -212,6 +267,11 @@ pub async fn run(cli: Cli) -> ExitCode {
             },
         },
         Command::Doctor(args) => on_deployment(args).await,
+        Command::Destroy(args) => on_deployment(args).await,
+        Command::ExitCodes => {
+            println!("{}", crate::exit::EXIT_CODES_HELP);
+            Ok(())
+        }
         Command::Config { command } => match command {
             ConfigCommand::Validate(args) => config::validate(args),
             ConfigCommand::Push(args) => on_deployment(args).await,
@@ -229,7 +289,6 @@ pub async fn run(cli: Cli) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
 
     #[test]
     fn the_grammar_is_consistent() {
@@ -324,6 +383,37 @@ mod tests {
         }
         assert!(help_of(&[]).contains("Examples:"));
         assert!(help_of(&["local"]).contains("Examples:"));
+    }
+
+    /// Every command below `command`, with its path.
+    fn every_command(command: &clap::Command, path: String, into: &mut Vec<(String, String)>) {
+        let mut command = command.clone();
+        let help = command.render_long_help().to_string();
+        into.push((path.clone(), help));
+        // clap's own `help` subcommands print other commands' help.
+        for sub in command.get_subcommands().filter(|s| s.get_name() != "help") {
+            let sub_path = format!("{path} {}", sub.get_name());
+            every_command(sub, sub_path, into);
+        }
+    }
+
+    #[test]
+    fn every_command_help_gives_the_exit_codes_or_where_they_are() {
+        let mut commands = Vec::new();
+        every_command(&command(), "ephemera".to_owned(), &mut commands);
+        assert!(commands.len() > 20, "{}", commands.len());
+        for (path, help) in &commands {
+            assert!(
+                help.contains("Exit codes:")
+                    && (help.contains("  0  done") || help.contains("`ephemera help exit-codes`")),
+                "{path}: {help}"
+            );
+        }
+        let page = commands
+            .iter()
+            .find(|(path, _)| path == "ephemera exit-codes")
+            .expect("the exit-codes page");
+        assert!(page.1.contains(crate::exit::EXIT_CODES_HELP), "{}", page.1);
     }
 
     #[test]

@@ -47,9 +47,27 @@ impl AwsError {
                 service,
                 operation,
                 code: None,
-                message: causes(err),
+                message: credentials_hint(causes(err)),
             },
         }
+    }
+}
+
+/// What to set when the SDK found no credentials (its own text lists every provider of
+/// the default chain it tried:
+/// https://docs.aws.amazon.com/sdkref/latest/guide/standardized-credentials.html).
+pub const NO_CREDENTIALS: &str = "no AWS credentials found: set AWS_PROFILE to a profile of \
+     ~/.aws/config (after `aws configure` or `aws sso login`), or AWS_ACCESS_KEY_ID and \
+     AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary ones)";
+
+/// The SDK's "no credentials" text replaced by [`NO_CREDENTIALS`]; anything else as is.
+fn credentials_hint(message: String) -> String {
+    let missing = message.contains("no credentials found in chain")
+        || message.contains("the credential provider was not enabled");
+    if missing {
+        NO_CREDENTIALS.to_owned()
+    } else {
+        message
     }
 }
 
@@ -106,6 +124,15 @@ fn known_aws_error(cause: &(dyn Error + 'static)) -> Option<AwsError> {
         "CloudFormation" "DescribeStacks" cfn::describe_stacks::DescribeStacksError;
     }
     None
+}
+
+/// Whether `error` is DynamoDB saying a table does not exist (its message names none).
+pub fn is_missing_table(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        known_aws_error(cause).is_some_and(|aws| {
+            aws.service == "DynamoDB" && aws.code.as_deref() == Some("ResourceNotFoundException")
+        })
+    })
 }
 
 /// The causes below `err`, each said once (an error that repeats its source's text is
@@ -197,6 +224,14 @@ mod tests {
             describe(&error),
             "reading runners: DynamoDB Query: ResourceNotFoundException: Requested resource not found"
         );
+    }
+
+    #[test]
+    fn missing_credentials_say_what_to_set() {
+        let raw = "other: the credential provider was not enabled: no credentials found in \
+                   chain. Attempted:\n  Environment: the credential provider was not enabled";
+        assert_eq!(credentials_hint(raw.to_owned()), NO_CREDENTIALS);
+        assert_eq!(credentials_hint("timeout".to_owned()), "timeout");
     }
 
     #[test]

@@ -1,10 +1,9 @@
 //! `ephemera`: the operator's command line, and `ephemera local`, which runs the whole
-//! pipeline in one process against any AWS endpoint. Exit codes: see `ephemera --help`.
+//! pipeline in one process against any AWS endpoint. Exit codes: `ephemera help exit-codes`.
 
-use clap::Parser;
 use std::process::ExitCode;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    ephemera_cli::commands::run(ephemera_cli::commands::Cli::parse()).await
+    ephemera_cli::commands::run(ephemera_cli::commands::parse()).await
 }

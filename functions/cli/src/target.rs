@@ -198,7 +198,24 @@ pub(crate) use table_command;
 /// Sets up the deployment `command` names (nothing is read yet), then runs it there.
 pub async fn on_deployment(command: impl DeploymentCommand) -> Outcome {
     let mut deployment = Deployment::new(command.target(), command.github()).await;
-    command.run(&mut deployment).await
+    let outcome = command.run(&mut deployment).await;
+    match outcome {
+        // DynamoDB's "Requested resource not found" names no table: name it.
+        Err(mut failure) if crate::errors::is_missing_table(&failure.error) => {
+            if let Ok(Some(table)) = deployment.table_if_known().await {
+                let source = if deployment.target.table.is_some() {
+                    "--table"
+                } else {
+                    "the stack's TableName output"
+                };
+                failure.error = failure
+                    .error
+                    .context(format!("table {table} (from {source}) does not exist"));
+            }
+            Err(failure)
+        }
+        outcome => outcome,
+    }
 }
 
 /// A deployment being talked to; everything is read on first use and kept.

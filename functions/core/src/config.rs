@@ -13,6 +13,7 @@ use std::fmt;
 use std::path::Path;
 use std::time::Duration;
 
+mod every_error;
 mod github_limits;
 mod locate;
 mod more_apps;
@@ -220,13 +221,33 @@ impl Config {
     /// Reads and validates the file at `path`.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|err| ConfigError {
+        let bytes = std::fs::read(path).map_err(|err| ConfigError {
             file: file.clone(),
             line: None,
             field: String::new(),
             message: format!("cannot read: {err}"),
         })?;
-        Config::parse(&file, &text)
+        Config::parse(&file, Config::text_of(&file, &bytes)?)
+    }
+
+    /// The text of a file's `bytes`, or where they stop being UTF-8 (YAML 1.2 files are
+    /// Unicode, and this parser reads UTF-8 only: https://yaml.org/spec/1.2.2/#51-character-set).
+    pub fn text_of<'b>(file: &str, bytes: &'b [u8]) -> Result<&'b str, ConfigError> {
+        std::str::from_utf8(bytes).map_err(|err| {
+            let good = &bytes[..err.valid_up_to()];
+            let line = good.iter().filter(|b| **b == b'\n').count() + 1;
+            let column =
+                good.len() - good.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1) + 1;
+            let bad = bytes[err.valid_up_to()];
+            ConfigError {
+                file: file.to_owned(),
+                line: Some(line),
+                field: String::new(),
+                message: format!(
+                    "byte 0x{bad:02x} at column {column} is not UTF-8: save the file as UTF-8"
+                ),
+            }
+        })
     }
 
     /// Parses and validates `text`; `file` names it in errors. The first problem found.
@@ -235,8 +256,9 @@ impl Config {
     }
 
     /// What operators check before a push (`ephemera config validate`): everything
-    /// [`Config::parse`] checks, every problem at once (a file that does not parse has
-    /// only its one parse error), and also pools that can never get a job because an
+    /// [`Config::parse`] checks, every problem at once (every type error and unknown key;
+    /// a file that is not YAML has only its one syntax error; the checks of meaning run
+    /// once every field has its type), and also pools that can never get a job because an
     /// earlier pool has all of their labels. The functions themselves accept such a
     /// file, since stopping every pool over one unreachable pool would be worse than the
     /// mistake. Never an empty `Err`.
@@ -255,16 +277,30 @@ impl Config {
                 .location()
                 .map(|l| l.line())
                 .max(locate::line_of(text, &field));
-            let mut message = strip_location(&inner.to_string());
+            let raw = strip_location(&inner.to_string());
+            let mut message = every_error::yaml_words(&raw);
             if line.is_some_and(|line| indented_with_tab(text, line)) {
                 message.push_str(": a tab in the indentation (YAML indents with spaces only)");
             }
-            vec![ConfigError {
+            let mut errors = vec![ConfigError {
                 file: file.to_owned(),
                 line,
                 message,
-                field,
-            }]
+                field: field.clone(),
+            }];
+            if strict {
+                errors.extend(
+                    every_error::further_errors::<Config>(text, &field, &raw)
+                        .into_iter()
+                        .map(|(field, message)| ConfigError {
+                            file: file.to_owned(),
+                            line: locate::line_of(text, &field),
+                            message: every_error::yaml_words(&strip_location(&message)),
+                            field,
+                        }),
+                );
+            }
+            errors
         })?;
         let problems = config.problems(strict);
         if problems.is_empty() {

@@ -85,6 +85,50 @@ fn validate_names_file_line_and_field_of_every_broken_file() -> anyhow::Result<(
 }
 
 #[test]
+fn validate_reports_every_type_error_in_yaml_words() -> anyhow::Result<()> {
+    let path = "tests/fixtures/config/three-type-errors.yaml";
+    let out = ephemera()?
+        .args(["config", "validate", path])
+        .assert()
+        .code(7);
+    let err = stderr_of(out.get_output());
+    let expected = [
+        ":4: github.app_id: invalid type: string \"forty-two\", expected an integer of 0 or more",
+        ":7: pools[0].labels: invalid type: string \"self-hosted\", expected a list",
+        ":8: pools[0].max_runners: invalid type: string \"many\", expected an integer of 0 or more",
+    ];
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 4, "three errors and the summary: {err}");
+    for (line, expected) in lines.iter().zip(expected) {
+        assert_eq!(*line, format!("error: {path}{expected}"));
+    }
+    assert!(lines[3].ends_with("is not valid (3 problems)"), "{err}");
+    assert!(!err.contains("u64") && !err.contains("u32") && !err.contains("sequence"));
+    Ok(())
+}
+
+#[test]
+fn validate_names_the_line_of_bytes_that_are_not_utf8() -> anyhow::Result<()> {
+    let scratch = Scratch::new()?;
+    let file = scratch.0.join("latin1.yaml");
+    std::fs::write(&file, b"deployment: eph\ngithub:\n  app_id: 1 # caf\xe9\n")?;
+    let out = ephemera()?
+        .args(["config", "validate"])
+        .arg(&file)
+        .assert()
+        .code(7);
+    let err = stderr_of(out.get_output());
+    assert!(
+        err.contains(&format!(
+            "{}:3: byte 0xe9 at column 18 is not UTF-8",
+            file.display()
+        )),
+        "{err}"
+    );
+    Ok(())
+}
+
+#[test]
 fn validate_says_which_spot_pools_rerun_interrupted_jobs() -> anyhow::Result<()> {
     let scratch = Scratch::new()?;
     let base = config_yaml(DEPLOYMENT, "https://api.github.com");

@@ -1,8 +1,9 @@
 //! Errors that say what to do next: GitHub's 404 for an installation names the App and
 //! the force-delete that does not need GitHub; AWS errors name service, operation,
-//! code and message once.
+//! code and message once; a missing table is named, and missing credentials say what to
+//! set.
 
-use super::{stderr_of, stdout_of, Operator};
+use super::{ephemera, stderr_of, stdout_of, Operator, Scratch};
 use ephemera_core::lifecycle::InstanceStatus;
 use ephemera_core::ports::RunnerStore;
 use ephemera_tests::pipeline::{Pipeline, PipelineOptions};
@@ -73,8 +74,10 @@ async fn errors_say_what_failed_once_and_what_to_do() -> anyhow::Result<()> {
         .code(1);
     let missing_table = stderr_of(out.get_output());
     assert!(
-        missing_table
-            .contains("DynamoDB Query: ResourceNotFoundException: Requested resource not found\n"),
+        missing_table.starts_with("error: table nope (from --table) does not exist: ")
+            && missing_table.contains(
+                "DynamoDB Query: ResourceNotFoundException: Requested resource not found\n"
+            ),
         "{missing_table}"
     );
     let out = op
@@ -101,5 +104,36 @@ async fn errors_say_what_failed_once_and_what_to_do() -> anyhow::Result<()> {
         };
         assert_eq!(err.matches(code).count(), 1, "said once: {err}");
     }
+    Ok(())
+}
+
+#[test]
+fn missing_credentials_say_what_to_set() -> anyhow::Result<()> {
+    let scratch = Scratch::new()?;
+    let nowhere = scratch.0.join("none");
+    let out = ephemera()?
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .env_remove("AWS_SESSION_TOKEN")
+        .env_remove("AWS_WEB_IDENTITY_TOKEN_FILE")
+        .env_remove("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")
+        .env_remove("AWS_CONTAINER_CREDENTIALS_FULL_URI")
+        .env("HOME", &scratch.0)
+        .env("AWS_CONFIG_FILE", &nowhere)
+        .env("AWS_SHARED_CREDENTIALS_FILE", &nowhere)
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .args(["pools", "--stack", "ephemera", "--region", "us-east-1"])
+        .args(["--endpoint-url", "http://127.0.0.1:9"])
+        .assert()
+        .code(1);
+    let err = stderr_of(out.get_output());
+    assert!(
+        err.contains("CloudFormation DescribeStacks: no AWS credentials found: set AWS_PROFILE"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("Attempted") && err.lines().count() == 1,
+        "{err}"
+    );
     Ok(())
 }

@@ -91,9 +91,15 @@ fn tier_for(file: &Path, text: &str, advanced_allowed: bool) -> Result<Parameter
 /// Reads and checks `file`: the configuration and its text, or exit code 7 with every
 /// problem on stderr.
 fn checked(file: &Path) -> Result<(Config, String), Failure> {
-    let text =
-        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
-    match Config::check(&file.display().to_string(), &text) {
+    let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let name = file.display().to_string();
+    let text = Config::text_of(&name, &bytes)
+        .map_err(|error| {
+            eprintln!("error: {error}");
+            Failure::msg(INVALID_CONFIG, format!("{name} is not valid (not UTF-8)"))
+        })?
+        .to_owned();
+    match Config::check(&name, &text) {
         Ok(config) => Ok((config, text)),
         Err(errors) => {
             for error in &errors {

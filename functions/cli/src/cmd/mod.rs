@@ -6,11 +6,12 @@
 //! [`runners`] (list, show, delete, connect), [`pools`], [`jobs`] (`jobs list`), [`jobs_show`]
 //! (`jobs show`, a job's timeline), [`costs`] (instance costs by repository and
 //! pool), [`dlq`] (`jobs
-//! dlq list|redrive`), [`config`] (validate, push), [`doctor`] (its checks by area, over
+//! dlq list|redrive`), [`config`] (validate, push), [`destroy`] (a whole deployment), [`doctor`] (its checks by area, over
 //! ports), and [`local`], which runs the whole pipeline in one process.
 
 pub mod config;
 pub mod costs;
+pub mod destroy;
 pub mod dlq;
 pub mod doctor;
 pub mod jobs;

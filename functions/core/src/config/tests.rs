@@ -247,3 +247,29 @@ fn a_tab_in_the_indentation_names_its_line() {
     assert!(!err.field.contains('?'), "{err}");
     assert!(err.message.contains("tab"), "{err}");
 }
+
+#[test]
+fn check_reports_every_unknown_key_and_type_error_but_not_their_consequences() {
+    let text = GOOD
+        .replace("app_id: 42", "app_id: 42\n  colour: red")
+        .replace("max_runners: 5", "max_runners: [5]")
+        .replace(
+            "bootstrap_timeout: 15m",
+            "bootstrap_timeout: 15 minutes\n    spot: yes please",
+        );
+    let errors = Config::check("bad.yaml", &text).expect_err("four problems");
+    let found: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        found,
+        [
+            "bad.yaml:5: github.colour: unknown field `colour`, expected one of `app_id`, \
+             `api_url`, `scope`, `more_apps`",
+            "bad.yaml:9: pools[0].max_runners: invalid type: list, expected an integer of 0 or more",
+            "bad.yaml:12: pools[0].bootstrap_timeout: \"15 minutes\" has unknown unit \" minutes\" \
+             (use s, m, h or d)",
+            "bad.yaml:13: pools[0].spot: invalid type: string \"yes please\", expected a boolean",
+        ]
+    );
+    // What the functions load stops at the first.
+    assert_eq!(error_of(&text).field, "github.colour");
+}
