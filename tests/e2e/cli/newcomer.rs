@@ -2,7 +2,8 @@
 //! runs it, starts (moto, the GitHub simulator and `ephemera local --stack` on 127.0.0.1);
 //! then, in a shell with the environment exactly as it printed it, `ephemera pools` shows
 //! the pool that runs, a job queued with `make job` runs and `ephemera jobs show` shows
-//! it, `ephemera doctor` exits 0 with no failed check, a `config push` changes what runs,
+//! it, `ephemera runners logs` says why its deleted runner has none, `ephemera doctor`
+//! exits 0 with no failed check, a `config push` changes what runs,
 //! and SIGINT (Ctrl-C) stops it all with "stopped" and exit 0. Also: the stack's own SQS
 //! event source mapping, which moto runs at every SendMessage, receives the jobs queue's
 //! messages until it is disabled (as `make up` and `make demo` disable it).
@@ -162,16 +163,22 @@ fn queued_job(output: &Output) -> anyhow::Result<u64> {
     answer["id"].as_u64().context("no job id")
 }
 
-/// `ephemera jobs show JOB`, as printed, once its instance was terminated.
+/// `ephemera jobs show JOB`, as printed, once the job completed and its instance was
+/// terminated.
 fn wait_job_done(exports: &[String], job: u64, limit: Duration) -> anyhow::Result<String> {
     let deadline = Instant::now() + limit;
     loop {
         let output = as_printed(exports, &format!("ephemera jobs show {job}"))?;
         let shown = text(&output);
-        if output.status.success()
-            && shown.lines().any(|line| line.starts_with("completed "))
-            && shown.lines().any(|line| line.starts_with("terminated "))
-        {
+        // The job's status completed, and its timeline's last stage stamped (a stage
+        // not reached yet shows no time).
+        let completed = shown
+            .lines()
+            .any(|line| line.starts_with("status ") && line.trim_end().ends_with("completed"));
+        let terminated = shown
+            .lines()
+            .any(|line| line.starts_with("terminated ") && line.contains(" 20"));
+        if output.status.success() && completed && terminated {
             return Ok(shown);
         }
         if Instant::now() > deadline {
@@ -214,6 +221,23 @@ fn a_newcomer_runs_make_up_queues_a_job_checks_it_with_doctor_and_stops_it() -> 
     let job = queued_job(&queued)?;
     let shown = wait_job_done(&exports, job, Duration::from_secs(90))?;
     ensure!(shown.contains("linux-x64"), "{shown}");
+
+    // Its runner's logs: deleted, on a simulated host that ships none, and said so.
+    let runner = shown
+        .lines()
+        .find_map(|line| line.strip_prefix("runner "))
+        .map(str::trim)
+        .with_context(|| format!("no runner in {shown}"))?;
+    let logs = as_printed(&exports, &format!("ephemera runners logs {runner}"))?;
+    let said = text(&logs);
+    ensure!(logs.status.code() == Some(4), "{said}\n{shown}");
+    let record = text(&as_printed(
+        &exports,
+        &format!("ephemera runners show {runner} --json"),
+    )?);
+    ensure!(said.contains("it was deleted"), "{said}\n{record}");
+    ensure!(said.contains("hosts ship no logs"), "{said}");
+    ensure!(!said.contains("does not exist"), "{said}");
 
     // doctor: exit 0, no failed check, the local webhook URL checked.
     let doctor = as_printed(&exports, "ephemera doctor")?;
