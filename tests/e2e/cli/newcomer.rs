@@ -135,6 +135,10 @@ fn as_printed(exports: &[String], command: &str) -> anyhow::Result<Output> {
         .env_remove("EPHEMERA_QUEUE_URL")
         .env_remove("EPHEMERA_CONFIG_PARAMETER")
         .env_remove("EPHEMERA_LOG_GROUP")
+        // `make job` is its own make, not a sub-make of `make test`'s.
+        .env_remove("MAKEFLAGS")
+        .env_remove("MFLAGS")
+        .env_remove("MAKELEVEL")
         .output()
         .with_context(|| format!("running {command}"))?;
     Ok(output)
