@@ -71,8 +71,14 @@ job:
 	@COUNT='$(COUNT)' LABELS='$(LABELS)' DURATION='$(DURATION)' tests/local/queue-jobs.sh
 
 ## test: formatting, lints, unit, adapter and end-to-end tests, the runner bootstrap, and
-## the figures of README.md and docs/ against the bench files, the demo against its sample
-test: venv lint lint-infra check-figures test-rust test-bootstrap iam-coverage conformance check-demo
+## the figures of README.md and docs/ against the bench files, the demo against its sample;
+## one line for each part that passes, a failing part's output (tests/local/quietly.sh:
+## each part's whole output in target/make-test/PART.log; VERBOSE=1 shows it as it runs)
+TEST_PARTS := lint lint-infra check-figures test-rust test-bootstrap iam-coverage conformance check-demo
+test: venv
+	@for part in $(TEST_PARTS); do \
+		tests/local/quietly.sh $$part $(MAKE) --no-print-directory $$part || exit $$?; \
+	done
 
 ## test-rust: the Rust tests of the workspace, 3 at a time, on the emulator (MOTO_SERVER)
 test-rust: venv
