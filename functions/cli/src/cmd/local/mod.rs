@@ -254,57 +254,16 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
         tasks.spawn(async move { reap_every_following(reapers_now, interval).await });
     }
     if let Some(parameter) = source.parameter.clone() {
-        let every = wiring.args.reload_interval;
-        let ssm = aws_sdk_ssm::Client::new(&sdk);
-        let wiring = wiring.clone();
-        let mut source = source;
-        tasks.spawn(async move {
-            loop {
-                tokio::time::sleep(every).await;
-                let read = ephemera_aws::config_source::load_config_or_default(
-                    &ssm,
-                    &parameter,
-                    source.default.as_deref(),
-                )
-                .await;
-                let loaded = match read {
-                    Ok(loaded) => loaded,
-                    Err(err) => {
-                        warn!(error = %format!("{err:#}"), "cannot read the configuration; keeping the one in use");
-                        continue;
-                    }
-                };
-                if source.is(&loaded) {
-                    continue;
-                }
-                let config = Arc::new(loaded.config);
-                match wiring.build(config.clone()).await {
-                    Ok(built) => {
-                        info!(
-                            config_version = loaded.version,
-                            config_parameter = %loaded.parameter,
-                            "configuration changed; running version {} of {}",
-                            loaded.version,
-                            loaded.parameter
-                        );
-                        webhooks.send_replace(built.webhook);
-                        scalers.send_replace(built.scaler);
-                        reapers.send_replace(built.reaper);
-                        source = ConfigSource {
-                            config,
-                            parameter: source.parameter,
-                            default: source.default,
-                            read_from: Some(loaded.parameter),
-                            version: loaded.version,
-                        };
-                        wiring.record_running(&source);
-                    }
-                    Err(err) => {
-                        warn!(config_version = loaded.version, error = %format!("{err:#}"), "the changed configuration cannot be used; keeping the one in use");
-                    }
-                }
-            }
-        });
+        let follow = Follow {
+            ssm: aws_sdk_ssm::Client::new(&sdk),
+            parameter,
+            every: wiring.args.reload_interval,
+            wiring: wiring.clone(),
+            webhooks,
+            scalers,
+            reapers,
+        };
+        tasks.spawn(follow.run(source));
     }
     tokio::select! {
         finished = tasks.join_next() => match finished {
@@ -315,6 +274,71 @@ pub async fn run(args: LocalArgs) -> anyhow::Result<()> {
         _ = shutdown_signal() => {
             info!("stopping");
             Ok(())
+        }
+    }
+}
+
+/// The following of a stack's configuration parameter: read again every `every`, and
+/// each new version built into the parts' handlers, sent to them, and recorded.
+struct Follow {
+    ssm: aws_sdk_ssm::Client,
+    /// The parameter `ephemera config push` writes.
+    parameter: String,
+    every: Duration,
+    wiring: Arc<Wiring>,
+    webhooks: watch::Sender<Option<Arc<WebhookHandler>>>,
+    scalers: watch::Sender<Option<Arc<Scaler>>>,
+    reapers: watch::Sender<Option<Arc<Reaper>>>,
+}
+
+impl Follow {
+    /// Never ends; a read or a build that fails keeps the handlers in use (as the
+    /// functions' [`ephemera_aws::reload`] does).
+    async fn run(self, mut source: ConfigSource) -> anyhow::Result<()> {
+        loop {
+            tokio::time::sleep(self.every).await;
+            let read = ephemera_aws::config_source::load_config_or_default(
+                &self.ssm,
+                &self.parameter,
+                source.default.as_deref(),
+            )
+            .await;
+            let loaded = match read {
+                Ok(loaded) => loaded,
+                Err(err) => {
+                    warn!(error = %format!("{err:#}"), "cannot read the configuration; keeping the one in use");
+                    continue;
+                }
+            };
+            if source.is(&loaded) {
+                continue;
+            }
+            let config = Arc::new(loaded.config);
+            match self.wiring.build(config.clone()).await {
+                Ok(built) => {
+                    info!(
+                        config_version = loaded.version,
+                        config_parameter = %loaded.parameter,
+                        "configuration changed; running version {} of {}",
+                        loaded.version,
+                        loaded.parameter
+                    );
+                    self.webhooks.send_replace(built.webhook);
+                    self.scalers.send_replace(built.scaler);
+                    self.reapers.send_replace(built.reaper);
+                    source = ConfigSource {
+                        config,
+                        parameter: source.parameter,
+                        default: source.default,
+                        read_from: Some(loaded.parameter),
+                        version: loaded.version,
+                    };
+                    self.wiring.record_running(&source);
+                }
+                Err(err) => {
+                    warn!(config_version = loaded.version, error = %format!("{err:#}"), "the changed configuration cannot be used; keeping the one in use");
+                }
+            }
         }
     }
 }
