@@ -7,7 +7,7 @@ VENV := .venv
 VENV_STAMP := $(VENV)/.installed-$(shell cat requirements-dev.txt constraints-dev.txt | sha256sum | cut -c1-12)
 CARGO ?= cargo
 
-.PHONY: check-fakes check-release-symbols all help venv demo demo-sample check-demo up test test-rust test-bootstrap conformance conformance-recorded chaos-sweep bench bench-model check-figures check-bench-fresh docs-figures lint fmt clean-venv
+.PHONY: check-fakes check-release-symbols all help venv demo demo-sample check-demo up job test test-rust test-bootstrap conformance conformance-recorded chaos-sweep bench bench-model check-figures check-bench-fresh docs-figures lint fmt clean-venv
 
 all: test
 
@@ -51,22 +51,40 @@ demo-sample: venv
 		target/debug/demo --config infra/config.example.yaml --transcript $(DEMO_TRANSCRIPT)
 	$(VENV)/bin/python tests/docs/demo_sample.py --write $(DEMO_TRANSCRIPT)
 
-## up: moto, the GitHub simulator and `ephemera local` on loopback, up until Ctrl-C; prints
-## the environment to paste so `ephemera` commands and `curl` work against them
+## up: moto, the GitHub simulator and `ephemera local --stack` on loopback, up until
+## Ctrl-C; the stack holds the pools of infra/config.example.yaml with GitHub at the
+## simulator, and prints the environment to paste so `ephemera` commands and `make job`
+## work against it with no flag
 up: venv
 	$(CARGO) build --quiet --workspace --bins
 	MOTO_SERVER=$(CURDIR)/$(VENV)/bin/moto_server EPHEMERA_BIN=$(CURDIR)/target/debug/ephemera \
 		target/debug/demo --up --config infra/config.example.yaml
 
+## job: queues COUNT jobs (default 1) with LABELS (comma-separated, default the example
+## pool's) through the GitHub simulator of a running `make up` (GITHUB_SIM, from the
+## environment it printed), each running DURATION seconds (default 60); the simulator sends
+## their signed `queued` webhooks
+COUNT ?= 1
+LABELS ?= self-hosted,linux,x64
+DURATION ?= 60
+job:
+	@COUNT='$(COUNT)' LABELS='$(LABELS)' DURATION='$(DURATION)' tests/local/queue-jobs.sh
+
 ## test: formatting, lints, unit, adapter and end-to-end tests, the runner bootstrap, and
-## the figures of README.md and docs/ against the bench files, the demo against its sample
-test: venv lint lint-infra check-figures test-rust test-bootstrap iam-coverage conformance-recorded check-demo
+## the figures of README.md and docs/ against the bench files, the demo against its sample;
+## one line for each part that passes, a failing part's output (tests/local/quietly.sh:
+## each part's whole output in target/make-test/PART.log; VERBOSE=1 shows it as it runs)
+TEST_PARTS := lint lint-infra check-figures test-rust test-bootstrap iam-coverage conformance-recorded check-demo
+test: venv
+	@for part in $(TEST_PARTS); do \
+		tests/local/quietly.sh $$part $(MAKE) --no-print-directory $$part || exit $$?; \
+	done
 
 ## test-rust: the Rust tests of the workspace, 3 at a time, on the emulator (MOTO_SERVER)
 test-rust: venv
 	$(CARGO) build --workspace --bins   # the CLI tests drive the built `ephemera` binary
 	@# 3 at a time: the end-to-end tests wait on leases, timers and webhooks as much as on
-	@# the emulator; the two longest (burst, cli::kills) sort to the front and start first
+	@# the emulator; the longest (burst, cli::kills) sort near the front and start early
 	@# every REST exchange the GitHub simulator serves is recorded for conformance-recorded
 	rm -rf $(IAM_COVERAGE_DIR) $(CONFORMANCE_RECORD) && mkdir -p $(CONFORMANCE_RECORD)
 	EPHEMERA_IAM_COVERAGE_DIR=$(CURDIR)/$(IAM_COVERAGE_DIR) MOTO_SERVER=$(CURDIR)/$(VENV)/bin/moto_server \

@@ -1,6 +1,8 @@
 """The figure check fails on a page that quotes what its bench file does not hold, and on a
 bench file older than the code it measures (`make check-figures`)."""
 
+import contextlib
+import io
 import json
 import shutil
 import sys
@@ -20,6 +22,13 @@ MODEL = {
 
 class FigureCheck(unittest.TestCase):
     def setUp(self):
+        # What the check prints (the diffs of the pages it refuses) is kept for the
+        # assertions, not shown: `make test` shows failures only.
+        self.printed = io.StringIO()
+        for redirect in (contextlib.redirect_stdout, contextlib.redirect_stderr):
+            manager = redirect(self.printed)
+            manager.__enter__()
+            self.addCleanup(manager.__exit__, None, None, None)
         self.root = Path(tempfile.mkdtemp())
         self.addCleanup(shutil.rmtree, self.root)
         (self.root / "bench").mkdir()
@@ -50,6 +59,8 @@ class FigureCheck(unittest.TestCase):
     def test_a_changed_figure_fails(self):
         self.page("297.6")
         self.assertEqual(figures.check(), 1)
+        self.assertIn("README.md quotes figures its bench files do not hold", self.printed.getvalue())
+        self.assertIn("+All registered after", self.printed.getvalue())
 
     def test_write_puts_the_file_figure_back(self):
         self.page("290")

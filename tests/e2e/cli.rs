@@ -2,7 +2,8 @@
 //! the GitHub simulator: listing in both forms, the operator delete and its exit codes,
 //! `config validate` / `config push`, `destroy` of a whole deployment, `runners connect`, a runner's logs, the dead-letter
 //! queue, unrouted jobs, errors, a lost webhook recovered by `ephemera local`'s
-//! redelivery sweep, and a flood of unsigned requests at its webhook.
+//! redelivery sweep, a flood of unsigned requests at its webhook, and a newcomer's
+//! `make up` session.
 
 mod apps;
 mod config;
@@ -16,6 +17,7 @@ mod kills;
 mod local;
 mod local_world;
 mod logs;
+mod newcomer;
 mod redelivery;
 mod shared_token;
 mod sizing;
@@ -77,7 +79,9 @@ pub fn ephemera() -> anyhow::Result<Command> {
         .env_remove("EPHEMERA_TABLE")
         .env_remove("EPHEMERA_QUEUE_URL")
         .env_remove("EPHEMERA_CONFIG_PARAMETER")
-        .env_remove("EPHEMERA_GITHUB_APP_KEY_FILE");
+        .env_remove("EPHEMERA_GITHUB_APP_KEY_FILE")
+        .env_remove("EPHEMERA_WEBHOOK_URL")
+        .env_remove("EPHEMERA_OWNERS");
     Ok(command)
 }
 

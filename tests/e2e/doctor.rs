@@ -164,7 +164,7 @@ pub(super) async fn only_failure(world: &World, check: &str) -> anyhow::Result<V
 }
 
 /// The checks moto cannot answer (see the module's comment), with what they say: they
-/// warn here and pass on AWS.
+/// warn here, saying the emulator cannot answer them, and pass on AWS.
 const UNANSWERED_BY_MOTO: [(&str, &str); 4] = [
     ("quotas.vcpu", "Service Quotas does not know"),
     ("lambda.concurrency", "Service Quotas does not know"),
@@ -176,7 +176,12 @@ fn unanswered_by_moto(check: &Value) -> bool {
     UNANSWERED_BY_MOTO.iter().any(|(name, why)| {
         check["check"] == *name
             && check["status"] == "warn"
-            && check["message"].as_str().is_some_and(|m| m.contains(why))
+            && check["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(why) && m.contains("the emulator at"))
+            && check["fix"]
+                .as_str()
+                .is_some_and(|f| f.starts_with("nothing to do locally"))
     })
 }
 

@@ -118,10 +118,21 @@ def main():
     if req["mode"] == "translate":
         json.dump(translate(req["template"], "code"), sys.stdout)
         return
-    spec = req["spec"]
-    name = spec["stack_name"]
     kw = dict(endpoint_url=req["endpoint"], region_name="us-east-1",
               aws_access_key_id="testing", aws_secret_access_key="testing")
+    if req["mode"] == "disable-queue-sources":
+        sqs = boto3.client("sqs", **kw)
+        arn = sqs.get_queue_attributes(QueueUrl=req["queue_url"],
+                                       AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        lam = boto3.client("lambda", **kw)
+        disabled = []
+        for mapping in lam.list_event_source_mappings(EventSourceArn=arn)["EventSourceMappings"]:
+            lam.update_event_source_mapping(UUID=mapping["UUID"], Enabled=False)
+            disabled.append(mapping["UUID"])
+        json.dump(disabled, sys.stdout)
+        return
+    spec = req["spec"]
+    name = spec["stack_name"]
     bucket = f"{name}-code"
     cfn_json = translate(req["template"], bucket)
     stripped = [k for k, r in cfn_json["Resources"].items() if r["Type"] in req["strip"]]
@@ -264,6 +275,25 @@ pub async fn create_stack_with(
     overrides: &[(&str, &str)],
 ) -> anyhow::Result<Stack> {
     apply_stack(moto, template, spec, "create", overrides).await
+}
+
+/// Disables the event source mappings of the queue `queue_url` (the stack's scaler on
+/// its jobs queue), for a stack whose queue `ephemera local` drains itself: moto runs an
+/// enabled mapping at every `SendMessage`, receiving the message (a receive that counts
+/// towards the DLQ's maxReceiveCount) and invoking the function's stub, which fails;
+/// and a receive of `ephemera local` at that moment finds the message in flight. The
+/// UUIDs of the mappings disabled.
+pub async fn disable_queue_event_sources(
+    moto: &Moto,
+    queue_url: &str,
+) -> anyhow::Result<Vec<String>> {
+    let request = serde_json::json!({
+        "mode": "disable-queue-sources",
+        "endpoint": moto.endpoint,
+        "queue_url": queue_url,
+    });
+    let stdout = run_python(request).await?;
+    serde_json::from_slice(&stdout).context("reading the mappings disabled")
 }
 
 /// Translates `template` again and updates the stack `spec` created with it, as a

@@ -161,10 +161,7 @@ enum JobsCommand {
   ephemera jobs list --stack ephemera --status queued --pool linux-x64
   ephemera jobs list --stack ephemera --status unrouted --json")]
     List(jobs::JobsListArgs),
-    /// One job's timeline: queued, received, claimed, launch requested, JIT config
-    /// stored, online, started, completed, terminated, with the gap between each, and
-    /// the runner, instance type and market (spot or on_demand) that ran it.
-    #[command(after_help = "Examples:
+    #[command(about = jobs_show_about(), after_help = "Examples:
   ephemera jobs show 29679449 --stack ephemera
   ephemera jobs show 29679449 --stack ephemera --json")]
     Show(jobs_show::JobsShowArgs),
@@ -286,9 +283,31 @@ pub async fn run(cli: Cli) -> ExitCode {
     }
 }
 
+/// `jobs show`'s summary, naming every stage of the timeline by the name `jobs show`
+/// prints (from [`ephemera_core::timeline::Stage::ALL`], the one list of them).
+fn jobs_show_about() -> String {
+    let stages: Vec<&str> = ephemera_core::timeline::Stage::ALL
+        .iter()
+        .map(|stage| stage.as_str())
+        .collect();
+    format!(
+        "One job's timeline: {}, with the gap between each, and the runner, instance type \
+         and market (spot or on_demand) that ran it",
+        stages.join(", ")
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn jobs_show_help_names_every_stage() {
+        let help = help_of(&["jobs", "show"]);
+        for stage in ephemera_core::timeline::Stage::ALL {
+            assert!(help.contains(stage.as_str()), "{stage:?} not named: {help}");
+        }
+    }
 
     #[test]
     fn the_grammar_is_consistent() {

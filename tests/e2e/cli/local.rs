@@ -1,5 +1,6 @@
 //! `ephemera local`'s own inputs: a reaper interval out of range is refused by name
-//! (it once panicked on `0s`), and `--help` lists the environment it reads.
+//! (it once panicked on `0s`), `--help` lists the environment it reads, and the
+//! configuration is a file or a stack's.
 
 use super::{ephemera, stderr_of, stdout_of};
 
@@ -70,5 +71,29 @@ fn the_log_has_no_colour_codes_when_it_is_not_a_terminal() -> anyhow::Result<()>
     assert!(err.contains("webhook listening"), "{err}");
     assert!(!err.contains('\u{1b}'), "{err:?}");
     assert!(!err.contains("IMDS"), "an emulator needs no region: {err}");
+    Ok(())
+}
+
+#[test]
+fn the_configuration_is_a_file_or_a_stack_not_both_nor_neither() -> anyhow::Result<()> {
+    let out = ephemera()?.args(["local"]).assert().code(2);
+    let err = stderr_of(out.get_output());
+    assert!(err.contains("--config"), "{err}");
+    let out = ephemera()?
+        .args(["local", "--config", "infra/config.example.yaml"])
+        .args(["--stack", "ephemera"])
+        .assert()
+        .code(2);
+    let err = stderr_of(out.get_output());
+    assert!(err.contains("--stack"), "{err}");
+    let out = ephemera()?
+        .args(["local", "--stack", "ephemera", "--bootstrap"])
+        .assert()
+        .code(2);
+    let err = stderr_of(out.get_output());
+    assert!(
+        err.contains("--bootstrap"),
+        "a stack's resources exist: {err}"
+    );
     Ok(())
 }

@@ -1,11 +1,15 @@
 //! `make demo`: one job through the whole pipeline on emulated AWS, printed as it happens.
 //!
-//! Starts moto and the GitHub simulator on free loopback ports, runs the real
-//! `ephemera local --bootstrap` against them, has the simulator send one signed `queued`
-//! webhook, and prints the runner's lifecycle from its record until the runner is deleted
-//! and its instance terminated; then checks that the job's timeline has every stamp, in
-//! order, and prints it with `ephemera jobs show`. Everything it started stops when it
-//! ends, also on Ctrl-C or failure.
+//! Starts moto and the GitHub simulator on free loopback ports, creates the stack of
+//! template.yaml in moto with the pools of `--config` and GitHub at the simulator, runs
+//! the real `ephemera local --stack` against them (the configuration the stack holds,
+//! followed as `ephemera config push` changes it), has the simulator send one signed
+//! `queued` webhook, and prints the runner's lifecycle from its record until the runner
+//! is deleted and its instance terminated; then checks that the job's timeline has every
+//! stamp, in order, and prints it with `ephemera jobs show`. With `--up` (`make up`) it
+//! prints the environment to paste instead and stays up until Ctrl-C or SIGTERM, then
+//! says "stopped" and exits 0. Everything it started stops when it ends, also on Ctrl-C
+//! or failure.
 
 use anyhow::{bail, Context};
 use clap::Parser;
@@ -45,9 +49,14 @@ struct Args {
     /// against it: tests/docs/demo_sample.py).
     #[arg(long)]
     transcript: Option<PathBuf>,
+    /// Where `ephemera local`'s log and metrics and the parts' credentials go.
+    #[arg(long, default_value = "target/demo")]
+    dir: PathBuf,
 }
 
 const WEBHOOK_SECRET: &str = "demo-webhook-secret";
+/// The organization the simulated jobs run for (`make job` queues them there too).
+const OWNER: &str = "octo-org";
 const KEY: &str = "tests/fixtures/github-app-test-key.pem";
 const PUBLIC_KEY: &str = "tests/fixtures/github-app-test-key.pub.pem";
 
@@ -76,9 +85,18 @@ async fn main() -> ExitCode {
     let started = Instant::now();
     let outcome = tokio::select! {
         outcome = run(&args) => outcome,
-        _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
+        _ = stop_signal() => {
+            // Children are killed on drop: moto, the simulator and ephemera local are
+            // gone here.
+            return if args.up {
+                say!("stopped");
+                ExitCode::SUCCESS
+            } else {
+                eprintln!("demo stopped before it finished");
+                ExitCode::from(130)
+            };
+        }
     };
-    // Children are killed on drop: moto, the simulator and ephemera local are gone here.
     match outcome {
         Ok(()) => {
             say!("demo finished in {:.1} s", started.elapsed().as_secs_f64());
@@ -94,6 +112,19 @@ async fn main() -> ExitCode {
             eprintln!("demo failed: {err:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Ctrl-C, or SIGTERM.
+async fn stop_signal() {
+    let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+    else {
+        let _ = tokio::signal::ctrl_c().await;
+        return;
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
     }
 }
 
@@ -118,7 +149,11 @@ async fn run(args: &Args) -> anyhow::Result<()> {
         .pools
         .first()
         .context("the configuration has no pool")?;
-    say!("ephemera demo: one job through the whole pipeline on emulated AWS\n");
+    if args.up {
+        say!("ephemera up: the stack on emulated AWS and GitHub simulated, until Ctrl-C\n");
+    } else {
+        say!("ephemera demo: one job through the whole pipeline on emulated AWS\n");
+    }
 
     let moto = Moto::start().await?;
     let strict = moto.strict_settings().await?["enabled"] == serde_json::json!(true);
@@ -141,29 +176,46 @@ async fn run(args: &Args) -> anyhow::Result<()> {
     sim_config.pickup_delay = Duration::from_secs(2);
     let sim = sim::start(sim_config).await?;
     say!("  GitHub simulator      {}", sim.url);
-    let stack = create_demo_stack(&moto, &config, &sim.url).await?;
+    let pools = pools_section(&args.config)?;
+    let stack = create_demo_stack(&moto, &config, &pools, &sim.url).await?;
     say!(
         "  stack (template.yaml) {} resources: table {}, launch template {}",
         stack.resources.len(),
         stack.output("TableName")?,
         stack.output("LaunchTemplateName")?
     );
+    // ephemera local drains the queue itself: the scaler's mapping off (see
+    // disable_queue_event_sources).
+    let disabled =
+        ephemera_tests::stack::disable_queue_event_sources(&moto, stack.output("QueueUrl")?)
+            .await?;
+    say!(
+        "  the stack's SQS event source mapping disabled ({}): ephemera local polls the queue",
+        disabled.len()
+    );
 
     let port = free_port()?;
     let webhook_url = format!("http://127.0.0.1:{port}/webhook");
-    std::fs::create_dir_all("target/demo")?;
-    let log_path = "target/demo/ephemera-local.log";
-    let credentials = write_role_profiles(&moto, &config.deployment).await?;
-    let _ephemera = start_ephemera(args, &moto.endpoint, &sim.url, port, log_path, &credentials)?;
-    say!("  ephemera local        {webhook_url}  (log: {log_path})\n");
-    wait_listening(port, Duration::from_secs(60)).await?;
+    std::fs::create_dir_all(&args.dir)
+        .with_context(|| format!("creating {}", args.dir.display()))?;
+    let log_path = args.dir.join("ephemera-local.log");
+    let metrics_path = args.dir.join("ephemera-local.metrics");
+    let credentials = write_role_profiles(&moto, &config.deployment, &args.dir).await?;
+    let _ephemera = start_ephemera(args, &moto.endpoint, &config.deployment, port, &credentials)?;
+    say!(
+        "  ephemera local        {webhook_url}  (log: {}, metrics: {})\n",
+        log_path.display(),
+        metrics_path.display()
+    );
+    wait_listening(port, Duration::from_secs(60), &log_path).await?;
     sim.set_webhook_url(&webhook_url);
     if args.up {
         print_environment(
+            args,
             &moto.endpoint,
             &sim.url,
+            &webhook_url,
             &config,
-            &args.config,
             &labels_of(pool),
         );
         return std::future::pending().await;
@@ -175,7 +227,7 @@ async fn run(args: &Args) -> anyhow::Result<()> {
     let fleet = Ec2Fleet::new(aws_sdk_ec2::Client::new(&sdk), &config.deployment);
 
     let labels = labels_of(pool);
-    let job_id = sim.create_job("octo-org", "demo", &labels, None).await?;
+    let job_id = sim.create_job(OWNER, "demo", &labels, None).await?;
     line(
         OffsetDateTime::now_utc(),
         &format!("job {job_id}"),
@@ -184,7 +236,7 @@ async fn run(args: &Args) -> anyhow::Result<()> {
     );
 
     let deadline = Instant::now() + Duration::from_secs(args.timeout);
-    let runner = follow_runner(&store, job_id, deadline).await?;
+    let runner = follow_runner(&store, job_id, deadline, &log_path).await?;
     let instance_id = runner
         .instance_id
         .context("the deleted runner never had an instance")?;
@@ -281,37 +333,43 @@ fn labels_of(pool: &ephemera_core::config::PoolConfig) -> Vec<&str> {
 }
 
 /// What `make up` prints: the environment that points every `ephemera` command at the
-/// stack, and a `curl` that has the simulator queue a job (and send its webhook).
+/// stack with no flag (`ephemera` on PATH, the stack, the emulator, the App key, the
+/// local webhook URL `ephemera doctor` checks), and commands to try, `make job` first.
 fn print_environment(
+    args: &Args,
     aws: &str,
     github: &str,
+    webhook_url: &str,
     config: &Config,
-    config_file: &std::path::Path,
     labels: &[&str],
 ) {
-    let key = std::env::current_dir()
-        .map(|dir| dir.join(KEY).display().to_string())
-        .unwrap_or_else(|_| KEY.to_owned());
-    let labels = labels
-        .iter()
-        .map(|l| format!("\"{l}\""))
-        .collect::<Vec<_>>()
-        .join(",");
-    println!("Up until Ctrl-C. In another shell, paste:\n");
+    let absolute = |path: &std::path::Path| {
+        std::fs::canonicalize(path)
+            .unwrap_or_else(|_| path.to_path_buf())
+            .display()
+            .to_string()
+    };
+    let key = absolute(std::path::Path::new(KEY));
+    let bin_dir = absolute(args.ephemera.parent().unwrap_or(std::path::Path::new(".")));
+    let owners = OWNER;
+    println!("Up until Ctrl-C. In another shell, in this directory, paste:\n");
+    println!("export PATH={bin_dir}:$PATH");
     println!("export AWS_ENDPOINT_URL={aws} AWS_REGION=us-east-1");
     println!("export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing");
-    println!("export EPHEMERA_STACK={}", config.deployment);
-    println!("export EPHEMERA_GITHUB_APP_KEY_FILE={key}");
+    println!(
+        "export EPHEMERA_STACK={} EPHEMERA_GITHUB_APP_KEY_FILE={key}",
+        config.deployment
+    );
+    println!("export EPHEMERA_WEBHOOK_URL={webhook_url} EPHEMERA_OWNERS={owners}");
     println!("export GITHUB_SIM={github}\n");
     println!("then, for example:\n");
     println!(
-        "curl -sS -X POST \"$GITHUB_SIM/_sim/jobs\" -H 'content-type: application/json' \\\n  \
-         -d '{{\"owner\":\"octo-org\",\"repo\":\"demo\",\"labels\":[{labels}],\"duration_ms\":60000}}'"
+        "make job LABELS={} COUNT=1   # queues a job through the simulator",
+        labels.join(",")
     );
-    // The stack's parameter holds its own pools; the limits shown are the file's.
-    println!("ephemera pools --config {}", config_file.display());
-    println!("ephemera runners list");
-    println!("ephemera jobs list\n");
+    println!("ephemera jobs list");
+    println!("ephemera pools");
+    println!("ephemera doctor\n");
 }
 
 /// Prints each entry of the runner's history as it appears, until it is deleted.
@@ -319,11 +377,15 @@ async fn follow_runner(
     store: &DynamoRunnerStore,
     job_id: u64,
     deadline: Instant,
+    log_path: &std::path::Path,
 ) -> anyhow::Result<ephemera_core::model::RunnerRecord> {
     let mut printed = 0;
     loop {
         if Instant::now() > deadline {
-            bail!("job {job_id}: the runner was not deleted in time (see target/demo/ephemera-local.log)");
+            bail!(
+                "job {job_id}: the runner was not deleted in time (see {})",
+                log_path.display()
+            );
         }
         let name = store.get_job(job_id).await?.and_then(|job| job.runner_name);
         if let Some(runner) = match &name {
@@ -361,12 +423,13 @@ fn line(at: OffsetDateTime, subject: &str, what: &str, detail: &str) {
     say!("{clock}  {subject:<34} {what:<16} {detail}");
 }
 
+/// `ephemera local --stack`: the stack's configuration, table and queue; its log (stderr)
+/// and its metrics (the EMF lines on stdout) each into their own file of `--dir`.
 fn start_ephemera(
     args: &Args,
     aws: &str,
-    github: &str,
+    stack: &str,
     port: u16,
-    log_path: &str,
     credentials: &std::path::Path,
 ) -> anyhow::Result<Child> {
     if !args.ephemera.exists() {
@@ -375,16 +438,14 @@ fn start_ephemera(
             args.ephemera.display()
         );
     }
-    let log = std::fs::File::create(log_path)?;
+    let log = std::fs::File::create(args.dir.join("ephemera-local.log"))?;
+    let metrics = std::fs::File::create(args.dir.join("ephemera-local.metrics"))?;
     Command::new(&args.ephemera)
-        .args(["local", "--bootstrap", "--reaper-interval", "1s"])
-        .arg("--config")
-        .arg(&args.config)
+        .args(["local", "--stack", stack])
+        .args(["--reaper-interval", "1s", "--reload-interval", "2s"])
         .args([
             "--listen",
             &format!("127.0.0.1:{port}"),
-            "--github-api-url",
-            github,
             "--github-app-key",
             KEY,
         ])
@@ -400,7 +461,7 @@ fn start_ephemera(
         .env("AWS_SHARED_CREDENTIALS_FILE", credentials)
         .env("AWS_REGION", "us-east-1")
         .env("EPHEMERA_WEBHOOK_SECRET", WEBHOOK_SECRET)
-        .stdout(Stdio::from(log.try_clone()?))
+        .stdout(Stdio::from(metrics))
         .stderr(Stdio::from(log))
         .kill_on_drop(true)
         .spawn()
@@ -417,7 +478,11 @@ const PARTS: [(&str, &str); 3] = [
 /// A shared credentials file with a profile per part (`ephemera-scaler`, ...), each an
 /// access key the strict layer evaluates as that part's role: `ephemera local` runs each
 /// part as its function runs on AWS, and fails where AWS would refuse it.
-async fn write_role_profiles(moto: &Moto, deployment: &str) -> anyhow::Result<std::path::PathBuf> {
+async fn write_role_profiles(
+    moto: &Moto,
+    deployment: &str,
+    dir: &std::path::Path,
+) -> anyhow::Result<std::path::PathBuf> {
     let mut file = String::new();
     for (part, role) in PARTS {
         let settings = moto.role_settings(role, deployment).await?;
@@ -428,12 +493,16 @@ async fn write_role_profiles(moto: &Moto, deployment: &str) -> anyhow::Result<st
             "[ephemera-{part}]\naws_access_key_id = {key}\naws_secret_access_key = {secret}\n\n"
         ));
     }
-    let path = std::env::current_dir()?.join("target/demo/aws-credentials");
+    let path = std::env::current_dir()?.join(dir).join("aws-credentials");
     std::fs::write(&path, file).with_context(|| format!("writing {}", path.display()))?;
     Ok(path)
 }
 
-async fn wait_listening(port: u16, limit: Duration) -> anyhow::Result<()> {
+async fn wait_listening(
+    port: u16,
+    limit: Duration,
+    log_path: &std::path::Path,
+) -> anyhow::Result<()> {
     let started = Instant::now();
     while started.elapsed() < limit {
         if tokio::net::TcpStream::connect(("127.0.0.1", port))
@@ -444,7 +513,10 @@ async fn wait_listening(port: u16, limit: Duration) -> anyhow::Result<()> {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    bail!("ephemera local did not listen on 127.0.0.1:{port} within {limit:?} (see target/demo/ephemera-local.log)")
+    bail!(
+        "ephemera local did not listen on 127.0.0.1:{port} within {limit:?} (see {})",
+        log_path.display()
+    )
 }
 
 /// The public parameter of the newest x86_64 Amazon Linux 2023 image.
@@ -456,6 +528,7 @@ const X86_64_IMAGE_PARAMETER: &str =
 async fn create_demo_stack(
     moto: &Moto,
     config: &Config,
+    pools: &str,
     github_api_url: &str,
 ) -> anyhow::Result<ephemera_tests::stack::Stack> {
     let spec = ephemera_tests::stack::StackSpec {
@@ -465,7 +538,7 @@ async fn create_demo_stack(
         github_api_url: github_api_url.to_owned(),
         webhook_secret: WEBHOOK_SECRET.to_owned(),
         app_key_pem: std::fs::read_to_string(KEY).with_context(|| format!("reading {KEY}"))?,
-        pools_config: None,
+        pools_config: Some(pools.to_owned()),
     };
     // The example configuration's pool runs x86_64 instance types (m7i.large): the
     // stack's image is the x86_64 Amazon Linux, where its default is arm64, since EC2
@@ -479,4 +552,23 @@ async fn create_demo_stack(
     )
     .await
     .context("creating the stack from template.yaml in the emulator")
+}
+
+/// The `pools:` part of the configuration file and what follows it (`reaper:`), as the
+/// stack's `PoolsConfig` parameter takes it: the stack's configuration is then the
+/// file's, with the deployment and GitHub (at the simulator) the stack's parameters.
+fn pools_section(file: &std::path::Path) -> anyhow::Result<String> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    let start = text
+        .lines()
+        .scan(0, |offset, line| {
+            let at = *offset;
+            *offset += line.len() + 1;
+            Some((at, line))
+        })
+        .find(|(_, line)| line.starts_with("pools:"))
+        .map(|(at, _)| at)
+        .with_context(|| format!("{} has no top-level `pools:`", file.display()))?;
+    Ok(text[start..].to_owned())
 }

@@ -34,15 +34,23 @@ pub struct DoctorArgs {
     /// "checks": [{"check", "subject", "status", "message", "fix"}]}`.
     #[arg(long)]
     json: bool,
-    /// The webhook URL the App must send to (default: the stack's `WebhookUrl` output).
-    #[arg(long, value_name = "URL")]
+    /// The webhook URL the App must send to (default: the stack's `WebhookUrl` output;
+    /// `make up` sets EPHEMERA_WEBHOOK_URL to its local listener, as moto makes no
+    /// Function URL).
+    #[arg(long, env = "EPHEMERA_WEBHOOK_URL", value_name = "URL")]
     webhook_url: Option<String>,
     /// GitHub API base URL; overrides `github.api_url` of the configuration.
     #[arg(long, value_name = "URL")]
     github_api_url: Option<String>,
     /// An organization (`ORG`) or repository (`OWNER/REPO`) the App must be installed
-    /// on, besides those the pools name (`warm_owner`); repeat for more.
-    #[arg(long = "owner", value_name = "ORG|OWNER/REPO")]
+    /// on, besides those the pools name (`warm_owner`); repeat for more
+    /// (EPHEMERA_OWNERS: comma-separated).
+    #[arg(
+        long = "owner",
+        env = "EPHEMERA_OWNERS",
+        value_delimiter = ',',
+        value_name = "ORG|OWNER/REPO"
+    )]
     owners: Vec<String>,
     #[command(flatten)]
     stack: StackArgs,
@@ -70,6 +78,7 @@ pub async fn doctor(deployment: &mut Deployment, args: DoctorArgs) -> Outcome {
         webhook_url: args.webhook_url.clone(),
         github_api_url: args.github_api_url.clone(),
         accounts: args.owners.clone(),
+        emulator: deployment.target.endpoint_url.clone(),
     };
     let aws = aws::AwsPorts::new(&deployment.sdk);
     let ports = Ports {

@@ -1,5 +1,8 @@
 //! The three parts `ephemera local` runs: the webhook listener, the queue drain into
-//! the scaler, and the reaper on a timer; and the signal that stops them.
+//! the scaler, and the reaper on a timer; and the signal that stops them. Each part
+//! takes its handler from a [`watch`] channel at every request, batch or run, so a
+//! configuration that changed (`ephemera local --stack` follows the stack's parameter)
+//! reaches it without a restart, and nothing in flight is cut off.
 
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
@@ -13,18 +16,34 @@ use ephemera_core::screen::{Headers, Rejection, MAX_BODY_BYTES};
 use std::sync::Arc;
 use std::time::Duration;
 use time::OffsetDateTime;
+use tokio::sync::watch;
 use tracing::{error, warn};
 
-/// The webhook listener's routes: `POST /webhook`.
+/// The webhook listener's routes: `POST /webhook`, always with `handler`.
 pub fn webhook_router(handler: Arc<WebhookHandler>) -> axum::Router {
+    webhook_router_following(fixed(handler))
+}
+
+/// The webhook listener's routes: `POST /webhook`, each request with the handler
+/// `handlers` holds when it arrives.
+pub fn webhook_router_following(handlers: watch::Receiver<Arc<WebhookHandler>>) -> axum::Router {
     axum::Router::new()
         .route("/webhook", post(webhook))
-        .with_state(handler)
+        .with_state(handlers)
+}
+
+/// A channel that always holds `value` (its sender dropped: the last value stays).
+fn fixed<T>(value: T) -> watch::Receiver<T> {
+    watch::channel(value).1
 }
 
 /// `POST /webhook`: the headers screened before the body is read (a `Content-Length`
 /// over the limit refuses it unread), then the body, read up to the limit, handled.
-async fn webhook(State(handler): State<Arc<WebhookHandler>>, request: Request) -> Response {
+async fn webhook(
+    State(handlers): State<watch::Receiver<Arc<WebhookHandler>>>,
+    request: Request,
+) -> Response {
+    let handler = handlers.borrow().clone();
     let (parts, body) = request.into_parts();
     let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
     let headers = Headers {
@@ -63,6 +82,14 @@ fn answer(response: WebhookResponse) -> Response {
 /// handled are deleted, the rest come back after the visibility timeout (and end in the
 /// DLQ after the queue's maxReceiveCount).
 pub async fn drain_queue(scaler: Arc<Scaler>, queue: Arc<SqsJobQueue>) -> anyhow::Result<()> {
+    drain_queue_following(fixed(scaler), queue).await
+}
+
+/// [`drain_queue`], each batch handed to the scaler `scalers` holds when it arrives.
+pub async fn drain_queue_following(
+    scalers: watch::Receiver<Arc<Scaler>>,
+    queue: Arc<SqsJobQueue>,
+) -> anyhow::Result<()> {
     loop {
         let messages = match queue.receive(10, 2).await {
             Ok(messages) => messages,
@@ -82,6 +109,7 @@ pub async fn drain_queue(scaler: Arc<Scaler>, queue: Arc<SqsJobQueue>) -> anyhow
                 body: m.body.clone(),
             })
             .collect();
+        let scaler = scalers.borrow().clone();
         let failed = scaler.handle_batch(items, OffsetDateTime::now_utc()).await;
         for message in messages.iter().filter(|m| failed.contains(&m.message_id)) {
             // Retried after a short backoff rather than the queue's full visibility
@@ -99,7 +127,16 @@ pub async fn drain_queue(scaler: Arc<Scaler>, queue: Arc<SqsJobQueue>) -> anyhow
     }
 }
 
+/// Runs the reaper every `interval`, one run after the other.
 pub async fn reap_every(reaper: Arc<Reaper>, interval: Duration) -> anyhow::Result<()> {
+    reap_every_following(fixed(reaper), interval).await
+}
+
+/// [`reap_every`], each run by the reaper `reapers` holds when it starts.
+pub async fn reap_every_following(
+    reapers: watch::Receiver<Arc<Reaper>>,
+    interval: Duration,
+) -> anyhow::Result<()> {
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -107,6 +144,7 @@ pub async fn reap_every(reaper: Arc<Reaper>, interval: Duration) -> anyhow::Resu
         // Runs follow one another (a slow run delays the next), so a run may take its
         // time; the deadline only bounds one run, as the Lambda's timeout does.
         let deadline = tokio::time::Instant::now() + interval.max(Duration::from_secs(30));
+        let reaper = reapers.borrow().clone();
         match reaper.run(OffsetDateTime::now_utc(), deadline).await {
             Ok(report) => tracing::debug!(?report, "reaper run"),
             Err(err) => {

@@ -35,7 +35,7 @@ use stack::stack_checks;
 use super::iam::IamPort;
 use super::ports::{Ec2Port, GitHubConnector, MetricsPort, QuotaPort, StackPort};
 use super::rejections::webhook_rejections_check;
-use super::report::{Check, Report};
+use super::report::{Check, Report, Status};
 use ephemera_aws::stack::{
     APP_KEY_SECRET, CONFIG_PARAMETER_NAME, DEFAULT_CONFIG_PARAMETER_NAME, LAUNCH_TEMPLATE_NAME,
     QUEUE_URL, TABLE_NAME,
@@ -65,6 +65,37 @@ pub struct Request {
     /// More organizations (`ORG`) or repositories (`OWNER/REPO`) the App must be
     /// installed on, beyond those the pools name.
     pub accounts: Vec<String>,
+    /// The AWS endpoint when it is not AWS's own (an emulator, e.g. `make up`'s moto):
+    /// what an emulator cannot answer is said to be that, not a fault.
+    pub emulator: Option<String>,
+}
+
+/// The checks whose calls an emulator does not answer as AWS does: Service Quotas
+/// (moto knows no quota codes) and IAM's SimulatePrincipalPolicy (moto answers it with
+/// an empty body).
+pub const EMULATOR_CANNOT_ANSWER: [&str; 4] = [
+    "quotas.vcpu",
+    "lambda.concurrency",
+    "webhook.concurrency",
+    "iam.simulate",
+];
+
+/// On an emulator, the warnings of [`EMULATOR_CANNOT_ANSWER`] said to be what the
+/// emulator cannot answer (their own message kept after it), with nothing to do
+/// locally.
+pub fn as_emulated(report: &mut Report, endpoint: &str) {
+    for check in &mut report.checks {
+        if check.status == Status::Warn && EMULATOR_CANNOT_ANSWER.contains(&check.check) {
+            check.message = format!(
+                "the emulator at {endpoint} cannot answer this, not checked ({})",
+                check.message
+            );
+            check.fix = Some(format!(
+                "nothing to do locally; on AWS: {}",
+                check.fix.as_deref().unwrap_or("run ephemera doctor again")
+            ));
+        }
+    }
 }
 
 /// The ports the checks read through.
@@ -113,5 +144,8 @@ pub async fn diagnose(request: &Request, ports: &Ports<'_>) -> Report {
     let deployment = config.as_ref().map(|config| config.deployment.as_str());
     webhook_rejections_check(deployment, ports.metrics, &mut report).await;
     iam_checks(request, &outputs, config.as_ref(), ports, &mut report).await;
+    if let Some(endpoint) = &request.emulator {
+        as_emulated(&mut report, endpoint);
+    }
     report
 }

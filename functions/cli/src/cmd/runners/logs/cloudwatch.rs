@@ -66,4 +66,24 @@ impl LogStreams for CloudWatchStreams {
             next_forward_token: answer.next_forward_token().map(str::to_owned),
         })
     }
+
+    async fn group_exists(&self, group: &str) -> Result<bool, StreamError> {
+        let answer = self
+            .client
+            .describe_log_groups()
+            .log_group_name_prefix(group)
+            .send()
+            .await
+            .map_err(|err| {
+                StreamError::Other(anyhow::Error::new(AwsError::new(
+                    "CloudWatch Logs",
+                    "DescribeLogGroups",
+                    &err,
+                )))
+            })?;
+        Ok(answer
+            .log_groups()
+            .iter()
+            .any(|g| g.log_group_name() == Some(group)))
+    }
 }

@@ -8,6 +8,13 @@
 //! else (`jobs show`, the console output, the bill). The stream outlives both, for the
 //! group's retention (`RunnerLogRetentionDays`).
 //!
+//! When the stream is not there, the command says why as far as it can tell: no such
+//! group (`DescribeLogGroups`), a runner deleted before its host shipped anything, or a
+//! host that has not shipped yet; on an emulator (`AWS_ENDPOINT_URL`, e.g. `make up`'s)
+//! that the simulated hosts ship no logs at all. The service's own message is not
+//! repeated: moto answers a missing stream with "The specified log group does not
+//! exist." even when the group exists.
+//!
 //! The reading is [`read_stream`]: `GetLogEvents` from the head, page after page until
 //! the forward token comes back unchanged (the end of the stream, as the API documents
 //! it), at most [`MAX_PAGES`] pages. The CloudWatch Logs call is in [`cloudwatch`].
@@ -97,6 +104,9 @@ pub trait LogStreams {
         stream: &str,
         token: Option<&str>,
     ) -> Result<Page, StreamError>;
+
+    /// Whether the log group `group` exists.
+    async fn group_exists(&self, group: &str) -> Result<bool, StreamError>;
 }
 
 /// Every event of a stream, oldest first.
@@ -129,10 +139,14 @@ pub async fn read_stream(
     Ok(read)
 }
 
-/// The instance whose stream holds the runner's logs, from `--instance` or the record.
-async fn instance_of(deployment: &mut Deployment, args: &LogsArgs) -> Result<String, Failure> {
+/// The instance whose stream holds the runner's logs, from `--instance` or the record,
+/// and whether the record says the runner was deleted.
+async fn instance_of(
+    deployment: &mut Deployment,
+    args: &LogsArgs,
+) -> Result<(String, bool), Failure> {
     if let Some(instance) = &args.instance {
-        return Ok(instance.clone());
+        return Ok((instance.clone(), false));
     }
     let name = args.name.as_deref().unwrap_or_default();
     let store = deployment.store().await?;
@@ -146,16 +160,18 @@ async fn instance_of(deployment: &mut Deployment, args: &LogsArgs) -> Result<Str
             ),
         )
     })?;
-    record.instance_id.ok_or_else(|| {
+    let deleted = record.status == ephemera_core::lifecycle::InstanceStatus::Deleted;
+    let instance = record.instance_id.ok_or_else(|| {
         Failure::msg(
             NOT_FOUND,
             format!("runner {name} has no instance (it never launched): no logs"),
         )
-    })
+    })?;
+    Ok((instance, deleted))
 }
 
 pub async fn logs(deployment: &mut Deployment, args: LogsArgs) -> Outcome {
-    let instance = instance_of(deployment, &args).await?;
+    let (instance, deleted) = instance_of(deployment, &args).await?;
     let group = deployment.runner_log_group().await?;
     let streams = CloudWatchStreams::new(aws_sdk_cloudwatchlogs::Client::new(&deployment.sdk));
     let who = args
@@ -165,9 +181,23 @@ pub async fn logs(deployment: &mut Deployment, args: LogsArgs) -> Outcome {
     deployment
         .progress
         .wait(format!("reading the logs of {who}"));
-    let read = read_stream(&streams, &group, &instance, MAX_PAGES).await;
+    let read = match read_stream(&streams, &group, &instance, MAX_PAGES).await {
+        Err(StreamError::NotFound(_)) => {
+            let missing = Missing {
+                who: &who,
+                instance: &instance,
+                group: &group,
+                group_exists: streams.group_exists(&group).await.ok(),
+                deleted,
+                emulator: deployment.target.endpoint_url.as_deref(),
+            };
+            deployment.progress.clear();
+            return Err(missing.failure());
+        }
+        read => read,
+    };
     deployment.progress.clear();
-    let read = read.map_err(|err| stream_failure(err, &who, &instance, &group))?;
+    let read = read.map_err(|err| stream_failure(err, &group))?;
     if args.json {
         return Ok(print_json(&json_view(args.name, instance, group, read))?);
     }
@@ -183,16 +213,60 @@ pub async fn logs(deployment: &mut Deployment, args: LogsArgs) -> Outcome {
     Ok(())
 }
 
-/// What the operator is told when the stream cannot be read, and the exit code.
-fn stream_failure(err: StreamError, who: &str, instance: &str, group: &str) -> Failure {
-    match err {
-        StreamError::NotFound(message) => Failure::msg(
-            NOT_FOUND,
+/// A stream that is not there, and what is known of why.
+struct Missing<'a> {
+    /// `runner NAME` or `instance ID`.
+    who: &'a str,
+    instance: &'a str,
+    group: &'a str,
+    /// `None`: could not be told.
+    group_exists: Option<bool>,
+    /// The runner's record says it was deleted.
+    deleted: bool,
+    /// The AWS endpoint, when it is an emulator's.
+    emulator: Option<&'a str>,
+}
+
+impl Missing<'_> {
+    /// What the operator is told (exit code 4).
+    fn failure(&self) -> Failure {
+        let Missing {
+            who,
+            instance,
+            group,
+            ..
+        } = self;
+        let mut text = if self.group_exists == Some(false) {
             format!(
-                "no logs yet for {who}: no stream {instance} in log group {group} ({message}); \
-                 a host ships its first lines when its runner starts"
-            ),
-        ),
+                "no log group {group}: the stack's RunnerLogGroupName names it (or give \
+                 --log-group NAME)"
+            )
+        } else if self.deleted {
+            format!(
+                "no logs for {who}: it was deleted, and its host shipped none (no stream \
+                 {instance} in log group {group}); a host ships its first lines when its \
+                 runner starts"
+            )
+        } else {
+            format!(
+                "no logs yet for {who}: no stream {instance} in log group {group}; a host \
+                 ships its first lines when its runner starts"
+            )
+        };
+        if let (Some(endpoint), false) = (self.emulator, self.group_exists == Some(false)) {
+            text.push_str(&format!(
+                ". On the emulator at {endpoint} the instances are simulated (make up, make \
+                 demo): their hosts ship no logs"
+            ));
+        }
+        Failure::msg(NOT_FOUND, text)
+    }
+}
+
+/// What the operator is told when the stream cannot be read, and the exit code.
+fn stream_failure(err: StreamError, group: &str) -> Failure {
+    match err {
+        StreamError::NotFound(message) => Failure::msg(NOT_FOUND, message),
         StreamError::AccessDenied(message) => Failure::msg(
             FAILURE,
             format!(

@@ -37,6 +37,10 @@ impl LogStreams for FakeStreams {
             )))
         })
     }
+
+    async fn group_exists(&self, _group: &str) -> Result<bool, StreamError> {
+        Ok(true)
+    }
 }
 
 fn page(messages: &[&str], next: &str) -> Result<Page, StreamError> {
@@ -116,8 +120,6 @@ async fn a_missing_stream_is_its_own_error() {
 fn access_denied_names_the_group_and_the_permission_and_exits_1() {
     let failure = stream_failure(
         StreamError::AccessDenied("User: arn:aws:iam::1:user/op is not authorized".into()),
-        "runner eph-a",
-        "i-1",
         "/ephemera/eph/runners",
     );
     assert_eq!(failure.code, FAILURE);
@@ -129,19 +131,64 @@ fn access_denied_names_the_group_and_the_permission_and_exits_1() {
     assert!(text.contains("logs:GetLogEvents"), "{text}");
 }
 
+fn missing(group_exists: Option<bool>, deleted: bool, emulator: Option<&str>) -> Failure {
+    Missing {
+        who: "runner eph-a",
+        instance: "i-1",
+        group: "/ephemera/eph/runners",
+        group_exists,
+        deleted,
+        emulator,
+    }
+    .failure()
+}
+
 #[test]
 fn a_missing_stream_is_no_logs_yet_and_exits_4() {
-    let failure = stream_failure(
-        StreamError::NotFound("The specified log stream does not exist.".into()),
-        "runner eph-a",
-        "i-1",
-        "/ephemera/eph/runners",
-    );
+    let failure = missing(Some(true), false, None);
     assert_eq!(failure.code, NOT_FOUND);
-    assert!(failure
-        .error
-        .to_string()
-        .starts_with("no logs yet for runner eph-a: no stream i-1 in log group"));
+    let text = failure.error.to_string();
+    assert!(
+        text.starts_with("no logs yet for runner eph-a: no stream i-1 in log group"),
+        "{text}"
+    );
+    assert!(!text.contains("emulator"), "{text}");
+}
+
+#[test]
+fn a_deleted_runner_without_a_stream_is_not_no_logs_yet() {
+    let text = missing(Some(true), true, None).error.to_string();
+    assert!(
+        text.starts_with("no logs for runner eph-a: it was deleted, and its host shipped none"),
+        "{text}"
+    );
+    assert!(!text.contains("yet"), "{text}");
+}
+
+#[test]
+fn a_missing_group_is_said_to_be_the_group_and_not_the_stream() {
+    let failure = missing(Some(false), false, Some("http://127.0.0.1:5000"));
+    assert_eq!(failure.code, NOT_FOUND);
+    let text = failure.error.to_string();
+    assert!(
+        text.starts_with("no log group /ephemera/eph/runners"),
+        "{text}"
+    );
+    assert!(!text.contains("stream"), "{text}");
+}
+
+#[test]
+fn on_an_emulator_the_simulated_hosts_are_said_to_ship_no_logs() {
+    for deleted in [false, true] {
+        let text = missing(Some(true), deleted, Some("http://127.0.0.1:5000"))
+            .error
+            .to_string();
+        assert!(
+            text.contains("On the emulator at http://127.0.0.1:5000 the instances are simulated"),
+            "{text}"
+        );
+        assert!(text.contains("ship no logs"), "{text}");
+    }
 }
 
 #[test]
