@@ -62,7 +62,7 @@ class Quietly(unittest.TestCase):
         makefile = (ROOT / "Makefile").read_text()
         parts = re.search(r"^TEST_PARTS := (.*)$", makefile, re.M).group(1).split()
         self.assertEqual(parts, ["lint", "lint-infra", "check-figures", "test-rust", "test-bootstrap",
-                                 "iam-coverage", "conformance", "check-demo"])
+                                 "iam-coverage", "conformance-recorded", "check-demo"])
         self.assertIn("tests/local/quietly.sh $$part $(MAKE) --no-print-directory $$part || exit $$?", makefile)
 
 
