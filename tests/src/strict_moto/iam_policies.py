@@ -78,13 +78,15 @@ def secret_arn(name, account, region):
 class Stack:
     """One deployment of a template: its parameters and resources, for resolving."""
 
-    def __init__(self, template_name, parameters, account, region):
+    def __init__(self, template_name, parameters, account, region, resources=None):
         self.name = template_name
         self.template = load_template(template_name)
         self.account, self.region = account, region
         given = {k: v for k, v in (parameters or {}).items()}
         deployment = given.get("DeploymentName")
         stack_parameters, self.physical = moto_stack(deployment, account, region) if deployment else ({}, {})
+        # Resources a test made itself (no CloudFormation stack in moto): their names.
+        self.physical.update(resources or {})
         self.parameters = {**stack_parameters, **given}
 
     # ------------------------------------------------------------------ values
@@ -137,6 +139,7 @@ class Stack:
             "AWS::EC2::LaunchTemplate": "LaunchTemplateName",
             "AWS::Lambda::Function": "FunctionName",
             "AWS::Serverless::Function": "FunctionName",
+            "AWS::S3::Bucket": "BucketName",
         }.get(kind)
         name = self.property_text(logical_id, key) if key else None
         if name:
@@ -174,6 +177,7 @@ class Stack:
             "AWS::IAM::InstanceProfile": f"arn:aws:iam::{a}:instance-profile/{name}",
             "AWS::Lambda::Function": f"arn:aws:lambda:{r}:{a}:function:{name}",
             "AWS::Serverless::Function": f"arn:aws:lambda:{r}:{a}:function:{name}",
+            "AWS::S3::Bucket": f"arn:aws:s3:::{name}",
         }
         if kind not in arns:
             raise PolicyError(f"{self.name}: no ARN known for {logical_id} ({kind})")
