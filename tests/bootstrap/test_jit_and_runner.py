@@ -21,6 +21,7 @@ from fakes import (
     THROTTLED,
     UNAVAILABLE,
     runner_tarball,
+    sha256,
 )
 
 
@@ -146,6 +147,18 @@ class RunnerDownload(harness.BootstrapHarness):
             [self.bucket_path("latest-x64"), self.bucket_path(f"{name}.sha256"), self.bucket_path(name)],
         )
         self.assertEqual(self.runner()["version"], PREVIOUS)
+        self.assert_ran_once_and_config_removed()
+
+    def test_an_explicit_version_the_bucket_lacks_takes_the_pinned_sum_and_githubs_download(self):
+        self.put_jit()
+        pinned = sha256(self.world.tarball(PREVIOUS, "x64"))
+        status, output = self.run_script("al2023", runner_version=PREVIOUS, runner_sha256_x64=pinned)
+        self.assertEqual(status, 0, output)
+        self.assertEqual(self.downloads(), [self.github_download(PREVIOUS)], "a release download")
+        self.assertEqual(self.world.api_calls, [])
+        self.assertEqual(self.runner()["version"], PREVIOUS)
+        # A pin older than GitHub's newest is updated by GitHub after the job was assigned.
+        self.assertEqual(self.self_updates(), [f"self-update from {PREVIOUS} to {LATEST} after the job was assigned"])
         self.assert_ran_once_and_config_removed()
 
     def test_a_pinned_sum_that_differs_fails_the_boot_named(self):

@@ -8,8 +8,11 @@
 # pinned sum and GitHub's release download, or a named failure.
 
 import concurrent.futures
+import json
 import time
 import unittest
+import urllib.error
+import urllib.request
 
 import harness
 from fakes import BUCKET, LATEST, PREVIOUS
@@ -146,10 +149,37 @@ class RunnerReleases(harness.BootstrapHarness):
     def test_no_bucket_and_no_pinned_sum_fail_the_boot_named(self):
         self.put_jit()
         status, output = self.run_script("al2023", runner_bucket_url="")
-        self.assert_failed(status, "runner-download", "no SHA-256 for actions-runner-linux-x64-2.336.0.tar.gz from EPHEMERA_RUNNER_SHA256_X64")
+        self.assert_failed(
+            status, "runner-download", "no SHA-256 for actions-runner-linux-x64-2.336.0.tar.gz from EPHEMERA_RUNNER_SHA256_X64"
+        )
         self.assertEqual(self.world.api_calls, [])
 
     # ---- the burst: stock hosts behind one NAT gateway
+
+    def test_the_fake_github_refuses_the_61st_unauthenticated_api_request_of_an_hour(self):
+        # What the burst meets: GitHub's primary rate limit for unauthenticated requests.
+        url = self.base + "/api/v3/repos/actions/runner/releases/latest"
+        for used in range(1, 61):
+            with urllib.request.urlopen(url, timeout=10) as answer:
+                self.assertEqual(answer.headers["x-ratelimit-remaining"], str(60 - used))
+        with self.assertRaises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(url, timeout=10)
+        self.assertEqual(refused.exception.code, 403)
+        self.assertEqual(refused.exception.headers["x-ratelimit-limit"], "60")
+        self.assertEqual(refused.exception.headers["x-ratelimit-remaining"], "0")
+        self.assertGreater(int(refused.exception.headers["x-ratelimit-reset"]), time.time())
+        body = json.loads(refused.exception.read())
+        self.assertTrue(body["message"].startswith("API rate limit exceeded for 127.0.0.1."), body)
+        token = urllib.request.Request(url, headers={"Authorization": "Bearer ghs_app-installation-token"})
+        with urllib.request.urlopen(token, timeout=10) as answer:
+            release = json.loads(answer.read())
+        self.assertEqual(release["tag_name"], f"v{LATEST}", "an authenticated request is not held to it")
+        self.assertEqual(
+            sorted(a["name"] for a in release["assets"]),
+            [f"actions-runner-linux-{arch}-{LATEST}.tar.gz" for arch in ("arm64", "x64")],
+        )
+
+    script = harness.SCRIPT  # the script the burst boots
 
     def boot(self, n):
         """One stock host of the burst: its own runner directory, log and console; the
@@ -166,9 +196,10 @@ class RunnerReleases(harness.BootstrapHarness):
         )  # fmt: skip
         return done.returncode, (own / "console").read_text()
 
-    script = harness.SCRIPT
-
     def test_a_burst_of_100_stock_boots_behind_one_address_all_reach_the_runner(self):
+        # The fake GitHub holds unauthenticated API requests to 60 an hour per address, and
+        # every boot comes from 127.0.0.1: a script that asked the API once a boot (as the
+        # one before the bucket did, for the tarball's sum) fails from the 61st boot on.
         (self.tmp / "os-release").write_text(harness.OS_RELEASE["al2023"])
         # Every boot finds a JIT config (the item is put back before each read).
         self.world.before_get = self.put_jit
