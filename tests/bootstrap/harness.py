@@ -162,7 +162,7 @@ class BootstrapHarness(unittest.TestCase):
         # IMDS hands the instance its runner role's credentials: the strict layer
         # evaluates every call signed with them against template.yaml's RunnerRole, for
         # this instance (ec2:SourceInstanceARN).
-        self.register_runner_role()
+        self.register_role()
         # GitHub has two releases; the deployment's bucket holds the newest, as the
         # scheduled sync leaves it.
         self.s3.create_bucket(Bucket=BUCKET)
@@ -199,8 +199,9 @@ class BootstrapHarness(unittest.TestCase):
         self.console = self.tmp / "console"
         self.console.touch()
 
-    def register_runner_role(self, template="template.yaml", role="RunnerRole", parameters=None):
-        """The role the strict layer evaluates every call signed with IMDS's keys as."""
+    def register_role(self, template="template.yaml", role="RunnerRole", parameters=None):
+        """Registers the role (RunnerRole by default) the strict layer evaluates every call signed
+        with IMDS's keys as."""
         principal = {
             "access_key_id": self.world.key_id,
             "template": template,

@@ -25,7 +25,7 @@ class RunnerReleases(harness.BootstrapHarness):
     def as_the_build_instance(self):
         """The bake's calls as the image stack's build instance role."""
         parameters = {"DeploymentName": "eph", "RunnerBucket": BUCKET}
-        self.register_runner_role("infra/image/template.yaml", "BuildRole", parameters)
+        self.register_role("infra/image/template.yaml", "BuildRole", parameters)
 
     def bake(self, version):
         """An image baked with `version` (bootstrap.sh install from the bucket then), as the
@@ -35,7 +35,7 @@ class RunnerReleases(harness.BootstrapHarness):
         status, output = self.run_script("al2023", "install")
         self.assertEqual(status, 0, output)
         self.assertEqual(self.world.iam_denials, [])
-        self.register_runner_role()
+        self.register_role()
         self.assertIn(f"runner={version} x64", (self.tmp / "actions-runner/.ephemera-installed").read_text())
         (self.stubs / "calls.log").write_text("")
         self.world.requests.clear()
