@@ -85,8 +85,10 @@ class Stack:
         given = {k: v for k, v in (parameters or {}).items()}
         deployment = given.get("DeploymentName")
         stack_parameters, self.physical = moto_stack(deployment, account, region) if deployment else ({}, {})
-        # Resources a test made itself (no CloudFormation stack in moto): their names.
-        self.physical.update(resources or {})
+        # Resources a test made itself (no CloudFormation stack in moto): their names, over
+        # any the template or a stack gives.
+        self.given = dict(resources or {})
+        self.physical.update(self.given)
         self.parameters = {**stack_parameters, **given}
 
     # ------------------------------------------------------------------ values
@@ -126,7 +128,10 @@ class Stack:
         return value if isinstance(value, str) else None
 
     def physical_name(self, logical_id):
-        """A resource's name: its name property, else the id moto's stack gave it."""
+        """A resource's name: the registration's, else its name property, else the id moto's
+        stack gave it."""
+        if logical_id in self.given:
+            return self.given[logical_id]
         kind = self.resource(logical_id)["Type"]
         key = {
             "AWS::DynamoDB::Table": "TableName",
