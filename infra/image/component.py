@@ -31,7 +31,10 @@ schemaVersion: 1.0
 parameters:
   - RunnerVersion:
       type: string
-      description: The Actions runner release to install.
+      description: The Actions runner release to install, or latest (the bucket's newest).
+  - RunnerBucketUrl:
+      type: string
+      description: The deployment's runner copies, https://BUCKET.s3.REGION.SUFFIX/runner.
 phases:
   - name: build
     steps:
@@ -47,7 +50,9 @@ phases:
               EPHEMERA_SCRIPT
               echo '{sha256}  {installed}' | sha256sum -c -
               chmod 0755 {installed}
+              export EPHEMERA_RUNNER_BUCKET_URL='{{{{ RunnerBucketUrl }}}}'
               EPHEMERA_RUNNER_VERSION='{{{{ RunnerVersion }}}}' {installed} install
+              grep '^runner=' /opt/actions-runner/.ephemera-installed
   - name: test
     steps:
       - name: Baked

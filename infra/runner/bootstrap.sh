@@ -2,11 +2,13 @@
 # ephemera runner bootstrap (settings: the EPHEMERA_* below; docs/deploying.md).
 # `make user-data` copies it into template.yaml, `make image-component` into the image.
 #   bootstrap.sh install  the image recipe: packages, git, Docker, the runner user, the
-#                         pinned runner (SHA-256 checked), and a marker file saying so.
+#                         runner (the bucket's newest, or the pin; SHA-256 checked), and a
+#                         marker file saying so.
 #   bootstrap.sh [start]  the user data: installs what the marker lacks (all of it on a
-#                         stock image), reads and removes this instance's JIT config (curl
-#                         --aws-sigv4, no AWS CLI), runs the runner once, ships its log and
-#                         the runner's _diag logs to CloudWatch Logs, powers off.
+#                         stock image; a runner older than the bucket's newest is replaced),
+#                         reads and removes this instance's JIT config (curl --aws-sigv4, no
+#                         AWS CLI), runs the runner once, ships its log and the runner's
+#                         _diag logs to CloudWatch Logs, powers off.
 # Needs bash, coreutils, grep, sed, tar, curl 7.86+. A failure prints one line,
 # "ephemera-bootstrap: FAILED <step>: <reason>", on the console. The JIT config, the
 # token and the role's keys are never printed.
@@ -29,9 +31,6 @@ pause="${EPHEMERA_PAUSE:-3}"
 imds="${EPHEMERA_IMDS_URL:-http://169.254.169.254}/latest"
 github="${EPHEMERA_GITHUB_URL:-https://github.com}"
 github="${github%/}"
-api="$github/api/v3" # GHES
-[ "$github" != https://github.com ] || api=https://api.github.com
-api="${EPHEMERA_GITHUB_API_URL:-$api}"
 os_release="${EPHEMERA_OS_RELEASE:-/etc/os-release}"
 console="${EPHEMERA_CONSOLE:-/dev/console}"
 log_file="${EPHEMERA_LOG:-/var/log/ephemera-bootstrap.log}"
@@ -41,6 +40,8 @@ log_every="${EPHEMERA_LOG_EVERY:-60}"
 marker="$runner_dir/.ephemera-installed"
 step=start
 failed=""
+swap_ms=""
+image_version=""
 shipper=""
 shipped="$(mktemp -d)"
 fetch=(curl -sSfL --connect-timeout 5 --max-time 600)
@@ -263,38 +264,44 @@ install_packages() {
   usermod -aG docker "$runner_user" || fail "could not add $runner_user to the docker group"
 }
 
-# ---- the runner: pinned, its published SHA-256 checked on every download
-# Sets $sum (or is false) and $sum_from.
-published_sum() {
-  local pinned="EPHEMERA_RUNNER_SHA256_${arch^^}" text
-  sum="${!pinned:-}" sum_from="$pinned"
-  if [ -z "$sum" ] && [ -n "$bucket" ]; then
-    sum_from="$bucket/$name.sha256"
-    text="$(retry s3_get "$sum_from")" || return 1
-    sum="${text%%[[:space:]]*}"
-  elif [ -z "$sum" ]; then
-    # The release notes give each tarball's sum between these comments.
-    sum_from="the release notes of v$runner_version at $api"
-    text="$(retry "${fetch[@]}" "$api/repos/actions/runner/releases/tags/v$runner_version")" ||
-      return 1
-    sum="$(printf '%s' "$text" | tr -d '\n' |
-      sed -nE "s/.*BEGIN SHA linux-$arch --(>|\\\\u003e)([0-9a-fA-F]{64}).*/\\2/p")"
-  fi
-  sum="$(printf '%s' "$sum" | tr A-F a-f)"
-  [[ "$sum" =~ ^[0-9a-f]{64}$ ]]
+# ---- the runner: from the deployment's bucket (runner/, filled by the scheduled sync),
+# its SHA-256 checked on every download. Never from GitHub's API: it allows 60
+# unauthenticated requests an hour per address, which the hosts behind one NAT gateway
+# share ("Rate limits for the REST API",
+# https://docs.github.com/en/rest/using-the-rest-api/rate-limits-for-the-rest-api).
+# Sets $newest: the bucket's latest-<arch>, "<version> <sha256>", or "" if unreadable.
+bucket_newest() {
+  newest=""
+  [ -n "$bucket" ] || return 0
+  credentials && newest="$(retry s3_get "$bucket/latest-$arch")" || true
+  newest="$(printf '%s' "$newest" | head -n 1)"
+  [[ "$newest" =~ ^[0-9]+\.[0-9]+\.[0-9]+\ [0-9a-f]{64}$ ]] ||
+    { log "no runner from $bucket/latest-$arch ('${newest:0:80}'): the pinned runner" && newest=""; }
 }
+# The bucket's copy of $runner_version when the bucket answers (the sum from latest-<arch>
+# or <name>.sha256), else the pin's sum from the launch and the tarball from GitHub's
+# release download (a download, not an API call).
 download_runner() {
-  local url tarball="$runner_dir.tar.gz" actual
+  local url sum sum_from pinned="EPHEMERA_RUNNER_SHA256_${arch^^}" tarball="$runner_dir.tar.gz" actual started
+  local get=(s3_get)
   step=runner-download
+  started="$(date +%s%3N)"
   [[ "$runner_version" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] ||
     fail "the runner version is not 2.x.y: '$runner_version'"
   name="actions-runner-linux-$arch-$runner_version.tar.gz"
-  published_sum || fail "no published SHA-256 for $name from $sum_from"
+  url="$bucket/$name"
+  if [ "${newest% *}" = "$runner_version" ]; then
+    sum="${newest#* }" sum_from="$bucket/latest-$arch"
+  elif [ -n "$newest" ] && sum="$(retry s3_get "$url.sha256")"; then
+    sum_from="$url.sha256"
+  else
+    sum="${!pinned:-}" sum_from="$pinned${bucket:+ ($bucket unreadable)}" get=("${fetch[@]}")
+    url="$github/actions/runner/releases/download/v$runner_version/$name"
+  fi
+  sum="$(printf '%s' "${sum%%[[:space:]]*}" | tr A-F a-f)"
+  [[ "$sum" =~ ^[0-9a-f]{64}$ ]] || fail "no SHA-256 for $name from $sum_from"
   mkdir -p "$runner_dir"
-  log "downloading the Actions runner $runner_version ($arch)"
-  local get=("${fetch[@]}")
-  url="$github/actions/runner/releases/download/v$runner_version/$name"
-  [ -z "$bucket" ] || get=(s3_get) url="$bucket/$name"
+  log "downloading the Actions runner $runner_version ($arch) from $url"
   retry "${get[@]}" -o "$tarball" "$url" || fail "could not download $url"
   actual="$(sha256sum "$tarball" | cut -d' ' -f1)"
   if [ "$actual" != "$sum" ]; then
@@ -305,7 +312,8 @@ download_runner() {
   rm -rf "${runner_dir:?}/bin" "${runner_dir:?}/externals"
   tar -xzf "$tarball" -C "$runner_dir" || fail "could not unpack $url"
   rm -f "$tarball"
-  log "runner $runner_version in $runner_dir (SHA-256 $actual)"
+  swap_ms=$(($(date +%s%3N) - started))
+  log "runner $runner_version in $runner_dir (SHA-256 $actual, ${swap_ms} ms)"
 }
 
 # ---- install: what the marker does not vouch for
@@ -328,11 +336,16 @@ install_missing() {
   if [ -r "$marker" ]; then
     grep -qx "packages=$family" "$marker" && packages=1
     baked="$(sed -n 's/^runner=//p' "$marker")"
-    [ -x "$runner_dir/run.sh" ] || baked=""
+    [ -x "$runner_dir/run.sh" ] && [ "${baked#* }" = "$arch" ] || baked=""
   fi
-  # "latest": the image's runner, or this script's pin (no lookup at boot).
-  [ "$runner_version" != latest ] || [ "${baked#* }" != "$arch" ] || runner_version="${baked% *}"
-  [ "$runner_version" != latest ] || runner_version=2.336.0
+  image_version="${baked% *}"
+  # "latest": the bucket's newest, else the image's runner, else this script's pin. A
+  # runner older than the server's updates itself once a job is assigned ("Communicating
+  # with self-hosted runners", https://docs.github.com/en/actions/hosting-your-own-runners/managing-self-hosted-runners/communicating-with-self-hosted-runners):
+  # an image behind the bucket gets the bucket's runner here, before it starts.
+  [ "$runner_version" != latest ] && [ "$baked" = "$runner_version $arch" ] || bucket_newest
+  [ "$runner_version" != latest ] || runner_version="${newest% *}"
+  [ -n "$runner_version" ] || runner_version="${image_version:-2.336.0}"
   if [ -n "$packages" ] && [ "$baked" = "$runner_version $arch" ]; then
     log "packages and runner $runner_version in the image: nothing to install"
     return 0
@@ -343,8 +356,8 @@ install_missing() {
     log "runner $runner_version in the image"
   elif [ -x "$runner_dir/run.sh" ] && [ ! -r "$marker" ]; then
     log "using the runner preinstalled in $runner_dir (it may update itself)"
+    runner_version=unknown
   else
-    [ -z "$bucket" ] || credentials || fail "no instance role credentials from IMDS"
     download_runner
     baked="$runner_version $arch"
   fi
@@ -429,9 +442,14 @@ for ((i = 1; i <= jit_tries; i++)); do
 done
 body=""
 [ -n "$jit_config" ] || fail "no JIT config in $jit_table after $i attempts and ${SECONDS}s (limit ${jit_wait}s)"
+# The tombstone also says which runner runs the job, the one the image had (if baked), and
+# how long this boot's download, check and unpack of a runner took (if any).
+stamp=", runner_version=:v" stamp_values=",\":v\":{\"S\":\"$runner_version\"}"
+[ -z "$image_version" ] || stamp+=", runner_image_version=:i" stamp_values+=",\":i\":{\"S\":\"$image_version\"}"
+[ -z "$swap_ms" ] || stamp+=", runner_swap_ms=:w" stamp_values+=",\":w\":{\"N\":\"$swap_ms\"}"
 tombstone() {
-  dynamodb UpdateItem "$key,\"UpdateExpression\":\"REMOVE jit_config SET jit_read_at=:t\",\
-\"ConditionExpression\":\"attribute_exists(jit_config)\",\"ExpressionAttributeValues\":{\":t\":{\"N\":\"$t\"}}}" || return 1
+  dynamodb UpdateItem "$key,\"UpdateExpression\":\"REMOVE jit_config SET jit_read_at=:t$stamp\",\
+\"ConditionExpression\":\"attribute_exists(jit_config)\",\"ExpressionAttributeValues\":{\":t\":{\"N\":\"$t\"}$stamp_values}}" || return 1
   [ "$status" = 200 ] || [[ "$(aws_error)" = ConditionalCheck* ]] || { log "jit-config: $(aws_error)" && return 1; }
 }
 t="$(date +%s)"

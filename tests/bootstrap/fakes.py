@@ -1,11 +1,13 @@
 # The endpoints a runner's boot talks to, faked on 127.0.0.1 for tests/bootstrap: IMDS
-# (IMDSv2, with the instance role's credentials), GitHub (the runner's releases, and the
-# release API whose notes publish each tarball's SHA-256, at a GHES-shaped /api/v3), the
-# deployment's runner bucket, a DynamoDB front that checks every request's SigV4
-# signature against the role's keys, as AWS does, then forwards it to the strict moto
-# emulator (or answers an AWS error itself), and CloudWatch Logs (CreateLogStream and
-# PutLogEvents, signed, held to CreateLogStream's account-wide rate and PutLogEvents'
-# documented batch rules). Also the stub runner's tarball.
+# (IMDSv2, with the instance role's credentials), GitHub (the runner's release downloads,
+# and the release API whose notes publish each tarball's SHA-256, at a GHES-shaped /api/v3,
+# held to GitHub's 60 unauthenticated requests an hour per source address), a front of
+# the deployment's runner bucket and a DynamoDB front, each checking every request's SigV4
+# signature against the role's keys, as AWS does, then forwarding it to the strict moto
+# emulator (which judges it as the runner role and holds the bucket and the table), or
+# answering an AWS error itself, and CloudWatch Logs (CreateLogStream and PutLogEvents,
+# signed, held to CreateLogStream's account-wide rate and PutLogEvents' documented batch
+# rules). Also the stub runner's tarball, per version.
 
 import hashlib
 import hmac
@@ -26,9 +28,18 @@ INSTANCE = "i-0123456789abcdef0"
 ARN = f"arn:aws:ec2:{REGION}:{ACCOUNT}:instance/{INSTANCE}"
 ROLE = "eph-runner"
 TABLE = "eph-jit"
-LATEST = "2.330.0"
+LATEST = "2.337.0"  # GitHub's newest runner release
+PREVIOUS = "2.336.0"  # the release before it (what a baked image one release behind has)
 LOG_GROUP = "/ephemera/eph/runners"
-BUCKET_PREFIX = "/eph-artifacts/runner"
+# The deployment's runner bucket (CloudFormation names it STACK-LOGICALID-SUFFIX), in moto;
+# hosts reach it through the front at BUCKET_PREFIX, which checks the signature and hands
+# the request to moto as path-style /BUCKET/runner/... .
+BUCKET = "eph-runnerbucket-1q2w3e4r5t6y"
+BUCKET_PREFIX = f"/s3/{BUCKET}/runner"
+# GitHub's primary rate limit for unauthenticated REST API requests: 60 an hour, counted
+# per originating IP address ("Rate limits for the REST API",
+# https://docs.github.com/en/rest/using-the-rest-api/rate-limits-for-the-rest-api).
+UNAUTHENTICATED_API_PER_HOUR = 60
 
 # AWS errors as DynamoDB answers them: (HTTP status, JSON body).
 ACCESS_DENIED = (
@@ -127,12 +138,14 @@ class World:
         self.requests = []  # (method, path, status)
         self.dynamo = []  # "get-item item", "get-item none", "update-item ok", "<op> <code>"
         self.before_update = None  # called before an UpdateItem reaches the emulator
+        self.before_get = None  # called before a GetItem reaches the emulator
         self.bad_signatures = []
-        self.tarballs = {}  # arch -> bytes served
-        self.sums = {}  # arch -> the published SHA-256
-        self.bucket = {}  # object name under BUCKET_PREFIX -> bytes
-        self.versions = {LATEST}  # the runner releases GitHub has
-        self.escape_html = False  # the release API escapes < and > in JSON strings
+        self.tarballs = {}  # arch -> bytes of the newest release (LATEST)
+        self.sums = {}  # arch -> its published SHA-256
+        self.older = {}  # (version, arch) -> bytes of an older release
+        self.versions = {LATEST, PREVIOUS}  # the runner releases GitHub has
+        self.api_calls = []  # (path, authenticated, status) of every GitHub API request
+        self.api_quota = {}  # source address -> [unauthenticated requests used, reset epoch]
         self.streams = {}  # log stream name -> [(timestamp, message)] put in LOG_GROUP
         self.log_calls = []  # "CreateLogStream ok", "PutLogEvents <n> events", "<op> <error>"
         self.iam_denials = []  # the messages of the calls the runner role's policy refused
@@ -141,22 +154,43 @@ class World:
         self.create_log_stream_times = []  # when the account's CreateLogStream calls came (by logs_clock)
         self.logs_clock = time.monotonic  # a test of the rate rule freezes it
 
-    def publish(self, arch, tarball):
-        self.tarballs[arch] = tarball
-        self.sums[arch] = sha256(tarball)
+    def publish(self, arch, tarball, version=LATEST):
+        if version == LATEST:
+            self.tarballs[arch] = tarball
+            self.sums[arch] = sha256(tarball)
+        else:
+            self.older[(version, arch)] = tarball
+        self.versions.add(version)
+
+    def tarball(self, version, arch):
+        return self.tarballs.get(arch) if version == LATEST else self.older.get((version, arch))
 
     def release_notes(self, version):
         lines = [
-            f"- actions-runner-linux-{a}-{version}.tar.gz <!-- BEGIN SHA linux-{a} -->{s}<!-- END SHA linux-{a} -->"
-            for a, s in sorted(self.sums.items())
+            f"- actions-runner-linux-{a}-{version}.tar.gz <!-- BEGIN SHA linux-{a} -->{sha256(self.tarball(version, a))}<!-- END SHA linux-{a} -->"
+            for a in ("arm64", "x64")
+            if self.tarball(version, a)
         ]
         return "## SHA-256 Checksums\r\n\r\n" + "\r\n".join(lines) + "\r\n"
+
+    def api_quota_left(self, address, now):
+        """Counts an unauthenticated API request from `address`: (limit, remaining, reset, used)
+        as GitHub's x-ratelimit-* headers give them; remaining < 0 means refused."""
+        with self.lock:
+            used, reset = self.api_quota.get(address, (0, int(now) + 3600))
+            if now >= reset:
+                used, reset = 0, int(now) + 3600
+            used += 1
+            self.api_quota[address] = (used, reset)
+        return UNAUTHENTICATED_API_PER_HOUR, UNAUTHENTICATED_API_PER_HOUR - used, reset, used
 
 
 # What the runner role's UpdateItem statement allows (template.yaml, StampOwnJitRead):
 # these attributes only (dynamodb:Attributes), and nothing asked back
 # (dynamodb:ReturnValues NONE). The key is the instance's own (dynamodb:LeadingKeys).
-STAMP_ATTRIBUTES = {"instance_arn", "jit_config", "jit_read_at"}
+STAMP_ATTRIBUTES = {
+    "instance_arn", "jit_config", "jit_read_at", "runner_version", "runner_image_version", "runner_swap_ms",
+}  # fmt: skip
 
 
 def beyond_the_runner_role(request):
@@ -242,25 +276,80 @@ class Handler(http.server.BaseHTTPRequestHandler):
         path = self.path
         if path.startswith("/latest/"):
             return self.metadata(path)
-        if path.startswith(BUCKET_PREFIX + "/"):
-            problem = sigv4_problem("GET", path, self.headers, b"", self.world, "s3")
-            if problem:
-                self.world.bad_signatures.append(f"GET {path}: {problem}")
-                return self.answer(403, b"<Error><Code>SignatureDoesNotMatch</Code></Error>")
-            name = path[len(BUCKET_PREFIX) + 1 :]
-            if name in self.world.bucket:
-                return self.answer(200, self.world.bucket[name])
-            return self.answer(404, b"<Error><Code>NoSuchKey</Code></Error>")
-        release = re.fullmatch(r"/api/v3/repos/actions/runner/releases/tags/v([0-9.]+)", path)
-        if release and release[1] in self.world.versions:
-            notes = json.dumps({"tag_name": f"v{release[1]}", "body": self.world.release_notes(release[1])})
-            if self.world.escape_html:
-                notes = notes.replace("<", "\\u003c").replace(">", "\\u003e")
-            return self.answer(200, notes.encode())
+        if path.startswith("/s3/"):
+            return self.bucket_get(path)
+        if path.startswith("/api/v3/"):
+            return self.github_api(path)
         download = re.fullmatch(r"/actions/runner/releases/download/v([0-9.]+)/actions-runner-linux-(\w+)-\1\.tar\.gz", path)
-        if download and download[1] in self.world.versions and download[2] in self.world.tarballs:
-            return self.answer(200, self.world.tarballs[download[2]])
+        tarball = download and download[1] in self.world.versions and self.world.tarball(download[1], download[2])
+        if tarball:
+            return self.answer(200, tarball)
         self.answer(404)
+
+    def bucket_get(self, path):
+        """A signed GET of the runner bucket: the signature checked here, then the request
+        as S3 gets it, path-style, to moto, where the strict layer judges s3:GetObject as
+        the runner role and moto's S3 answers."""
+        problem = sigv4_problem("GET", path, self.headers, b"", self.world, "s3")
+        if problem:
+            self.world.bad_signatures.append(f"GET {path}: {problem}")
+            return self.answer(403, b"<Error><Code>SignatureDoesNotMatch</Code></Error>")
+        names = ["Authorization", "X-Amz-Date", "X-Amz-Security-Token", "x-amz-content-sha256"]
+        request = urllib.request.Request(
+            self.world.moto_url + path.removeprefix("/s3"),
+            headers={n: self.headers[n] for n in names if self.headers.get(n)},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return self.answer(response.status, response.read())
+        except urllib.error.HTTPError as err:
+            body = err.read()
+            if err.code == 403:
+                self.world.iam_denials.append(body.decode(errors="replace"))
+            return self.answer(err.code, body)
+
+    def github_api(self, path):
+        """GitHub's REST API (GHES-shaped, under /api/v3) for the runner's releases; an
+        unauthenticated request counts against its source address's 60 an hour and, past
+        them, is refused as GitHub refuses it: 403, the x-ratelimit-* headers, the message
+        naming the address ("Rate limits for the REST API": "Exceeding the rate limit")."""
+        authenticated = bool(self.headers.get("Authorization"))
+        headers = [("Content-Type", "application/json; charset=utf-8")]
+        if not authenticated:
+            address = self.client_address[0]
+            limit, remaining, reset, used = self.world.api_quota_left(address, time.time())
+            headers += [
+                ("x-ratelimit-limit", str(limit)),
+                ("x-ratelimit-remaining", str(max(remaining, 0))),
+                ("x-ratelimit-reset", str(reset)),
+                ("x-ratelimit-used", str(min(used, limit))),
+                ("x-ratelimit-resource", "core"),
+            ]
+            if remaining < 0:
+                self.world.api_calls.append((path, authenticated, 403))
+                message = {
+                    "message": f"API rate limit exceeded for {address}. (But here's the good news: Authenticated "
+                    "requests get a higher rate limit. Check out the documentation for more details.)",
+                    "documentation_url": "https://docs.github.com/rest/overview/resources-in-the-rest-api#rate-limiting",
+                }
+                return self.answer(403, json.dumps(message).encode(), headers)
+        release = re.fullmatch(r"/api/v3/repos/actions/runner/releases/(latest|tags/v([0-9.]+))", path)
+        version = release and (LATEST if release[1] == "latest" else release[2])
+        if version not in self.world.versions:
+            self.world.api_calls.append((path, authenticated, 404))
+            return self.answer(404, b'{"message":"Not Found"}', headers)
+        assets = [
+            {
+                "name": f"actions-runner-linux-{arch}-{version}.tar.gz",
+                "size": len(self.world.tarball(version, arch)),
+                "browser_download_url": f"/actions/runner/releases/download/v{version}/actions-runner-linux-{arch}-{version}.tar.gz",
+            }
+            for arch in ("arm64", "x64")
+            if self.world.tarball(version, arch)
+        ]
+        self.world.api_calls.append((path, authenticated, 200))
+        notes = {"tag_name": f"v{version}", "body": self.world.release_notes(version), "assets": assets}
+        return self.answer(200, json.dumps(notes).encode(), headers)
 
     def do_POST(self):
         if self.path == "/logs":
@@ -291,6 +380,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 return self.answer(400, json.dumps(error).encode())
             if self.world.before_update:
                 self.world.before_update()
+        if operation == "get-item" and self.world.before_get:
+            self.world.before_get()
         status, answer = self.forward(body)
         if status != 200:
             outcome = json.loads(answer).get("__type", "?").split("#")[-1]
@@ -404,16 +495,23 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
 
 RUN_SH = """#!/bin/bash
-# Stub Actions runner: records its arguments, the user sudo ran it as, and where; writes
-# _diag logs as the runner does (one naming its arguments, the JIT config among them, as
-# a careless runner version might), $STUB_DIAG_LINES long lines more, when
+# Stub Actions runner: records its arguments, the user sudo ran it as, where, and its
+# version; writes _diag logs as the runner does (one naming its arguments, the JIT config
+# among them, as a careless runner version might), $STUB_DIAG_LINES long lines more, when
 # $STUB_DIAG_LATIN1 is set a line in Latin-1 (not UTF-8) among them, and runs
-# $STUB_RUNNER_SECONDS.
+# $STUB_RUNNER_SECONDS. A runner older than the server's ($STUB_SERVER_RUNNER) updates
+# itself once a job is assigned, as the real one does ("Communicating with self-hosted
+# runners"): the stub records that update in self-updates.log, so a test sees it.
 {
   printf 'user=%s\\n' "${STUB_RAN_AS:-}"
   printf 'cwd=%s\\n' "$PWD"
+  printf 'version=%s\\n' "$(cat bin/stub-version)"
   printf 'arg=%s\\n' "$@"
 } >"$STUB_DIR/runner.log"
+echo "runner $(cat bin/stub-version)" >>"$STUB_DIR/runs.log"
+if [ "$(cat bin/stub-version)" != "${STUB_SERVER_RUNNER:-$(cat bin/stub-version)}" ]; then
+  echo "self-update from $(cat bin/stub-version) to $STUB_SERVER_RUNNER after the job was assigned" >>"$STUB_DIR/self-updates.log"
+fi
 mkdir -p _diag
 {
   echo "[2026-11-26 04:00:00Z INFO Runner] Arguments: $*"
@@ -437,14 +535,15 @@ echo installdependencies >>"$STUB_DIR/calls.log"
 """
 
 
-def runner_tarball(extra=()):
-    """The stub runner's tarball; `extra` (name, text) files make another one."""
+def runner_tarball(extra=(), version=LATEST):
+    """The stub runner's tarball of `version`; `extra` (name, text) files make another one."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
         for name, text in [
             ("run.sh", RUN_SH),
             ("config.sh", "#!/bin/bash\nexit 0\n"),
             ("bin/installdependencies.sh", INSTALL_DEPENDENCIES),
+            ("bin/stub-version", version + "\n"),
             *extra,
         ]:
             data = text.encode()

@@ -24,12 +24,27 @@ import urllib.request
 from pathlib import Path
 
 import boto3
+import botocore.config
 
-from fakes import ARN, BUCKET_PREFIX, INSTANCE, LATEST, REGION, TABLE, Handler, World, runner_tarball
+from fakes import (
+    ARN,
+    BUCKET,
+    BUCKET_PREFIX,
+    INSTANCE,
+    LATEST,
+    PREVIOUS,
+    REGION,
+    TABLE,
+    Handler,
+    World,
+    runner_tarball,
+    sha256,
+)
 
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "infra/runner/bootstrap.sh"
+USER_DATA = ROOT / "infra/user-data.sh"
 VENV_PYTHON = Path(os.environ.get("MOTO_SERVER", ROOT / ".venv/bin/moto_server")).with_name("python")
 RUNNER_USER = "ephtestrunner"
 SCRIPT_TIMEOUT = 120  # seconds a run of the script may take, at most
@@ -119,13 +134,11 @@ class BootstrapHarness(unittest.TestCase):
                     cls.moto.kill()
                     raise RuntimeError("the strict moto emulator did not start within 60 s")
                 time.sleep(0.1)
-        cls.dynamo = boto3.client(
-            "dynamodb",
-            region_name=REGION,
-            endpoint_url=cls.moto_url,
-            aws_access_key_id="testing",
-            aws_secret_access_key="testing",
+        operator = dict(
+            region_name=REGION, endpoint_url=cls.moto_url, aws_access_key_id="testing", aws_secret_access_key="testing"
         )
+        cls.dynamo = boto3.client("dynamodb", **operator)
+        cls.s3 = boto3.client("s3", config=botocore.config.Config(s3={"addressing_style": "path"}), **operator)
 
     @classmethod
     def tearDownClass(cls):
@@ -149,22 +162,14 @@ class BootstrapHarness(unittest.TestCase):
         # IMDS hands the instance its runner role's credentials: the strict layer
         # evaluates every call signed with them against template.yaml's RunnerRole, for
         # this instance (ec2:SourceInstanceARN).
-        principal = {
-            "access_key_id": self.world.key_id,
-            "template": "template.yaml",
-            "role": "RunnerRole",
-            "parameters": {"DeploymentName": "eph"},
-            "source_instance": INSTANCE,
-        }
-        registration = urllib.request.Request(
-            self.moto_url + "/strict-api/iam/principals",
-            data=json.dumps(principal).encode(),
-            method="POST",
-            headers={"Content-Type": "application/json"},
-        )
-        urllib.request.urlopen(registration, timeout=10).close()
-        self.world.publish("x64", runner_tarball())
-        self.world.publish("arm64", runner_tarball())
+        self.register_role()
+        # GitHub has two releases; the deployment's bucket holds the newest, as the
+        # scheduled sync leaves it.
+        self.s3.create_bucket(Bucket=BUCKET)
+        for arch in ("x64", "arm64"):
+            self.world.publish(arch, runner_tarball())
+            self.world.publish(arch, runner_tarball(version=PREVIOUS), version=PREVIOUS)
+            self.put_in_bucket(arch)
         handler = type("BoundHandler", (Handler,), {"world": self.world})
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.server_thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -193,6 +198,38 @@ class BootstrapHarness(unittest.TestCase):
         (self.tmp / "sudoers.d").mkdir()
         self.console = self.tmp / "console"
         self.console.touch()
+
+    def register_role(self, template="template.yaml", role="RunnerRole", parameters=None):
+        """Registers the role (RunnerRole by default) the strict layer evaluates every call signed
+        with IMDS's keys as."""
+        principal = {
+            "access_key_id": self.world.key_id,
+            "template": template,
+            "role": role,
+            "parameters": parameters or {"DeploymentName": "eph"},
+            # No CloudFormation stack in moto: the bucket's name, as the stack would give it.
+            "resources": {"RunnerBucket": BUCKET},
+            "source_instance": INSTANCE,
+        }
+        registration = urllib.request.Request(
+            self.moto_url + "/strict-api/iam/principals",
+            data=json.dumps(principal).encode(),
+            method="POST",
+            headers={"Content-Type": "application/json"},
+        )
+        urllib.request.urlopen(registration, timeout=10).close()
+
+    def put_in_bucket(self, arch="x64", version=LATEST, sum=None, latest=True):
+        """What the sync writes for a release: the tarball, its .sha256, then latest-<arch>
+        (`sum` instead of the tarball's own, to publish a wrong one)."""
+        name = f"actions-runner-linux-{arch}-{version}.tar.gz"
+        tarball = self.world.tarball(version, arch)
+        sum = sum or sha256(tarball)
+        self.s3.put_object(Bucket=BUCKET, Key=f"runner/{name}", Body=tarball)
+        self.s3.put_object(Bucket=BUCKET, Key=f"runner/{name}.sha256", Body=f"{sum}  {name}\n".encode())
+        if latest:
+            self.s3.put_object(Bucket=BUCKET, Key=f"runner/latest-{arch}", Body=f"{version} {sum}\n".encode())
+        return name
 
     def tearDown(self):
         self.server.shutdown()
@@ -226,7 +263,8 @@ class BootstrapHarness(unittest.TestCase):
             "EPHEMERA_JIT_TABLE": TABLE,
             "EPHEMERA_RUNNER_USER": RUNNER_USER,
             "EPHEMERA_RUNNER_DIR": str(self.tmp / "actions-runner"),
-            "EPHEMERA_RUNNER_VERSION": LATEST,
+            "EPHEMERA_RUNNER_VERSION": "latest",
+            "EPHEMERA_RUNNER_BUCKET_URL": self.base + BUCKET_PREFIX,
             "EPHEMERA_IMDS_URL": self.base,
             "EPHEMERA_GITHUB_URL": self.base,
             "EPHEMERA_DYNAMODB_URL": self.base + "/dynamodb",
@@ -248,15 +286,17 @@ class BootstrapHarness(unittest.TestCase):
             "STUB_DIAG_LINES": str(diag_lines),
             "STUB_RUNNER_SECONDS": str(runner_seconds),
             "STUB_DIAG_LATIN1": "1" if diag_latin1 else "",
+            # The runner release GitHub's service offers: an older runner updates itself.
+            "STUB_SERVER_RUNNER": LATEST,
         }
         env.update({f"EPHEMERA_{k.upper()}": str(v) for k, v in settings.items()})
         return env
 
-    def run_script(self, os_family, *args, **options):
+    def run_script(self, os_family, *args, script=SCRIPT, **options):
         """Runs bootstrap.sh [args]; returns (exit status, everything it printed)."""
         (self.tmp / "os-release").write_text(OS_RELEASE[os_family])
         done = subprocess.run(
-            ["bash", str(SCRIPT), *args],
+            ["bash", str(script), *args],
             env=self.script_env(**options),
             cwd=self.tmp,
             stdin=subprocess.DEVNULL,
@@ -286,7 +326,8 @@ class BootstrapHarness(unittest.TestCase):
         return {
             "user": lines[0].removeprefix("user="),
             "cwd": lines[1].removeprefix("cwd="),
-            "args": [line.removeprefix("arg=") for line in lines[2:]],
+            "version": lines[2].removeprefix("version="),
+            "args": [line.removeprefix("arg=") for line in lines[3:]],
         }
 
     def stub_curl_version(self, version):
@@ -297,8 +338,25 @@ class BootstrapHarness(unittest.TestCase):
     def console_lines(self):
         return self.console.read_text().splitlines()
 
+    def user_data_script(self):
+        """The script as the launch template's user data holds it (infra/user-data.sh)."""
+        path = self.tmp / "user-data.sh"
+        path.write_bytes(subprocess.run([str(USER_DATA), "--script"], check=True, capture_output=True).stdout)
+        return path
+
     def downloads(self):
-        return [p for m, p, s in self.world.requests if "/releases/download/" in p and s == 200]
+        """The runner tarballs fetched, from GitHub or the bucket."""
+        return [p for m, p, s in self.world.requests if p.endswith(".tar.gz") and s == 200]
+
+    def bucket_path(self, name):
+        return f"{BUCKET_PREFIX}/{name}"
+
+    def github_download(self, version=LATEST, arch="x64"):
+        return f"/actions/runner/releases/download/v{version}/actions-runner-linux-{arch}-{version}.tar.gz"
+
+    def self_updates(self):
+        path = self.stubs / "self-updates.log"
+        return path.read_text().splitlines() if path.exists() else []
 
     def network_fetches(self):
         """Every request for the runner, its sums or its release (GitHub and the bucket)."""

@@ -28,7 +28,7 @@ class BootstrapScript(harness.BootstrapHarness):
         # installdependencies.sh does not know Amazon Linux 2023: not run there.
         self.assertNotIn("installdependencies", self.calls())
         self.assertFalse([c for c in self.calls() if c.startswith("snap")], "no AWS CLI needed")
-        self.assertEqual(self.downloads(), [f"/actions/runner/releases/download/v{LATEST}/actions-runner-linux-x64-{LATEST}.tar.gz"])
+        self.assertEqual(self.downloads(), [self.bucket_path(f"actions-runner-linux-x64-{LATEST}.tar.gz")])
         self.assert_docker_for_the_runner_user()
         self.assert_ran_once_and_config_removed()
         self.assert_powered_off_once()
@@ -39,7 +39,7 @@ class BootstrapScript(harness.BootstrapHarness):
         self.put_jit()
         status, output = self.run_script("al2023", arch="aarch64")
         self.assertEqual(status, 0, output)
-        self.assertEqual(self.downloads(), [f"/actions/runner/releases/download/v{LATEST}/actions-runner-linux-arm64-{LATEST}.tar.gz"])
+        self.assertEqual(self.downloads(), [self.bucket_path(f"actions-runner-linux-arm64-{LATEST}.tar.gz")])
         self.assert_ran_once_and_config_removed()
         self.assert_powered_off_once()
 

@@ -1,24 +1,27 @@
 # The two things a boot fetches, and how each can fail. The JIT config: a signed
 # DynamoDB GetItem, whose AWS error prints its code on the console at once (retried only
-# while the item is absent, throttled or the service fails). The runner: from GitHub (a
-# GHES-shaped host here: its API under /api/v3) or the deployment's bucket, its SHA-256
-# checked every time against the pinned or published sum.
+# while the item is absent, throttled or the service fails). The runner: from the
+# deployment's bucket (read as the runner role), or with the launch's pinned sum from
+# GitHub's release download, its SHA-256 checked every time (test_releases.py has the
+# choice between them).
 
-import re
 import time
 import unittest
 
 import harness
 from fakes import (
     ACCESS_DENIED,
+    BUCKET,
     BUCKET_PREFIX,
     EXPIRED,
     LATEST,
+    PREVIOUS,
     ROLE,
     TABLE,
     THROTTLED,
     UNAVAILABLE,
     runner_tarball,
+    sha256,
 )
 
 
@@ -41,10 +44,14 @@ class JitConfigRead(harness.BootstrapHarness):
         self.assertEqual(self.aws_calls(), ["get-item ResourceNotFoundException"])
         self.assertIsNone(self.runner())
 
+    def pinned(self):
+        """Settings with no bucket (the runner from the launch's pin): only the JIT read signs."""
+        return dict(runner_bucket_url="", runner_version=LATEST, runner_sha256_x64=self.world.sums["x64"])
+
     def test_a_request_signed_with_other_keys_is_refused(self):
         self.world.imds_secret_key = "not-the-role-secret"
         self.put_jit()
-        status, output = self.run_script("al2023")
+        status, output = self.run_script("al2023", **self.pinned())
         self.assert_failed(status, "jit-config", "InvalidSignatureException: signature does not match")
         # The failed boot's log shipment, signed with the same wrong keys, is refused too.
         self.assertEqual(
@@ -74,8 +81,8 @@ class JitConfigRead(harness.BootstrapHarness):
     def test_expired_credentials_are_read_again_from_imds(self):
         self.world.dynamo_errors = [EXPIRED]
         self.put_jit()
-        # No log shipping: it reads the credentials too.
-        status, output = self.run_script("al2023", log_group="")
+        # No log shipping and no bucket: they read the credentials too.
+        status, output = self.run_script("al2023", log_group="", **self.pinned())
         self.assertEqual(status, 0, output)
         self.assertEqual(self.aws_calls()[:2], ["get-item ExpiredTokenException", "get-item item"])
         reads = [p for m, p, s in self.world.requests if p == f"/latest/meta-data/iam/security-credentials/{ROLE}"]
@@ -89,7 +96,11 @@ class JitConfigRead(harness.BootstrapHarness):
         self.assertEqual(status, 0, output)
         self.assertEqual(self.aws_calls(), ["get-item item", "update-item ok"])
         tombstone = self.jit_item()
-        self.assertEqual(sorted(tombstone), ["instance_arn", "jit_read_at", "runner"])
+        # A stock image: the runner it downloaded, and how long that took.
+        self.assertEqual(
+            sorted(tombstone), ["instance_arn", "jit_read_at", "runner", "runner_swap_ms", "runner_version"]
+        )
+        self.assertEqual(tombstone["runner_version"], {"S": LATEST})
         self.assertGreaterEqual(int(tombstone["jit_read_at"]["N"]), before)
         self.assert_ran_once_and_config_removed()
 
@@ -107,107 +118,78 @@ class JitConfigRead(harness.BootstrapHarness):
 
 
 class RunnerDownload(harness.BootstrapHarness):
-    def tarball_path(self, arch="x64"):
-        return f"/actions/runner/releases/download/v{LATEST}/actions-runner-linux-{arch}-{LATEST}.tar.gz"
-
-    def test_the_sum_comes_from_the_release_notes_on_the_ghes_api(self):
-        self.put_jit()
-        status, output = self.run_script("al2023")
-        self.assertEqual(status, 0, output)
-        self.assertEqual(
-            self.network_fetches(),
-            [f"/api/v3/repos/actions/runner/releases/tags/v{LATEST}", self.tarball_path()],
-        )
-        self.assertIn(f"(SHA-256 {self.world.sums['x64']})", output)
-        self.assert_ran_once_and_config_removed()
-
-    def test_the_sum_is_found_in_release_notes_with_escaped_markup(self):
-        self.world.escape_html = True
-        self.put_jit()
-        status, output = self.run_script("al2023")
-        self.assertEqual(status, 0, output)
-        self.assertIn(f"(SHA-256 {self.world.sums['x64']})", output)
-        self.assert_ran_once_and_config_removed()
+    """The runner and its sum from the bucket; the launch's pin when the bucket is not there."""
 
     def test_a_checksum_mismatch_fails_the_boot_named(self):
-        # Not the tarball whose sum was published.
-        self.world.tarballs["x64"] = runner_tarball(extra=[("bin/implant.sh", "#!/bin/bash\n")])
+        # Not the tarball whose sum the bucket holds.
+        self.s3.put_object(
+            Bucket=BUCKET,
+            Key=f"runner/actions-runner-linux-x64-{LATEST}.tar.gz",
+            Body=runner_tarball(extra=[("bin/implant.sh", "#!/bin/bash\n")]),
+        )
         self.put_jit()
         status, output = self.run_script("al2023")
         self.assert_failed(status, "runner-download", "checksum mismatch for http://")
         self.assertIn(self.world.sums["x64"], self.console_lines()[0])
+        self.assertIn(f"{BUCKET_PREFIX}/latest-x64", self.console_lines()[0], "where the sum came from")
         self.assertFalse((self.tmp / "actions-runner/run.sh").exists(), "nothing unpacked")
         self.assertFalse((self.tmp / "actions-runner.tar.gz").exists(), "nothing left behind")
         self.assertIsNone(self.runner())
         self.assertTrue(self.jit_config_left())
 
-    def test_a_pinned_sum_is_used_without_asking_github(self):
+    def test_an_explicit_version_takes_its_sum_from_the_bucket(self):
+        name = self.put_in_bucket(version=PREVIOUS, latest=False)
         self.put_jit()
-        status, output = self.run_script("al2023", runner_sha256_x64=self.world.sums["x64"].upper())
+        status, output = self.run_script("al2023", runner_version=PREVIOUS)
         self.assertEqual(status, 0, output)
-        self.assertEqual(self.network_fetches(), [self.tarball_path()])
+        self.assertEqual(
+            self.network_fetches(),
+            [self.bucket_path("latest-x64"), self.bucket_path(f"{name}.sha256"), self.bucket_path(name)],
+        )
+        self.assertEqual(self.runner()["version"], PREVIOUS)
+        self.assert_ran_once_and_config_removed()
+
+    def test_an_explicit_version_the_bucket_lacks_takes_the_pinned_sum_and_githubs_download(self):
+        self.put_jit()
+        pinned = sha256(self.world.tarball(PREVIOUS, "x64"))
+        status, output = self.run_script("al2023", runner_version=PREVIOUS, runner_sha256_x64=pinned)
+        self.assertEqual(status, 0, output)
+        self.assertEqual(self.downloads(), [self.github_download(PREVIOUS)], "a release download")
+        self.assertEqual(self.world.api_calls, [])
+        self.assertEqual(self.runner()["version"], PREVIOUS)
+        # A pin older than GitHub's newest is updated by GitHub after the job was assigned.
+        self.assertEqual(self.self_updates(), [f"self-update from {PREVIOUS} to {LATEST} after the job was assigned"])
         self.assert_ran_once_and_config_removed()
 
     def test_a_pinned_sum_that_differs_fails_the_boot_named(self):
+        self.s3.delete_object(Bucket=BUCKET, Key="runner/latest-x64")
         self.put_jit()
-        status, output = self.run_script("al2023", runner_sha256_x64="0" * 64)
+        status, output = self.run_script("al2023", runner_version=LATEST, runner_sha256_x64="0" * 64)
         self.assert_failed(status, "runner-download", "checksum mismatch")
         self.assertIn("EPHEMERA_RUNNER_SHA256_X64", self.console_lines()[0])
         self.assertIsNone(self.runner())
 
-    def test_no_published_sum_fails_the_boot(self):
-        del self.world.sums["x64"]
+    def test_the_bucket_is_read_signed_with_the_role_and_as_the_role(self):
+        self.put_jit()
         status, output = self.run_script("al2023")
-        self.assert_failed(status, "runner-download", "no published SHA-256 for actions-runner-linux-x64")
-        self.assertEqual(self.downloads(), [], "never downloaded unverifiable")
-
-    def test_latest_with_no_runner_in_the_image_takes_the_script_pin_without_a_lookup(self):
-        pin = re.search(r"runner_version=([0-9]+\.[0-9]+\.[0-9]+)$", harness.SCRIPT.read_text(), re.M)[1]
-        self.world.versions.add(pin)
-        self.put_jit()
-        status, output = self.run_script("al2023", arch="aarch64", runner_version="latest")
-        self.assertEqual(status, 0, output)
-        self.assertEqual(
-            self.network_fetches(),
-            [
-                f"/api/v3/repos/actions/runner/releases/tags/v{pin}",
-                f"/actions/runner/releases/download/v{pin}/actions-runner-linux-arm64-{pin}.tar.gz",
-            ],
-            "no lookup of the newest release",
-        )
-        self.assert_ran_once_and_config_removed()
-
-    def put_in_bucket(self, arch="x64", published=None):
-        name = f"actions-runner-linux-{arch}-{LATEST}.tar.gz"
-        self.world.bucket[name] = self.world.tarballs[arch]
-        self.world.bucket[name + ".sha256"] = f"{published or self.world.sums[arch]}  {name}\n".encode()
-        return name
-
-    def test_the_deployment_bucket_serves_the_runner_and_its_sum_signed(self):
-        name = self.put_in_bucket()
-        self.put_jit()
-        status, output = self.run_script("al2023", runner_bucket_url=self.base + BUCKET_PREFIX + "/")
-        self.assertEqual(status, 0, output)
-        self.assertEqual(
-            self.network_fetches(), [f"{BUCKET_PREFIX}/{name}.sha256", f"{BUCKET_PREFIX}/{name}"], "nothing from GitHub"
-        )
-        self.assertEqual(self.world.bad_signatures, [])
-        self.assert_ran_once_and_config_removed()
-
-    def test_install_from_the_bucket_signs_with_the_build_instance_role(self):
-        self.put_in_bucket()
-        status, output = self.run_script("ubuntu2404", "install", runner_bucket_url=self.base + BUCKET_PREFIX)
         self.assertEqual(status, 0, output)
         self.assertEqual(self.world.bad_signatures, [])
-        self.assertTrue((self.tmp / "actions-runner/run.sh").exists())
+        self.assertEqual(self.world.iam_denials, [])
+        self.assert_ran_once_and_config_removed()
 
-    def test_a_bucket_sum_that_differs_fails_the_boot_named(self):
-        self.put_in_bucket(published="f" * 64)
+    def test_the_runner_role_reads_nothing_outside_the_runner_prefix(self):
+        self.s3.put_object(Bucket=BUCKET, Key="other/latest-x64", Body=f"{LATEST} {self.world.sums['x64']}\n".encode())
         self.put_jit()
-        status, output = self.run_script("al2023", runner_bucket_url=self.base + BUCKET_PREFIX)
-        self.assert_failed(status, "runner-download", "checksum mismatch")
-        self.assertIn(".sha256", self.console_lines()[0])
-        self.assertIsNone(self.runner())
+        status, output = self.run_script(
+            "al2023",
+            runner_bucket_url=f"{self.base}/s3/{BUCKET}/other",
+            runner_version=LATEST,
+            runner_sha256_x64=self.world.sums["x64"],
+        )
+        self.assertEqual(status, 0, output)
+        self.assertTrue(self.world.iam_denials, "s3:GetObject outside runner/ is refused")
+        self.assertIn("s3:GetObject", self.world.iam_denials[0])
+        self.assertEqual(self.downloads(), [self.github_download()], "the pin, from GitHub's release download")
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ class TwoPhases(harness.BootstrapHarness):
         status, output = self.run_script(os_family, "install", arch=arch)
         self.assertEqual(status, 0, output)
         self.assertTrue(self.package_manager_calls(), "install installs")
-        self.assertEqual(self.downloads(), [f"/actions/runner/releases/download/v{LATEST}/actions-runner-linux-{runner_arch}-{LATEST}.tar.gz"])
+        self.assertEqual(self.downloads(), [self.bucket_path(f"actions-runner-linux-{runner_arch}-{LATEST}.tar.gz")])
         self.assertEqual(self.aws_calls(), [], "install reads no JIT config")
         self.assertEqual([c for c in self.calls() if c.split()[0] in ("poweroff", "shutdown")], [], "install does not power off")
         self.assertIn(f"runner={LATEST} {runner_arch}", self.marker())
@@ -32,7 +32,9 @@ class TwoPhases(harness.BootstrapHarness):
         status, output = self.run_script(os_family, arch=arch)
         self.assertEqual(status, 0, output)
         self.assertEqual(self.package_manager_calls(), [], "no package-manager call at boot")
-        self.assertEqual(self.network_fetches(), [], "no download at boot")
+        self.assertEqual(
+            self.network_fetches(), [self.bucket_path(f"latest-{runner_arch}")], "no download at boot: the newest read"
+        )
         self.assertIn("nothing to install", output)
         self.assertIn("systemctl start docker", self.calls())
         self.assert_ran_once_and_config_removed()
@@ -58,21 +60,24 @@ class TwoPhases(harness.BootstrapHarness):
         marker.write_text(self.marker().replace(LATEST, "2.329.0"))
         self.forget_what_install_did()
         self.put_jit()
-        status, output = self.run_script("al2023")
+        status, output = self.run_script("al2023", runner_version=LATEST)
         self.assertEqual(status, 0, output)
         self.assertEqual(self.package_manager_calls(), [], "the packages are the image's")
-        self.assertEqual(self.downloads(), [f"/actions/runner/releases/download/v{LATEST}/actions-runner-linux-x64-{LATEST}.tar.gz"])
+        self.assertEqual(self.downloads(), [self.bucket_path(f"actions-runner-linux-x64-{LATEST}.tar.gz")])
         self.assertIn(f"runner={LATEST} x64", self.marker())
         self.assert_ran_once_and_config_removed()
 
-    def test_latest_on_a_baked_image_takes_the_image_runner(self):
+    def test_latest_on_a_baked_image_with_the_bucket_unreadable_takes_the_image_runner(self):
         status, output = self.run_script("al2023", "install")
         self.assertEqual(status, 0, output)
         self.forget_what_install_did()
+        self.s3.delete_object(Bucket=harness.BUCKET, Key="runner/latest-x64")
         self.put_jit()
         status, output = self.run_script("al2023", runner_version="latest")
         self.assertEqual(status, 0, output)
-        self.assertEqual(self.network_fetches(), [], "no release lookup at boot")
+        self.assertEqual(self.downloads(), [], "the image's runner, nothing downloaded")
+        self.assertEqual(self.world.api_calls, [], "no release lookup at boot")
+        self.assertEqual(self.runner()["version"], LATEST)
         self.assert_ran_once_and_config_removed()
 
     def test_a_baked_image_of_another_os_family_installs_its_packages(self):
@@ -132,8 +137,10 @@ class TwoPhases(harness.BootstrapHarness):
     # ---- the user data
 
     def test_the_script_fits_ec2_user_data_with_the_longest_settings_line(self):
-        # EC2 takes at most 16 KB of user data before base64: template.yaml's export line
-        # of settings, then this script less its comment lines (infra/user-data.sh).
+        # EC2 takes at most 16 KB of user data, in raw form, before base64
+        # (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-add-user-data.html):
+        # template.yaml's export line of settings, then this script less its comment lines
+        # and indentation (infra/user-data.sh --script).
         settings = {
             "EPHEMERA_DEPLOYMENT": "d" * 32,
             "EPHEMERA_JIT_TABLE": "d" * 32 + "-jit",
@@ -141,14 +148,24 @@ class TwoPhases(harness.BootstrapHarness):
             "EPHEMERA_RUNNER_SUDO": "passwordless",
             "EPHEMERA_RUNNER_SHA256_X64": "0" * 64,
             "EPHEMERA_RUNNER_SHA256_ARM64": "0" * 64,
-            "EPHEMERA_RUNNER_BUCKET_URL": f"https://{'b' * 63}.s3.ap-southeast-2.amazonaws.com/ephemera/runner",
+            # A bucket name is at most 63 characters (S3 "General purpose bucket naming rules").
+            "EPHEMERA_RUNNER_BUCKET_URL": f"https://{'b' * 63}.s3.ap-southeast-2.amazonaws.com/runner",
             "EPHEMERA_GITHUB_URL": "https://github.example-enterprise.com",
         }
         line = "#!/bin/bash\nexport " + " ".join(f"{k}='{v}'" for k, v in settings.items()) + "\n"
-        lines = harness.SCRIPT.read_bytes().splitlines(keepends=True)
-        script = lines[:1] + [x for x in lines[1:] if not x.lstrip().startswith(b"#")]
-        size = len(line.encode()) + len(b"".join(script))
+        size = len(line.encode()) + len(self.user_data_script().read_bytes())
         self.assertLessEqual(size, 16 * 1024, f"{size} bytes of user data")
+
+    def test_the_user_data_copy_of_the_script_boots_as_the_script_does(self):
+        # The copy without comments and indentation is what a stock host runs.
+        self.put_jit()
+        status, output = self.run_script("ubuntu2404", script=self.user_data_script())
+        self.assertEqual(status, 0, output)
+        self.assertEqual(self.downloads(), [self.bucket_path(f"actions-runner-linux-x64-{LATEST}.tar.gz")])
+        self.assertIn("installdependencies", self.calls())
+        self.assert_docker_for_the_runner_user()
+        self.assert_ran_once_and_config_removed()
+        self.assert_powered_off_once()
 
     # ---- a minimal AL2023
 

@@ -206,6 +206,13 @@ async fn create_image_stack(cfn: &aws_sdk_cloudformation::Client) -> anyhow::Res
                 .parameter_value(DEPLOYMENT)
                 .build(),
         )
+        // The main stack's runner bucket, which each bake reads the runner from.
+        .parameters(
+            aws_sdk_cloudformation::types::Parameter::builder()
+                .parameter_key("RunnerBucket")
+                .parameter_value(format!("{DEPLOYMENT}-runnerbucket-1q2w3e4r5t6y"))
+                .build(),
+        )
         .capabilities(aws_sdk_cloudformation::types::Capability::CapabilityIam)
         .send()
         .await?;

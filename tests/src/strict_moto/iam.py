@@ -191,18 +191,22 @@ def register(document):
     template = document.get("template", "template.yaml")
     role = document.get("role")
     parameters = document.get("parameters") or {}
+    resources = document.get("resources") or {}
+    if not isinstance(resources, dict) or not all(isinstance(v, str) for v in resources.values()):
+        raise ValueError("resources must map logical ids to the names the test gave them")
     if not isinstance(key, str) or not key:
         raise ValueError("access_key_id must be a non-empty string")
     if not isinstance(role, str) or not role:
         raise ValueError("role must name a role of the template (its logical id)")
     if not isinstance(parameters, dict) or "DeploymentName" not in parameters:
         raise ValueError("parameters must be an object with at least DeploymentName")
-    stack = Stack(template, parameters, "123456789012", "us-east-1")
+    stack = Stack(template, parameters, "123456789012", "us-east-1", resources)
     stack.role(role)  # refuses an unknown role now, not at the first request
     principal = {
         "template": template,
         "role": role,
         "parameters": {k: v for k, v in parameters.items()},
+        "resources": dict(resources),
         "source_instance": document.get("source_instance"),
         "session": document.get("session") or role,
     }
@@ -297,6 +301,8 @@ def access_denied(start_response, service, message):
             f"</Error></Errors><RequestID>{request_id}</RequestID></Response>"
         )
         return xml_error(start_response, "403 Forbidden", body)
+    if service == "s3":
+        return s3_access_denied(start_response, message, request_id)
     if service in ("sts", "iam"):
         body = (
             f'<ErrorResponse><Error><Type>Sender</Type><Code>AccessDenied</Code>'
@@ -306,6 +312,16 @@ def access_denied(start_response, service, message):
     # SSM, Secrets Manager, CloudWatch Logs, Price List: awsJson1_1 with the short type.
     body = {"__type": "AccessDeniedException", "message": message, "Message": message}
     return json_error(start_response, "application/x-amz-json-1.1", body)
+
+
+def s3_access_denied(start_response, message, request_id):
+    """S3's refusal: 403 AccessDenied in its XML error body ("Error responses", Amazon S3
+    API Reference, https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html)."""
+    body = (
+        '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>AccessDenied</Code>'
+        f"<Message>{escape(message)}</Message><RequestId>{request_id}</RequestId></Error>"
+    )
+    return xml_error(start_response, "403 Forbidden", body)
 
 
 def escape(text):
@@ -333,7 +349,7 @@ def check(environ, start_response):
     account, region = account_of(environ), region_of(environ)
     service = iam_requests.service_of(environ)
     try:
-        stack = Stack(principal["template"], principal["parameters"], account, region)
+        stack = Stack(principal["template"], principal["parameters"], account, region, principal.get("resources"))
         entries = stack.statements(principal["role"])
         who = principal_arn(stack, principal, account)
     except (PolicyError, OSError) as err:

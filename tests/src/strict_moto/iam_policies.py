@@ -78,13 +78,17 @@ def secret_arn(name, account, region):
 class Stack:
     """One deployment of a template: its parameters and resources, for resolving."""
 
-    def __init__(self, template_name, parameters, account, region):
+    def __init__(self, template_name, parameters, account, region, resources=None):
         self.name = template_name
         self.template = load_template(template_name)
         self.account, self.region = account, region
         given = {k: v for k, v in (parameters or {}).items()}
         deployment = given.get("DeploymentName")
         stack_parameters, self.physical = moto_stack(deployment, account, region) if deployment else ({}, {})
+        # Resources a test made itself (no CloudFormation stack in moto): their names, over
+        # any the template or a stack gives.
+        self.given = dict(resources or {})
+        self.physical.update(self.given)
         self.parameters = {**stack_parameters, **given}
 
     # ------------------------------------------------------------------ values
@@ -124,7 +128,10 @@ class Stack:
         return value if isinstance(value, str) else None
 
     def physical_name(self, logical_id):
-        """A resource's name: its name property, else the id moto's stack gave it."""
+        """A resource's name: the registration's, else its name property, else the id moto's
+        stack gave it."""
+        if logical_id in self.given:
+            return self.given[logical_id]
         kind = self.resource(logical_id)["Type"]
         key = {
             "AWS::DynamoDB::Table": "TableName",
@@ -137,6 +144,7 @@ class Stack:
             "AWS::EC2::LaunchTemplate": "LaunchTemplateName",
             "AWS::Lambda::Function": "FunctionName",
             "AWS::Serverless::Function": "FunctionName",
+            "AWS::S3::Bucket": "BucketName",
         }.get(kind)
         name = self.property_text(logical_id, key) if key else None
         if name:
@@ -174,6 +182,7 @@ class Stack:
             "AWS::IAM::InstanceProfile": f"arn:aws:iam::{a}:instance-profile/{name}",
             "AWS::Lambda::Function": f"arn:aws:lambda:{r}:{a}:function:{name}",
             "AWS::Serverless::Function": f"arn:aws:lambda:{r}:{a}:function:{name}",
+            "AWS::S3::Bucket": f"arn:aws:s3:::{name}",
         }
         if kind not in arns:
             raise PolicyError(f"{self.name}: no ARN known for {logical_id} ({kind})")

@@ -28,6 +28,8 @@ key on that action is refused, naming the key.
   templates"). TerminateInstances: each instance, with its tags as aws:ResourceTag.
 - SQS, SSM, Secrets Manager, CloudWatch Logs: the queue, parameter, secret, log stream.
   Batch calls need the single action (sqs:SendMessage for SendMessageBatch).
+- S3 (list_amazons3.html): GetObject (and HEAD) of a path-style `/BUCKET/KEY` on the
+  object's ARN, `arn:aws:s3:::BUCKET/KEY`; any other S3 request is unjudged.
 - Price List GetProducts and STS GetCallerIdentity: `*`; GetCallerIdentity needs no
   permission (STS API reference).
 
@@ -113,6 +115,8 @@ def needs(environ, service, account, region, principal):
         return logs_needs(environ, operation, account, region, context, known)
     if service == "pricing":
         return [need(f"pricing:{operation}", "*", context, known)]
+    if service == "s3":
+        return s3_needs(environ, context, known)
     if service in ("ec2", "sts", "iam"):
         form = query_form(environ)
         action = form.get("Action", [""])[0]
@@ -332,6 +336,19 @@ def logs_needs(environ, operation, account, region, context, known):
     if group:
         return [need(action, f"arn:aws:logs:{region}:{account}:log-group:{group}:*", context, known)]
     return [need(action, "*", context, known)]
+
+
+# ---------------------------------------------------------------------- S3
+
+
+def s3_needs(environ, context, known):
+    """A path-style object read: s3:GetObject on the object (HEAD needs the same: "HeadObject",
+    Amazon S3 API Reference); the layer judges no other S3 request."""
+    method = environ.get("REQUEST_METHOD", "")
+    bucket, _, key = unquote(environ.get("PATH_INFO", "")).lstrip("/").partition("/")
+    if method in ("GET", "HEAD") and bucket and key and not environ.get("QUERY_STRING"):
+        return [need("s3:GetObject", f"arn:aws:s3:::{bucket}/{key}", context, known)]
+    raise Unjudged(f"an S3 {method} of {environ.get('PATH_INFO', '')}")
 
 
 # ---------------------------------------------------------------------- EC2
