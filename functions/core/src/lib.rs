@@ -32,6 +32,8 @@
 //! - [`metrics`]: the metrics the handlers emit, as CloudWatch embedded metric format.
 //! - [`timeline`]: a job's stages (queued, claimed, launched, online, started...) and
 //!   the gaps between them, from the stamps its records carry.
+//! - [`releases`]: the runner copy in the deployment's bucket, and the step that keeps
+//!   it at GitHub's newest release.
 //! - [`backoff`], [`clock`]: small pieces used by the handlers.
 //!
 //! Ports:
@@ -71,6 +73,7 @@ pub mod names;
 pub mod pace;
 pub mod ports;
 pub mod prices;
+pub mod releases;
 pub mod rerun;
 pub mod routing;
 pub mod screen;
