@@ -450,6 +450,7 @@ impl Pipeline {
                 }),
                 spot_breakers: Some(breakers_as(&reaper_sdk)),
                 pricing,
+                runner_sync: None,
             },
         ));
         if let Some(interval) = options.reaper_interval {
