@@ -572,6 +572,7 @@ impl Pipeline {
                 book: Arc::new(book),
                 list: Arc::new(list),
             },
+            runner_copy: None,
         }
     }
 
