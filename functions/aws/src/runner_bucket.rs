@@ -10,7 +10,7 @@
 //! (<https://docs.aws.amazon.com/AmazonS3/latest/userguide/qfacts.html>); an object
 //! uploaded in parts appears only when the upload is completed
 //! (<https://docs.aws.amazon.com/AmazonS3/latest/userguide/mpuoverview.html>). All four
-//! actions need `s3:PutObject` on the key, AbortMultipartUpload `s3:AbortMultipartUpload`
+//! actions need `s3:PutObject` on the key, PutObjectTagging `s3:PutObjectTagging`, AbortMultipartUpload `s3:AbortMultipartUpload`
 //! (<https://docs.aws.amazon.com/AmazonS3/latest/userguide/mpuoverview.html#mpuAndPermissions>).
 
 use async_trait::async_trait;
@@ -154,6 +154,33 @@ impl RunnerBucket for S3RunnerBucket {
             .await
             .map_err(|err| failed(format!("writing {key}"), err))?;
         Ok(())
+    }
+
+    #[instrument(skip_all, fields(key))]
+    async fn mark_superseded(&self, key: &str) -> Result<(), BucketError> {
+        let (tag_key, tag_value) = ephemera_core::releases::SUPERSEDED_TAG;
+        let tag = aws_sdk_s3::types::Tag::builder()
+            .key(tag_key)
+            .value(tag_value)
+            .build()
+            .map_err(|err| failed(format!("tagging {key}"), err))?;
+        let tagging = aws_sdk_s3::types::Tagging::builder()
+            .tag_set(tag)
+            .build()
+            .map_err(|err| failed(format!("tagging {key}"), err))?;
+        let answer = self
+            .client
+            .put_object_tagging()
+            .bucket(&self.bucket)
+            .key(key)
+            .tagging(tagging)
+            .send()
+            .await;
+        match answer {
+            Ok(_) => Ok(()),
+            Err(err) if err.raw_response().is_some_and(|r| r.status().as_u16() == 404) => Ok(()),
+            Err(err) => Err(failed(format!("tagging {key}"), err)),
+        }
     }
 
     #[instrument(skip_all, fields(key))]

@@ -11,6 +11,9 @@
 //! - `runner/latest-<arch>`, `"<version> <sum>\n"`, written last, only after the tarball
 //!   in the bucket was checked against the sum GitHub published.
 //!
+//! A runner the pointer no longer names is tagged `ephemera:superseded=true`
+//! ([`SUPERSEDED_TAG`]); the bucket's lifecycle rule expires what carries the tag.
+//!
 //! The sync's own mark ([`SyncMark`]) is `sync/runner-release.json`, outside the prefix
 //! the hosts may read.
 
@@ -25,6 +28,9 @@ use time::OffsetDateTime;
 
 /// The architectures kept, as GitHub names the runner's Linux assets.
 pub const ARCHES: [&str; 2] = ["x64", "arm64"];
+
+/// The tag (key, value) of a runner no longer pointed at.
+pub const SUPERSEDED_TAG: (&str, &str) = ("ephemera:superseded", "true");
 
 /// Where the sync keeps its mark.
 pub const MARK_KEY: &str = "sync/runner-release.json";

@@ -107,6 +107,7 @@ impl RunnerReleases for FakeRunnerReleases {
 #[derive(Debug, Default)]
 struct Objects {
     objects: BTreeMap<String, Vec<u8>>,
+    superseded: Vec<String>,
     uploads_aborted: usize,
 }
 
@@ -125,6 +126,11 @@ impl MemoryRunnerBucket {
     /// Every key, in order.
     pub fn keys(&self) -> Vec<String> {
         lock(&self.state).objects.keys().cloned().collect()
+    }
+
+    /// The keys tagged as superseded, in order.
+    pub fn superseded(&self) -> Vec<String> {
+        lock(&self.state).superseded.clone()
     }
 
     /// Uploads aborted so far.
@@ -168,6 +174,14 @@ impl RunnerBucket for MemoryRunnerBucket {
     async fn write(&self, key: &str, text: &str) -> Result<(), BucketError> {
         let mut state = lock(&self.state);
         state.objects.insert(key.to_owned(), text.as_bytes().to_vec());
+        Ok(())
+    }
+
+    async fn mark_superseded(&self, key: &str) -> Result<(), BucketError> {
+        let mut state = lock(&self.state);
+        if state.objects.contains_key(key) && !state.superseded.iter().any(|k| k == key) {
+            state.superseded.push(key.to_owned());
+        }
         Ok(())
     }
 

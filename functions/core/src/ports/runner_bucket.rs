@@ -38,6 +38,9 @@ pub trait RunnerBucket: Send + Sync {
     async fn read(&self, key: &str) -> Result<Option<String>, BucketError>;
     /// Writes a small object whole, replacing what was there. Idempotent.
     async fn write(&self, key: &str, text: &str) -> Result<(), BucketError>;
+    /// Tags `key` as no longer pointed at, for the bucket's lifecycle rule to expire it.
+    /// Idempotent; a key that is not there is no error.
+    async fn mark_superseded(&self, key: &str) -> Result<(), BucketError>;
     /// Starts a multipart upload of `key`.
     async fn upload(&self, key: &str) -> Result<Box<dyn BucketUpload>, BucketError>;
 }

@@ -190,7 +190,8 @@ impl RunnerSync {
             sha256: published.clone(),
         };
         let current = self.bucket.read(&latest_key(arch)).await?;
-        if current.as_deref().and_then(LatestRunner::parse).as_ref() == Some(&latest) {
+        let current = current.as_deref().and_then(LatestRunner::parse);
+        if current.as_ref() == Some(&latest) {
             return Ok(false);
         }
         let name = tarball_name(arch, &release.version);
@@ -209,6 +210,9 @@ impl RunnerSync {
             .await?;
         // Last: the hosts follow this pointer, and it names only a checked tarball.
         self.bucket.write(&latest_key(arch), &latest.line()).await?;
+        if let Some(old) = current.filter(|old| old.version != latest.version) {
+            self.supersede(arch, &old.version).await;
+        }
         Ok(true)
     }
 
@@ -239,6 +243,16 @@ impl RunnerSync {
             Err(failure) => {
                 abort(upload).await;
                 Err(failure)
+            }
+        }
+    }
+
+    /// Tags the tarball of `version` and its sum as superseded: the lifecycle rule
+    /// expires them a while later. A failure leaves them in the bucket, nothing worse.
+    async fn supersede(&self, arch: &str, version: &str) {
+        for key in [tarball_key(arch, version), sum_key(arch, version)] {
+            if let Err(err) = self.bucket.mark_superseded(&key).await {
+                warn!(error = %err, key, "runner sync: an old runner was not tagged superseded");
             }
         }
     }

@@ -116,6 +116,15 @@ async fn a_later_release_replaces_the_pointer_and_starts_the_pipelines_again() {
         Some(format!("2.338.0 {}\n", sha(&x64)).into_bytes())
     );
     assert_eq!(world.pipelines.started().len(), 4);
+    assert_eq!(
+        world.bucket.superseded(),
+        vec![
+            tarball_key("x64", "2.337.0"),
+            sum_key("x64", "2.337.0"),
+            tarball_key("arm64", "2.337.0"),
+            sum_key("arm64", "2.337.0")
+        ]
+    );
 }
 
 #[tokio::test]
