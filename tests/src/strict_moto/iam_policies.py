@@ -137,6 +137,7 @@ class Stack:
             "AWS::EC2::LaunchTemplate": "LaunchTemplateName",
             "AWS::Lambda::Function": "FunctionName",
             "AWS::Serverless::Function": "FunctionName",
+            "AWS::S3::Bucket": "BucketName",
         }.get(kind)
         name = self.property_text(logical_id, key) if key else None
         if name:
@@ -174,6 +175,7 @@ class Stack:
             "AWS::IAM::InstanceProfile": f"arn:aws:iam::{a}:instance-profile/{name}",
             "AWS::Lambda::Function": f"arn:aws:lambda:{r}:{a}:function:{name}",
             "AWS::Serverless::Function": f"arn:aws:lambda:{r}:{a}:function:{name}",
+            "AWS::S3::Bucket": f"arn:aws:s3:::{name}",
         }
         if kind not in arns:
             raise PolicyError(f"{self.name}: no ARN known for {logical_id} ({kind})")

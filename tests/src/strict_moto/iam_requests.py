@@ -28,6 +28,7 @@ key on that action is refused, naming the key.
   templates"). TerminateInstances: each instance, with its tags as aws:ResourceTag.
 - SQS, SSM, Secrets Manager, CloudWatch Logs: the queue, parameter, secret, log stream.
   Batch calls need the single action (sqs:SendMessage for SendMessageBatch).
+- S3 and Image Builder: iam_s3.py.
 - Price List GetProducts and STS GetCallerIdentity: `*`; GetCallerIdentity needs no
   permission (STS API reference).
 
@@ -113,6 +114,14 @@ def needs(environ, service, account, region, principal):
         return logs_needs(environ, operation, account, region, context, known)
     if service == "pricing":
         return [need(f"pricing:{operation}", "*", context, known)]
+    if service in ("s3", "imagebuilder"):
+        from . import iam_s3
+
+        judge = iam_s3.s3_needs if service == "s3" else iam_s3.imagebuilder_needs
+        try:
+            return judge(environ, need, context, known)
+        except iam_s3.Unjudged as err:
+            raise Unjudged(str(err)) from err
     if service in ("ec2", "sts", "iam"):
         form = query_form(environ)
         action = form.get("Action", [""])[0]
