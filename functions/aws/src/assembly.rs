@@ -13,11 +13,11 @@ use ephemera_core::handlers::scaler::{
 };
 use ephemera_core::metrics::Metrics;
 use ephemera_core::pace::RegistrationPace;
-use ephemera_core::ports::{ImagePipelines, RunnerBucket, RunnerReleases};
-use ephemera_core::releases::RunnerSync;
 use ephemera_core::ports::SpotBreakerStore;
 use ephemera_core::ports::{Fleet, Forge, HookDeliveries, JitConfigStore, JobQueue, Launcher};
+use ephemera_core::ports::{ImagePipelines, RunnerBucket, RunnerReleases};
 use ephemera_core::ports::{RerunStore, WorkflowRuns};
+use ephemera_core::releases::RunnerSync;
 use std::sync::Arc;
 
 /// The adapters of one deployment under one version of its configuration: what its

@@ -139,7 +139,9 @@ impl RunnerBucket for S3RunnerBucket {
             .collect()
             .await
             .map_err(|err| failed(format!("reading {key}"), err))?;
-        Ok(Some(String::from_utf8_lossy(&bytes.into_bytes()).into_owned()))
+        Ok(Some(
+            String::from_utf8_lossy(&bytes.into_bytes()).into_owned(),
+        ))
     }
 
     #[instrument(skip_all, fields(key))]
@@ -178,7 +180,13 @@ impl RunnerBucket for S3RunnerBucket {
             .await;
         match answer {
             Ok(_) => Ok(()),
-            Err(err) if err.raw_response().is_some_and(|r| r.status().as_u16() == 404) => Ok(()),
+            Err(err)
+                if err
+                    .raw_response()
+                    .is_some_and(|r| r.status().as_u16() == 404) =>
+            {
+                Ok(())
+            }
             Err(err) => Err(failed(format!("tagging {key}"), err)),
         }
     }

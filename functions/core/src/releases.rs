@@ -89,7 +89,10 @@ impl LatestRunner {
 
 /// Whether `text` is a SHA-256 as the layout writes it: 64 lowercase hex digits.
 pub fn is_sha256(text: &str) -> bool {
-    text.len() == 64 && text.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    text.len() == 64
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// The SHA-256 the release notes publish for `linux-<arch>`: actions/runner's release
@@ -136,7 +139,10 @@ mod tests {
         assert_eq!(published_sum(&body, "arm64"), Some("a".repeat(64)));
         assert_eq!(published_sum(&body, "arm"), None);
         assert_eq!(
-            published_sum("<!-- BEGIN SHA linux-x64 -->nope<!-- END SHA linux-x64 -->", "x64"),
+            published_sum(
+                "<!-- BEGIN SHA linux-x64 -->nope<!-- END SHA linux-x64 -->",
+                "x64"
+            ),
             None
         );
     }

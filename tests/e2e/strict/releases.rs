@@ -7,7 +7,6 @@
 //! give a wrong sum publishes nothing. A runner host's role reads `runner/` and not the
 //! sync's mark.
 
-use aws_sdk_s3::primitives::ByteStream;
 use ephemera_aws::assembly::{RunnerCopy, WebhookApp};
 use ephemera_aws::image_pipelines::ImageBuilderPipelines;
 use ephemera_aws::runner_bucket::S3RunnerBucket;
@@ -43,8 +42,12 @@ async fn object(s3: &aws_sdk_s3::Client, key: &str) -> Option<Vec<u8>> {
 /// The deployment's reaper with the runner copy, calling AWS as ReaperRole of a stack
 /// given both pipelines.
 async fn reaper_with_copy(p: &Pipeline) -> anyhow::Result<Reaper> {
-    let parameters = json!({ "DeploymentName": DEPLOYMENT, "ImagePipelineArns": PIPELINES.join(",") });
-    let settings = p.moto.principal_settings("ReaperRole", parameters, None).await?;
+    let parameters =
+        json!({ "DeploymentName": DEPLOYMENT, "ImagePipelineArns": PIPELINES.join(",") });
+    let settings = p
+        .moto
+        .principal_settings("ReaperRole", parameters, None)
+        .await?;
     let sdk = ephemera_aws::sdk_config(&settings).await;
     let mut deployment = p.deployment();
     deployment.runner_copy = Some(RunnerCopy {
@@ -61,13 +64,16 @@ async fn started_pipelines(p: &Pipeline) -> anyhow::Result<Vec<Value>> {
 }
 
 async fn run(reaper: &Reaper, at: OffsetDateTime) -> anyhow::Result<Value> {
-    let report = reaper.run(at, Instant::now() + Duration::from_secs(50)).await?;
+    let report = reaper
+        .run(at, Instant::now() + Duration::from_secs(50))
+        .await?;
     println!("reaper run at {at}: {:?}", report.runner_release);
     Ok(serde_json::to_value(report.runner_release)?)
 }
 
 async fn started(p: &Pipeline) -> anyhow::Result<(Reaper, aws_sdk_s3::Client)> {
-    let admin = ephemera_aws::sdk_config(&ephemera_aws::AwsSettings::emulator(&p.moto.endpoint)).await;
+    let admin =
+        ephemera_aws::sdk_config(&ephemera_aws::AwsSettings::emulator(&p.moto.endpoint)).await;
     let s3 = s3_of(&admin);
     s3.create_bucket().bucket(BUCKET).send().await?;
     Ok((reaper_with_copy(p).await?, s3))
@@ -86,8 +92,12 @@ async fn a_published_release_reaches_the_bucket_and_starts_both_image_pipelines_
 ) -> anyhow::Result<()> {
     let p = Pipeline::start(options()).await?;
     let (reaper, s3) = started(&p).await?;
-    let (x64, arm64) = (b"x64 runner 2.340.0".repeat(500), b"arm64 runner 2.340.0".repeat(500));
-    p.sim.publish_runner_release("2.340.0", &[("x64", &x64), ("arm64", &arm64)], &[]);
+    let (x64, arm64) = (
+        b"x64 runner 2.340.0".repeat(500),
+        b"arm64 runner 2.340.0".repeat(500),
+    );
+    p.sim
+        .publish_runner_release("2.340.0", &[("x64", &x64), ("arm64", &arm64)], &[]);
 
     let now = OffsetDateTime::now_utc();
     let first = run(&reaper, now).await?;
@@ -96,7 +106,10 @@ async fn a_published_release_reaches_the_bucket_and_starts_both_image_pipelines_
     for (arch, bytes) in [("x64", &x64), ("arm64", &arm64)] {
         let name = format!("actions-runner-linux-{arch}-2.340.0.tar.gz");
         let sum = hex::encode(Sha256::digest(bytes));
-        assert_eq!(object(&s3, &format!("runner/{name}")).await.as_ref(), Some(bytes));
+        assert_eq!(
+            object(&s3, &format!("runner/{name}")).await.as_ref(),
+            Some(bytes)
+        );
         assert_eq!(
             object(&s3, &format!("runner/{name}.sha256")).await,
             Some(format!("{sum}  {name}\n").into_bytes())
@@ -107,28 +120,55 @@ async fn a_published_release_reaches_the_bucket_and_starts_both_image_pipelines_
         );
     }
     let executions = started_pipelines(&p).await?;
-    let arns: Vec<&str> = executions.iter().filter_map(|e| e["imagePipelineArn"].as_str()).collect();
-    assert_eq!(arns, PIPELINES, "both pipelines started once: {executions:?}");
+    let arns: Vec<&str> = executions
+        .iter()
+        .filter_map(|e| e["imagePipelineArn"].as_str())
+        .collect();
+    assert_eq!(
+        arns, PIPELINES,
+        "both pipelines started once: {executions:?}"
+    );
     assert_eq!(p.sim.runner_downloads().len(), 2);
 
     // The next check, an hour on: a conditional request answered 304, nothing else.
     let later = run(&reaper, now + time::Duration::hours(1)).await?;
     assert_eq!(later["not_modified"], json!(true), "{later}");
     assert_eq!(p.sim.runner_downloads().len(), 2, "no new download");
-    assert_eq!(started_pipelines(&p).await?.len(), 2, "no pipeline started again");
+    assert_eq!(
+        started_pipelines(&p).await?.len(),
+        2,
+        "no pipeline started again"
+    );
     assert_eq!(p.sim.latest_release_answers().get(&304), Some(&1));
 
     // A runner host reads the copy, and nothing else of the bucket.
     let host = p
         .moto
-        .principal_settings("RunnerRole", json!({ "DeploymentName": DEPLOYMENT }), Some("i-0123456789abcdef0"))
+        .principal_settings(
+            "RunnerRole",
+            json!({ "DeploymentName": DEPLOYMENT }),
+            Some("i-0123456789abcdef0"),
+        )
         .await?;
     let host = s3_of(&ephemera_aws::sdk_config(&host).await);
-    let pointer = host.get_object().bucket(BUCKET).key("runner/latest-x64").send().await;
+    let pointer = host
+        .get_object()
+        .bucket(BUCKET)
+        .key("runner/latest-x64")
+        .send()
+        .await;
     assert!(pointer.is_ok(), "the host reads latest-x64: {pointer:?}");
-    let mark = host.get_object().bucket(BUCKET).key("sync/runner-release.json").send().await;
+    let mark = host
+        .get_object()
+        .bucket(BUCKET)
+        .key("sync/runner-release.json")
+        .send()
+        .await;
     let refused = mark.expect_err("the host may not read the sync's mark");
-    assert_eq!(refused.raw_response().map(|r| r.status().as_u16()), Some(403));
+    assert_eq!(
+        refused.raw_response().map(|r| r.status().as_u16()),
+        Some(403)
+    );
     Ok(())
 }
 
@@ -136,7 +176,10 @@ async fn a_published_release_reaches_the_bucket_and_starts_both_image_pipelines_
 async fn a_release_whose_notes_give_a_wrong_sum_publishes_nothing() -> anyhow::Result<()> {
     let p = Pipeline::start(options()).await?;
     let (reaper, s3) = started(&p).await?;
-    let (x64, arm64) = (b"x64 runner 2.341.0".repeat(500), b"arm64 runner 2.341.0".repeat(500));
+    let (x64, arm64) = (
+        b"x64 runner 2.341.0".repeat(500),
+        b"arm64 runner 2.341.0".repeat(500),
+    );
     let wrong = "0".repeat(64);
     p.sim.publish_runner_release(
         "2.341.0",
@@ -154,6 +197,9 @@ async fn a_release_whose_notes_give_a_wrong_sum_publishes_nothing() -> anyhow::R
     ] {
         assert_eq!(object(&s3, key).await, None, "{key} is not in the bucket");
     }
-    assert!(started_pipelines(&p).await?.is_empty(), "no pipeline started");
+    assert!(
+        started_pipelines(&p).await?.is_empty(),
+        "no pipeline started"
+    );
     Ok(())
 }

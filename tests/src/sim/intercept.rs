@@ -104,7 +104,11 @@ pub async fn intercept(State(sim): State<Arc<Shared>>, request: Request, next: N
                 // GitHub: a conditional request answered 304 with an Authorization
                 // header does not count against the primary rate limit.
                 sim.buckets.refund(&credential, resource);
-                add_bucket_headers(&mut response, resource, sim.buckets.peek(&credential, resource));
+                add_bucket_headers(
+                    &mut response,
+                    resource,
+                    sim.buckets.peek(&credential, resource),
+                );
             } else {
                 add_bucket_headers(&mut response, resource, bucket);
             }

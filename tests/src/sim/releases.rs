@@ -56,7 +56,9 @@ impl SimRelease {
     }
 
     fn notes(&self) -> String {
-        let mut notes = String::from("## What's Changed\n- Runner release of the simulator\n\n## SHA-256 Checksums\n");
+        let mut notes = String::from(
+            "## What's Changed\n- Runner release of the simulator\n\n## SHA-256 Checksums\n",
+        );
         for (arch, sum) in &self.published_sums {
             notes.push_str(&format!(
                 "- actions-runner-linux-{arch}-{}.tar.gz <!-- BEGIN SHA linux-{arch} -->{sum}<!-- END SHA linux-{arch} -->\n",
@@ -130,7 +132,10 @@ impl Shared {
             .iter()
             .map(|(arch, bytes)| {
                 let own = hex::encode(Sha256::digest(bytes));
-                (arch.clone(), published_sums.get(arch).cloned().unwrap_or(own))
+                (
+                    arch.clone(),
+                    published_sums.get(arch).cloned().unwrap_or(own),
+                )
             })
             .collect();
         let id = releases.published.len() as u64 + 1;
@@ -177,7 +182,8 @@ pub async fn by_tag(
     State(sim): Sim,
     Path((owner, repo, tag)): Path<(String, String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    sim.lock().hit("GET /repos/{owner}/{repo}/releases/tags/{tag}");
+    sim.lock()
+        .hit("GET /repos/{owner}/{repo}/releases/tags/{tag}");
     let found = sim
         .releases()
         .published
@@ -191,10 +197,7 @@ pub async fn by_tag(
 }
 
 /// `GET /actions/runner/releases/download/{tag}/{name}`: the tarball's bytes.
-pub async fn download(
-    State(sim): Sim,
-    Path((tag, name)): Path<(String, String)>,
-) -> Response {
+pub async fn download(State(sim): Sim, Path((tag, name)): Path<(String, String)>) -> Response {
     let mut releases = sim.releases();
     let bytes = releases
         .published

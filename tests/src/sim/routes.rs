@@ -38,7 +38,10 @@ pub fn router(shared: Arc<Shared>) -> Router {
             post(deliveries::redeliver),
         )
         .route("/app/installations", get(releases::installations))
-        .route("/repos/{owner}/{repo}/releases/latest", get(releases::latest))
+        .route(
+            "/repos/{owner}/{repo}/releases/latest",
+            get(releases::latest),
+        )
         .route(
             "/repos/{owner}/{repo}/releases/tags/{tag}",
             get(releases::by_tag),

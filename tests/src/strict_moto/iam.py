@@ -297,6 +297,18 @@ def access_denied(start_response, service, message):
             f"</Error></Errors><RequestID>{request_id}</RequestID></Response>"
         )
         return xml_error(start_response, "403 Forbidden", body)
+    if service == "s3":
+        # S3's REST XML error, 403 AccessDenied (Amazon S3 API reference, "Error responses").
+        body = (
+            '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>AccessDenied</Code>'
+            f"<Message>{escape(message)}</Message><RequestId>{request_id}</RequestId></Error>"
+        )
+        return xml_error(start_response, "403 Forbidden", body)
+    if service == "imagebuilder":
+        # Image Builder's REST JSON: AccessDeniedException, 403.
+        body = {"message": message}
+        headers = [("x-amzn-ErrorType", "AccessDeniedException")]
+        return json_error(start_response, "application/json", body, "403 Forbidden", headers)
     if service in ("sts", "iam"):
         body = (
             f'<ErrorResponse><Error><Type>Sender</Type><Code>AccessDenied</Code>'

@@ -81,7 +81,9 @@ impl RunnerReleases for FakeRunnerReleases {
         let mut state = lock(&self.state);
         state.latest_reads += 1;
         let Some((release, current)) = state.latest.clone() else {
-            return Err(ReleaseError::Transient(Box::new(Missing("no release".into()))));
+            return Err(ReleaseError::Transient(Box::new(Missing(
+                "no release".into(),
+            ))));
         };
         if etag == Some(current.as_str()) {
             state.not_modified += 1;
@@ -96,9 +98,13 @@ impl RunnerReleases for FakeRunnerReleases {
     async fn download(&self, asset: &ReleaseAsset) -> Result<Box<dyn AssetChunks>, ReleaseError> {
         let mut state = lock(&self.state);
         state.downloads += 1;
-        let bytes = state.assets.get(&asset.download_url).cloned().ok_or_else(|| {
-            ReleaseError::Transient(Box::new(Missing(format!("404 {}", asset.download_url))))
-        })?;
+        let bytes = state
+            .assets
+            .get(&asset.download_url)
+            .cloned()
+            .ok_or_else(|| {
+                ReleaseError::Transient(Box::new(Missing(format!("404 {}", asset.download_url))))
+            })?;
         let chunks: Vec<Vec<u8>> = bytes.chunks(CHUNK).map(<[u8]>::to_vec).collect();
         Ok(Box::new(Chunks(chunks.into_iter())))
     }
@@ -173,7 +179,9 @@ impl RunnerBucket for MemoryRunnerBucket {
 
     async fn write(&self, key: &str, text: &str) -> Result<(), BucketError> {
         let mut state = lock(&self.state);
-        state.objects.insert(key.to_owned(), text.as_bytes().to_vec());
+        state
+            .objects
+            .insert(key.to_owned(), text.as_bytes().to_vec());
         Ok(())
     }
 

@@ -201,7 +201,12 @@ impl RunnerSync {
             .find(|asset| asset.name == name)
             .ok_or_else(|| ArchFailure::NoAsset(name.clone()))?;
         let got = self
-            .copy_checked(asset, &tarball_key(arch, &release.version), &published, deadline)
+            .copy_checked(
+                asset,
+                &tarball_key(arch, &release.version),
+                &published,
+                deadline,
+            )
             .await?;
         info!(arch, version = %release.version, sha256 = %got, "runner sync: tarball in the bucket");
         let sums = sum_file(arch, &release.version, &published);

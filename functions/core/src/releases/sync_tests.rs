@@ -70,7 +70,10 @@ async fn a_new_release_is_copied_checked_and_pointed_at_last() {
     assert_eq!(outcome.published, vec!["x64", "arm64"]);
     assert_eq!(outcome.errors, 0);
     let bucket = &world.bucket;
-    assert_eq!(bucket.object(&tarball_key("x64", "2.337.0")), Some(x64.clone()));
+    assert_eq!(
+        bucket.object(&tarball_key("x64", "2.337.0")),
+        Some(x64.clone())
+    );
     assert_eq!(bucket.object(&tarball_key("arm64", "2.337.0")), Some(arm64));
     assert_eq!(
         bucket.object(&sum_key("x64", "2.337.0")),
@@ -94,13 +97,20 @@ async fn the_next_check_waits_an_hour_and_a_304_copies_nothing() {
     let world = world();
     publish(&world, "2.337.0", None);
     world.sync.run(NOW, later()).await;
-    let soon = world.sync.run(NOW + time::Duration::minutes(59), later()).await;
+    let soon = world
+        .sync
+        .run(NOW + time::Duration::minutes(59), later())
+        .await;
     assert!(!soon.checked, "no check within the hour");
     assert_eq!(world.releases.calls(), (1, 0, 2));
     let outcome = world.sync.run(NOW + CHECK_INTERVAL, later()).await;
     assert!(outcome.checked && outcome.not_modified);
     assert_eq!(world.releases.calls(), (2, 1, 2), "a 304 and no download");
-    assert_eq!(world.pipelines.started().len(), 2, "no pipeline started again");
+    assert_eq!(
+        world.pipelines.started().len(),
+        2,
+        "no pipeline started again"
+    );
 }
 
 #[tokio::test]

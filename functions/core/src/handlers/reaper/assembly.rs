@@ -7,10 +7,10 @@
 use super::{Pricing, Reaper, Reruns};
 use crate::config::Config;
 use crate::metrics::Metrics;
-use crate::releases::RunnerSync;
 use crate::ports::Leases;
 use crate::ports::SpotBreakerStore;
 use crate::ports::{Fleet, Forge, HookDeliveries, JitConfigStore, JobQueue, RunnerStore};
+use crate::releases::RunnerSync;
 use std::sync::Arc;
 
 /// The ports every reaper calls.
