@@ -3,7 +3,8 @@
 //! and calling AWS as ReaperRole, puts each arch's tarball, its `.sha256` and
 //! `latest-<arch>` into the bucket and starts both image pipelines (the strict layer
 //! records the StartImagePipelineExecution calls); the run an hour later asks GitHub
-//! conditionally, gets 304, downloads nothing and starts nothing. A release whose notes
+//! conditionally, gets 304, downloads nothing and starts nothing; a later release
+//! replaces the pointer and tags the old tarball for the lifecycle rule. A release whose notes
 //! give a wrong sum publishes nothing. A runner host's role reads `runner/` and not the
 //! sync's mark.
 
@@ -140,6 +141,27 @@ async fn a_published_release_reaches_the_bucket_and_starts_both_image_pipelines_
         "no pipeline started again"
     );
     assert_eq!(p.sim.latest_release_answers().get(&304), Some(&1));
+
+    // A later release replaces the pointer; the old tarball is tagged for expiry.
+    let newer = b"x64 runner 2.340.1".repeat(500);
+    p.sim
+        .publish_runner_release("2.340.1", &[("x64", &newer), ("arm64", &arm64)], &[]);
+    let next = run(&reaper, now + time::Duration::hours(2)).await?;
+    assert_eq!(next["published"], json!(["x64", "arm64"]), "{next}");
+    let tags = s3
+        .get_object_tagging()
+        .bucket(BUCKET)
+        .key("runner/actions-runner-linux-x64-2.340.0.tar.gz")
+        .send()
+        .await?;
+    let superseded = tags
+        .tag_set()
+        .iter()
+        .any(|t| t.key() == "ephemera:superseded" && t.value() == "true");
+    assert!(
+        superseded,
+        "the old x64 tarball is tagged superseded: {tags:?}"
+    );
 
     // A runner host reads the copy, and nothing else of the bucket.
     let host = p
