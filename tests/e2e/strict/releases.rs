@@ -225,3 +225,41 @@ async fn a_release_whose_notes_give_a_wrong_sum_publishes_nothing() -> anyhow::R
     );
     Ok(())
 }
+
+/// GitHub's limit for unauthenticated requests, 60 an hour per source address, with its
+/// headers and its 403: the stock boot's old anonymous read of the release notes meets
+/// it from the 61st host behind one address.
+#[tokio::test]
+async fn the_simulator_refuses_the_61st_unauthenticated_request_of_an_address_in_an_hour(
+) -> anyhow::Result<()> {
+    let p = Pipeline::start(options()).await?;
+    p.sim
+        .publish_runner_release("2.340.0", &[("x64", b"x64")], &[]);
+    let url = format!("{}/repos/actions/runner/releases/latest", p.sim.url);
+    let http = reqwest::Client::builder().user_agent("curl").build()?;
+    for n in 1..=60 {
+        let answer = http.get(&url).send().await?;
+        assert_eq!(answer.status(), 200, "request {n}");
+        let remaining = answer.headers()["x-ratelimit-remaining"]
+            .to_str()?
+            .to_owned();
+        assert_eq!(remaining, (60 - n).to_string());
+    }
+    let refused = http.get(&url).send().await?;
+    assert_eq!(refused.status(), 403);
+    assert_eq!(refused.headers()["x-ratelimit-limit"], "60");
+    assert_eq!(refused.headers()["x-ratelimit-remaining"], "0");
+    let body: Value = refused.json().await?;
+    let message = body["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("API rate limit exceeded for 127.0.0.1."),
+        "{body}"
+    );
+    // A download is not an API request: never limited.
+    let download = format!(
+        "{}/actions/runner/releases/download/v2.340.0/actions-runner-linux-x64-2.340.0.tar.gz",
+        p.sim.url
+    );
+    assert_eq!(http.get(&download).send().await?.status(), 200);
+    Ok(())
+}
