@@ -1,6 +1,6 @@
 //! [`RunnerBucket`]: the deployment's bucket where the newest runner of each
 //! architecture is kept for the hosts, and where the sync keeps its mark. A tarball is
-//! written as a multipart upload: parts of [`crate::releases::PART_SIZE`] are sent as
+//! written as a multipart upload: parts (8 MiB, the sync's part size) are sent as
 //! the download goes, and the object exists only once the upload is completed, so a
 //! tarball whose sum is wrong is never seen (the upload is aborted).
 //!
