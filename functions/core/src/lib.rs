@@ -32,8 +32,6 @@
 //! - [`metrics`]: the metrics the handlers emit, as CloudWatch embedded metric format.
 //! - [`timeline`]: a job's stages (queued, claimed, launched, online, started...) and
 //!   the gaps between them, from the stamps its records carry.
-//! - [`releases`]: the runner copy in the deployment's bucket, and the step that keeps
-//!   it at GitHub's newest release.
 //! - [`backoff`], [`clock`]: small pieces used by the handlers.
 //!
 //! Ports:
@@ -42,6 +40,8 @@
 //!
 //! Handlers, and what is built over the ports:
 //! - [`handlers`]: the webhook, scaler and reaper handlers, generic over the ports.
+//! - [`releases`]: the runner copy in the deployment's bucket, and the reaper's step that
+//!   keeps it at GitHub's newest release.
 //! - [`apps`]: one forge over several GitHub Apps, each registering at its own pace.
 //! - [`memory`] (feature `fakes`): in-memory implementations of the ports and the port
 //!   wrapper (`Intercept`), for the tests and the model of the quotas.
