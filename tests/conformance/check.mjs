@@ -195,6 +195,10 @@ function checkExchange(ctx, x) {
         ...schemaErrors(ctx, `${opKey} ${status}`, schema, x.response_body).map((e) => `response ${status} ${e}`),
       );
     }
+  } else if (status === "304" && x.method === "GET" && !hasResponseBody) {
+    // A conditional GET (If-None-Match) whose resource did not change: GitHub documents it
+    // for the API as a whole, not per operation ("Best practices for using the REST API",
+    // https://docs.github.com/en/rest/using-the-rest-api/best-practices-for-using-the-rest-api#use-conditional-requests-if-appropriate).
   } else if (Number(status) >= 400) {
     const basic = spec.components.schemas["basic-error"];
     errors.push(...schemaErrors(ctx, "basic-error", basic, x.response_body).map((e) => `error body ${e}`));

@@ -7,6 +7,7 @@ mod dynamo;
 mod fleet;
 mod launch_rules;
 mod queue;
+mod releases;
 mod sizing;
 mod ssm;
 

@@ -450,6 +450,7 @@ impl Pipeline {
                 }),
                 spot_breakers: Some(breakers_as(&reaper_sdk)),
                 pricing,
+                runner_sync: None,
             },
         ));
         if let Some(interval) = options.reaper_interval {
@@ -571,6 +572,7 @@ impl Pipeline {
                 book: Arc::new(book),
                 list: Arc::new(list),
             },
+            runner_copy: None,
         }
     }
 

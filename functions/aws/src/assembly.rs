@@ -15,7 +15,9 @@ use ephemera_core::metrics::Metrics;
 use ephemera_core::pace::RegistrationPace;
 use ephemera_core::ports::SpotBreakerStore;
 use ephemera_core::ports::{Fleet, Forge, HookDeliveries, JitConfigStore, JobQueue, Launcher};
+use ephemera_core::ports::{ImagePipelines, RunnerBucket, RunnerReleases};
 use ephemera_core::ports::{RerunStore, WorkflowRuns};
+use ephemera_core::releases::RunnerSync;
 use std::sync::Arc;
 
 /// The adapters of one deployment under one version of its configuration: what its
@@ -34,6 +36,16 @@ pub struct Deployment {
     pub reruns: Arc<dyn RerunStore>,
     /// Where prices are cached and read from.
     pub pricing: Pricing,
+    /// The runner bucket and the image pipelines, when the stack has a bucket
+    /// (`EPHEMERA_RUNNER_BUCKET`): the reaper keeps the newest runner there.
+    pub runner_copy: Option<RunnerCopy>,
+}
+
+/// Where the runner copy is kept, and what to start when it takes a new release.
+#[derive(Clone)]
+pub struct RunnerCopy {
+    pub bucket: Arc<dyn RunnerBucket>,
+    pub pipelines: Arc<dyn ImagePipelines>,
 }
 
 /// The GitHub App the webhook receives for: the reaper sweeps its deliveries, and asks
@@ -41,14 +53,19 @@ pub struct Deployment {
 pub struct WebhookApp {
     pub deliveries: Arc<dyn HookDeliveries>,
     pub runs: Arc<dyn WorkflowRuns>,
+    /// The runner's releases, read with this App's installation token.
+    pub releases: Arc<dyn RunnerReleases>,
 }
 
 impl WebhookApp {
-    /// `app`, which answers for both.
-    pub fn of<A: HookDeliveries + WorkflowRuns + 'static>(app: Arc<A>) -> WebhookApp {
+    /// `app`, which answers for all three.
+    pub fn of<A: HookDeliveries + WorkflowRuns + RunnerReleases + 'static>(
+        app: Arc<A>,
+    ) -> WebhookApp {
         WebhookApp {
             deliveries: app.clone(),
-            runs: app,
+            runs: app.clone(),
+            releases: app,
         }
     }
 }
@@ -81,7 +98,8 @@ impl Deployment {
 
     /// The reaper: one at a time (the lease in the table), sweeping `webhook_app`'s
     /// deliveries and asking it for the re-runs, counting spot interruptions in the
-    /// breakers, pricing every deleted runner.
+    /// breakers, pricing every deleted runner, keeping the runner copy (with the same
+    /// App's token) when the deployment has a bucket.
     pub fn reaper(&self, forge: Arc<dyn Forge>, webhook_app: WebhookApp) -> Reaper {
         let ports = ReaperPorts {
             config: self.config.clone(),
@@ -103,6 +121,11 @@ impl Deployment {
                 }),
                 spot_breakers: Some(self.spot_breakers.clone()),
                 pricing: Some(self.pricing.clone()),
+                runner_sync: self.runner_copy.as_ref().map(|copy| RunnerSync {
+                    releases: webhook_app.releases,
+                    bucket: copy.bucket.clone(),
+                    pipelines: copy.pipelines.clone(),
+                }),
             },
         )
     }

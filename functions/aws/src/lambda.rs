@@ -75,6 +75,12 @@ pub const LAUNCH_TEMPLATE_VERSION: &str = "EPHEMERA_LAUNCH_TEMPLATE_VERSION";
 /// with `ssm_access` launch.
 pub const SSM_LAUNCH_TEMPLATE_VERSION: &str = "EPHEMERA_SSM_LAUNCH_TEMPLATE_VERSION";
 
+/// Optional (the reaper): the bucket where the newest runner is kept for the hosts.
+pub const RUNNER_BUCKET: &str = "EPHEMERA_RUNNER_BUCKET";
+/// Optional (the reaper): the image pipelines started when the bucket takes a new
+/// release, a comma-separated list of ARNs.
+pub const IMAGE_PIPELINE_ARNS: &str = "EPHEMERA_IMAGE_PIPELINE_ARNS";
+
 /// What the webhook function needs.
 pub const WEBHOOK_VARS: &[&str] = &[CONFIG_PARAMETER, QUEUE_URL, WEBHOOK_SECRET_ID];
 /// What the scaler and the reaper need.
@@ -209,6 +215,20 @@ impl LambdaEnv {
                 book: Arc::new(book),
                 list: Arc::new(list),
             },
+            runner_copy: self.runner_copy(),
+        })
+    }
+
+    /// The runner bucket (`EPHEMERA_RUNNER_BUCKET`) and the image pipelines
+    /// (`EPHEMERA_IMAGE_PIPELINE_ARNS`, a comma list, possibly empty); none without a bucket.
+    pub fn runner_copy(&self) -> Option<crate::assembly::RunnerCopy> {
+        let bucket = optional_var(RUNNER_BUCKET)?;
+        let arns = optional_var(IMAGE_PIPELINE_ARNS).unwrap_or_default();
+        Some(crate::assembly::RunnerCopy {
+            bucket: Arc::new(crate::runner_bucket::S3RunnerBucket::new(&self.sdk, bucket)),
+            pipelines: Arc::new(crate::image_pipelines::ImageBuilderPipelines::new(
+                &self.sdk, &arns,
+            )),
         })
     }
 

@@ -33,7 +33,7 @@ const LAYERS: &[Layer] = &[
     },
     Layer {
         name: "handlers",
-        modules: &["apps", "handlers", "memory"],
+        modules: &["apps", "handlers", "memory", "releases"],
         imports: &["records", "decisions", "ports"],
     },
 ];

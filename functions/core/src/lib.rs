@@ -40,6 +40,8 @@
 //!
 //! Handlers, and what is built over the ports:
 //! - [`handlers`]: the webhook, scaler and reaper handlers, generic over the ports.
+//! - [`releases`]: the runner copy in the deployment's bucket, and the reaper's step that
+//!   keeps it at GitHub's newest release.
 //! - [`apps`]: one forge over several GitHub Apps, each registering at its own pace.
 //! - [`memory`] (feature `fakes`): in-memory implementations of the ports and the port
 //!   wrapper (`Intercept`), for the tests and the model of the quotas.
@@ -71,6 +73,7 @@ pub mod names;
 pub mod pace;
 pub mod ports;
 pub mod prices;
+pub mod releases;
 pub mod rerun;
 pub mod routing;
 pub mod screen;

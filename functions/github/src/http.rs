@@ -39,6 +39,8 @@ pub(crate) struct Call {
     /// The path below the API base URL, with its query.
     path: String,
     body: Option<serde_json::Value>,
+    /// `If-None-Match`: a conditional read, answered 304 when the ETag still holds.
+    if_none_match: Option<String>,
 }
 
 impl Call {
@@ -47,6 +49,7 @@ impl Call {
             method: Method::GET,
             path,
             body: None,
+            if_none_match: None,
         }
     }
 
@@ -55,6 +58,7 @@ impl Call {
             method: Method::POST,
             path,
             body: None,
+            if_none_match: None,
         }
     }
 
@@ -63,7 +67,14 @@ impl Call {
             method: Method::DELETE,
             path,
             body: None,
+            if_none_match: None,
         }
+    }
+
+    /// Asks only for a newer answer than the one `etag` names.
+    pub(crate) fn if_none_match(mut self, etag: Option<&str>) -> Call {
+        self.if_none_match = etag.map(str::to_owned);
+        self
     }
 
     pub(crate) fn with_json(mut self, body: serde_json::Value) -> Call {
@@ -78,6 +89,8 @@ pub(crate) struct Reply {
     pub status: u16,
     /// The `Link` header, where a paged answer says where the next page is.
     pub link: Option<String>,
+    /// The `ETag` header, for a conditional read next time.
+    pub etag: Option<String>,
     body: Vec<u8>,
 }
 
@@ -158,6 +171,9 @@ impl GitHubApp {
         if let Some(body) = &call.body {
             request = request.json(body);
         }
+        if let Some(etag) = &call.if_none_match {
+            request = request.header(reqwest::header::IF_NONE_MATCH, etag);
+        }
         let (status, headers, body) = match exchange(request).await {
             Ok(answer) => answer,
             Err(source) => {
@@ -200,6 +216,10 @@ impl GitHubApp {
                 status,
                 link: headers
                     .get(reqwest::header::LINK)
+                    .and_then(|value| value.to_str().ok())
+                    .map(str::to_owned),
+                etag: headers
+                    .get(reqwest::header::ETAG)
                     .and_then(|value| value.to_str().ok())
                     .map(str::to_owned),
                 body,

@@ -37,6 +37,7 @@ mod http;
 mod list;
 mod outcome;
 mod rate;
+mod releases;
 mod retry;
 mod runs;
 mod several;

@@ -28,6 +28,25 @@ pub const CORE_LIMIT: u64 = 5_000;
 pub const REGISTRATION_LIMIT: u64 = 10_000;
 const HOUR: Duration = Duration::from_secs(3600);
 
+/// GitHub's hourly limit of unauthenticated requests, per source address ("Primary rate
+/// limit for unauthenticated users",
+/// https://docs.github.com/en/rest/using-the-rest-api/rate-limits-for-the-rest-api).
+pub const ANONYMOUS_LIMIT: u64 = 60;
+/// The credential of unauthenticated requests from `source`: their buckets are the
+/// address's.
+pub fn anonymous_credential(source: &str) -> String {
+    format!("anonymous {source}")
+}
+
+/// The hourly limit of `credential`'s bucket of `resource`.
+pub fn limit_for(credential: &str, resource: &str) -> u64 {
+    if credential.starts_with("anonymous ") {
+        ANONYMOUS_LIMIT
+    } else {
+        limit_of(resource)
+    }
+}
+
 /// The hourly limit of `resource`'s bucket.
 pub fn limit_of(resource: &str) -> u64 {
     if resource == REGISTRATION {
@@ -116,7 +135,7 @@ impl Buckets {
     pub fn peek(&self, credential: &str, resource: &'static str) -> BucketState {
         let (hour, reset) = self.hour_and_reset();
         let used = if self.spent_for_all(resource, hour) {
-            limit_of(resource)
+            limit_for(credential, resource)
         } else {
             let used = self.used.lock().unwrap_or_else(|e| e.into_inner());
             match used.get(&(credential.to_owned(), resource)) {
@@ -125,9 +144,21 @@ impl Buckets {
             }
         };
         BucketState {
-            limit: limit_of(resource),
+            limit: limit_for(credential, resource),
             used,
             reset,
+        }
+    }
+
+    /// Gives back one call: GitHub does not count a conditional request answered 304
+    /// (made with an `Authorization` header) against the primary rate limit.
+    pub fn refund(&self, credential: &str, resource: &'static str) {
+        let (hour, _) = self.hour_and_reset();
+        let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((at, count)) = used.get_mut(&(credential.to_owned(), resource)) {
+            if *at == hour {
+                *count = count.saturating_sub(1);
+            }
         }
     }
 
@@ -138,7 +169,7 @@ impl Buckets {
         resource: &'static str,
     ) -> Result<BucketState, BucketState> {
         let (hour, reset) = self.hour_and_reset();
-        let limit = limit_of(resource);
+        let limit = limit_for(credential, resource);
         if self.spent_for_all(resource, hour) {
             return Err(BucketState {
                 limit,
@@ -188,7 +219,7 @@ impl Buckets {
     /// Uses up `resource` for `credential` until the hour ends (tests of exhaustion).
     pub fn exhaust(&self, credential: &str, resource: &'static str) {
         let (hour, _) = self.hour_and_reset();
-        let limit = limit_of(resource);
+        let limit = limit_for(credential, resource);
         let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());
         used.insert((credential.to_owned(), resource), (hour, limit));
     }

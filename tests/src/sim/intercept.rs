@@ -56,9 +56,15 @@ impl Recorder {
 /// The middleware: decides the fault, serves (or not), adds headers, records.
 pub async fn intercept(State(sim): State<Arc<Shared>>, request: Request, next: Next) -> Response {
     let path = request.uri().path().to_owned();
-    if path.starts_with("/_sim/") {
+    // The control routes, and the release downloads (github.com's, not the API's: no
+    // bucket, nothing to check against the API's description).
+    if path.starts_with("/_sim/") || path.starts_with(super::releases::DOWNLOADS) {
         return next.run(request).await;
     }
+    let source = request
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|info| info.0.ip().to_string());
     let method = request.method().to_string();
     let query = request.uri().query().map(str::to_owned);
     let route = route_of(&path);
@@ -67,12 +73,16 @@ pub async fn intercept(State(sim): State<Arc<Shared>>, request: Request, next: N
 
     let key = format!("{method} {route}");
     let resource = buckets::resource_of(&method, &route);
-    let (credential, app_id) = sim.bucket_owner(
-        parts
-            .headers
-            .get(axum::http::header::AUTHORIZATION)
-            .and_then(|value| value.to_str().ok()),
-    );
+    let authorization = parts
+        .headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok());
+    let (credential, app_id) = match (authorization, &source) {
+        (None, Some(source)) => (buckets::anonymous_credential(source), None),
+        (None, None) => (buckets::anonymous_credential("unknown"), None),
+        (Some(_), _) => sim.bucket_owner(authorization),
+    };
+    let anonymous = authorization.is_none();
     let decided = sim.faults().rest(&key, Instant::now());
     let (fate, latency) = decided;
     if !latency.is_zero() {
@@ -90,8 +100,22 @@ pub async fn intercept(State(sim): State<Arc<Shared>>, request: Request, next: N
         (RestFate::Serve, Ok(bucket)) => {
             let request = Request::from_parts(parts, Body::from(request_body.clone()));
             let mut response = next.run(request).await;
-            add_bucket_headers(&mut response, resource, bucket);
+            if response.status() == StatusCode::NOT_MODIFIED && !anonymous {
+                // GitHub: a conditional request answered 304 with an Authorization
+                // header does not count against the primary rate limit.
+                sim.buckets.refund(&credential, resource);
+                add_bucket_headers(
+                    &mut response,
+                    resource,
+                    sim.buckets.peek(&credential, resource),
+                );
+            } else {
+                add_bucket_headers(&mut response, resource, bucket);
+            }
             response
+        }
+        (RestFate::Serve, Err(bucket)) if anonymous => {
+            anonymous_spent(source.as_deref().unwrap_or("unknown"), resource, bucket)
         }
         (RestFate::Serve, Err(bucket)) => bucket_spent(resource, bucket),
         (RestFate::ServerError(status), Ok(bucket) | Err(bucket)) => {
@@ -213,6 +237,20 @@ pub(super) fn rate_limited(
 /// headers and `x-ratelimit-remaining: 0`.
 fn bucket_spent(resource: &'static str, bucket: BucketState) -> Response {
     let body = json!({ "message": "API rate limit exceeded for installation ID 1.", "documentation_url": RATE_LIMIT_DOCS });
+    let mut response = (StatusCode::FORBIDDEN, Json(body)).into_response();
+    add_bucket_headers(&mut response, resource, bucket);
+    response
+}
+
+/// An address's 60 unauthenticated requests spent: GitHub's 403, its message naming the
+/// address, with the bucket's headers
+/// (https://docs.github.com/en/rest/using-the-rest-api/rate-limits-for-the-rest-api).
+fn anonymous_spent(source: &str, resource: &'static str, bucket: BucketState) -> Response {
+    let message = format!(
+        "API rate limit exceeded for {source}. (But here's the good news: Authenticated \
+         requests get a higher rate limit. Check out the documentation for more details.)"
+    );
+    let body = json!({ "message": message, "documentation_url": RATE_LIMIT_DOCS });
     let mut response = (StatusCode::FORBIDDEN, Json(body)).into_response();
     add_bucket_headers(&mut response, resource, bucket);
     response

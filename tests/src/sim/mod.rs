@@ -18,6 +18,7 @@ pub mod faults;
 mod intercept;
 mod jit;
 mod power;
+mod releases;
 mod routes;
 mod runners;
 pub mod runs;
@@ -125,6 +126,8 @@ pub(crate) struct Shared {
     recorder: Option<intercept::Recorder>,
     /// GitHub's primary rate-limit buckets, per credential and resource.
     buckets: buckets::Buckets,
+    /// The runner's releases ([`releases`]).
+    releases: Mutex<releases::Releases>,
 }
 
 impl Shared {
@@ -170,6 +173,10 @@ impl Shared {
             ),
             None => (credential, None),
         }
+    }
+
+    fn releases(&self) -> MutexGuard<'_, releases::Releases> {
+        self.releases.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn faults(&self) -> MutexGuard<'_, faults::FaultState> {
@@ -234,10 +241,12 @@ pub async fn start(config: SimConfig) -> anyhow::Result<SimHandle> {
         faults: Mutex::new(faults::FaultState::new(config.faults.clone())),
         recorder,
         buckets: buckets::Buckets::new(tokio::time::Instant::now()),
+        releases: Mutex::default(),
         config,
     });
     let router = routes::router(shared.clone());
     let mut tasks = vec![tokio::spawn(async move {
+        let router = router.into_make_service_with_connect_info::<std::net::SocketAddr>();
         if let Err(error) = axum::serve(listener, router).await {
             tracing::error!(error = %error, "github-sim server stopped");
         }
@@ -322,6 +331,35 @@ impl SimHandle {
     /// Changes the state directly (fault injection in tests).
     pub fn with_state<T>(&self, change: impl FnOnce(&mut SimState) -> T) -> T {
         change(&mut self.shared.lock())
+    }
+
+    /// Publishes runner `version` with one tarball per arch (`x64`, `arm64`), as the
+    /// latest release; `published_sums` overrides what the notes say an arch's sum is.
+    pub fn publish_runner_release(
+        &self,
+        version: &str,
+        tarballs: &[(&str, &[u8])],
+        published_sums: &[(&str, &str)],
+    ) {
+        let tarballs = tarballs
+            .iter()
+            .map(|(arch, bytes)| ((*arch).to_owned(), bytes.to_vec()))
+            .collect();
+        let sums = published_sums
+            .iter()
+            .map(|(arch, sum)| ((*arch).to_owned(), (*sum).to_owned()))
+            .collect();
+        self.shared.publish_runner_release(version, tarballs, sums);
+    }
+
+    /// The release assets downloaded so far, by name, in order.
+    pub fn runner_downloads(&self) -> Vec<String> {
+        self.shared.releases().downloads.clone()
+    }
+
+    /// `GET /repos/actions/runner/releases/latest` answered so far, by status.
+    pub fn latest_release_answers(&self) -> std::collections::BTreeMap<u16, u64> {
+        self.shared.releases().latest_answers.clone()
     }
 
     /// Stops the server and the agent and waits until they are gone.

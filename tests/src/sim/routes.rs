@@ -4,7 +4,7 @@
 
 use super::auth::{require_token, ApiError};
 use super::runners;
-use super::{app, body, deliveries, runs, IssuedToken, Shared};
+use super::{app, body, deliveries, releases, runs, IssuedToken, Shared};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
@@ -37,6 +37,20 @@ pub fn router(shared: Arc<Shared>) -> Router {
             "/app/hook/deliveries/{delivery_id}/attempts",
             post(deliveries::redeliver),
         )
+        .route("/app/installations", get(releases::installations))
+        .route(
+            "/repos/{owner}/{repo}/releases/latest",
+            get(releases::latest),
+        )
+        .route(
+            "/repos/{owner}/{repo}/releases/tags/{tag}",
+            get(releases::by_tag),
+        )
+        .route(
+            &format!("{}{{tag}}/{{name}}", releases::DOWNLOADS),
+            get(releases::download),
+        )
+        .route("/_sim/runner-releases", post(releases::control_publish))
         .route("/orgs/{org}/installation", get(org_installation))
         .route("/repos/{owner}/{repo}/installation", get(repo_installation))
         .route(

@@ -20,6 +20,7 @@ from . import (
     fleet_requirements,
     iam,
     fleet_templates,
+    imagebuilder,
     image_params,
     prices,
     rpcv2_cbor,
@@ -43,6 +44,8 @@ def strict_app(app):
         refusal = iam.check(environ, start_response)
         if refusal:
             return refusal
+        if imagebuilder.is_start(environ):
+            return imagebuilder.start(environ, start_response)
         if rpcv2_cbor.is_rpcv2_cbor(environ):
             return rpcv2_cbor.handle(app, environ, start_response)
         if prices.is_get_products(environ):

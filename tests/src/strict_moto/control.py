@@ -8,6 +8,9 @@
     POST /strict-api/iam/principals  {"access_key_id", "template", "role", "parameters",
                                      "source_instance"?}: requests signed with that key
                                      are the role's (iam.py)
+    GET  /strict-api/imagebuilder/executions  [{"imagePipelineArn", "clientToken",
+                                     "imageBuildVersionArn"}, ...]: the image pipelines
+                                     started (imagebuilder.py), in order
     GET  /strict-api/iam/coverage    {"used": [grant, ...], "unused": [grant, ...]}: the
                                      grants requests needed, and the written grants of the
                                      templates no request needed so far
@@ -17,7 +20,7 @@
 import json
 import os
 
-from . import iam, iam_policies
+from . import iam, iam_policies, imagebuilder
 from .core import STATE, SettingsError, checked_settings, read_body
 
 
@@ -89,6 +92,8 @@ def handle(environ, start_response):
         return answer(start_response, "200 OK", STATE.stats())
     if path == "/strict-api/iam/principals" and environ["REQUEST_METHOD"] == "POST":
         return principals(environ, start_response)
+    if path == "/strict-api/imagebuilder/executions":
+        return answer(start_response, "200 OK", imagebuilder.executions())
     if path == "/strict-api/iam/coverage":
         return answer(start_response, "200 OK", coverage_report())
     if path == "/strict-api/clock" and environ["REQUEST_METHOD"] == "POST":

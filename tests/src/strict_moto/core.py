@@ -152,6 +152,7 @@ class State:
             self.refusals = {}
             self.log = []
             self.buckets = {}
+            self.image_executions = []
             self.transactions = []
 
     def setting(self, key):

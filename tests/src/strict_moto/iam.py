@@ -302,7 +302,17 @@ def access_denied(start_response, service, message):
         )
         return xml_error(start_response, "403 Forbidden", body)
     if service == "s3":
-        return s3_access_denied(start_response, message, request_id)
+        # S3's REST XML error, 403 AccessDenied (Amazon S3 API reference, "Error responses").
+        body = (
+            '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>AccessDenied</Code>'
+            f"<Message>{escape(message)}</Message><RequestId>{request_id}</RequestId></Error>"
+        )
+        return xml_error(start_response, "403 Forbidden", body)
+    if service == "imagebuilder":
+        # Image Builder's REST JSON: AccessDeniedException, 403.
+        body = {"message": message}
+        headers = [("x-amzn-ErrorType", "AccessDeniedException")]
+        return json_error(start_response, "application/json", body, "403 Forbidden", headers)
     if service in ("sts", "iam"):
         body = (
             f'<ErrorResponse><Error><Type>Sender</Type><Code>AccessDenied</Code>'
@@ -312,16 +322,6 @@ def access_denied(start_response, service, message):
     # SSM, Secrets Manager, CloudWatch Logs, Price List: awsJson1_1 with the short type.
     body = {"__type": "AccessDeniedException", "message": message, "Message": message}
     return json_error(start_response, "application/x-amz-json-1.1", body)
-
-
-def s3_access_denied(start_response, message, request_id):
-    """S3's refusal: 403 AccessDenied in its XML error body ("Error responses", Amazon S3
-    API Reference, https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html)."""
-    body = (
-        '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>AccessDenied</Code>'
-        f"<Message>{escape(message)}</Message><RequestId>{request_id}</RequestId></Error>"
-    )
-    return xml_error(start_response, "403 Forbidden", body)
 
 
 def escape(text):

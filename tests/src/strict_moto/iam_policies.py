@@ -153,7 +153,9 @@ class Stack:
             return self.physical[logical_id]
         # CloudFormation names it STACK-LOGICALID-SUFFIX; without a stack in moto no
         # request can name it, and a pattern that matches nothing keeps the grant unused.
-        return f"{self.parameters.get('DeploymentName', 'ephemera')}-{logical_id}-not-created"
+        name = f"{self.parameters.get('DeploymentName', 'ephemera')}-{logical_id}-not-created"
+        # A bucket's generated name is lower case (S3's bucket naming rules).
+        return name.lower() if kind == "AWS::S3::Bucket" else name
 
     def ref(self, logical_id):
         if logical_id not in (self.template.get("Resources") or {}):

@@ -28,8 +28,7 @@ key on that action is refused, naming the key.
   templates"). TerminateInstances: each instance, with its tags as aws:ResourceTag.
 - SQS, SSM, Secrets Manager, CloudWatch Logs: the queue, parameter, secret, log stream.
   Batch calls need the single action (sqs:SendMessage for SendMessageBatch).
-- S3 (list_amazons3.html): GetObject (and HEAD) of a path-style `/BUCKET/KEY` on the
-  object's ARN, `arn:aws:s3:::BUCKET/KEY`; any other S3 request is unjudged.
+- S3 and Image Builder: iam_s3.py.
 - Price List GetProducts and STS GetCallerIdentity: `*`; GetCallerIdentity needs no
   permission (STS API reference).
 
@@ -115,8 +114,14 @@ def needs(environ, service, account, region, principal):
         return logs_needs(environ, operation, account, region, context, known)
     if service == "pricing":
         return [need(f"pricing:{operation}", "*", context, known)]
-    if service == "s3":
-        return s3_needs(environ, context, known)
+    if service in ("s3", "imagebuilder"):
+        from . import iam_s3
+
+        judge = iam_s3.s3_needs if service == "s3" else iam_s3.imagebuilder_needs
+        try:
+            return judge(environ, need, context, known)
+        except iam_s3.Unjudged as err:
+            raise Unjudged(str(err)) from err
     if service in ("ec2", "sts", "iam"):
         form = query_form(environ)
         action = form.get("Action", [""])[0]
@@ -336,19 +341,6 @@ def logs_needs(environ, operation, account, region, context, known):
     if group:
         return [need(action, f"arn:aws:logs:{region}:{account}:log-group:{group}:*", context, known)]
     return [need(action, "*", context, known)]
-
-
-# ---------------------------------------------------------------------- S3
-
-
-def s3_needs(environ, context, known):
-    """A path-style object read: s3:GetObject on the object (HEAD needs the same: "HeadObject",
-    Amazon S3 API Reference); the layer judges no other S3 request."""
-    method = environ.get("REQUEST_METHOD", "")
-    bucket, _, key = unquote(environ.get("PATH_INFO", "")).lstrip("/").partition("/")
-    if method in ("GET", "HEAD") and bucket and key and not environ.get("QUERY_STRING"):
-        return [need("s3:GetObject", f"arn:aws:s3:::{bucket}/{key}", context, known)]
-    raise Unjudged(f"an S3 {method} of {environ.get('PATH_INFO', '')}")
 
 
 # ---------------------------------------------------------------------- EC2

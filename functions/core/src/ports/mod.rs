@@ -29,11 +29,15 @@
 //! | [`RerunStore`] | `reruns.rs` | the wanted re-runs of interrupted jobs |
 //! | [`WorkflowRuns`] | `workflow_runs.rs` | GitHub's workflow runs, to re-run a job |
 //! | [`UnroutedJobs`] | `unrouted_jobs.rs` | the trace of jobs no pool takes |
+//! | [`RunnerReleases`] | `runner_releases.rs` | GitHub's releases of the runner |
+//! | [`RunnerBucket`] | `runner_bucket.rs` | the deployment's copy of the runner |
+//! | [`ImagePipelines`] | `image_pipelines.rs` | the image pipelines to start on a release |
 
 mod app_keys;
 mod fleet;
 mod forge;
 mod hook_deliveries;
+mod image_pipelines;
 mod jit_configs;
 mod job_queue;
 mod launcher;
@@ -41,6 +45,8 @@ mod leases;
 mod price_book;
 mod price_list;
 mod reruns;
+mod runner_bucket;
+mod runner_releases;
 mod runner_store;
 mod spot_breaker;
 mod token_shelf;
@@ -53,6 +59,7 @@ pub use forge::{
     Forge, ForgeError, ForgeJobState, ForgeRunner, JitConfig, JitRequest, RunnerRemoval,
 };
 pub use hook_deliveries::{DeliveryPage, HookDeliveries, HookDelivery};
+pub use image_pipelines::{ImagePipelines, PipelineError};
 pub use jit_configs::{JitConfigStore, JitStoreError};
 pub use job_queue::{JobQueue, QueueError};
 pub use launcher::{FleetLaunch, Launcher};
@@ -60,6 +67,10 @@ pub use leases::Leases;
 pub use price_book::PriceBook;
 pub use price_list::{PriceError, PriceList};
 pub use reruns::RerunStore;
+pub use runner_bucket::{BucketError, BucketUpload, RunnerBucket};
+pub use runner_releases::{
+    AssetChunks, LatestRelease, ReleaseAsset, ReleaseError, RunnerRelease, RunnerReleases,
+};
 pub use runner_store::{
     Claim, ClaimHandOver, HostStamps, PoolCounter, RunnerStore, RunnerUpdate, StoreError,
     Transition,

@@ -522,6 +522,9 @@ impl Wiring {
                     book: Arc::new(DynamoPriceBook::new(dynamodb(), table.clone())),
                     list: Arc::new(AwsPriceList::new(sdk)),
                 },
+                // The runner copy is the deployed reaper's: a local one does not write
+                // the stack's bucket.
+                runner_copy: None,
             }
         };
         if parts.contains(&Part::Scaler) {

@@ -10,6 +10,7 @@ use crate::metrics::Metrics;
 use crate::ports::Leases;
 use crate::ports::SpotBreakerStore;
 use crate::ports::{Fleet, Forge, HookDeliveries, JitConfigStore, JobQueue, RunnerStore};
+use crate::releases::RunnerSync;
 use std::sync::Arc;
 
 /// The ports every reaper calls.
@@ -44,6 +45,9 @@ pub struct ReaperCapabilities {
     /// Where prices are cached and read, to price every deleted runner's instance
     /// (see [`super::prices`]). None: jobs are not priced.
     pub pricing: Option<Pricing>,
+    /// The runner copy in the deployment's bucket, kept at GitHub's newest release and
+    /// checked at most hourly ([`crate::releases`]). None: no runner copy.
+    pub runner_sync: Option<RunnerSync>,
 }
 
 impl ReaperCapabilities {
@@ -57,6 +61,7 @@ impl ReaperCapabilities {
             reruns: None,
             spot_breakers: None,
             pricing: None,
+            runner_sync: None,
         }
     }
 }
@@ -79,6 +84,7 @@ impl Reaper {
             breakers: capabilities.spot_breakers,
             pricing: capabilities.pricing,
             reruns: capabilities.reruns,
+            runner_sync: capabilities.runner_sync,
         }
     }
 
@@ -134,6 +140,11 @@ impl Reaper {
         list: Arc<dyn crate::ports::PriceList>,
     ) -> Reaper {
         self.pricing = Some(Pricing { book, list });
+        self
+    }
+
+    pub fn with_runner_sync(mut self, sync: RunnerSync) -> Reaper {
+        self.runner_sync = Some(sync);
         self
     }
 

@@ -22,6 +22,7 @@
 //! | redeliver | [`redeliver`], [`failed_events`] | failed `workflow_job` deliveries asked again of GitHub |
 //! | re-runs | [`reruns`] | interrupted jobs whose workflow run completed, re-run once |
 //! | counters | [`counters`] | drifted pool counters set back to what the live records hold |
+//! | runner release | [`crate::releases`] | at most hourly: GitHub's newest runner copied into the bucket, checked against its published sum; the image pipelines started for it |
 //!
 //! EC2's events (a spot interruption warning, an instance terminated) come to the same
 //! function and are handled one by one, outside the run ([`interruptions`]). What a
@@ -129,6 +130,8 @@ pub struct Reaper {
     pricing: Option<Pricing>,
     /// The wanted re-runs of interrupted jobs, and GitHub's runs (none: no re-run).
     reruns: Option<Reruns>,
+    /// The runner copy in the bucket (none: no runner copy).
+    runner_sync: Option<crate::releases::RunnerSync>,
 }
 
 impl Reaper {

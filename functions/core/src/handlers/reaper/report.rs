@@ -29,6 +29,8 @@ pub struct ReaperReport {
     pub prices_read: usize,
     /// Interrupted jobs GitHub was asked to re-run.
     pub reruns_asked: usize,
+    /// The runner copy's step, when it ran (see [`crate::releases`]).
+    pub runner_release: Option<crate::releases::SyncOutcome>,
     /// Work left for the next run because the deadline came.
     pub left_for_next_run: bool,
     /// Another run held the reaper lease, so this one did nothing.

@@ -21,10 +21,11 @@ pub(super) enum Step {
     Redeliver,
     Reruns,
     Counters,
+    RunnerRelease,
 }
 
 /// The later steps, in the order a run takes them.
-pub(super) const LATER_STEPS: [Step; 7] = [
+pub(super) const LATER_STEPS: [Step; 8] = [
     Step::Warm,
     Step::OrphanInstances,
     Step::OrphanRunners,
@@ -32,6 +33,7 @@ pub(super) const LATER_STEPS: [Step; 7] = [
     Step::Redeliver,
     Step::Reruns,
     Step::Counters,
+    Step::RunnerRelease,
 ];
 
 /// What the steps share: the run's reads and what its rules sent away.
@@ -106,6 +108,11 @@ impl Reaper {
             Step::Reruns => report.reruns_asked += self.ask_reruns(now, deadline).await,
             Step::Counters => {
                 report.counters_repaired += self.repair_counters(snapshot, now).await?
+            }
+            Step::RunnerRelease => {
+                if let Some(sync) = &self.runner_sync {
+                    report.runner_release = Some(sync.run(now, deadline).await);
+                }
             }
         }
         Ok(())
