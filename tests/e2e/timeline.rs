@@ -71,7 +71,7 @@ async fn a_burst_leaves_every_job_stamped_in_order_and_jobs_show_prints_it() -> 
     let job_id = jobs[0].to_string();
     let out = op.run(&["jobs", "show", &job_id])?.assert().success();
     let text = stdout_of(out.get_output());
-    for stage in Stage::ALL {
+    for stage in Stage::ALL.into_iter().filter(|s| !s.only_when_present()) {
         let row = text
             .lines()
             .find(|l| l.starts_with(&format!("{} ", stage.as_str())))
