@@ -127,12 +127,19 @@ impl Agent {
     async fn pick_up(&mut self, instances: &[Instance]) {
         let now = Instant::now();
         let spread = self.shared.config.boot_spread;
+        // A host whose image's runner is behind replaces it before it reads its config,
+        // after its OS boot (a second at least: the read's stamp is to the second, and a
+        // swap's start, the read less the swap, never comes before the launch on EC2).
+        let swap = match self.shared.host_runner().swap_ms() {
+            Some(ms) => Duration::from_millis(ms) + Duration::from_secs(1),
+            None => Duration::ZERO,
+        };
         let fresh: Vec<&Instance> = instances
             .iter()
             .filter(|i| is_live(i.state) && !self.taken.contains(&i.id))
             .filter(|i| {
                 let seen = *self.first_seen.entry(i.id.clone()).or_insert(now);
-                seen + boot_delay(&i.id, spread) <= now
+                seen + boot_delay(&i.id, spread) + swap <= now
             })
             .take(PICKUPS_PER_TICK)
             .collect();
