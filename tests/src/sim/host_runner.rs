@@ -53,7 +53,7 @@ impl HostRunnerPlay {
     /// The swap's milliseconds: only a baked image behind the newest swaps.
     pub fn swap_ms(&self) -> Option<u64> {
         let baked = self.image_version.as_deref()?;
-        (baked != self.runner_version).then(|| self.swap.as_millis() as u64)
+        (baked != self.runner_version).then_some(self.swap.as_millis() as u64)
     }
 
     /// The tombstone's update expression and the values beyond `:now`.
