@@ -10,6 +10,7 @@ mod cli;
 mod doctor;
 mod doctor_apps;
 mod github_faults;
+mod host_runner;
 mod labels;
 mod lambda;
 mod model_agreement;

@@ -24,7 +24,7 @@ use ephemera_core::lifecycle::{InstanceStatus, RunnerStatus};
 use ephemera_core::model::{
     GitHubTimes, HistoryEntry, JobRecord, JobStatus, PoolRecord, RunnerRecord, INTERRUPTION_NOTE,
 };
-use ephemera_core::ports::{Market, StoreError};
+use ephemera_core::ports::{HostRunner, Market, StoreError};
 use std::collections::HashMap;
 use std::fmt::Display;
 use std::str::FromStr;
@@ -71,6 +71,11 @@ pub(crate) const ONLINE_AT: &str = "online_at";
 pub(crate) const INSTANCE_LAUNCHED_AT: &str = "instance_launched_at";
 /// When the instance read its JIT config (its clock), kept when the runner is deleted.
 pub(crate) const JIT_READ_AT: &str = "jit_read_at";
+/// The runner the host ran, from its tombstone, kept when the runner is deleted: the
+/// same names as the JIT item's attributes (`crate::jit`).
+pub(crate) const RUNNER_VERSION: &str = crate::jit::RUNNER_VERSION;
+pub(crate) const RUNNER_IMAGE_VERSION: &str = crate::jit::RUNNER_IMAGE_VERSION;
+pub(crate) const RUNNER_SWAP_MS: &str = crate::jit::RUNNER_SWAP_MS;
 pub(crate) const INSTANCE_TYPE: &str = "instance_type";
 /// When EC2 warned that it reclaims the runner's spot instance (absent: no warning, or an
 /// item written before the attribute, see [`runner_from_item`]).
@@ -148,6 +153,22 @@ fn put_opt(item: &mut Item, name: &str, value: Option<AttributeValue>) {
 
 // ----------------------------------------------------------------------------- encode
 
+/// The attributes of what a host reported of its runner, those it reported.
+pub(crate) fn host_runner_values(runner: &HostRunner) -> Vec<(&'static str, AttributeValue)> {
+    let values = [
+        (RUNNER_VERSION, runner.runner_version.as_deref().map(s)),
+        (
+            RUNNER_IMAGE_VERSION,
+            runner.runner_image_version.as_deref().map(s),
+        ),
+        (RUNNER_SWAP_MS, runner.runner_swap_ms.map(n)),
+    ];
+    let reported = values.into_iter();
+    reported
+        .filter_map(|(name, value)| Some((name, value?)))
+        .collect()
+}
+
 /// The item of a runner record.
 pub fn runner_to_item(runner: &RunnerRecord) -> Item {
     let mut item = HashMap::from([
@@ -186,6 +207,9 @@ pub fn runner_to_item(runner: &RunnerRecord) -> Item {
         runner.instance_launched_at.map(timestamp),
     );
     put_opt(&mut item, JIT_READ_AT, runner.jit_read_at.map(timestamp));
+    for (name, value) in host_runner_values(&runner.host_runner) {
+        item.insert(name.to_owned(), value);
+    }
     put_opt(
         &mut item,
         INTERRUPTED_AT,
@@ -463,6 +487,11 @@ pub(crate) fn runner_from_item(item: &Item) -> Result<RunnerRecord, StoreError> 
         online_at: r.opt_timestamp(ONLINE_AT)?,
         instance_launched_at: r.opt_timestamp(INSTANCE_LAUNCHED_AT)?,
         jit_read_at: r.opt_timestamp(JIT_READ_AT)?,
+        host_runner: HostRunner {
+            runner_version: r.opt_s(RUNNER_VERSION)?.map(str::to_owned),
+            runner_image_version: r.opt_s(RUNNER_IMAGE_VERSION)?.map(str::to_owned),
+            runner_swap_ms: r.opt_n(RUNNER_SWAP_MS)?,
+        },
         instance_type: r.opt_s(INSTANCE_TYPE)?.map(str::to_owned),
         market: r
             .opt_s(MARKET)?

@@ -4,8 +4,9 @@
 //! (`arn:<partition>:ec2:<region>:<account>:instance/<id>`), written by the scaler after
 //! the launch. The runner role may only `GetItem` the item whose key equals the
 //! `ec2:SourceInstanceARN` of its credentials (`dynamodb:LeadingKeys`), and `UpdateItem`
-//! it touching only `instance_arn`, `jit_config` and `jit_read_at`, so an instance reads
-//! its own config and nothing else. The bootstrap script reads the item, then turns it
+//! it touching only `instance_arn`, `jit_config`, `jit_read_at` and the three attributes
+//! naming the runner it ran ([`RUNNER_VERSION`], [`RUNNER_IMAGE_VERSION`],
+//! [`RUNNER_SWAP_MS`]), so an instance reads its own config and nothing else. The bootstrap script reads the item, then turns it
 //! into a tombstone ([`BOOTSTRAP_READ`]: the config removed, the read's time kept) and
 //! starts the runner; the reaper deletes the item, tombstone or unread config; a TTL is
 //! the last backstop.
@@ -28,7 +29,7 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
 use aws_sdk_dynamodb::Client;
-use ephemera_core::ports::{JitConfig, JitConfigStore, JitStoreError};
+use ephemera_core::ports::{HostRunner, JitConfig, JitConfigStore, JitStoreError, Tombstone};
 use secrecy::ExposeSecret;
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -49,9 +50,32 @@ pub const TTL: &str = "ttl";
 /// bootstrap as it removes the config, the tombstone the reaper's delete returns.
 pub const JIT_READ_AT: &str = "jit_read_at";
 
+/// The runner version that runs the job (S), written by the bootstrap with the read.
+pub const RUNNER_VERSION: &str = "runner_version";
+/// The runner version the image had baked in (S); absent on a stock image.
+pub const RUNNER_IMAGE_VERSION: &str = "runner_image_version";
+/// Milliseconds the start phase spent replacing the image's runner from the deployment's
+/// copy (N); absent when the image's runner was current.
+pub const RUNNER_SWAP_MS: &str = "runner_swap_ms";
+
 /// The bootstrap's `UpdateItem` of its own item once it has read the config, with the
 /// read's time as `:now` (epoch seconds): the secret goes, the stamp stays.
+/// A bootstrap that reports its runner adds `, runner_version = :v` and, when they apply,
+/// `runner_image_version` and `runner_swap_ms` ([`bootstrap_read_reporting`]).
 pub const BOOTSTRAP_READ: &str = "REMOVE jit_config SET jit_read_at = :now";
+
+/// The bootstrap's update expression when it reports the runner it ran: the image's
+/// version only from a baked image, the swap's time only after a swap.
+pub fn bootstrap_read_reporting(image_version: bool, swap: bool) -> String {
+    let mut expression = format!("{BOOTSTRAP_READ}, {RUNNER_VERSION} = :v");
+    if image_version {
+        expression.push_str(&format!(", {RUNNER_IMAGE_VERSION} = :i"));
+    }
+    if swap {
+        expression.push_str(&format!(", {RUNNER_SWAP_MS} = :w"));
+    }
+    expression
+}
 /// Its condition: the config is still there (a late update creates no item, and a
 /// repeated one does not stamp again).
 pub const BOOTSTRAP_READ_CONDITION: &str = "attribute_exists(jit_config)";
@@ -216,7 +240,7 @@ impl JitConfigStore for DynamoJitConfigs {
     }
 
     #[instrument(skip_all, fields(instance_id))]
-    async fn delete(&self, instance_id: &str) -> Result<Option<OffsetDateTime>, JitStoreError> {
+    async fn delete(&self, instance_id: &str) -> Result<Tombstone, JitStoreError> {
         let key = item_key(&self.instance_arn(instance_id));
         // The old item is asked back only on the condition that it holds no config: a
         // tombstone (or nothing), so the answer carries the read's time and never a secret.
@@ -231,7 +255,7 @@ impl JitConfigStore for DynamoJitConfigs {
             .send()
             .await;
         match tombstone {
-            Ok(output) => Ok(read_at(output.attributes())),
+            Ok(output) => Ok(tombstone_of(output.attributes())),
             // A config nobody read: the one path with a second request, a plain delete
             // (deleting an item that is not there succeeds, so no condition is needed).
             Err(err) if err.code() == Some("ConditionalCheckFailedException") => {
@@ -242,10 +266,28 @@ impl JitConfigStore for DynamoJitConfigs {
                     .send()
                     .await
                     .map_err(jit_store_error)?;
-                Ok(None)
+                Ok(Tombstone::default())
             }
             Err(err) => Err(jit_store_error(err)),
         }
+    }
+}
+
+/// What a deleted tombstone says: its read's time and the runner the host ran; empty for
+/// an item never read, or absent. A garbled attribute counts as absent.
+fn tombstone_of(item: Option<&HashMap<String, AttributeValue>>) -> Tombstone {
+    let text = |name: &str| {
+        let value = item?.get(name)?.as_s().ok()?;
+        Some(value.clone())
+    };
+    Tombstone {
+        read_at: read_at(item),
+        runner: HostRunner {
+            runner_version: text(RUNNER_VERSION),
+            runner_image_version: text(RUNNER_IMAGE_VERSION),
+            runner_swap_ms: item
+                .and_then(|item| item.get(RUNNER_SWAP_MS)?.as_n().ok()?.parse().ok()),
+        },
     }
 }
 
@@ -279,5 +321,29 @@ mod tests {
         assert_eq!(read_at(Some(&garbled)), None);
         assert_eq!(read_at(Some(&HashMap::new())), None);
         assert_eq!(read_at(None), None);
+    }
+
+    #[test]
+    fn a_tombstone_gives_the_runner_its_host_ran() {
+        let s = |v: &str| AttributeValue::S(v.to_owned());
+        let n = |v: &str| AttributeValue::N(v.to_owned());
+        let tombstone = HashMap::from([
+            (JIT_READ_AT.to_owned(), n("1764120000")),
+            (RUNNER_VERSION.to_owned(), s("2.337.0")),
+            (RUNNER_IMAGE_VERSION.to_owned(), s("2.336.0")),
+            (RUNNER_SWAP_MS.to_owned(), n("4200")),
+        ]);
+        let runner = tombstone_of(Some(&tombstone)).runner;
+        assert_eq!(runner.runner_version.as_deref(), Some("2.337.0"));
+        assert_eq!(runner.runner_image_version.as_deref(), Some("2.336.0"));
+        assert_eq!(runner.runner_swap_ms, Some(4200));
+        assert_eq!(runner.image_behind(), Some(true));
+        let earlier_host = HashMap::from([(JIT_READ_AT.to_owned(), n("1764120000"))]);
+        assert!(tombstone_of(Some(&earlier_host)).runner.is_empty());
+        assert_eq!(tombstone_of(None), Tombstone::default());
+        assert_eq!(
+            bootstrap_read_reporting(true, false),
+            "REMOVE jit_config SET jit_read_at = :now, runner_version = :v, runner_image_version = :i"
+        );
     }
 }

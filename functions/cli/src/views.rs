@@ -11,7 +11,7 @@
 //! - `runners logs --json`: `RunnerLogsView`
 
 use ephemera_core::costs;
-use ephemera_core::model::{HistoryEntry, JobRecord, RunnerRecord};
+use ephemera_core::model::{HistoryEntry, HostRunner, JobRecord, RunnerRecord};
 use ephemera_core::prices::{usd_f64, Price};
 use ephemera_core::timeline::Timeline;
 use ephemera_core::unrouted::UnroutedJob;
@@ -95,6 +95,30 @@ pub struct RunnerDetail {
     /// When the runner was first known online.
     #[serde(with = "time::serde::rfc3339::option")]
     pub online_at: Option<OffsetDateTime>,
+    /// The runner version that ran, the image's baked one and the swap's milliseconds, as
+    /// the host reported them (absent until the reaper deletes the runner, or from a
+    /// host that reported none).
+    #[serde(flatten)]
+    pub host_runner: HostRunner,
+}
+
+/// The runner version a host ran, in words: `2.337.0`, with the image's baked version
+/// when that was behind (`2.337.0 (image had 2.336.0, swapped in 5.5 s)`), or `-` when
+/// the host did not say.
+pub fn runner_version_shown(ran: &HostRunner) -> String {
+    let Some(version) = ran.runner_version.as_deref() else {
+        return "-".to_owned();
+    };
+    let baked = ran.runner_image_version.as_deref();
+    match (ran.image_behind(), baked, ran.runner_swap_ms) {
+        (Some(true), Some(baked), Some(ms)) => {
+            let swap = ms as f64 / 1000.0;
+            format!("{version} (image had {baked}, swapped in {swap:.1} s)")
+        }
+        (Some(true), Some(baked), None) => format!("{version} (image had {baked})"),
+        (Some(false), _, _) => format!("{version} (the image's)"),
+        _ => format!("{version} (stock image)"),
+    }
 }
 
 /// One step of a runner's life: a status change, or a change of GitHub's view of it.
@@ -144,6 +168,7 @@ impl From<&RunnerRecord> for RunnerDetail {
             instance_type: r.instance_type.clone(),
             market: r.market.map(|m| m.as_str()),
             online_at: r.online_at,
+            host_runner: r.host_runner.clone(),
         }
     }
 }
@@ -273,6 +298,10 @@ pub struct JobTimelineView {
     /// The hourly price used, in USD.
     pub price_usd_per_hour: Option<f64>,
     pub wait_seconds: Option<f64>,
+    /// The runner version that ran the job, the image's baked one and the swap's
+    /// milliseconds, as the runner's host reported them.
+    #[serde(flatten)]
+    pub host_runner: HostRunner,
     pub stages: Vec<StageRow>,
     /// Pairs of stages whose times contradict their order, `[earlier, later]`.
     pub out_of_order: Vec<[&'static str; 2]>,
@@ -306,6 +335,7 @@ impl JobTimelineView {
             cost_seconds: figure.map(|c| c.seconds),
             price_usd_per_hour: figure.and_then(|c| c.usd_micros_per_hour).map(usd_f64),
             wait_seconds: Timeline::wait(job, now).map(|w| w.as_seconds_f64()),
+            host_runner: runner.map(|r| r.host_runner.clone()).unwrap_or_default(),
             stages: timeline
                 .stamps
                 .iter()

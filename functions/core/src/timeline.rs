@@ -18,6 +18,10 @@
 //!   item as it removes the config (an `UpdateItem` in place of the `DeleteItem` it made
 //!   before); the reaper's delete of that item returns it and the same final write keeps
 //!   it;
+//! - runner update: the start phase's replacement of an image's runner that was behind
+//!   the newest by the deployment's copy, which the bootstrap measures and writes with
+//!   the read (`runner_swap_ms`); its stamp is the read's time less the swap, and only a
+//!   runner that swapped has the stage;
 //! - online: the runner-status update of the reaper that saw it online, or of the
 //!   scaler's binding to its job (then GitHub's `started_at`: it was online by then;
 //!   GitHub gives it to the second, so it is never put before the JIT config was stored).
@@ -39,6 +43,7 @@ pub enum Stage {
     LaunchRequested,
     InstanceLaunched,
     JitStored,
+    RunnerUpdate,
     JitRead,
     Online,
     Started,
@@ -47,13 +52,14 @@ pub enum Stage {
 }
 
 impl Stage {
-    pub const ALL: [Stage; 11] = [
+    pub const ALL: [Stage; 12] = [
         Stage::Queued,
         Stage::Received,
         Stage::Claimed,
         Stage::LaunchRequested,
         Stage::InstanceLaunched,
         Stage::JitStored,
+        Stage::RunnerUpdate,
         Stage::JitRead,
         Stage::Online,
         Stage::Started,
@@ -70,6 +76,7 @@ impl Stage {
             Stage::LaunchRequested => "launch_requested",
             Stage::InstanceLaunched => "instance_launched",
             Stage::JitStored => "jit_stored",
+            Stage::RunnerUpdate => "runner_update",
             Stage::JitRead => "jit_read",
             Stage::Online => "online",
             Stage::Started => "started",
@@ -87,6 +94,7 @@ impl Stage {
             Stage::LaunchRequested => "launch requested",
             Stage::InstanceLaunched => "instance launched (EC2)",
             Stage::JitStored => "JIT config stored",
+            Stage::RunnerUpdate => "runner update (image behind)",
             Stage::JitRead => "JIT config read (instance)",
             Stage::Online => "runner online",
             Stage::Started => "job started",
@@ -97,7 +105,16 @@ impl Stage {
 
     /// Whether only the reaper's deletion of the runner learns it.
     pub fn learnt_at_deletion(self) -> bool {
-        matches!(self, Stage::InstanceLaunched | Stage::JitRead)
+        matches!(
+            self,
+            Stage::InstanceLaunched | Stage::RunnerUpdate | Stage::JitRead
+        )
+    }
+
+    /// Whether a timeline shows the stage only when it happened: a runner update happens
+    /// only on a host whose image's runner was behind.
+    pub fn only_when_present(self) -> bool {
+        matches!(self, Stage::RunnerUpdate)
     }
 
     /// Whose clock says it: GitHub's, EC2's, the instance's or ephemera's.
@@ -105,7 +122,7 @@ impl Stage {
         match self {
             Stage::Queued | Stage::Started | Stage::Completed => "github",
             Stage::InstanceLaunched => "ec2",
-            Stage::JitRead => "instance",
+            Stage::RunnerUpdate | Stage::JitRead => "instance",
             _ => "ephemera",
         }
     }
@@ -126,13 +143,15 @@ impl Stage {
 /// after it boots, and its runner starts a job only after that read; "online" is not
 /// ordered against the read either, as the reaper stamps it with its run's clock, which
 /// may be a little earlier than its look.
-const ORDER: [(Stage, Stage); 10] = [
+const ORDER: [(Stage, Stage); 12] = [
     (Stage::Queued, Stage::Received),
     (Stage::Received, Stage::Claimed),
     (Stage::LaunchRequested, Stage::InstanceLaunched),
     (Stage::LaunchRequested, Stage::JitStored),
     (Stage::LaunchRequested, Stage::Online),
     (Stage::InstanceLaunched, Stage::JitRead),
+    (Stage::InstanceLaunched, Stage::RunnerUpdate),
+    (Stage::RunnerUpdate, Stage::JitRead),
     (Stage::JitRead, Stage::Started),
     (Stage::Queued, Stage::Started),
     (Stage::Started, Stage::Completed),
@@ -192,6 +211,14 @@ pub fn jit_stored_at(runner: &RunnerRecord) -> Option<OffsetDateTime> {
     first_move(runner, InstanceStatus::Running)
 }
 
+/// When the host began replacing its image's runner: its JIT read less the swap's
+/// milliseconds (the start phase swaps the runner before it reads the config).
+pub fn runner_update_at(runner: &RunnerRecord) -> Option<OffsetDateTime> {
+    let swap = runner.host_runner.runner_swap_ms?;
+    let swap = Duration::milliseconds(i64::try_from(swap).ok()?);
+    Some(runner.jit_read_at? - swap)
+}
+
 /// When the runner's launch was requested: its record's move to `creating`.
 pub fn launch_requested_at(runner: &RunnerRecord) -> Option<OffsetDateTime> {
     first_move(runner, InstanceStatus::Creating)
@@ -208,6 +235,7 @@ impl Timeline {
             Stage::LaunchRequested => runner.and_then(launch_requested_at),
             Stage::InstanceLaunched => runner.and_then(|r| r.instance_launched_at),
             Stage::JitStored => runner.and_then(jit_stored_at),
+            Stage::RunnerUpdate => runner.and_then(runner_update_at),
             Stage::JitRead => runner.and_then(|r| r.jit_read_at),
             Stage::Online => runner.and_then(|r| r.online_at),
             Stage::Started => job.github.started_at,
@@ -217,6 +245,7 @@ impl Timeline {
         let mut last: Option<(Stage, OffsetDateTime)> = None;
         let stamps = Stage::ALL
             .into_iter()
+            .filter(|&stage| !stage.only_when_present() || at(stage).is_some())
             .map(|stage| {
                 let at = at(stage);
                 let gap = at

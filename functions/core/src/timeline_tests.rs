@@ -1,7 +1,7 @@
 //! The timeline's stamps, gaps and order, from records built by hand.
 
 use super::*;
-use crate::model::{GitHubTimes, HistoryEntry, JobStatus};
+use crate::model::{GitHubTimes, HistoryEntry, HostRunner, JobStatus};
 use time::macros::datetime;
 
 const T0: OffsetDateTime = datetime!(2026-11-22 10:00:00 UTC);
@@ -76,6 +76,61 @@ fn every_stage_of_a_finished_job_is_stamped_with_its_gap() {
             (Stage::Completed, Some(40)),
             (Stage::Terminated, Some(8)),
         ]
+    );
+}
+
+#[test]
+fn a_runner_that_swapped_shows_the_update_before_its_jit_read() {
+    let mut runner = runner();
+    runner.host_runner = HostRunner {
+        runner_version: Some("2.337.0".into()),
+        runner_image_version: Some("2.336.0".into()),
+        runner_swap_ms: Some(6_000),
+    };
+    let timeline = Timeline::of(&job(), Some(&runner));
+    assert_eq!(timeline.at(Stage::RunnerUpdate), Some(secs(24)));
+    assert!(timeline.missing().is_empty(), "{:?}", timeline.missing());
+    assert!(timeline.out_of_order().is_empty());
+    let gap = |stage| {
+        let stamp = timeline.stamps.iter().find(|s| s.stage == stage);
+        stamp.and_then(|s| s.gap).map(|g| g.whole_seconds())
+    };
+    assert_eq!(
+        gap(Stage::RunnerUpdate),
+        Some(19),
+        "since the JIT config was stored"
+    );
+    assert_eq!(gap(Stage::JitRead), Some(6), "the swap");
+    let current = runner_with_report(Some("2.337.0"), Some("2.337.0"), None);
+    let shown = Timeline::of(&job(), Some(&current));
+    assert!(shown.stamps.iter().all(|s| s.stage != Stage::RunnerUpdate));
+    assert_eq!(shown.stamps.len(), Stage::ALL.len() - 1);
+}
+
+fn runner_with_report(ran: Option<&str>, baked: Option<&str>, swap: Option<u64>) -> RunnerRecord {
+    let mut runner = runner();
+    runner.host_runner = HostRunner {
+        runner_version: ran.map(Into::into),
+        runner_image_version: baked.map(Into::into),
+        runner_swap_ms: swap,
+    };
+    runner
+}
+
+#[test]
+fn an_image_is_behind_only_when_it_baked_another_version_than_ran() {
+    let behind = |ran, baked| {
+        runner_with_report(ran, baked, None)
+            .host_runner
+            .image_behind()
+    };
+    assert_eq!(behind(Some("2.337.0"), Some("2.336.0")), Some(true));
+    assert_eq!(behind(Some("2.337.0"), Some("2.337.0")), Some(false));
+    assert_eq!(behind(Some("2.337.0"), None), None, "a stock image");
+    assert_eq!(
+        behind(None, Some("2.336.0")),
+        None,
+        "a host that said nothing"
     );
 }
 

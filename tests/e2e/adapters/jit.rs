@@ -8,11 +8,11 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 use base64::Engine;
 use ephemera_aws::jit::{
-    item_key, BOOTSTRAP_READ, BOOTSTRAP_READ_CONDITION, INSTANCE_ARN, ITEM_LIFETIME, JIT_CONFIG,
-    JIT_READ_AT, RUNNER, RUNNER_ID, TTL,
+    bootstrap_read_reporting, item_key, BOOTSTRAP_READ_CONDITION, INSTANCE_ARN, ITEM_LIFETIME,
+    JIT_CONFIG, JIT_READ_AT, RUNNER, RUNNER_ID, TTL,
 };
 use ephemera_aws::{ensure_resources, sdk_config, AwsSettings, DynamoJitConfigs, ResourceNames};
-use ephemera_core::ports::{JitConfig, JitConfigStore, JitStoreError};
+use ephemera_core::ports::{JitConfig, JitConfigStore, JitStoreError, Tombstone};
 use ephemera_tests::moto::Moto;
 use rand::{Rng, SeedableRng};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -137,17 +137,23 @@ async fn a_6_kb_jit_config_waits_under_the_instance_arn_and_is_read_as_bootstrap
     Ok(())
 }
 
-/// DynamoDB `UpdateItem` `REMOVE jit_config SET jit_read_at = :now`, on the condition
-/// that the item is there: what bootstrap.sh sends once it has read its config.
+/// DynamoDB `UpdateItem` `REMOVE jit_config SET jit_read_at = :now, runner_version = :v,
+/// runner_image_version = :i, runner_swap_ms = :w`, on the condition that the item is
+/// there: what bootstrap.sh sends once it has read its config, on a baked image whose
+/// runner was behind.
 async fn stamp_as_bootstrap(table: &Table, instance_arn: &str, now: u64) -> anyhow::Result<()> {
+    let s = |v: &str| AttributeValue::S(v.to_owned());
     table
         .dynamodb
         .update_item()
         .table_name(table.jit.table())
         .set_key(Some(item_key(instance_arn)))
-        .update_expression(BOOTSTRAP_READ)
+        .update_expression(bootstrap_read_reporting(true, true))
         .condition_expression(BOOTSTRAP_READ_CONDITION)
         .expression_attribute_values(":now", AttributeValue::N(now.to_string()))
+        .expression_attribute_values(":v", s("2.337.0"))
+        .expression_attribute_values(":i", s("2.336.0"))
+        .expression_attribute_values(":w", AttributeValue::N("4200".into()))
         .send()
         .await?;
     Ok(())
@@ -182,8 +188,15 @@ async fn the_read_leaves_a_tombstone_whose_time_the_delete_returns_without_the_c
         Some("1764120000")
     );
     let read = table.jit.delete("i-0abc").await?;
-    assert_eq!(read.map(|at| at.unix_timestamp()), Some(1_764_120_000));
-    assert_eq!(table.jit.delete("i-0abc").await?, None, "gone is deleted");
+    assert_eq!(
+        read.read_at.map(|at| at.unix_timestamp()),
+        Some(1_764_120_000)
+    );
+    assert_eq!(read.runner.runner_version.as_deref(), Some("2.337.0"));
+    assert_eq!(read.runner.runner_image_version.as_deref(), Some("2.336.0"));
+    assert_eq!(read.runner.runner_swap_ms, Some(4200));
+    let gone = table.jit.delete("i-0abc").await?;
+    assert_eq!(gone, Tombstone::default(), "gone is deleted");
 
     // A stamp after the reaper's delete creates nothing.
     let late = stamp_as_bootstrap(&table, &arn, 1_764_120_001).await;
@@ -198,7 +211,7 @@ async fn the_read_leaves_a_tombstone_whose_time_the_delete_returns_without_the_c
 
     // A config never read is deleted all the same, and its answer is empty.
     table.jit.put("i-0def", "r", &jit(8, &config)).await?;
-    assert_eq!(table.jit.delete("i-0def").await?, None);
+    assert_eq!(table.jit.delete("i-0def").await?, Tombstone::default());
     let unread = table.jit.instance_arn("i-0def");
     assert_eq!(read_as_bootstrap(&table, &unread).await?, None);
     Ok(())

@@ -341,6 +341,11 @@ async fn finish_deletion_releases_the_slot_once() -> anyhow::Result<()> {
     let host = HostStamps {
         instance_launched_at: Some(at - time::Duration::seconds(90)),
         jit_read_at: Some(at - time::Duration::seconds(60)),
+        runner: ephemera_core::model::HostRunner {
+            runner_version: Some("2.337.0".into()),
+            runner_image_version: Some("2.336.0".into()),
+            runner_swap_ms: Some(4_200),
+        },
     };
     t.store
         .finish_deletion("eph-linux-a", at, ttl, &host, None)
@@ -360,6 +365,7 @@ async fn finish_deletion_releases_the_slot_once() -> anyhow::Result<()> {
         (host.instance_launched_at, host.jit_read_at),
         "the host's stamps ride on the same write"
     );
+    assert_eq!(deleted.host_runner, host.runner, "and the runner it ran");
     assert_eq!(t.store.get_pool("linux").await?.slots_used, 0);
 
     let again = t

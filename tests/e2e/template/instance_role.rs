@@ -2,8 +2,9 @@
 //! the runner role's policies from the translated template are asked about every action
 //! that touches the stack's resources. Exactly two requests are allowed — GetItem of the
 //! JIT table item whose key is the calling instance's own ARN, and UpdateItem of that
-//! item touching only `instance_arn`, `jit_config` and `jit_read_at` and asking nothing
-//! back (the bootstrap's `REMOVE jit_config SET jit_read_at`) — and everything else is
+//! item touching only `instance_arn`, `jit_config`, `jit_read_at` and the runner it ran
+//! (`runner_version`, `runner_image_version`, `runner_swap_ms`) and asking nothing back
+//! (the bootstrap's `REMOVE jit_config SET jit_read_at, runner_version = ...`) — and everything else is
 //! refused: another instance's item, several items at once, a Query or Scan, a delete,
 //! any other write, the runners table, the queue, the secrets, the configuration. (Its
 //! writes to the runners' log streams are evaluated in [`super::log_stream`].)
@@ -232,6 +233,15 @@ fn stamps_only_the_read(
     ensure!(
         update(stamp.clone(), None)?,
         "the bootstrap's stamp is refused"
+    );
+    let reporting = [
+        stamp.clone(),
+        vec!["runner_version", "runner_image_version", "runner_swap_ms"],
+    ]
+    .concat();
+    ensure!(
+        update(reporting, Some("NONE"))?,
+        "the bootstrap's stamp naming the runner it ran is refused"
     );
     ensure!(
         update(stamp.clone(), Some("NONE"))?,

@@ -5,16 +5,18 @@
 //! off, see [`super::power`]), notices instances that died under an online runner (a
 //! busy one counts as a killed job), lets new instances pick up their JIT config from
 //! the JIT table (GetItem by the instance's ARN, then an UpdateItem that removes the
-//! config and stamps the read, as the bootstrap script does, each signed with the
-//! instance's own runner role credentials), and hands queued jobs to idle runners whose
+//! config and stamps the read with the runner the host runs ([`super::host_runner`]), as
+//! the bootstrap script does, each signed with the instance's own runner role
+//! credentials), and hands queued jobs to idle runners whose
 //! labels include all of the job's. Timers run on tokio time.
 
 use super::body::decode_jit_config;
+use super::host_runner::Tombstoned;
 use super::power::Power;
 use super::state::SimJob;
 use super::{webhook, Shared};
 use aws_sdk_dynamodb::types::AttributeValue;
-use ephemera_aws::jit::{item_key, BOOTSTRAP_READ, BOOTSTRAP_READ_CONDITION, JIT_CONFIG};
+use ephemera_aws::jit::{item_key, BOOTSTRAP_READ_CONDITION, JIT_CONFIG};
 use ephemera_aws::{DynamoJitConfigs, Ec2Fleet, ResourceNames};
 use ephemera_core::ports::{Fleet, Instance, InstanceState};
 use std::collections::{HashMap, HashSet};
@@ -125,12 +127,19 @@ impl Agent {
     async fn pick_up(&mut self, instances: &[Instance]) {
         let now = Instant::now();
         let spread = self.shared.config.boot_spread;
+        // A host whose image's runner is behind replaces it before it reads its config,
+        // after its OS boot (a second at least: the read's stamp is to the second, and a
+        // swap's start, the read less the swap, never comes before the launch on EC2).
+        let swap = match self.shared.host_runner().swap_ms() {
+            Some(ms) => Duration::from_millis(ms) + Duration::from_secs(1),
+            None => Duration::ZERO,
+        };
         let fresh: Vec<&Instance> = instances
             .iter()
             .filter(|i| is_live(i.state) && !self.taken.contains(&i.id))
             .filter(|i| {
                 let seen = *self.first_seen.entry(i.id.clone()).or_insert(now);
-                seen + boot_delay(&i.id, spread) <= now
+                seen + boot_delay(&i.id, spread) + swap <= now
             })
             .take(PICKUPS_PER_TICK)
             .collect();
@@ -220,19 +229,27 @@ impl Agent {
         Ok(config.and_then(|value| value.as_s().ok().cloned()))
     }
 
-    /// DynamoDB `UpdateItem` `REMOVE jit_config SET jit_read_at = :now` on the item that
-    /// is there, as bootstrap.sh sends it (with `curl --aws-sigv4`, `date +%s`).
+    /// DynamoDB `UpdateItem` `REMOVE jit_config SET jit_read_at = :now, runner_version =
+    /// :v[, runner_image_version = :i][, runner_swap_ms = :w]` on the item that is there,
+    /// as bootstrap.sh sends it (with `curl --aws-sigv4`, `date +%s`).
     async fn stamp_jit_read(&self, host: &aws_sdk_dynamodb::Client, instance_arn: &str) {
         let now = time::OffsetDateTime::now_utc().unix_timestamp();
-        let stamped = host
+        let (expression, values) = self.shared.host_runner().tombstone();
+        let mut update = host
             .update_item()
             .table_name(self.jit.table())
             .set_key(Some(item_key(instance_arn)))
-            .update_expression(BOOTSTRAP_READ)
+            .update_expression(expression)
             .condition_expression(BOOTSTRAP_READ_CONDITION)
-            .expression_attribute_values(":now", AttributeValue::N(now.to_string()))
-            .send()
-            .await;
+            .expression_attribute_values(":now", AttributeValue::N(now.to_string()));
+        for (name, value) in values {
+            let value = match value {
+                Tombstoned::Text(text) => AttributeValue::S(text),
+                Tombstoned::Number(n) => AttributeValue::N(n.to_string()),
+            };
+            update = update.expression_attribute_values(name, value);
+        }
+        let stamped = update.send().await;
         if let Err(error) = stamped {
             tracing::warn!(%instance_arn, error = %error, "agent cannot stamp its JIT config read");
         }

@@ -15,6 +15,7 @@ pub mod body;
 pub mod buckets;
 pub mod deliveries;
 pub mod faults;
+pub mod host_runner;
 mod intercept;
 mod jit;
 mod power;
@@ -26,6 +27,7 @@ pub mod state;
 mod webhook;
 
 pub use faults::{RateLimitKind, RateLimitWindow, SimFaults};
+pub use host_runner::{HostRunnerPlay, DEFAULT_RUNNER_VERSION};
 pub use runs::SpotInterruption;
 pub use state::{Counters, IssuedToken, RunnerScope, SimJob, SimRunner, SimState};
 pub use webhook::payload as webhook_payload;
@@ -123,6 +125,8 @@ pub(crate) struct Shared {
     /// The further Apps' verifiers, by App id.
     more_verifiers: Vec<(u64, auth::AppVerifier)>,
     faults: Mutex<faults::FaultState>,
+    /// What the hosts report of their runner ([`SimHandle::set_host_runner`]).
+    host_runner: Mutex<HostRunnerPlay>,
     recorder: Option<intercept::Recorder>,
     /// GitHub's primary rate-limit buckets, per credential and resource.
     buckets: buckets::Buckets,
@@ -177,6 +181,11 @@ impl Shared {
 
     fn releases(&self) -> MutexGuard<'_, releases::Releases> {
         self.releases.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn host_runner(&self) -> HostRunnerPlay {
+        let play = self.host_runner.lock().unwrap_or_else(|e| e.into_inner());
+        play.clone()
     }
 
     fn faults(&self) -> MutexGuard<'_, faults::FaultState> {
@@ -239,6 +248,7 @@ pub async fn start(config: SimConfig) -> anyhow::Result<SimHandle> {
         verifier: Mutex::new(verifier),
         more_verifiers,
         faults: Mutex::new(faults::FaultState::new(config.faults.clone())),
+        host_runner: Mutex::default(),
         recorder,
         buckets: buckets::Buckets::new(tokio::time::Instant::now()),
         releases: Mutex::default(),
@@ -317,6 +327,16 @@ impl SimHandle {
         let credential =
             buckets::installation_credential(app_id, self.shared.config.installation_id);
         self.shared.buckets.exhaust(&credential, resource);
+    }
+
+    /// What the hosts booting from now on report of their runner in the JIT tombstone
+    /// (by default: the stock image's runner, [`DEFAULT_RUNNER_VERSION`]).
+    pub fn set_host_runner(&self, play: HostRunnerPlay) {
+        *self
+            .shared
+            .host_runner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = play;
     }
 
     pub fn set_faults(&self, faults: SimFaults) {

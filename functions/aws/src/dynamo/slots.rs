@@ -52,6 +52,7 @@ impl DynamoRunnerStore {
         let mut fields: Vec<_> = std::iter::once((items::TTL, items::epoch_seconds(ttl)))
             .chain(stamps)
             .collect();
+        fields.extend(items::host_runner_values(&host.runner));
         if let Some(cost) = cost {
             fields.push((items::COST, items::cost_value(cost)));
         }

@@ -23,6 +23,11 @@ fn runner() -> RunnerRecord {
     runner.online_at = Some(datetime!(2025-03-01 12:00:40.5 UTC));
     runner.instance_launched_at = Some(datetime!(2025-03-01 12:00:01 UTC));
     runner.jit_read_at = Some(datetime!(2025-03-01 12:00:30 UTC));
+    runner.host_runner = ephemera_core::model::HostRunner {
+        runner_version: Some("2.337.0".into()),
+        runner_image_version: Some("2.336.0".into()),
+        runner_swap_ms: Some(4_200),
+    };
     runner.instance_type = Some("m7i.large".into());
     runner.market = Some(Market::Spot);
     runner.interrupted_at = Some(datetime!(2025-03-01 12:10:00 UTC));

@@ -1,13 +1,14 @@
 //! `ephemera jobs show JOB`: one job's timeline (queued, received, claimed, launch
 //! requested, instance launched, JIT config stored, JIT config read, online, started,
-//! completed, terminated) with the gap between each stage, and the runner, instance type,
+//! completed, terminated; a runner update between when the host replaced its image's
+//! runner) with the gap between each stage, and the runner, its version, instance type,
 //! market and cost of what ran it. Two reads of the table (the job's item, its runner's),
 //! and a third, of the cached prices, only to price a runner still alive; no other call.
 
 use crate::exit::{Failure, Outcome, NOT_FOUND};
 use crate::render::{colour_stdout, gap, or_dash, when, Cell, Table};
 use crate::target::{table_command, Deployment, StackArgs, TableArg};
-use crate::views::{print_json, JobTimelineView};
+use crate::views::{print_json, runner_version_shown, JobTimelineView};
 use clap::Args;
 use ephemera_aws::DynamoPriceBook;
 use ephemera_core::lifecycle::InstanceStatus;
@@ -80,6 +81,10 @@ pub fn render(view: &JobTimelineView, colour: bool) -> String {
         (None, _) => "-".to_owned(),
     };
     field("runner", runner.into());
+    field(
+        "runner version",
+        runner_version_shown(&view.host_runner).into(),
+    );
     field("instance", or_dash(view.instance_id.as_deref()).into());
     field(
         "instance type",
@@ -117,7 +122,9 @@ pub fn render(view: &JobTimelineView, colour: bool) -> String {
             .iter()
             .any(|s| s.stage == name && s.at.is_some())
     };
-    let at_deletion = Stage::ALL.into_iter().filter(|s| s.learnt_at_deletion());
+    let at_deletion = Stage::ALL
+        .into_iter()
+        .filter(|s| s.learnt_at_deletion() && !s.only_when_present());
     let waiting: Vec<&str> = at_deletion
         .map(Stage::as_str)
         .filter(|name| !stamped(name))
@@ -179,7 +186,7 @@ mod tests {
         ));
         let view = JobTimelineView::new(&job, Some(&runner), &[], at + secs(60));
         let text = render(&view, false);
-        for stage in Stage::ALL {
+        for stage in Stage::ALL.into_iter().filter(|s| !s.only_when_present()) {
             assert!(text.contains(stage.as_str()), "{stage:?} in\n{text}");
             assert!(text.contains(stage.label()), "{stage:?} in\n{text}");
         }
@@ -300,5 +307,26 @@ mod tests {
         assert!(place("launch_requested") < place("instance_launched"));
         assert!(place("instance_launched") < place("jit_read"));
         assert!(place("jit_read") < place("online"));
+        assert_eq!(place("runner_update"), None, "no swap, no stage");
+        assert!(text.contains("runner version  -"), "{text}");
+
+        runner.host_runner = ephemera_core::model::HostRunner {
+            runner_version: Some("2.337.0".into()),
+            runner_image_version: Some("2.336.0".into()),
+            runner_swap_ms: Some(5_500),
+        };
+        let view = JobTimelineView::new(&job, Some(&runner), &[], at + secs(100));
+        let text = render(&view, false);
+        assert!(
+            text.contains("2.337.0 (image had 2.336.0, swapped in 5.5 s)"),
+            "{text}"
+        );
+        let update = text.lines().find(|l| l.starts_with("runner_update "));
+        let update = update.unwrap_or_default();
+        assert!(update.contains("10:00:25Z"), "{text}");
+        assert!(update.trim_end().ends_with("instance"), "{text}");
+        let json = serde_json::to_value(&view).expect("serialises");
+        assert_eq!(json["runner_version"], "2.337.0");
+        assert_eq!(json["runner_swap_ms"], 5500);
     }
 }

@@ -309,7 +309,7 @@ intercept!(Fleet {
 
 intercept!(JitConfigStore {
     fn put(&self, instance_id: &str, runner_name: &str, jit: &JitConfig) -> Result<(), JitStoreError>;
-    fn delete(&self, instance_id: &str) -> Result<Option<OffsetDateTime>, JitStoreError>;
+    fn delete(&self, instance_id: &str) -> Result<Tombstone, JitStoreError>;
 });
 
 intercept!(Forge {

@@ -8,7 +8,8 @@
 //! does, and the reaper's delete hands that time back.
 
 use super::{lock, spend, InjectedFailure};
-use crate::ports::{JitConfig, JitConfigStore, JitStoreError};
+use crate::model::HostRunner;
+use crate::ports::{JitConfig, JitConfigStore, JitStoreError, Tombstone};
 use async_trait::async_trait;
 use secrecy::SecretString;
 use std::collections::BTreeMap;
@@ -28,6 +29,8 @@ struct Item {
     runner_id: u64,
     config: Option<SecretString>,
     read_at: Option<OffsetDateTime>,
+    /// What the host wrote of its runner with the read.
+    host_runner: HostRunner,
 }
 
 #[derive(Debug, Default)]
@@ -80,10 +83,22 @@ impl MemoryJitStore {
     /// runner's bootstrap script does on its instance (no call counted, no injected
     /// failure spent). `None` when no config waits (none stored, or already read).
     pub fn take(&self, instance_id: &str, at: OffsetDateTime) -> Option<(String, SecretString)> {
+        self.take_reporting(instance_id, at, HostRunner::default())
+    }
+
+    /// [`take`](Self::take), the tombstone also naming the runner the host ran, as a
+    /// bootstrap that reports it writes it.
+    pub fn take_reporting(
+        &self,
+        instance_id: &str,
+        at: OffsetDateTime,
+        runner: HostRunner,
+    ) -> Option<(String, SecretString)> {
         let mut state = lock(&self.state);
         let item = state.stored.get_mut(instance_id)?;
         let config = item.config.take()?;
         item.read_at = Some(at);
+        item.host_runner = runner;
         Some((item.runner.clone(), config))
     }
 
@@ -127,12 +142,13 @@ impl JitConfigStore for MemoryJitStore {
             runner_id: jit.runner_id,
             config: Some(jit.encoded.clone()),
             read_at: None,
+            host_runner: HostRunner::default(),
         };
         state.stored.insert(instance_id.to_owned(), item);
         Ok(())
     }
 
-    async fn delete(&self, instance_id: &str) -> Result<Option<OffsetDateTime>, JitStoreError> {
+    async fn delete(&self, instance_id: &str) -> Result<Tombstone, JitStoreError> {
         let mut state = lock(&self.state);
         state.deletes += 1;
         if spend(&mut state.failures) {
@@ -142,9 +158,11 @@ impl JitConfigStore for MemoryJitStore {
         }
         // The adapter asks the old item back only of a tombstone: a config is never read.
         let removed = state.stored.remove(instance_id);
-        Ok(removed
-            .filter(|item| item.config.is_none())
-            .and_then(|item| item.read_at))
+        let tombstone = removed.filter(|item| item.config.is_none());
+        Ok(tombstone.map_or_else(Tombstone::default, |item| Tombstone {
+            read_at: item.read_at,
+            runner: item.host_runner,
+        }))
     }
 }
 
@@ -170,11 +188,11 @@ mod tests {
         assert_eq!((runner.as_str(), config.expose_secret()), ("r", "two"));
         assert_eq!(
             store.delete("i-1").await.expect("delete"),
-            None,
+            Tombstone::default(),
             "never read"
         );
         let gone = store.delete("i-1").await.expect("already gone is deleted");
-        assert_eq!(gone, None);
+        assert_eq!(gone, Tombstone::default());
         assert!(store.instance_ids().is_empty());
     }
 
@@ -190,8 +208,26 @@ mod tests {
         assert!(store.instance_ids().is_empty(), "no config waits");
         assert_eq!(store.tombstones(), ["i-1"], "the tombstone stays");
         assert_eq!(store.read_at("i-1"), Some(at));
-        assert_eq!(store.delete("i-1").await.expect("delete"), Some(at));
+        assert_eq!(store.delete("i-1").await.expect("delete").read_at, Some(at));
         assert!(store.tombstones().is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_tombstone_hands_back_the_runner_the_host_reported() {
+        let store = MemoryJitStore::new();
+        let at = time::macros::datetime!(2026-11-22 10:00:07 UTC);
+        let ran = HostRunner {
+            runner_version: Some("2.337.0".into()),
+            runner_image_version: Some("2.336.0".into()),
+            runner_swap_ms: Some(4_200),
+        };
+        store.put("i-1", "r", &jit(1, "one")).await.expect("put");
+        store
+            .take_reporting("i-1", at, ran.clone())
+            .expect("waiting");
+        let tombstone = store.delete("i-1").await.expect("delete");
+        assert_eq!(tombstone.read_at, Some(at));
+        assert_eq!(tombstone.runner, ran);
     }
 
     #[tokio::test]

@@ -541,6 +541,7 @@ impl RunnerStore for MemoryStore {
         record.cost = cost.cloned();
         record.instance_launched_at = host.instance_launched_at.or(record.instance_launched_at);
         record.jit_read_at = host.jit_read_at.or(record.jit_read_at);
+        record.host_runner = host.runner.clone().or(&record.host_runner);
         record.note(HistoryEntry::status(at, to, None));
         if record.slot_held {
             record.slot_held = false;

@@ -127,6 +127,15 @@ pub enum Metric {
     /// reaper deletes the runner (it learns both then): the OS boot and the bootstrap,
     /// installs included on a stock image.
     HostBootSeconds,
+    /// Runners whose host named the runner version it ran in its JIT tombstone, counted
+    /// when the reaper deletes the runner: the boots the two below are a share of.
+    RunnerBootsReported,
+    /// Of those, boots whose image's baked runner was behind the one that ran (the start
+    /// phase replaced it from the deployment's copy), by pool.
+    BootsImageBehind,
+    /// [`Metric::BootsImageBehind`] for the whole deployment, which the stale-image alarm
+    /// divides by [`Metric::RunnerBootsReported`].
+    RunnerBootsBehind,
     /// Graceful deletions put off because the runner was running a job.
     BusyDeferrals,
     /// Runners deleted, by mode (`graceful` or `forced`).
@@ -210,7 +219,7 @@ const fn seconds(name: &'static str) -> Spec {
 
 impl Metric {
     /// Every metric, for tests and documentation.
-    pub const ALL: [Metric; 25] = [
+    pub const ALL: [Metric; 28] = [
         Metric::JobsQueued,
         Metric::JobsUnrouted,
         Metric::RunnersLaunched,
@@ -221,6 +230,9 @@ impl Metric {
         Metric::QueueToStartSeconds,
         Metric::BootSeconds,
         Metric::HostBootSeconds,
+        Metric::RunnerBootsReported,
+        Metric::BootsImageBehind,
+        Metric::RunnerBootsBehind,
         Metric::BusyDeferrals,
         Metric::RunnersDeleted,
         Metric::JobCost,
@@ -250,6 +262,9 @@ impl Metric {
             Metric::QueueToStartSeconds => seconds("QueueToStartSeconds"),
             Metric::BootSeconds => seconds("BootSeconds"),
             Metric::HostBootSeconds => seconds("HostBootSeconds"),
+            Metric::RunnerBootsReported => count("RunnerBootsReported", &[Deployment]),
+            Metric::BootsImageBehind => count("BootsImageBehind", BY_POOL),
+            Metric::RunnerBootsBehind => count("RunnerBootsBehind", &[Deployment]),
             Metric::BusyDeferrals => count("BusyDeferrals", BY_POOL),
             Metric::RunnersDeleted => count("RunnersDeleted", &[Deployment, Pool, Mode]),
             // CloudWatch has no currency unit: the value is USD.

@@ -90,6 +90,10 @@ pub struct RunnerRecord {
     /// reaper from the tombstone the bootstrap left.
     #[serde(default, with = "time::serde::rfc3339::option")]
     pub jit_read_at: Option<OffsetDateTime>,
+    /// The runner its host ran, as the host wrote it in the same tombstone (see
+    /// [`HostRunner`]); empty for a host that wrote none.
+    #[serde(default, flatten)]
+    pub host_runner: HostRunner,
     /// When EC2 warned that it reclaims the runner's spot instance (the warning's own
     /// time; the first warning stands); `None` for a runner no warning named. A job this
     /// runner fails is then the interruption's doing, and may be re-run.
@@ -103,6 +107,50 @@ impl RunnerRecord {
         self.history.push(entry);
         let excess = self.history.len().saturating_sub(HISTORY_CAP);
         self.history.drain(..excess);
+    }
+}
+
+/// What a runner's host reported of the runner it ran, written in its JIT item's
+/// tombstone as it read its config (`runner_version`, `runner_image_version`,
+/// `runner_swap_ms`) and kept on the record by the reaper; `None` where the host wrote
+/// nothing (a host of an earlier bootstrap).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostRunner {
+    /// The runner version that ran the job, e.g. `2.337.0`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner_version: Option<String>,
+    /// The runner version the image had baked in; none on a stock image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner_image_version: Option<String>,
+    /// Milliseconds the start phase spent replacing the image's runner with the newest
+    /// (download, sum check, unpack); none when the image's runner was current.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner_swap_ms: Option<u64>,
+}
+
+impl HostRunner {
+    /// Whether the host reported anything.
+    pub fn is_empty(&self) -> bool {
+        *self == HostRunner::default()
+    }
+
+    /// Whether the image's baked runner was behind the one that ran: `None` when the host
+    /// did not say (no runner version) or ran a stock image (no baked version).
+    pub fn image_behind(&self) -> Option<bool> {
+        let ran = self.runner_version.as_deref()?;
+        let baked = self.runner_image_version.as_deref()?;
+        Some(baked != ran)
+    }
+
+    /// `self`, with what it lacks taken from `earlier`.
+    pub fn or(self, earlier: &HostRunner) -> HostRunner {
+        HostRunner {
+            runner_version: self.runner_version.or(earlier.runner_version.clone()),
+            runner_image_version: self
+                .runner_image_version
+                .or(earlier.runner_image_version.clone()),
+            runner_swap_ms: self.runner_swap_ms.or(earlier.runner_swap_ms),
+        }
     }
 }
 
@@ -208,6 +256,7 @@ impl RunnerRecord {
             cost: None,
             instance_launched_at: None,
             jit_read_at: None,
+            host_runner: HostRunner::default(),
             interrupted_at: None,
         }
     }

@@ -3,6 +3,7 @@
 //! Fake: `memory::MemoryJitStore`. Adapter: `ephemera_aws::DynamoJitConfigs`.
 
 use super::{Cause, JitConfig};
+use crate::model::HostRunner;
 use async_trait::async_trait;
 use time::OffsetDateTime;
 
@@ -22,6 +23,16 @@ pub enum JitStoreError {
     Rejected(#[source] Cause),
 }
 
+/// What the reaper's delete of a JIT item learns from the tombstone the instance's
+/// bootstrap left (empty for an item never read, or already gone).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tombstone {
+    /// When the instance read its config.
+    pub read_at: Option<OffsetDateTime>,
+    /// The runner the host ran, as it wrote it with the read.
+    pub runner: HostRunner,
+}
+
 /// Where a runner's JIT config waits for its instance (never user data or tags).
 #[async_trait]
 pub trait JitConfigStore: Send + Sync {
@@ -36,8 +47,8 @@ pub trait JitConfigStore: Send + Sync {
     ) -> Result<(), JitStoreError>;
 
     /// Deletes the item of `instance_id`, config or tombstone; one already gone counts
-    /// as deleted. Returns when the instance read its config, if it left the tombstone
-    /// that says so (the bootstrap removes the config and stamps the read); never the
-    /// config itself.
-    async fn delete(&self, instance_id: &str) -> Result<Option<OffsetDateTime>, JitStoreError>;
+    /// as deleted. Returns when the instance read its config and the runner it ran, if it
+    /// left the tombstone that says so (the bootstrap removes the config and stamps the
+    /// read); never the config itself.
+    async fn delete(&self, instance_id: &str) -> Result<Tombstone, JitStoreError>;
 }

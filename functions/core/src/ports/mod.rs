@@ -60,7 +60,7 @@ pub use forge::{
 };
 pub use hook_deliveries::{DeliveryPage, HookDeliveries, HookDelivery};
 pub use image_pipelines::{ImagePipelines, PipelineError};
-pub use jit_configs::{JitConfigStore, JitStoreError};
+pub use jit_configs::{JitConfigStore, JitStoreError, Tombstone};
 pub use job_queue::{JobQueue, QueueError};
 pub use launcher::{FleetLaunch, Launcher};
 pub use leases::Leases;
@@ -81,7 +81,9 @@ pub use unrouted_jobs::UnroutedJobs;
 pub use workflow_runs::{refusal_did_nothing, WorkflowRuns};
 
 // The records the ports' signatures carry, where callers have always found them.
-pub use crate::model::{FleetRequest, Market, RootVolume, RunnerScope, Shape, TemplateVersion};
+pub use crate::model::{
+    FleetRequest, HostRunner, Market, RootVolume, RunnerScope, Shape, TemplateVersion,
+};
 
 /// An error from below that callers do not branch on, kept with its cause.
 pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;

@@ -5,7 +5,7 @@
 
 use super::Cause;
 use crate::lifecycle::{InstanceStatus, RunnerStatus};
-use crate::model::{JobCost, JobRecord, JobStatus, Market, PoolRecord, RunnerRecord};
+use crate::model::{HostRunner, JobCost, JobRecord, JobStatus, Market, PoolRecord, RunnerRecord};
 use async_trait::async_trait;
 use time::OffsetDateTime;
 
@@ -83,12 +83,14 @@ pub struct RunnerUpdate {
 
 /// What the reaper learnt of a runner's host while deleting it, kept on the record by
 /// [`RunnerStore::finish_deletion`] for the job's timeline; `None` leaves a field unset.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HostStamps {
     /// EC2's `LaunchTime` of the instance, from the reaper's describe of that run.
     pub instance_launched_at: Option<OffsetDateTime>,
     /// When the instance read its JIT config, from the tombstone its bootstrap left.
     pub jit_read_at: Option<OffsetDateTime>,
+    /// The runner the host ran, from the same tombstone.
+    pub runner: HostRunner,
 }
 
 /// A queued job's claim moving off the runner launched for it, which GitHub gave

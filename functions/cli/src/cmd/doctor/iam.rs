@@ -255,12 +255,20 @@ pub fn requests(role: Role, names: &Names) -> Vec<Request> {
                     .with("dynamodb:LeadingKeys", &[own.as_str()])
             };
             requests.push(on_own("dynamodb:GetItem"));
-            // The bootstrap's stamp: REMOVE jit_config SET jit_read_at, nothing asked back.
+            // The bootstrap's stamp: REMOVE jit_config SET jit_read_at and the runner it
+            // ran (runner_version, runner_image_version, runner_swap_ms), nothing asked back.
             requests.push(
                 on_own("dynamodb:UpdateItem")
                     .with(
                         "dynamodb:Attributes",
-                        &["instance_arn", "jit_config", "jit_read_at"],
+                        &[
+                            "instance_arn",
+                            "jit_config",
+                            "jit_read_at",
+                            "runner_version",
+                            "runner_image_version",
+                            "runner_swap_ms",
+                        ],
                     )
                     .with("dynamodb:ReturnValues", &["NONE"]),
             );

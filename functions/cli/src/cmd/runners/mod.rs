@@ -183,6 +183,10 @@ pub async fn show(deployment: &mut Deployment, args: ShowArgs) -> Outcome {
     field("instance type", or_dash(r.instance_type.as_deref()).into());
     field("market", or_dash(r.market.map(|m| m.as_str())).into());
     field("online", or_dash(r.online_at.map(when)).into());
+    field(
+        "runner version",
+        crate::views::runner_version_shown(&r.host_runner).into(),
+    );
     field("github runner id", or_dash(r.github_runner_id).into());
     field("job", or_dash(r.job_id).into());
     field("labels", r.labels.join(", ").into());

@@ -15,7 +15,7 @@ use crate::backoff;
 use crate::clock::Clock;
 use crate::handlers::error_chain;
 use crate::lifecycle::InstanceStatus;
-use crate::metrics::{Dimension, Metric};
+use crate::metrics::{Dimension, Metric, Metrics};
 use crate::model::scope_of;
 use crate::model::RunnerRecord;
 use crate::ports::*;
@@ -183,7 +183,7 @@ impl Reaper {
         }
         let mut host = HostStamps {
             instance_launched_at: launched_at,
-            jit_read_at: None,
+            ..HostStamps::default()
         };
         if let Some(instance_id) = &runner.instance_id {
             if let Err(err) = self.fleet.terminate(instance_id).await {
@@ -193,7 +193,10 @@ impl Reaper {
                 warn!(runner = %name, %instance_id, error = %error_chain(&err), "terminate failed; ignored (force)");
             }
             match self.jit_store.delete(instance_id).await {
-                Ok(read_at) => host.jit_read_at = read_at,
+                Ok(tombstone) => {
+                    host.jit_read_at = tombstone.read_at;
+                    host.runner = tombstone.runner;
+                }
                 Err(err) if !force => return self.back_off(&runner, &err, clock.now(), None).await,
                 Err(err) => {
                     warn!(runner = %name, %instance_id, error = %error_chain(&err), "JIT config delete failed; ignored (force)")
@@ -206,11 +209,12 @@ impl Reaper {
         if let Some(cost) = &cost {
             self.record_cost(cost);
         }
+        let by_pool = [(Dimension::Pool, runner.pool.as_str())];
         if let Some(boot) = host_boot(&host) {
-            let by_pool = [(Dimension::Pool, runner.pool.as_str())];
             self.metrics
                 .record_duration(Metric::HostBootSeconds, &by_pool, boot);
         }
+        record_image_freshness(&self.metrics, &runner.pool, &host.runner);
         let mode = if force { "forced" } else { "graceful" };
         self.metrics.record(
             Metric::RunnersDeleted,
@@ -308,6 +312,22 @@ impl Reaper {
         self.store.transition(&runner.name, &back).await?;
         warn!(runner = %runner.name, attempts, retry_in = ?delay, error = %error_chain(err), "deletion failed; backing off");
         Ok(Outcome::BackedOff)
+    }
+}
+
+/// Counts a boot whose host named the runner it ran ([`Metric::RunnerBootsReported`]),
+/// and whether its image's baked runner was behind it: by pool
+/// ([`Metric::BootsImageBehind`]) and for the deployment ([`Metric::RunnerBootsBehind`],
+/// which the stale-image alarm divides by the boots). A stock image (no baked version)
+/// counts as a boot that was not behind: it took the newest runner at boot.
+pub(crate) fn record_image_freshness(metrics: &Metrics, pool: &str, ran: &HostRunner) {
+    if ran.runner_version.is_none() {
+        return;
+    }
+    metrics.record(Metric::RunnerBootsReported, &[], 1.0);
+    if ran.image_behind() == Some(true) {
+        metrics.record(Metric::BootsImageBehind, &[(Dimension::Pool, pool)], 1.0);
+        metrics.record(Metric::RunnerBootsBehind, &[], 1.0);
     }
 }
 

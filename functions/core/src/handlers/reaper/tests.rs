@@ -320,3 +320,56 @@ async fn the_hosts_boot_is_measured_from_ec2s_launch_to_the_jit_read_at_deletion
         .collect();
     assert_eq!(boots, [41.0]);
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_record_keeps_the_runner_its_host_ran_and_a_stale_image_is_counted() {
+    use crate::metrics::{Dimension, Metric};
+    let world = World::new(5);
+    let (metrics, captured) = crate::metrics::Metrics::capture("eph");
+    let stale = crate::model::HostRunner {
+        runner_version: Some("2.337.0".into()),
+        runner_image_version: Some("2.336.0".into()),
+        runner_swap_ms: Some(5_500),
+    };
+    let current = crate::model::HostRunner {
+        runner_image_version: Some("2.337.0".into()),
+        runner_swap_ms: None,
+        ..stale.clone()
+    };
+    let mut names = Vec::new();
+    for (n, ran) in [(1, &stale), (2, &current)] {
+        let runner = finished_runner(&world, n).await;
+        let instance_id = runner.instance_id.clone().expect("instance");
+        world
+            .jit_store
+            .take_reporting(&instance_id, now(), ran.clone())
+            .expect("its config waits");
+        names.push(runner.name);
+    }
+    let report = world
+        .reaper()
+        .with_metrics(metrics)
+        .run(now(), far())
+        .await
+        .expect("run");
+    assert_eq!(report.deleted, 2);
+    let kept = world.store.runner(&names[0]).expect("kept as deleted");
+    assert_eq!(kept.host_runner, stale);
+    assert_eq!(
+        world.store.runner(&names[1]).expect("kept").host_runner,
+        current
+    );
+    let documents = captured.documents().expect("valid EMF");
+    let total = |metric| -> f64 {
+        let values = documents.iter().filter_map(|d| d.values(metric));
+        values.flatten().sum()
+    };
+    assert_eq!(total(Metric::RunnerBootsReported), 2.0);
+    assert_eq!(total(Metric::RunnerBootsBehind), 1.0);
+    assert_eq!(total(Metric::BootsImageBehind), 1.0);
+    let by_pool = documents
+        .iter()
+        .find(|d| d.values(Metric::BootsImageBehind).is_some())
+        .expect("a by-pool line");
+    assert_eq!(by_pool.dimension(Dimension::Pool), Some(kept.pool.as_str()));
+}
