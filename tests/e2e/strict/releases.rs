@@ -6,13 +6,15 @@
 //! conditionally, gets 304, downloads nothing and starts nothing; a later release
 //! replaces the pointer and tags the old tarball for the lifecycle rule. A release whose notes
 //! give a wrong sum publishes nothing. A runner host's role reads `runner/` and not the
-//! sync's mark.
+//! sync's mark. The next job's host runs the release the bucket took.
 
 use ephemera_aws::assembly::{RunnerCopy, WebhookApp};
 use ephemera_aws::image_pipelines::ImageBuilderPipelines;
 use ephemera_aws::runner_bucket::S3RunnerBucket;
 use ephemera_core::handlers::reaper::Reaper;
-use ephemera_tests::pipeline::{Pipeline, PipelineOptions, DEPLOYMENT};
+use ephemera_core::lifecycle::InstanceStatus;
+use ephemera_tests::pipeline::{Pipeline, PipelineOptions, DEPLOYMENT, LABELS};
+use ephemera_tests::sim::HostRunnerPlay;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
@@ -222,6 +224,52 @@ async fn a_release_whose_notes_give_a_wrong_sum_publishes_nothing() -> anyhow::R
     assert!(
         started_pipelines(&p).await?.is_empty(),
         "no pipeline started"
+    );
+    Ok(())
+}
+
+/// After the scheduled run took a new release into the bucket, the next job's host reads
+/// `runner/latest-x64` as its RunnerRole (as bootstrap.sh does at boot), runs that
+/// runner, and its record says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_jobs_runner_runs_the_release_the_bucket_took() -> anyhow::Result<()> {
+    let p = Pipeline::start(PipelineOptions {
+        reaper_interval: None,
+        ..PipelineOptions::default()
+    })
+    .await?;
+    let (reaper, _s3) = started(&p).await?;
+    p.sim
+        .set_host_runner(HostRunnerPlay::baked("2.336.0").from_bucket(BUCKET));
+    p.sim.publish_runner_release(
+        "2.340.0",
+        &[("x64", b"x64 2.340.0"), ("arm64", b"arm64 2.340.0")],
+        &[],
+    );
+    let report = run(&reaper, OffsetDateTime::now_utc()).await?;
+    assert_eq!(report["published"], json!(["x64", "arm64"]), "{report}");
+
+    let job_id = p.sim.create_job("octo-org", "app", &LABELS, None).await?;
+    let limit = Duration::from_secs(90);
+    p.wait_for("the job's runner to be deleted", limit, || async {
+        let _ = reaper
+            .run(
+                OffsetDateTime::now_utc(),
+                Instant::now() + Duration::from_secs(20),
+            )
+            .await?;
+        let runner = p.runner_for_job(job_id).await?;
+        let done = p.sim.snapshot().jobs[&job_id].status == "completed";
+        Ok(runner.filter(|r| done && r.status == InstanceStatus::Deleted))
+    })
+    .await?;
+    let runner = p.runner_for_job(job_id).await?.expect("its runner");
+    let ran = &runner.host_runner;
+    assert_eq!(ran.runner_version.as_deref(), Some("2.340.0"), "{runner:?}");
+    assert_eq!(ran.runner_image_version.as_deref(), Some("2.336.0"));
+    assert!(
+        ran.runner_swap_ms.is_some(),
+        "the image was behind: {ran:?}"
     );
     Ok(())
 }

@@ -11,7 +11,7 @@
 //! labels include all of the job's. Timers run on tokio time.
 
 use super::body::decode_jit_config;
-use super::host_runner::Tombstoned;
+use super::host_runner::{HostRunnerPlay, Tombstoned};
 use super::power::Power;
 use super::state::SimJob;
 use super::{webhook, Shared};
@@ -28,14 +28,21 @@ use tokio::time::{Instant, MissedTickBehavior};
 /// At most this many JIT config reads per tick, so one tick stays short.
 const PICKUPS_PER_TICK: usize = 16;
 
+/// An instance's AWS clients, with its runner role's credentials.
+#[derive(Clone)]
+struct HostClients {
+    dynamodb: aws_sdk_dynamodb::Client,
+    s3: aws_sdk_s3::Client,
+}
+
 pub struct Agent {
     shared: Arc<Shared>,
     fleet: Ec2Fleet,
     /// The emulator, where each instance's role credentials are registered.
     endpoint: String,
-    /// Each instance's DynamoDB client, calling as its runner role (template.yaml's
-    /// RunnerRole, whose policy lets an instance read only its own JIT config).
-    host_clients: HashMap<String, aws_sdk_dynamodb::Client>,
+    /// Each instance's clients, calling as its runner role (template.yaml's RunnerRole,
+    /// whose policy lets an instance read only its own JIT config and the runner copy).
+    host_clients: HashMap<String, HostClients>,
     /// The JIT table, and the ARNs of the instances as their credentials carry them.
     jit: DynamoJitConfigs,
     power: Power,
@@ -152,12 +159,14 @@ impl Agent {
                     continue;
                 }
             };
-            match self.read_jit_config(&host, &instance_arn).await {
+            match self.read_jit_config(&host.dynamodb, &instance_arn).await {
                 Ok(Some(encoded)) => {
                     self.taken.insert(instance.id.clone());
                     self.first_seen.remove(&instance.id);
                     self.host_clients.remove(&instance.id);
-                    self.stamp_jit_read(&host, &instance_arn).await;
+                    let play = self.host_play(&host.s3, &instance_arn).await;
+                    self.stamp_jit_read(&host.dynamodb, &instance_arn, &play)
+                        .await;
                     self.start_runner(&instance.id, &encoded);
                 }
                 // Not there yet: the bootstrap script waits for it.
@@ -189,9 +198,39 @@ impl Agent {
         }
     }
 
-    /// The DynamoDB client of instance `instance_id`: its runner role's credentials, as
-    /// IMDS hands them to the instance, registered with the strict layer once.
-    async fn host_client(&mut self, instance_id: &str) -> anyhow::Result<aws_sdk_dynamodb::Client> {
+    /// What this host reports of its runner: the test's play, with the newest runner the
+    /// bucket's `runner/latest-x64` names when the play gives a bucket (bootstrap.sh's
+    /// signed GET as the instance's role; an unreadable pointer leaves the play's own).
+    async fn host_play(&self, s3: &aws_sdk_s3::Client, instance_arn: &str) -> HostRunnerPlay {
+        let mut play = self.shared.host_runner();
+        let Some(bucket) = play.bucket.clone() else {
+            return play;
+        };
+        let read = s3
+            .get_object()
+            .bucket(&bucket)
+            .key("runner/latest-x64")
+            .send()
+            .await;
+        let pointer = match read {
+            Ok(answer) => answer.body.collect().await.map(|b| b.into_bytes()),
+            Err(error) => {
+                tracing::warn!(%instance_arn, error = %error, "agent cannot read the runner copy's pointer");
+                return play;
+            }
+        };
+        let version = pointer
+            .ok()
+            .and_then(|bytes| HostRunnerPlay::version_of_pointer(&String::from_utf8_lossy(&bytes)));
+        if let Some(version) = version {
+            play.runner_version = version;
+        }
+        play
+    }
+
+    /// The clients of instance `instance_id`: its runner role's credentials, as IMDS
+    /// hands them to the instance, registered with the strict layer once.
+    async fn host_client(&mut self, instance_id: &str) -> anyhow::Result<HostClients> {
         if let Some(client) = self.host_clients.get(instance_id) {
             return Ok(client.clone());
         }
@@ -204,10 +243,19 @@ impl Agent {
             Some(instance_id),
         )
         .await?;
-        let client = aws_sdk_dynamodb::Client::new(&ephemera_aws::sdk_config(&settings).await);
+        let sdk = ephemera_aws::sdk_config(&settings).await;
+        // Path style, as the emulator serves buckets (bootstrap.sh names the bucket in
+        // the host of its URL on AWS).
+        let s3 = aws_sdk_s3::config::Builder::from(&sdk)
+            .force_path_style(true)
+            .build();
+        let clients = HostClients {
+            dynamodb: aws_sdk_dynamodb::Client::new(&sdk),
+            s3: aws_sdk_s3::Client::from_conf(s3),
+        };
         self.host_clients
-            .insert(instance_id.to_owned(), client.clone());
-        Ok(client)
+            .insert(instance_id.to_owned(), clients.clone());
+        Ok(clients)
     }
 
     /// DynamoDB `GetItem`, `ConsistentRead`, projection `jit_config`: the request
@@ -232,9 +280,14 @@ impl Agent {
     /// DynamoDB `UpdateItem` `REMOVE jit_config SET jit_read_at = :now, runner_version =
     /// :v[, runner_image_version = :i][, runner_swap_ms = :w]` on the item that is there,
     /// as bootstrap.sh sends it (with `curl --aws-sigv4`, `date +%s`).
-    async fn stamp_jit_read(&self, host: &aws_sdk_dynamodb::Client, instance_arn: &str) {
+    async fn stamp_jit_read(
+        &self,
+        host: &aws_sdk_dynamodb::Client,
+        instance_arn: &str,
+        play: &HostRunnerPlay,
+    ) {
         let now = time::OffsetDateTime::now_utc().unix_timestamp();
-        let (expression, values) = self.shared.host_runner().tombstone();
+        let (expression, values) = play.tombstone();
         let mut update = host
             .update_item()
             .table_name(self.jit.table())

@@ -1,7 +1,9 @@
 //! What the simulated hosts say of the runner they run, in the JIT tombstone, as
 //! bootstrap.sh writes it: `runner_version` always, `runner_image_version` from a baked
 //! image, `runner_swap_ms` when the start phase replaced the image's runner because it was
-//! behind. A test sets what the hosts' image bakes and which version is the newest.
+//! behind. A test sets what the hosts' image bakes and which version is the newest, or
+//! names the deployment's runner bucket, whose `runner/latest-x64` then says the newest as
+//! it does to bootstrap.sh (read as the instance's RunnerRole; the simulated hosts are x64).
 
 use ephemera_aws::jit::{bootstrap_read_reporting, BOOTSTRAP_READ};
 use std::time::Duration;
@@ -22,6 +24,9 @@ pub struct HostRunnerPlay {
     pub swap: Duration,
     /// `false` plays a host of an earlier bootstrap, which stamps only the read.
     pub reports: bool,
+    /// The runner bucket whose `runner/latest-x64` names the newest runner at each boot
+    /// (then it replaces `runner_version`); `None`: `runner_version` as set.
+    pub bucket: Option<String>,
 }
 
 impl Default for HostRunnerPlay {
@@ -31,6 +36,7 @@ impl Default for HostRunnerPlay {
             image_version: None,
             swap: Duration::from_millis(4_200),
             reports: true,
+            bucket: None,
         }
     }
 }
@@ -48,6 +54,20 @@ impl HostRunnerPlay {
     pub fn newest(mut self, version: &str) -> HostRunnerPlay {
         self.runner_version = version.to_owned();
         self
+    }
+
+    /// The newest runner is the one `bucket`'s `runner/latest-x64` names at each boot.
+    pub fn from_bucket(mut self, bucket: &str) -> HostRunnerPlay {
+        self.bucket = Some(bucket.to_owned());
+        self
+    }
+
+    /// The newest runner of a `latest-<arch>` pointer ("VERSION SHA256\n"), if well formed.
+    pub fn version_of_pointer(pointer: &str) -> Option<String> {
+        let version = pointer.split_whitespace().next()?;
+        let parts: Vec<&str> = version.split('.').collect();
+        let numeric = parts.len() == 3 && parts.iter().all(|p| p.parse::<u32>().is_ok());
+        numeric.then(|| version.to_owned())
     }
 
     /// The swap's milliseconds: only a baked image behind the newest swaps.
@@ -104,5 +124,16 @@ mod tests {
             ..HostRunnerPlay::default()
         };
         assert_eq!(earlier.tombstone().0, BOOTSTRAP_READ);
+    }
+
+    #[test]
+    fn a_pointer_names_its_version_and_a_malformed_one_nothing() {
+        let sum = "a".repeat(64);
+        assert_eq!(
+            HostRunnerPlay::version_of_pointer(&format!("2.340.0 {sum}\n")).as_deref(),
+            Some("2.340.0")
+        );
+        assert_eq!(HostRunnerPlay::version_of_pointer("latest x"), None);
+        assert_eq!(HostRunnerPlay::version_of_pointer(""), None);
     }
 }
