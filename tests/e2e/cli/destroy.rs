@@ -48,6 +48,12 @@ async fn create_image_stack(cfn: &aws_sdk_cloudformation::Client) -> anyhow::Res
                 .parameter_value(DEPLOYMENT)
                 .build(),
         )
+        .parameters(
+            aws_sdk_cloudformation::types::Parameter::builder()
+                .parameter_key("RunnerBucket")
+                .parameter_value(format!("{STACK}-runnerbucket-given"))
+                .build(),
+        )
         .capabilities(aws_sdk_cloudformation::types::Capability::CapabilityIam)
         .send()
         .await?;
@@ -198,9 +204,30 @@ async fn destroy_leaves_nothing_of_the_deployment_and_names_what_it_keeps() -> a
     ensure!(stderr_of(other.get_output()).contains("the stack's DeploymentName is gone"));
     ensure!(cfn.describe_stacks().stack_name(STACK).send().await.is_ok());
 
+    // The stack's runner bucket holds a runner copy, as the reaper leaves it.
+    let s3 = aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::from(&sdk)
+            .force_path_style(true)
+            .build(),
+    );
+    let listed = s3.list_buckets().send().await?;
+    let runner_bucket = listed
+        .buckets()
+        .iter()
+        .filter_map(|b| b.name())
+        .find(|name| name.contains("runnerbucket"))
+        .context("the stack made its runner bucket")?
+        .to_owned();
+    s3.put_object()
+        .bucket(&runner_bucket)
+        .key("runner/latest-x64")
+        .body(format!("2.340.0 {}\n", "0".repeat(64)).into_bytes().into())
+        .send()
+        .await?;
+
     let done = destroy(&["--yes"])?.assert().success();
     let report = stdout_of(done.get_output());
-    stderr_of(done.get_output());
+    let steps = stderr_of(done.get_output());
     ensure!(
         report.contains(&format!("deployment {DEPLOYMENT} deleted")),
         "{report}"
@@ -211,6 +238,12 @@ async fn destroy_leaves_nothing_of_the_deployment_and_names_what_it_keeps() -> a
         .context("the report says what it keeps")?;
     ensure!(kept.contains(&format!("{STACK}/github-app-key")), "{kept}");
     ensure!(kept.contains("GitHub App"), "{kept}");
+    ensure!(
+        steps.contains(&format!(
+            "deleted bucket {runner_bucket} (objects deleted first: 1)"
+        )),
+        "{steps}"
+    );
 
     assert_nothing_left(
         &sdk,
@@ -319,6 +352,15 @@ async fn assert_nothing_left(
             groups.log_groups()
         );
     }
+    // The stack's runner bucket, retained by the stack, is deleted with its objects.
+    let buckets = aws_sdk_s3::Client::new(sdk).list_buckets().send().await?;
+    let ours: Vec<_> = buckets
+        .buckets()
+        .iter()
+        .filter_map(|b| b.name())
+        .filter(|name| name.contains("runnerbucket"))
+        .collect();
+    ensure!(ours.is_empty(), "buckets left: {ours:?}");
     let parameters = aws_sdk_ssm::Client::new(sdk)
         .get_parameters_by_path()
         .path(format!("/ephemera/{DEPLOYMENT}"))

@@ -23,7 +23,7 @@ use sweep::{Found, StackFound};
 /// Every AWS action `destroy` calls itself. Deleting the stacks, CloudFormation also
 /// deletes each of their resources with the same credentials (the templates name no
 /// service role), so the deployer policy grants those deletes as well.
-pub const ACTIONS: [&str; 10] = [
+pub const ACTIONS: [&str; 13] = [
     "cloudformation:DescribeStacks",
     "cloudformation:ListStackResources",
     "cloudformation:DeleteStack",
@@ -34,6 +34,9 @@ pub const ACTIONS: [&str; 10] = [
     "ec2:DeleteSnapshot",
     "ssm:GetParameters",
     "ssm:DeleteParameters",
+    "s3:ListBucket",
+    "s3:DeleteObject",
+    "s3:DeleteBucket",
 ];
 
 #[derive(Args, Debug)]
@@ -160,6 +163,16 @@ fn print_plan(name: &str, stack_name: &str, image_stack_name: &str, found: &Foun
     list("deregister AMIs the image pipelines made", &amis);
     list("delete their snapshots", &found.snapshots);
     list("delete parameters no stack owns", &found.parameters);
+    let buckets: Vec<String> = found
+        .main
+        .iter()
+        .chain(&found.image)
+        .flat_map(|s| s.buckets.clone())
+        .collect();
+    list(
+        "then delete the buckets the stacks retain, with their objects (the runner copies)",
+        &buckets,
+    );
 }
 
 fn list(what: &str, items: &[String]) {

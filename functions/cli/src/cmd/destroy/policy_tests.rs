@@ -53,12 +53,27 @@ fn prefix_of(service: &str) -> &'static str {
         "SSM" => "ssm",
         "Secrets Manager" => "secretsmanager",
         "Service Quotas" => "servicequotas",
+        "S3" => "s3",
         other => panic!("no IAM prefix known for {other}: add it here"),
     }
 }
 
+/// The IAM action an operation needs: its own name, but where IAM names it otherwise
+/// (S3's ListObjectsV2 needs s3:ListBucket, "Actions, resources, and condition keys for
+/// Amazon S3", https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazons3.html).
+fn action_of(prefix: &str, operation: &str) -> String {
+    match (prefix, operation) {
+        ("s3", "ListObjectsV2") => "s3:ListBucket".to_owned(),
+        _ => format!("{prefix}:{operation}"),
+    }
+}
+
 /// What CloudFormation calls to delete a resource of each type the templates declare.
-const DELETE_OF: [(&str, &[&str]); 18] = [
+const DELETE_OF: [(&str, &[&str]); 19] = [
+    (
+        "AWS::S3::Bucket",
+        &["s3:ListBucket", "s3:DeleteObject", "s3:DeleteBucket"],
+    ),
     ("AWS::CloudWatch::Alarm", &["cloudwatch:DeleteAlarms"]),
     (
         "AWS::CloudWatch::Dashboard",
@@ -159,10 +174,10 @@ fn the_deployer_policy_allows_every_aws_call_of_the_cli() {
                 let Some(operation) = rest.split('"').next() else {
                     continue;
                 };
-                if operation.is_empty() || !operation.chars().all(|c| c.is_ascii_alphabetic()) {
+                if operation.is_empty() || !operation.chars().all(|c| c.is_ascii_alphanumeric()) {
                     continue;
                 }
-                let action = format!("{}:{operation}", prefix_of(service));
+                let action = action_of(prefix_of(service), operation);
                 assert!(
                     covers(&allowed, &action),
                     "{}: infra/deployer-policy.json lacks {action}",

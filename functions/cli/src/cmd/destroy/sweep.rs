@@ -7,6 +7,12 @@
 //! (https://docs.aws.amazon.com/AWSCloudFormation/latest/APIReference/API_DeleteStack.html).
 //! Deregistering an AMI leaves its snapshots, which are then deleted one by one
 //! (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/deregister-ami.html).
+//! The main stack retains its runner bucket (`DeletionPolicy: Retain`: CloudFormation
+//! cannot delete a bucket that holds objects, "AWS::S3::Bucket", and the reaper may write
+//! one up to the stack's last moment), so once the stack is gone its objects are deleted
+//! and then the bucket (`DeleteBucket`: "All objects ... must be deleted before the
+//! bucket itself can be deleted",
+//! https://docs.aws.amazon.com/AmazonS3/latest/API/API_DeleteBucket.html).
 
 use crate::errors::aws;
 use crate::exit::Failure;
@@ -49,6 +55,8 @@ pub struct StackFound {
     pub summary: Vec<String>,
     /// Secrets it was given by ARN (kept).
     pub given_secrets: Vec<String>,
+    /// Its S3 buckets (retained by the stack, deleted by destroy once it is gone).
+    pub buckets: Vec<String>,
 }
 
 /// An AMI made for the deployment.
@@ -97,14 +105,20 @@ pub struct Clients {
     cfn: aws_sdk_cloudformation::Client,
     ec2: aws_sdk_ec2::Client,
     ssm: aws_sdk_ssm::Client,
+    s3: aws_sdk_s3::Client,
 }
 
 impl Clients {
     pub fn new(sdk: &SdkConfig) -> Clients {
+        // Path style where an endpoint is given (an emulator names no bucket host).
+        let s3 = aws_sdk_s3::config::Builder::from(sdk)
+            .force_path_style(sdk.endpoint_url().is_some())
+            .build();
         Clients {
             cfn: aws_sdk_cloudformation::Client::new(sdk),
             ec2: aws_sdk_ec2::Client::new(sdk),
             ssm: aws_sdk_ssm::Client::new(sdk),
+            s3: aws_sdk_s3::Client::from_conf(s3),
         }
     }
 
@@ -136,6 +150,7 @@ impl Clients {
                 by_type.entry(kind).or_default().push(id);
             }
         }
+        let buckets = by_type.get("AWS::S3::Bucket").cloned().unwrap_or_default();
         let summary = by_type
             .into_iter()
             .map(|(kind, ids)| {
@@ -158,6 +173,7 @@ impl Clients {
             deployment: parameters.get("DeploymentName").cloned(),
             summary,
             given_secrets,
+            buckets,
         }))
     }
 
@@ -323,6 +339,14 @@ impl Clients {
         if let Some(stack) = &found.image {
             self.delete_stack(stack, progress).await?;
         }
+        let buckets = found
+            .main
+            .iter()
+            .chain(&found.image)
+            .flat_map(|s| &s.buckets);
+        for bucket in buckets {
+            self.delete_bucket(bucket, progress).await?;
+        }
         for image in &found.images {
             self.ec2
                 .deregister_image()
@@ -350,6 +374,47 @@ impl Clients {
                 .map_err(aws("SSM", "DeleteParameters"))?;
             progress.step(format!("deleted {}", found.parameters.join(", ")));
         }
+        Ok(())
+    }
+
+    /// Deletes bucket `name`'s objects, then the bucket; one already gone is no error.
+    async fn delete_bucket(&self, name: &str, progress: &mut Progress) -> Result<(), Failure> {
+        let mut deleted = 0usize;
+        let mut pages = self
+            .s3
+            .list_objects_v2()
+            .bucket(name)
+            .into_paginator()
+            .send();
+        while let Some(page) = pages.next().await {
+            let page = match page {
+                Ok(page) => page,
+                Err(err) if err.code() == Some("NoSuchBucket") => {
+                    progress.step(format!("bucket {name}: gone already"));
+                    return Ok(());
+                }
+                Err(err) => return Err(aws("S3", "ListObjectsV2")(err).into()),
+            };
+            for object in page.contents() {
+                let Some(key) = object.key() else { continue };
+                self.s3
+                    .delete_object()
+                    .bucket(name)
+                    .key(key)
+                    .send()
+                    .await
+                    .map_err(aws("S3", "DeleteObject"))?;
+                deleted += 1;
+            }
+        }
+        match self.s3.delete_bucket().bucket(name).send().await {
+            Ok(_) => {}
+            Err(err) if err.code() == Some("NoSuchBucket") => return Ok(()),
+            Err(err) => return Err(aws("S3", "DeleteBucket")(err).into()),
+        }
+        progress.step(format!(
+            "deleted bucket {name} (objects deleted first: {deleted})"
+        ));
         Ok(())
     }
 
