@@ -2,10 +2,15 @@
 //! starting it on a runner, split into stages, each a latency distribution with its source
 //! (or marked assumed, with the reason). [`crate::start`] draws and adds them up.
 //!
-//! Three ways ephemera can host a job, and the peer's one:
+//! The ways ephemera can host a job, and the peer's one:
 //! - [`Host::Stock`]: the stock AMI; `infra/runner/bootstrap.sh` installs the packages and
-//!   downloads the runner at boot (today's default);
-//! - [`Host::Baked`]: the image `infra/image/template.yaml` bakes; nothing installed at boot;
+//!   downloads the runner from the deployment's bucket at boot (today's default);
+//! - [`Host::Baked`]: the image `infra/image/template.yaml` bakes, its runner the newest
+//!   release; nothing installed at boot;
+//! - [`Host::BakedStale`]: the same image once GitHub has released a newer runner: the
+//!   bootstrap swaps the runner from the deployment's bucket before it starts;
+//! - [`Host::BakedStaleSelfUpdate`]: the stale image without the bucket (before it): GitHub
+//!   has the runner update itself once the job is assigned, on the job's time;
 //! - [`Host::Warm`]: a warm pool runner, already online: GitHub only assigns the job;
 //! - [`peer_stages`]: terraform-aws-github-runner as its defaults deploy it.
 //!
@@ -63,25 +68,39 @@ pub struct Stage {
 pub enum Host {
     Stock,
     Baked,
+    /// A baked image behind the newest runner release, its runner swapped from the bucket.
+    BakedStale,
+    /// A baked image behind the newest runner release, updated by GitHub after assignment.
+    BakedStaleSelfUpdate,
     Warm,
 }
 
 impl Host {
-    pub const ALL: [Host; 3] = [Host::Stock, Host::Baked, Host::Warm];
+    pub const ALL: [Host; 5] = [
+        Host::Stock,
+        Host::Baked,
+        Host::BakedStale,
+        Host::BakedStaleSelfUpdate,
+        Host::Warm,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Host::Stock => "stock",
             Host::Baked => "baked",
+            Host::BakedStale => "baked-stale",
+            Host::BakedStaleSelfUpdate => "baked-stale-self-update",
             Host::Warm => "warm",
         }
     }
 
-    /// The issue's goal for queued → started at p50, where it sets one.
+    /// The issue's goal for queued → started at p50, where it sets one: a stale image that
+    /// swaps from the bucket is held to the baked goal; the self-update is the behaviour
+    /// the bucket ended, shown for comparison.
     pub fn goal_p50(self) -> Option<Duration> {
         match self {
-            Host::Stock => None,
-            Host::Baked => Some(Duration::from_secs(30)),
+            Host::Stock | Host::BakedStaleSelfUpdate => None,
+            Host::Baked | Host::BakedStale => Some(Duration::from_secs(30)),
             Host::Warm => Some(Duration::from_secs(10)),
         }
     }
@@ -143,11 +162,32 @@ const STOCK_INSTALLS: Stage = Stage {
 };
 
 const RUNNER_DOWNLOAD: Stage = Stage {
-    name: "runner download and unpack (~200 MB at ~20 MB/s)",
+    name: "runner download from the deployment's bucket and unpack (~200 MB at ~20 MB/s)",
     track: Track::Boot,
     latency: secs(RUNNER_TARBALL_MB / RUNNER_FETCH_MB_PER_S, 30.0),
-    source: Source::Cited(
-        "actions/runner-images#8415: a 120 MB release asset downloads and unpacks in under 10 s on a hosted runner; tarball size and p99 assumed",
+    source: Source::Assumed(
+        "bootstrap.sh reads runner/latest-<arch> and the tarball from S3 in the region, taken as no faster than GitHub's CDN (actions/runner-images#8415: a 120 MB release asset downloads and unpacks in under 10 s on a hosted runner); p99 assumed",
+    ),
+};
+
+/// A baked image behind the newest release: the bootstrap replaces the image's runner from
+/// the bucket before it starts (one in-region download, the same as the stock host's).
+const RUNNER_SWAP: Stage = Stage {
+    name: "runner swapped from the deployment's bucket (image behind the newest release)",
+    ..RUNNER_DOWNLOAD
+};
+
+/// The runner's own update once GitHub assigns it a job, when its version is behind the
+/// newest release: "When a new version is released, the runner application automatically
+/// updates itself when a job is assigned to the runner" (docs.github.com, "Communicating
+/// with self-hosted runners"); a JIT runner cannot turn it off (`--disableupdate` is a
+/// `config.sh` option). No one publishes its duration.
+pub const RUNNER_SELF_UPDATE: Stage = Stage {
+    name: "runner self-update after assignment (image behind the newest release)",
+    track: Track::Assignment,
+    latency: secs(30.0, 300.0),
+    source: Source::Assumed(
+        "docs.github.com \"Communicating with self-hosted runners\" says the runner updates itself when a job is assigned, with no duration; the ~180 MB tarball from GitHub's CDN (~10 s, as the download above), its unpack over the install (~10 s), the listener's restart and new broker session (~5-10 s, as the runner's start): median 30 s; p99 300 s from a terraform-aws-github-runner user's report of about 5 minutes a boot (#4076, not found to cite; #4052 shows an image's v2.318.0 updating to v2.319.0 after launch)",
     ),
 };
 
@@ -224,7 +264,8 @@ fn ephemera_control(latencies: &Latencies) -> Vec<Stage> {
 pub fn boot_stages(host: Host) -> Vec<Stage> {
     match host {
         Host::Stock => vec![PENDING_TO_RUNNING, OS_BOOT, STOCK_INSTALLS, RUNNER_DOWNLOAD],
-        Host::Baked => vec![PENDING_TO_RUNNING, OS_BOOT],
+        Host::Baked | Host::BakedStaleSelfUpdate => vec![PENDING_TO_RUNNING, OS_BOOT],
+        Host::BakedStale => vec![PENDING_TO_RUNNING, OS_BOOT, RUNNER_SWAP],
         Host::Warm => Vec::new(),
     }
 }
@@ -248,6 +289,9 @@ pub fn stages(host: Host, latencies: &Latencies) -> Vec<Stage> {
         all.extend([JIT_READ, RUNNER_START]);
     }
     all.push(ASSIGNMENT);
+    if host == Host::BakedStaleSelfUpdate {
+        all.push(RUNNER_SELF_UPDATE);
+    }
     all
 }
 
@@ -297,7 +341,6 @@ pub fn peer_stages(latencies: &Latencies) -> Vec<Stage> {
         },
         Stage {
             name: "runner download from its S3 cache and unpack",
-            track: Track::Boot,
             source: Source::Assumed("the same tarball; S3 in the region taken as no faster than GitHub's CDN"),
             ..RUNNER_DOWNLOAD
         },

@@ -86,7 +86,34 @@ fn row(name: &str, stages: &[Stage], seed: u64, goal: Option<f64>) -> Value {
     })
 }
 
-/// bench/model.json's `start_latency`: ephemera's three host modes and the peer.
+/// GitHub's primary rate limit for unauthenticated REST requests, per originating address
+/// (docs.github.com/en/rest/using-the-rest-api/rate-limits-for-the-rest-api: "The primary
+/// rate limit for unauthenticated requests is 60 requests per hour", by originating IP).
+pub const GITHUB_UNAUTHENTICATED_PER_HOUR: u32 = 60;
+
+/// Of `boots` stock hosts that start within one hour behind one address (a NAT gateway's),
+/// how many meet GitHub's unauthenticated limit when each makes `anonymous_calls` (the old
+/// bootstrap read the release notes once, for the tarball's SHA-256; the bucket made it 0).
+pub fn boots_refused_in_an_hour(boots: u32, anonymous_calls: u32) -> u32 {
+    match anonymous_calls {
+        0 => 0,
+        calls => boots.saturating_sub(GITHUB_UNAUTHENTICATED_PER_HOUR / calls),
+    }
+}
+
+/// The stock burst against GitHub's unauthenticated limit, before and with the bucket.
+fn anonymous_limit(burst: u32) -> Value {
+    json!({
+        "unauthenticated_per_hour": GITHUB_UNAUTHENTICATED_PER_HOUR,
+        "burst": burst,
+        "refused_before_bucket": boots_refused_in_an_hour(burst, 1),
+        "refused_with_bucket": boots_refused_in_an_hour(burst, 0),
+        "source": "docs.github.com, Rate limits for the REST API: 60 unauthenticated requests an hour per originating IP address; hosts in private subnets share their NAT gateway's address",
+    })
+}
+
+/// bench/model.json's `start_latency`: ephemera's host modes (a stale baked image among
+/// them), the peer, and the stock burst against GitHub's unauthenticated limit.
 pub fn start_latency(seed: u64) -> Value {
     let latencies = Latencies::default();
     let modes: Vec<Value> = Host::ALL
@@ -100,6 +127,7 @@ pub fn start_latency(seed: u64) -> Value {
         "samples": SAMPLES,
         "seed": seed,
         "modes": modes,
+        "stock_anonymous_limit": anonymous_limit(100),
         "peer": {
             "terraform-aws-github-runner": row("stock (its defaults)", &peer_stages(&latencies), seed, None),
         },
@@ -129,6 +157,76 @@ mod tests {
         let stock = stages(Host::Stock, &Latencies::default());
         assert!(stock.iter().any(|stage| stage.name.contains("install")));
         assert!(stock.iter().any(|stage| stage.name.contains("download")));
+    }
+
+    #[test]
+    fn a_stale_image_without_the_bucket_starts_later_by_the_self_update() {
+        let (baked, stale) = (p50(Host::Baked), p50(Host::BakedStaleSelfUpdate));
+        let update = crate::host::RUNNER_SELF_UPDATE.latency.median.as_secs_f64();
+        // log-normal sums: the p50s part by about the stage's median, never by nothing
+        assert!(stale - baked > update * 0.8, "{baked} {stale} {update}");
+        assert!(stale - baked < update * 1.5, "{baked} {stale} {update}");
+        let (_, baked_p99) = percentiles(&stages(Host::Baked, &Latencies::default()), 4_000, 7);
+        let (_, stale_p99) = percentiles(
+            &stages(Host::BakedStaleSelfUpdate, &Latencies::default()),
+            4_000,
+            7,
+        );
+        assert!(stale_p99 > baked_p99 + update, "{baked_p99} {stale_p99}");
+    }
+
+    #[test]
+    fn only_a_stale_image_without_the_bucket_updates_after_assignment() {
+        let updates = |host| {
+            stages(host, &Latencies::default())
+                .iter()
+                .any(|stage| stage.name.contains("self-update"))
+        };
+        assert!(updates(Host::BakedStaleSelfUpdate));
+        for host in [Host::Stock, Host::Baked, Host::BakedStale, Host::Warm] {
+            assert!(!updates(host), "{host:?}");
+        }
+    }
+
+    #[test]
+    fn a_stale_image_swapping_from_the_bucket_pays_one_download_at_boot() {
+        let boot = crate::host::boot_stages(Host::BakedStale);
+        let fetches: Vec<_> = boot
+            .iter()
+            .filter(|stage| stage.name.contains("bucket"))
+            .collect();
+        assert_eq!(fetches.len(), 1, "{boot:?}");
+        let (baked, swapped, updated) = (
+            p50(Host::Baked),
+            p50(Host::BakedStale),
+            p50(Host::BakedStaleSelfUpdate),
+        );
+        assert!(
+            baked < swapped && swapped < updated,
+            "{baked} {swapped} {updated}"
+        );
+    }
+
+    #[test]
+    fn the_stock_host_takes_the_runner_from_the_bucket_not_github() {
+        let stock = stages(Host::Stock, &Latencies::default());
+        let download = stock
+            .iter()
+            .find(|stage| stage.name.contains("download"))
+            .expect("a download stage");
+        assert!(download.name.contains("bucket"), "{download:?}");
+        assert!(download.source.text().contains("S3"), "{download:?}");
+    }
+
+    #[test]
+    fn stock_boots_behind_one_address_meet_githubs_limit_only_without_the_bucket() {
+        assert_eq!(boots_refused_in_an_hour(60, 1), 0);
+        assert_eq!(boots_refused_in_an_hour(100, 1), 40);
+        assert_eq!(boots_refused_in_an_hour(100, 2), 70);
+        assert_eq!(boots_refused_in_an_hour(10_000, 0), 0);
+        let limit = anonymous_limit(100);
+        assert_eq!(limit["refused_before_bucket"], 40);
+        assert_eq!(limit["refused_with_bucket"], 0);
     }
 
     #[test]
