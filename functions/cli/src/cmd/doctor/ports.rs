@@ -45,6 +45,9 @@ pub trait StackPort: Send + Sync {
     async fn ssm_parameter(&self, name: &str) -> anyhow::Result<Option<String>>;
     /// The stack's resources: logical id → physical id (`DescribeStackResources`).
     async fn stack_resources(&self, name: &str) -> anyhow::Result<BTreeMap<String, String>>;
+    /// The line of `runner/latest-<arch>` in the runner bucket `bucket` (S3
+    /// `GetObject`); `None` when the object does not exist.
+    async fn runner_latest(&self, bucket: &str, arch: &str) -> anyhow::Result<Option<String>>;
     /// The region the checks run in.
     fn region(&self) -> String;
     /// The configuration `function` recorded it runs, in `table`; `None` if it never did.
@@ -104,6 +107,10 @@ pub struct ImageFacts {
     pub state: String,
     /// When it was made (`CreationDate`); `None` when EC2 did not say.
     pub created: Option<time::OffsetDateTime>,
+    /// Its `ephemera:runner-version` tag (infra/image/template.yaml tags its images with
+    /// its `RunnerVersion`: a pinned `2.x.y`, or `latest`); `None` on an image no bake of
+    /// the image stack made.
+    pub runner_version: Option<String>,
 }
 
 /// One launch, tried with `DryRun`.

@@ -31,6 +31,9 @@ fn unknown_id(code: Option<&str>) -> bool {
     })
 }
 
+/// The tag infra/image/template.yaml puts on its images: the bake's `RunnerVersion`.
+pub const RUNNER_VERSION_TAG: &str = "ephemera:runner-version";
+
 #[async_trait]
 impl Ec2Port for AwsPorts {
     async fn missing_subnets(&self, subnets: &[String]) -> anyhow::Result<Vec<String>> {
@@ -129,6 +132,12 @@ impl Ec2Port for AwsPorts {
                 time::OffsetDateTime::parse(date, &time::format_description::well_known::Rfc3339)
                     .ok()
             }),
+            runner_version: image
+                .tags()
+                .iter()
+                .find(|tag| tag.key() == Some(RUNNER_VERSION_TAG))
+                .and_then(|tag| tag.value())
+                .map(str::to_owned),
         }))
     }
 

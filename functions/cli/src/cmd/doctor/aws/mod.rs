@@ -1,7 +1,7 @@
 //! The AWS ports of `ephemera doctor` on the AWS SDK: CloudFormation `DescribeStacks`,
 //! DynamoDB `DescribeTable`, SQS `GetQueueAttributes`, SSM `GetParameter` (through the
 //! functions' own loader), Secrets Manager `GetSecretValue`, and EC2's describe calls and
-//! `RunInstances` with `DryRun`, IAM's `GetRole` and `SimulatePrincipalPolicy`, and
+//! `RunInstances` with `DryRun`, S3 `GetObject` of the runner bucket's `latest-<arch>`, IAM's `GetRole` and `SimulatePrincipalPolicy`, and
 //! Service Quotas' `GetServiceQuota` (falling back to `GetAWSDefaultServiceQuota` for a
 //! quota never changed in the account).
 //!
@@ -17,7 +17,9 @@ use async_trait::async_trait;
 use aws_config::SdkConfig;
 use aws_sdk_sqs::types::QueueAttributeName;
 use ephemera_aws::config_source::{load_config_or_default, LoadedConfig};
+use ephemera_aws::runner_bucket::S3RunnerBucket;
 use ephemera_aws::running::RunningConfig;
+use ephemera_core::ports::RunnerBucket;
 use std::collections::BTreeMap;
 
 /// Every AWS client the checks use.
@@ -32,6 +34,7 @@ pub struct AwsPorts {
     iam: aws_sdk_iam::Client,
     cloudwatch: aws_sdk_cloudwatch::Client,
     logs: aws_sdk_cloudwatchlogs::Client,
+    sdk: SdkConfig,
     region: String,
 }
 
@@ -48,6 +51,7 @@ impl AwsPorts {
             quotas: aws_sdk_servicequotas::Client::new(sdk),
             iam: aws_sdk_iam::Client::new(sdk),
             cloudwatch: aws_sdk_cloudwatch::Client::new(sdk),
+            sdk: sdk.clone(),
             region: sdk
                 .region()
                 .map(|r| r.as_ref().to_owned())
@@ -197,6 +201,14 @@ impl StackPort for AwsPorts {
                 ))
             })
             .collect())
+    }
+
+    async fn runner_latest(&self, bucket: &str, arch: &str) -> anyhow::Result<Option<String>> {
+        // S3 GetObject, through the functions' own adapter.
+        let bucket = S3RunnerBucket::new(&self.sdk, bucket.to_owned());
+        Ok(bucket
+            .read(&ephemera_core::releases::latest_key(arch))
+            .await?)
     }
 
     fn region(&self) -> String {

@@ -10,14 +10,15 @@ use ephemera_core::ports::TemplateVersion;
 use std::collections::BTreeMap;
 
 /// `ec2.launch_template`, `ec2.subnets`, `ec2.security_groups`, `ec2.architecture` and
-/// `ec2.dry_run` for one pool.
+/// `ec2.dry_run` for one pool. Returns the image the pool launches (its `ami`, else its
+/// launch template's), if one is named.
 pub(super) async fn pool_checks(
     config: &Config,
     pool: &PoolConfig,
     outputs: &BTreeMap<String, String>,
     ec2: &dyn Ec2Port,
     report: &mut Report,
-) {
+) -> Option<String> {
     let subject = format!("pool {}", pool.name);
     let push = |report: &mut Report, check: Check| report.push(check.on(subject.clone()));
     let template_name = match &pool.launch_template {
@@ -179,7 +180,7 @@ pub(super) async fn pool_checks(
                 "the launch template, subnets, security groups or types failed above",
             ),
         );
-        return;
+        return image;
     }
     let launch = DryRunLaunch {
         launch_template: template_name,
@@ -225,6 +226,7 @@ pub(super) async fn pool_checks(
             ),
         },
     );
+    image
 }
 
 /// `ec2.architecture`: EC2 knows every type, and each runs the image's architecture.

@@ -1,7 +1,8 @@
 //! The checks of `ephemera doctor`, in the order a deployment depends on them: the
 //! stack and its resources, the configuration (and the version each function runs),
 //! the App key, GitHub's view of the App (JWT, permissions, events, webhook URL,
-//! installations, recent deliveries) and of each further App ([`more_apps`]), each pool's EC2 launch, then the account's quotas,
+//! installations, recent deliveries) and of each further App ([`more_apps`]), each pool's EC2 launch
+//! and its image's runner version against the newest release ([`runner_version`]), then the account's quotas,
 //! what the webhook refused in the last hour, and the roles' simulated permissions. A
 //! check whose input failed is not run (`-`), so one broken setting is reported by
 //! exactly one ✖: the check that names it.
@@ -19,6 +20,7 @@ mod github;
 mod more_apps;
 mod rate_limit;
 mod runner_image;
+mod runner_version;
 mod stack;
 
 use account::{iam_checks, quota_checks};
@@ -30,6 +32,7 @@ pub use github::{accounts_to_check, needed_permissions};
 use more_apps::more_apps_checks;
 pub use rate_limit::judge as judge_rate_limits;
 use runner_image::runner_image_check;
+use runner_version::runner_version_check;
 use stack::stack_checks;
 
 use super::iam::IamPort;
@@ -40,6 +43,9 @@ use ephemera_aws::stack::{
     APP_KEY_SECRET, CONFIG_PARAMETER_NAME, DEFAULT_CONFIG_PARAMETER_NAME, LAUNCH_TEMPLATE_NAME,
     QUEUE_URL, TABLE_NAME,
 };
+
+/// The stack's output naming the runner bucket (template.yaml's `RunnerBucket`).
+const RUNNER_BUCKET_OUTPUT: &str = "RunnerBucketName";
 
 /// What template.yaml puts into the App key secret it creates.
 pub use ephemera_aws::stack::APP_KEY_PLACEHOLDER;
@@ -135,7 +141,17 @@ pub async fn diagnose(request: &Request, ports: &Ports<'_>) -> Report {
     match &config {
         Some(config) => {
             for pool in &config.pools {
-                pool_checks(config, pool, &outputs, ports.ec2, &mut report).await;
+                let image = pool_checks(config, pool, &outputs, ports.ec2, &mut report).await;
+                runner_version_check(
+                    pool,
+                    image.as_deref(),
+                    outputs.get(RUNNER_BUCKET_OUTPUT).map(String::as_str),
+                    request.emulator.as_deref(),
+                    ports.stack,
+                    ports.ec2,
+                    &mut report,
+                )
+                .await;
             }
         }
         None => report.push(Check::skip("ec2.pools", "config.valid failed")),

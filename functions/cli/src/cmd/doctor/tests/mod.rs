@@ -9,6 +9,7 @@ mod more_apps;
 mod rate_limit;
 mod rejections;
 mod runner_image;
+mod runner_version;
 mod simulator;
 mod stack;
 
@@ -83,6 +84,8 @@ struct World {
     ssm_parameters: BTreeMap<String, String>,
     /// The images EC2 describes (`DescribeImages`).
     images: BTreeMap<String, ImageFacts>,
+    /// The runner bucket's `runner/latest-<arch>` lines: arch → line.
+    runner_latest: BTreeMap<String, String>,
     /// The partition of the roles' ARNs; the simulator refuses a request for a resource
     /// of another partition.
     partition: String,
@@ -106,6 +109,7 @@ fn healthy() -> World {
         ("LaunchTemplateName", "eph-runner"),
         ("RunnerLogGroupName", "/ephemera/eph/runners"),
         ("WebhookUrl", "https://hook.lambda-url/"),
+        ("RunnerBucketName", "eph-runner-bucket"),
     ];
     World {
         stack_status: "CREATE_COMPLETE".into(),
@@ -183,7 +187,12 @@ fn healthy() -> World {
             ImageFacts {
                 state: "available".into(),
                 created: Some(OffsetDateTime::now_utc() - time::Duration::days(3)),
+                runner_version: None,
             },
+        )]),
+        runner_latest: BTreeMap::from([(
+            "arm64".to_owned(),
+            format!("2.330.1 {}\n", "a".repeat(64)),
         )]),
         partition: "aws".into(),
     }
@@ -273,6 +282,10 @@ impl StackPort for World {
             .iter()
             .map(|id| (id.to_string(), format!("eph-{id}")))
             .collect())
+    }
+    async fn runner_latest(&self, bucket: &str, arch: &str) -> anyhow::Result<Option<String>> {
+        anyhow::ensure!(bucket == "eph-runner-bucket", "NoSuchBucket: {bucket}");
+        Ok(self.runner_latest.get(arch).cloned())
     }
     fn region(&self) -> String {
         "us-east-1".into()
