@@ -81,12 +81,32 @@ pub(super) async fn world_with(more_apps: Vec<(u64, String)>) -> anyhow::Result<
         pools_config: None,
     };
     let stack = create_stack(&moto, &template_path(), &spec).await?;
+    runner_copy_synced(&sdk, stack.output("RunnerBucketName")?).await?;
     Ok(World {
         moto,
         sim,
         stack,
         sdk,
     })
+}
+
+/// What the reaper's first sync of GitHub's runner releases leaves in the stack's bucket
+/// (moto runs no reaper): `runner/latest-<arch>` for both architectures.
+async fn runner_copy_synced(sdk: &aws_config::SdkConfig, bucket: &str) -> anyhow::Result<()> {
+    let s3 = aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::from(sdk)
+            .force_path_style(true)
+            .build(),
+    );
+    for arch in ["x64", "arm64"] {
+        s3.put_object()
+            .bucket(bucket)
+            .key(format!("runner/latest-{arch}"))
+            .body(format!("2.336.0 {}\n", "0".repeat(64)).into_bytes().into())
+            .send()
+            .await?;
+    }
+    Ok(())
 }
 
 /// Records, as each function does at its cold start (`ephemera_aws::running`), that it
