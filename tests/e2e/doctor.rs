@@ -93,11 +93,7 @@ pub(super) async fn world_with(more_apps: Vec<(u64, String)>) -> anyhow::Result<
 /// What the reaper's first sync of GitHub's runner releases leaves in the stack's bucket
 /// (moto runs no reaper): `runner/latest-<arch>` for both architectures.
 async fn runner_copy_synced(sdk: &aws_config::SdkConfig, bucket: &str) -> anyhow::Result<()> {
-    let s3 = aws_sdk_s3::Client::from_conf(
-        aws_sdk_s3::config::Builder::from(sdk)
-            .force_path_style(true)
-            .build(),
-    );
+    let s3 = ephemera_aws::runner_bucket::s3_client(sdk);
     for arch in ["x64", "arm64"] {
         s3.put_object()
             .bucket(bucket)

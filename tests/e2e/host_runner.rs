@@ -5,8 +5,9 @@
 //! version, and the reaper counts the boot as one whose image was behind.
 
 use crate::cli::{stdout_of, Operator};
+use crate::observability::total;
 use ephemera_core::lifecycle::InstanceStatus;
-use ephemera_core::metrics::{Dimension, EmfDocument, Metric, Metrics};
+use ephemera_core::metrics::{Captured, Dimension, EmfDocument, Metric, Metrics};
 use ephemera_core::ports::RunnerStore;
 use ephemera_core::timeline::{Stage, Timeline};
 use ephemera_tests::pipeline::{Pipeline, PipelineOptions, DEPLOYMENT, LABELS};
@@ -16,16 +17,17 @@ use std::time::Duration;
 const POOL: &str = "linux-x64";
 const LIMIT: Duration = Duration::from_secs(90);
 
-fn total(documents: &[EmfDocument], metric: Metric, with: &[(Dimension, &str)]) -> f64 {
-    documents
-        .iter()
-        .filter(|d| {
-            with.iter()
-                .all(|&(dim, value)| d.dimension(dim) == Some(value))
-        })
-        .filter_map(|d| d.values(metric))
-        .flatten()
-        .sum()
+/// The metric documents once the reaper has counted the boot.
+async fn once_the_boot_is_counted(
+    p: &Pipeline,
+    captured: &Captured,
+) -> anyhow::Result<Vec<EmfDocument>> {
+    p.wait_for("the boot to be counted", LIMIT, || async {
+        let documents = captured.documents().map_err(anyhow::Error::msg)?;
+        Ok((total(&documents, Metric::RunnerBootsReported, &[]) > 0.0).then_some(()))
+    })
+    .await?;
+    captured.documents().map_err(anyhow::Error::msg)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -74,12 +76,7 @@ async fn a_host_whose_image_was_behind_leaves_its_runner_version_swap_stage_and_
         "{text}"
     );
 
-    p.wait_for("the boot to be counted", LIMIT, || async {
-        let documents = captured.documents().map_err(anyhow::Error::msg)?;
-        Ok((total(&documents, Metric::RunnerBootsReported, &[]) > 0.0).then_some(()))
-    })
-    .await?;
-    let documents = captured.documents().map_err(anyhow::Error::msg)?;
+    let documents = once_the_boot_is_counted(&p, &captured).await?;
     assert_eq!(total(&documents, Metric::RunnerBootsReported, &[]), 1.0);
     assert_eq!(total(&documents, Metric::RunnerBootsBehind, &[]), 1.0);
     let pool = [(Dimension::Pool, POOL)];
@@ -116,12 +113,7 @@ async fn a_stock_host_names_its_runner_without_a_swap_or_a_stale_count() -> anyh
         .stamps
         .iter()
         .all(|s| s.stage != Stage::RunnerUpdate));
-    p.wait_for("the boot to be counted", LIMIT, || async {
-        let documents = captured.documents().map_err(anyhow::Error::msg)?;
-        Ok((total(&documents, Metric::RunnerBootsReported, &[]) > 0.0).then_some(()))
-    })
-    .await?;
-    let documents = captured.documents().map_err(anyhow::Error::msg)?;
+    let documents = once_the_boot_is_counted(&p, &captured).await?;
     assert_eq!(total(&documents, Metric::RunnerBootsBehind, &[]), 0.0);
     assert_eq!(total(&documents, Metric::BootsImageBehind, &[]), 0.0);
     Ok(())

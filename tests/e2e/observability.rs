@@ -33,7 +33,7 @@ async fn one_job_to_the_end(p: &Pipeline) -> anyhow::Result<(u64, Vec<SimRunner>
 }
 
 /// The sum of `metric` over the documents whose dimensions include `with`.
-fn total(documents: &[EmfDocument], metric: Metric, with: &[(Dimension, &str)]) -> f64 {
+pub(crate) fn total(documents: &[EmfDocument], metric: Metric, with: &[(Dimension, &str)]) -> f64 {
     documents
         .iter()
         .filter(|d| {

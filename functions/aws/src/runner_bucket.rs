@@ -33,12 +33,21 @@ fn failed(what: String, cause: impl Into<Cause>) -> BucketError {
     }
 }
 
+/// An S3 configuration from `sdk`: path-style addressing when the SDK has an endpoint
+/// override (an emulator, which has no per-bucket host names), virtual-hosted on AWS.
+pub fn s3_config(sdk: &aws_config::SdkConfig) -> aws_sdk_s3::config::Builder {
+    aws_sdk_s3::config::Builder::from(sdk).force_path_style(sdk.endpoint_url().is_some())
+}
+
+/// An S3 client from `sdk`, addressed as [`s3_config`] says.
+pub fn s3_client(sdk: &aws_config::SdkConfig) -> aws_sdk_s3::Client {
+    aws_sdk_s3::Client::from_conf(s3_config(sdk).build())
+}
+
 impl S3RunnerBucket {
-    /// The bucket `bucket` through `sdk`; path-style addressing when the SDK has an
-    /// endpoint override (an emulator, which has no per-bucket host names).
+    /// The bucket `bucket` through `sdk`, addressed as [`s3_config`] says.
     pub fn new(sdk: &aws_config::SdkConfig, bucket: String) -> S3RunnerBucket {
-        let config = aws_sdk_s3::config::Builder::from(sdk)
-            .force_path_style(sdk.endpoint_url().is_some())
+        let config = s3_config(sdk)
             // The parts are signed whole; no streaming checksum trailer is needed.
             .request_checksum_calculation(
                 aws_sdk_s3::config::RequestChecksumCalculation::WhenRequired,

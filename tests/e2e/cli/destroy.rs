@@ -205,11 +205,7 @@ async fn destroy_leaves_nothing_of_the_deployment_and_names_what_it_keeps() -> a
     ensure!(cfn.describe_stacks().stack_name(STACK).send().await.is_ok());
 
     // The stack's runner bucket holds a runner copy, as the reaper leaves it.
-    let s3 = aws_sdk_s3::Client::from_conf(
-        aws_sdk_s3::config::Builder::from(&sdk)
-            .force_path_style(true)
-            .build(),
-    );
+    let s3 = ephemera_aws::runner_bucket::s3_client(&sdk);
     let listed = s3.list_buckets().send().await?;
     let runner_bucket = listed
         .buckets()

@@ -29,13 +29,6 @@ const PIPELINES: [&str; 2] = [
     "arn:aws:imagebuilder:us-east-1:123456789012:image-pipeline/eph-runner-arm",
 ];
 
-fn s3_of(sdk: &aws_config::SdkConfig) -> aws_sdk_s3::Client {
-    let config = aws_sdk_s3::config::Builder::from(sdk)
-        .force_path_style(true)
-        .build();
-    aws_sdk_s3::Client::from_conf(config)
-}
-
 /// The operator's view of the bucket: an object's bytes, or None.
 async fn object(s3: &aws_sdk_s3::Client, key: &str) -> Option<Vec<u8>> {
     let answer = s3.get_object().bucket(BUCKET).key(key).send().await.ok()?;
@@ -77,7 +70,7 @@ async fn run(reaper: &Reaper, at: OffsetDateTime) -> anyhow::Result<Value> {
 async fn started(p: &Pipeline) -> anyhow::Result<(Reaper, aws_sdk_s3::Client)> {
     let admin =
         ephemera_aws::sdk_config(&ephemera_aws::AwsSettings::emulator(&p.moto.endpoint)).await;
-    let s3 = s3_of(&admin);
+    let s3 = ephemera_aws::runner_bucket::s3_client(&admin);
     s3.create_bucket().bucket(BUCKET).send().await?;
     Ok((reaper_with_copy(p).await?, s3))
 }
@@ -174,7 +167,7 @@ async fn a_published_release_reaches_the_bucket_and_starts_both_image_pipelines_
             Some("i-0123456789abcdef0"),
         )
         .await?;
-    let host = s3_of(&ephemera_aws::sdk_config(&host).await);
+    let host = ephemera_aws::runner_bucket::s3_client(&ephemera_aws::sdk_config(&host).await);
     let pointer = host
         .get_object()
         .bucket(BUCKET)

@@ -244,14 +244,9 @@ impl Agent {
         )
         .await?;
         let sdk = ephemera_aws::sdk_config(&settings).await;
-        // Path style, as the emulator serves buckets (bootstrap.sh names the bucket in
-        // the host of its URL on AWS).
-        let s3 = aws_sdk_s3::config::Builder::from(&sdk)
-            .force_path_style(true)
-            .build();
         let clients = HostClients {
             dynamodb: aws_sdk_dynamodb::Client::new(&sdk),
-            s3: aws_sdk_s3::Client::from_conf(s3),
+            s3: ephemera_aws::runner_bucket::s3_client(&sdk),
         };
         self.host_clients
             .insert(instance_id.to_owned(), clients.clone());

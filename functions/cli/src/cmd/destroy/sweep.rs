@@ -110,15 +110,11 @@ pub struct Clients {
 
 impl Clients {
     pub fn new(sdk: &SdkConfig) -> Clients {
-        // Path style where an endpoint is given (an emulator names no bucket host).
-        let s3 = aws_sdk_s3::config::Builder::from(sdk)
-            .force_path_style(sdk.endpoint_url().is_some())
-            .build();
         Clients {
             cfn: aws_sdk_cloudformation::Client::new(sdk),
             ec2: aws_sdk_ec2::Client::new(sdk),
             ssm: aws_sdk_ssm::Client::new(sdk),
-            s3: aws_sdk_s3::Client::from_conf(s3),
+            s3: ephemera_aws::runner_bucket::s3_client(sdk),
         }
     }
 
