@@ -220,6 +220,34 @@ main()
 "##;
 
 /// The workspace's template.yaml.
+/// Creates the image stack (infra/image/template.yaml) `name` in the emulator, for
+/// `deployment`, naming `runner_bucket` as the main stack's bucket the bakes read from.
+pub async fn create_image_stack(
+    cfn: &aws_sdk_cloudformation::Client,
+    name: &str,
+    deployment: &str,
+    runner_bucket: &str,
+) -> anyhow::Result<()> {
+    use aws_sdk_cloudformation::types::{Capability, Parameter};
+    let template =
+        std::fs::read_to_string(crate::pipeline::workspace_path("infra/image/template.yaml"))?;
+    let parameter = |key: &str, value: &str| {
+        Parameter::builder()
+            .parameter_key(key)
+            .parameter_value(value)
+            .build()
+    };
+    cfn.create_stack()
+        .stack_name(name)
+        .template_body(template)
+        .parameters(parameter("DeploymentName", deployment))
+        .parameters(parameter("RunnerBucket", runner_bucket))
+        .capabilities(Capability::CapabilityIam)
+        .send()
+        .await?;
+    Ok(())
+}
+
 pub fn template_path() -> std::path::PathBuf {
     crate::pipeline::workspace_path("template.yaml")
 }

@@ -38,26 +38,8 @@ fn tagged() -> Filter {
 }
 
 async fn create_image_stack(cfn: &aws_sdk_cloudformation::Client) -> anyhow::Result<()> {
-    let template = std::fs::read_to_string(workspace_path("infra/image/template.yaml"))?;
-    cfn.create_stack()
-        .stack_name(IMAGE_STACK)
-        .template_body(template)
-        .parameters(
-            aws_sdk_cloudformation::types::Parameter::builder()
-                .parameter_key("DeploymentName")
-                .parameter_value(DEPLOYMENT)
-                .build(),
-        )
-        .parameters(
-            aws_sdk_cloudformation::types::Parameter::builder()
-                .parameter_key("RunnerBucket")
-                .parameter_value(format!("{STACK}-runnerbucket-given"))
-                .build(),
-        )
-        .capabilities(aws_sdk_cloudformation::types::Capability::CapabilityIam)
-        .send()
-        .await?;
-    Ok(())
+    let bucket = format!("{STACK}-runnerbucket-given");
+    ephemera_tests::stack::create_image_stack(cfn, IMAGE_STACK, DEPLOYMENT, &bucket).await
 }
 
 /// What a bake leaves: an AMI tagged by the distribution (made here from an instance, so

@@ -197,25 +197,9 @@ async fn each_pipeline_publishes_as_an_execution_role_allowed_only_its_own_param
 
 /// Creates the image stack in moto and returns the arm64 parameter it names.
 async fn create_image_stack(cfn: &aws_sdk_cloudformation::Client) -> anyhow::Result<String> {
-    cfn.create_stack()
-        .stack_name(IMAGE_STACK)
-        .template_body(image_template()?)
-        .parameters(
-            aws_sdk_cloudformation::types::Parameter::builder()
-                .parameter_key("DeploymentName")
-                .parameter_value(DEPLOYMENT)
-                .build(),
-        )
-        // The main stack's runner bucket, which each bake reads the runner from.
-        .parameters(
-            aws_sdk_cloudformation::types::Parameter::builder()
-                .parameter_key("RunnerBucket")
-                .parameter_value(format!("{DEPLOYMENT}-runnerbucket-1q2w3e4r5t6y"))
-                .build(),
-        )
-        .capabilities(aws_sdk_cloudformation::types::Capability::CapabilityIam)
-        .send()
-        .await?;
+    // The main stack's runner bucket, which each bake reads the runner from.
+    let bucket = format!("{DEPLOYMENT}-runnerbucket-1q2w3e4r5t6y");
+    ephemera_tests::stack::create_image_stack(cfn, IMAGE_STACK, DEPLOYMENT, &bucket).await?;
     let described = cfn.describe_stacks().stack_name(IMAGE_STACK).send().await?;
     let stack = described.stacks().first().context("the image stack")?;
     ensure!(
