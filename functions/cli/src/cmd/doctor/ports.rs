@@ -111,6 +111,8 @@ pub struct ImageFacts {
     /// its `RunnerVersion`: a pinned `2.x.y`, or `latest`); `None` on an image no bake of
     /// the image stack made.
     pub runner_version: Option<String>,
+    /// Its architecture (`x86_64`, `arm64`, …); `None` when EC2 did not say.
+    pub architecture: Option<String>,
 }
 
 /// One launch, tried with `DryRun`.

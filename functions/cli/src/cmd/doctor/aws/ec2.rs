@@ -138,6 +138,7 @@ impl Ec2Port for AwsPorts {
                 .find(|tag| tag.key() == Some(RUNNER_VERSION_TAG))
                 .and_then(|tag| tag.value())
                 .map(str::to_owned),
+            architecture: image.architecture().map(|arch| arch.as_str().to_owned()),
         }))
     }
 

@@ -106,16 +106,20 @@ async fn pool_check(
             "the stack has no RunnerBucketName output (deployed before the runner copy)",
         );
     };
-    let (arch, facts) = match (ec2.image_architecture(image).await, ec2.image(image).await) {
-        (Ok(Some(arch)), Ok(Some(facts))) => (arch, facts),
-        (Err(err), _) | (_, Err(err)) => {
+    // One DescribeImages: the tag and the architecture come in the same answer.
+    let (arch, facts) = match ec2.image(image).await {
+        Ok(Some(facts)) => match facts.architecture.clone() {
+            Some(arch) => (arch, facts),
+            None => return Check::skip(NAME, format!("EC2 knows no image {image}")),
+        },
+        Err(err) => {
             return Check::warn(
                 NAME,
                 format!("cannot describe {image}: {}", describe(&err)),
                 "the credentials need ec2:DescribeImages",
             )
         }
-        _ => return Check::skip(NAME, format!("EC2 knows no image {image}")),
+        Ok(None) => return Check::skip(NAME, format!("EC2 knows no image {image}")),
     };
     let Some(arch) = runner_arch(&arch) else {
         return Check::skip(

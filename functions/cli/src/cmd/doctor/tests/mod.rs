@@ -188,6 +188,7 @@ fn healthy() -> World {
                 state: "available".into(),
                 created: Some(OffsetDateTime::now_utc() - time::Duration::days(3)),
                 runner_version: None,
+                architecture: None,
             },
         )]),
         runner_latest: BTreeMap::from([(
@@ -406,7 +407,11 @@ impl Ec2Port for World {
         Ok(self.image_arch.clone().filter(|_| image_id == "ami-1"))
     }
     async fn image(&self, image_id: &str) -> anyhow::Result<Option<ImageFacts>> {
-        Ok(self.images.get(image_id).cloned())
+        let architecture = self.image_architecture(image_id).await?;
+        Ok(self.images.get(image_id).cloned().map(|facts| ImageFacts {
+            architecture,
+            ..facts
+        }))
     }
     async fn instance_types(
         &self,
