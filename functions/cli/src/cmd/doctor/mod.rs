@@ -6,11 +6,13 @@
 //! ports on the AWS SDK and the GitHub App client; [`report`] the lines and the JSON.
 //! The operator's own credentials make every call, so `ec2.dry_run` says whether they
 //! may launch; [`iam`] simulates the functions' and the runners' roles; [`quotas`]
-//! checks the account's EC2 vCPU and Lambda concurrency quotas (Service Quotas), and
-//! [`flood`] what the webhook may reserve of the latter; [`rejections`] reads what the
+//! checks the account's EC2 vCPU and Lambda concurrency quotas (Service Quotas),
+//! [`capacity`] the network interfaces and subnet addresses left and the burst of
+//! runners the account can take, and [`flood`] what the webhook may reserve of Lambda's; [`rejections`] reads what the
 //! webhook refused in the last hour (CloudWatch).
 
 pub mod aws;
+pub mod capacity;
 pub mod checks;
 pub mod flood;
 pub mod github;

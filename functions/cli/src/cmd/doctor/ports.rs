@@ -168,6 +168,13 @@ pub trait Ec2Port: Send + Sync {
     ) -> anyhow::Result<BTreeMap<String, InstanceTypeFacts>>;
     /// `RunInstances` with `DryRun`.
     async fn dry_run(&self, launch: &DryRunLaunch) -> anyhow::Result<DryRunAnswer>;
+    /// The network interfaces of the region, in any state (`DescribeNetworkInterfaces`,
+    /// every page): each counts against "Network interfaces per Region".
+    async fn network_interfaces(&self) -> anyhow::Result<u64>;
+    /// The free private IPv4 addresses (`AvailableIpAddressCount`) of each of `subnets`
+    /// EC2 knows; with none named, of the region's default subnets (`default-for-az`),
+    /// where EC2 launches an instance given no subnet.
+    async fn free_addresses(&self, subnets: &[String]) -> anyhow::Result<BTreeMap<String, u64>>;
 }
 
 /// Service Quotas, for the account's limits that bind a deployment.

@@ -140,13 +140,15 @@ pub fn vcpu_demand(
     (demand, uncovered)
 }
 
-/// `quotas.vcpu`, one line per vCPU quota the pools' runners count against.
+/// `quotas.vcpu`, one line per vCPU quota the pools' runners count against. Returns the
+/// values read, for the burst those quotas allow ([`super::capacity`]).
 pub async fn vcpu_checks(
     config: &Config,
     types: &BTreeMap<String, InstanceTypeFacts>,
     quotas: &dyn QuotaPort,
     report: &mut Report,
-) {
+) -> BTreeMap<VcpuQuota, f64> {
+    let mut values = BTreeMap::new();
     let (demand, uncovered) = vcpu_demand(config, types);
     for instance_type in uncovered {
         report.push(
@@ -170,7 +172,11 @@ pub async fn vcpu_checks(
             quota.code,
             pools.join(", ")
         );
-        let check = match quotas.quota(EC2, quota.code).await {
+        let value = quotas.quota(EC2, quota.code).await;
+        if let Ok(Some(value)) = value {
+            values.insert(quota, value);
+        }
+        let check = match value {
             Ok(Some(value)) if value >= vcpus as f64 => Check::pass(
                 "quotas.vcpu",
                 format!(
@@ -205,6 +211,7 @@ pub async fn vcpu_checks(
         };
         report.push(check.on(subject));
     }
+    values
 }
 
 /// Lambda's Concurrent executions in this account and region, read once for the checks

@@ -1,6 +1,6 @@
-//! The EC2 port of `ephemera doctor` on the AWS SDK: the launch template, subnets,
-//! security groups, image and instance types described, and `RunInstances` with
-//! `DryRun`.
+//! The EC2 port of `ephemera doctor` on the AWS SDK: the launch template, subnets (and
+//! their free addresses), security groups, image and instance types described, the
+//! region's network interfaces counted, and `RunInstances` with `DryRun`.
 //!
 //! EC2 answers a describe of an id it does not know with an error, not an empty list
 //! (`InvalidSubnetID.NotFound`, `InvalidGroup.NotFound`, `InvalidAMIID.NotFound`,
@@ -18,7 +18,7 @@ use crate::cmd::doctor::ports::{
 use crate::errors::aws;
 use async_trait::async_trait;
 use aws_sdk_ec2::error::ProvideErrorMetadata;
-use aws_sdk_ec2::types::{InstanceType, LaunchTemplateSpecification};
+use aws_sdk_ec2::types::{Filter, InstanceType, LaunchTemplateSpecification};
 use std::collections::BTreeMap;
 
 /// Whether an EC2 error code says the id is unknown or malformed.
@@ -176,6 +176,59 @@ impl Ec2Port for AwsPorts {
             }
         }
         Ok(known)
+    }
+
+    async fn network_interfaces(&self) -> anyhow::Result<u64> {
+        // At most 1,000 a page (API_DescribeNetworkInterfaces, MaxResults).
+        let mut pages = self
+            .ec2
+            .describe_network_interfaces()
+            .max_results(1_000)
+            .into_paginator()
+            .send();
+        let mut count = 0;
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(aws("EC2", "DescribeNetworkInterfaces"))?;
+            count += page.network_interfaces().len() as u64;
+        }
+        Ok(count)
+    }
+
+    async fn free_addresses(&self, subnets: &[String]) -> anyhow::Result<BTreeMap<String, u64>> {
+        let mut described = Vec::new();
+        if subnets.is_empty() {
+            let mut pages = self
+                .ec2
+                .describe_subnets()
+                .filters(
+                    Filter::builder()
+                        .name("default-for-az")
+                        .values("true")
+                        .build(),
+                )
+                .into_paginator()
+                .send();
+            while let Some(page) = pages.next().await {
+                let page = page.map_err(aws("EC2", "DescribeSubnets"))?;
+                described.extend(page.subnets().iter().cloned());
+            }
+        }
+        // One id a call, as in `missing_subnets`: an unknown one (which `ec2.subnets`
+        // reports) fails only its own call.
+        for subnet in subnets {
+            match self.ec2.describe_subnets().subnet_ids(subnet).send().await {
+                Ok(found) => described.extend(found.subnets().iter().cloned()),
+                Err(err) if unknown_id(err.code()) => {}
+                Err(err) => return Err(aws("EC2", "DescribeSubnets")(err)),
+            }
+        }
+        Ok(described
+            .iter()
+            .filter_map(|subnet| {
+                let free = u64::try_from(subnet.available_ip_address_count()?).ok()?;
+                Some((subnet.subnet_id()?.to_owned(), free))
+            })
+            .collect())
     }
 
     async fn dry_run(&self, launch: &DryRunLaunch) -> anyhow::Result<DryRunAnswer> {

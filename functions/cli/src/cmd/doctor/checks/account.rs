@@ -1,11 +1,13 @@
 //! The account around the stack: `quotas.vcpu` and `lambda.concurrency` (Service
-//! Quotas against what the pools and the scaler may use), and `iam.simulate` (the
-//! functions' and the runners' roles, simulated for the calls they make).
+//! Quotas against what the pools and the scaler may use), the `capacity.*` checks (the
+//! network interfaces and subnet addresses left, and the burst the account can take),
+//! and `iam.simulate` (the functions' and the runners' roles, simulated for the calls
+//! they make).
 
 use super::{Ports, Request};
 use crate::cmd::doctor::iam::{simulate_roles, Names};
-use crate::cmd::doctor::quotas;
 use crate::cmd::doctor::report::{Check, Report};
+use crate::cmd::doctor::{capacity, quotas};
 use crate::errors::describe;
 use ephemera_aws::stack::{
     APP_KEY_SECRET, CONFIG_PARAMETER_NAME, DEFAULT_CONFIG_PARAMETER_NAME, JIT_TABLE_NAME,
@@ -67,7 +69,8 @@ pub(super) async fn iam_checks(
     simulate_roles(&roles, names, ports.iam, report).await;
 }
 
-/// `quotas.vcpu` (per vCPU quota the pools count against) and `lambda.concurrency`.
+/// `quotas.vcpu` (per vCPU quota the pools count against), the `capacity.*` checks and
+/// `lambda.concurrency`.
 pub(super) async fn quota_checks(
     config: Option<&Config>,
     parameters: &BTreeMap<String, String>,
@@ -83,16 +86,35 @@ pub(super) async fn quota_checks(
                 .collect();
             types.sort();
             types.dedup();
-            match ports.ec2.instance_types(&types).await {
-                Ok(facts) => quotas::vcpu_checks(config, &facts, ports.quotas, report).await,
-                Err(err) => report.push(Check::fail(
-                    "quotas.vcpu",
-                    describe(&err),
-                    "the credentials need ec2:DescribeInstanceTypes",
-                )),
-            }
+            let facts = match ports.ec2.instance_types(&types).await {
+                Ok(facts) => Some(facts),
+                Err(err) => {
+                    report.push(Check::fail(
+                        "quotas.vcpu",
+                        describe(&err),
+                        "the credentials need ec2:DescribeInstanceTypes",
+                    ));
+                    None
+                }
+            };
+            let values = match &facts {
+                Some(facts) => quotas::vcpu_checks(config, facts, ports.quotas, report).await,
+                None => Default::default(),
+            };
+            capacity::capacity_checks(
+                config,
+                facts.as_ref(),
+                &values,
+                ports.ec2,
+                ports.quotas,
+                report,
+            )
+            .await;
         }
-        None => report.push(Check::skip("quotas.vcpu", "config.valid failed")),
+        None => {
+            report.push(Check::skip("quotas.vcpu", "config.valid failed"));
+            report.push(Check::skip("capacity.burst", "config.valid failed"));
+        }
     }
     let lambda = quotas::lambda_concurrency(ports.quotas).await;
     quotas::lambda_check(parameters, &lambda, report);

@@ -3,6 +3,7 @@
 //! healthy deployment are here; the tests of each area are in a file of that name.
 
 mod account;
+mod capacity;
 mod ec2;
 mod github;
 mod more_apps;
@@ -89,6 +90,11 @@ struct World {
     /// The partition of the roles' ARNs; the simulator refuses a request for a resource
     /// of another partition.
     partition: String,
+    /// The region's network interfaces (`DescribeNetworkInterfaces`).
+    network_interfaces: u64,
+    /// The free addresses of each subnet EC2 knows, and of the region's default subnets.
+    free_addresses: BTreeMap<String, u64>,
+    default_subnets: BTreeMap<String, u64>,
 }
 
 fn bucket(remaining: u64, limit: u64) -> ephemera_github::RateBucket {
@@ -164,6 +170,7 @@ fn healthy() -> World {
             ("ec2/L-1216C47A".to_string(), 64.0),
             ("ec2/L-34B43A08".to_string(), 64.0),
             ("lambda/L-B99A9384".to_string(), 1000.0),
+            ("vpc/L-DF5E4CA3".to_string(), 5000.0),
         ]
         .into(),
         rejections: Ok(BTreeMap::new()),
@@ -196,6 +203,9 @@ fn healthy() -> World {
             format!("2.330.1 {}\n", "a".repeat(64)),
         )]),
         partition: "aws".into(),
+        network_interfaces: 12,
+        free_addresses: BTreeMap::from([("subnet-1".to_owned(), 251)]),
+        default_subnets: BTreeMap::from([("subnet-d1".to_owned(), 4_091)]),
     }
 }
 
@@ -434,6 +444,19 @@ impl Ec2Port for World {
     async fn dry_run(&self, _: &DryRunLaunch) -> anyhow::Result<DryRunAnswer> {
         Ok(self.dry_run.clone())
     }
+    async fn network_interfaces(&self) -> anyhow::Result<u64> {
+        Ok(self.network_interfaces)
+    }
+    async fn free_addresses(&self, subnets: &[String]) -> anyhow::Result<BTreeMap<String, u64>> {
+        if subnets.is_empty() {
+            return Ok(self.default_subnets.clone());
+        }
+        Ok(subnets
+            .iter()
+            .filter(|s| self.subnets.contains(*s))
+            .filter_map(|s| Some((s.clone(), *self.free_addresses.get(s)?)))
+            .collect())
+    }
 }
 
 async fn run(world: &World) -> Report {
@@ -498,6 +521,9 @@ async fn a_healthy_deployment_passes_every_check() {
         "ec2.architecture",
         "ec2.dry_run",
         "quotas.vcpu",
+        "capacity.network_interfaces",
+        "capacity.subnet_addresses",
+        "capacity.burst",
         "lambda.concurrency",
         "webhook.rejections",
     ] {
