@@ -2,7 +2,8 @@
 //! moto and the GitHub simulator: the healthy deployment passes every check, and each
 //! broken setup (placeholder key, App not installed, wrong webhook URL, missing
 //! permission, missing event, unknown subnet) fails exactly the check that names it,
-//! with its fix, and exit code 8.
+//! with its fix, and exit code 8; a subnet too small for the pool's `max_runners` warns,
+//! naming it as what binds the burst the account can take.
 //!
 //! moto cannot create the webhook's Function URL (the stack has no `WebhookUrl` output
 //! there), so the tests give the URL with `--webhook-url`. moto answers any `DryRun`
@@ -16,7 +17,10 @@
 //! moto implements Service Quotas for the `vpc` service only (GetServiceQuota answers
 //! NoSuchResourceException for EC2's vCPU quotas and Lambda's concurrent executions, and
 //! it has no GetAWSDefaultServiceQuota), so here `quotas.vcpu`, `lambda.concurrency` and
-//! `webhook.concurrency` warn that the quota is unknown, and nothing else may warn. The
+//! `webhook.concurrency` warn that the quota is unknown, and nothing else may warn; it
+//! knows vpc's "Network interfaces per Region" (5,000), which `capacity.network_interfaces`
+//! reads as on AWS. moto counts a subnet's free addresses as AWS does (its size less the
+//! 5 reserved, less the addresses of its network interfaces). The
 //! "quota too low" setups are tested on the ports
 //! (`functions/cli/src/cmd/doctor/tests/account.rs`: on-demand, spot, a G type, Lambda
 //! concurrency; `functions/cli/src/cmd/doctor/flood.rs`: the webhook's reservation).
@@ -266,6 +270,9 @@ async fn doctor_passes_a_healthy_stack_and_names_each_broken_setting() -> anyhow
         "ec2.architecture",
         "ec2.dry_run",
         "quotas.vcpu",
+        "capacity.network_interfaces",
+        "capacity.subnet_addresses",
+        "capacity.burst",
         "lambda.concurrency",
         "webhook.concurrency",
         "webhook.rejections",
@@ -273,6 +280,16 @@ async fn doctor_passes_a_healthy_stack_and_names_each_broken_setting() -> anyhow
     ] {
         ensure!(names.contains(&expected), "{expected} not run: {report:#}");
     }
+    // The network interfaces' quota (moto knows vpc's) and the subnet's addresses are
+    // counted; the vCPU quota moto does not know is said to be left out.
+    let burst = the_line(&report, "capacity.burst")?;
+    ensure!(
+        burst["status"] == "pass"
+            && burst["message"].as_str().is_some_and(|m| m
+                .contains("can take the 10 runners the pools may run at once")
+                && m.ends_with("(not counted: the vCPU quota L-1216C47A)")),
+        "{burst:#}"
+    );
     expect_healthy(&world).await?;
 
     // The App key secret still holds the template's placeholder.
@@ -406,9 +423,10 @@ async fn doctor_passes_a_healthy_stack_and_names_each_broken_setting() -> anyhow
         .as_str()
         .is_some_and(|m| m.contains("subnet-0badbadbadbad0000")));
     let (_, report) = doctor(&world).await?;
-    let skipped = checks_with(&report, "skip");
+    let skipped: Vec<Value> = checks_with(&report, "skip");
+    let skipped: Vec<&str> = skipped.iter().filter_map(|c| c["check"].as_str()).collect();
     ensure!(
-        skipped.len() == 1 && skipped[0]["check"] == "ec2.dry_run",
+        skipped == ["ec2.dry_run", "capacity.subnet_addresses"],
         "{skipped:#?}"
     );
     // The functions still run the stack's default until they read the pushed one.
@@ -417,6 +435,60 @@ async fn doctor_passes_a_healthy_stack_and_names_each_broken_setting() -> anyhow
         .filter(|c| c["check"] == "config.running")
         .count();
     ensure!(behind == 3, "{report:#}");
+    ssm.delete_parameter().name(parameter).send().await?;
+    expect_healthy(&world).await?;
+
+    // The pool moves to a /28 (11 addresses after the 5 AWS keeps), two of them taken by
+    // network interfaces: 9 runners fit of its max_runners 10, and they bind the burst.
+    let small = small_subnet_with_interfaces(&world, 2).await?;
+    let interfaces = aws_sdk_ec2::Client::new(&world.sdk)
+        .describe_network_interfaces()
+        .send()
+        .await?
+        .network_interfaces()
+        .len();
+    ssm.put_parameter()
+        .name(parameter)
+        .value(pushed.replace("subnet-0badbadbadbad0000", &small))
+        .r#type(aws_sdk_ssm::types::ParameterType::String)
+        .send()
+        .await?;
+    let (code, report) = doctor(&world).await?;
+    ensure!(
+        code == 0,
+        "capacity only warns, exit code {code}: {report:#}"
+    );
+    let addresses = the_line(&report, "capacity.subnet_addresses")?;
+    ensure!(
+        addresses["status"] == "warn"
+            && addresses["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(&format!(
+                    "{small} 9: room for 9 runners, not the pool's max_runners 10"
+                ))),
+        "{addresses:#}"
+    );
+    let burst = the_line(&report, "capacity.burst")?;
+    ensure!(
+        burst["status"] == "warn"
+            && burst["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(&format!(
+                    "a burst of 9 runners at once, not the 10 the pools may run: the free \
+                 addresses of {small} binds"
+                ))),
+        "{burst:#}"
+    );
+    let quota = the_line(&report, "capacity.network_interfaces")?;
+    ensure!(
+        quota["status"] == "pass"
+            && quota["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(&format!(
+                    "Network interfaces per Region is 5000, {interfaces} in use"
+                ))),
+        "{quota:#}"
+    );
     ssm.delete_parameter().name(parameter).send().await?;
     expect_healthy(&world).await?;
 
@@ -452,6 +524,55 @@ async fn doctor_passes_a_healthy_stack_and_names_each_broken_setting() -> anyhow
         "{refused:#?}"
     );
     Ok(())
+}
+
+/// The one line of `check` in the report.
+fn the_line(report: &Value, check: &str) -> anyhow::Result<Value> {
+    let lines: Vec<&Value> = report["checks"]
+        .as_array()
+        .context("no checks")?
+        .iter()
+        .filter(|c| c["check"] == check)
+        .collect();
+    ensure!(lines.len() == 1, "{check}: {report:#}");
+    Ok(lines[0].clone())
+}
+
+/// A /28 subnet in the default VPC with `interfaces` network interfaces in it; its id.
+async fn small_subnet_with_interfaces(world: &World, interfaces: usize) -> anyhow::Result<String> {
+    let ec2 = aws_sdk_ec2::Client::new(&world.sdk);
+    let vpcs = ec2
+        .describe_vpcs()
+        .filters(
+            aws_sdk_ec2::types::Filter::builder()
+                .name("is-default")
+                .values("true")
+                .build(),
+        )
+        .send()
+        .await?;
+    let vpc = vpcs
+        .vpcs()
+        .first()
+        .and_then(|v| v.vpc_id())
+        .context("no default VPC")?;
+    let subnet = ec2
+        .create_subnet()
+        .vpc_id(vpc)
+        .cidr_block("172.31.200.0/28")
+        .send()
+        .await?
+        .subnet()
+        .and_then(|s| s.subnet_id())
+        .context("no subnet id")?
+        .to_owned();
+    for _ in 0..interfaces {
+        ec2.create_network_interface()
+            .subnet_id(&subnet)
+            .send()
+            .await?;
+    }
+    Ok(subnet)
 }
 
 /// Puts the datapoints CloudWatch makes of the webhook's `WebhookRejected` EMF lines:
