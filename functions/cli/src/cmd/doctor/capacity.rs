@@ -126,38 +126,17 @@ pub async fn network_interfaces_check(
 }
 
 /// `capacity.subnet_addresses`, per pool: its subnets' free addresses against its
-/// `max_runners`. Returns the bound they give together, when they could be read.
+/// `max_runners`. Returns the bound they give together, when every pool's could be read.
 pub async fn subnet_checks(
     config: &Config,
     ec2: &dyn Ec2Port,
     report: &mut Report,
 ) -> Option<Bound> {
-    const CHECK: &str = "capacity.subnet_addresses";
-    let mut named: Vec<String> = config
-        .pools
-        .iter()
-        .flat_map(|pool| pool.subnets.iter().cloned())
-        .collect();
-    named.sort();
-    named.dedup();
-    let read = |subnets: Vec<String>| async move {
-        if subnets.is_empty() {
-            Ok(BTreeMap::new())
-        } else {
-            ec2.free_addresses(&subnets).await
-        }
-    };
-    let named_free = read(named).await;
-    let defaults = if config.pools.iter().any(|pool| pool.subnets.is_empty()) {
-        ec2.free_addresses(&[]).await
-    } else {
-        Ok(BTreeMap::new())
-    };
-    let (named_free, defaults) = match (named_free, defaults) {
-        (Ok(named), Ok(defaults)) => (named, defaults),
-        (Err(err), _) | (_, Err(err)) => {
+    let (named, defaults) = match free_addresses(config, ec2).await {
+        Ok(free) => free,
+        Err(err) => {
             report.push(Check::warn(
-                CHECK,
+                SUBNET_ADDRESSES,
                 format!(
                     "cannot read the subnets' free addresses: {}",
                     describe(&err)
@@ -169,69 +148,102 @@ pub async fn subnet_checks(
     };
     let mut pools = Vec::new();
     for pool in &config.pools {
-        let subject = format!("pool {}", pool.name);
-        let max_runners = u64::from(pool.max_runners);
         let free: BTreeMap<String, u64> = if pool.subnets.is_empty() {
             defaults.clone()
         } else {
             pool.subnets
                 .iter()
-                .filter_map(|subnet| Some((subnet.clone(), *named_free.get(subnet)?)))
+                .filter_map(|subnet| Some((subnet.clone(), *named.get(subnet)?)))
                 .collect()
         };
-        if free.is_empty() {
-            let check = if pool.subnets.is_empty() {
-                Check::warn(
-                    CHECK,
-                    "the region has no default subnet: a launch that names no subnet fails",
-                    "set the pool's subnets (RunnerSubnets for the stack's default pool)",
-                )
-            } else {
-                Check::skip(CHECK, "ec2.subnets failed")
-            };
-            report.push(check.on(subject));
-            continue;
-        }
         let pool_subnets = PoolSubnets {
             pool: pool.name.clone(),
-            max_runners,
+            max_runners: u64::from(pool.max_runners),
             free,
         };
-        let room = pool_subnets.room();
-        let listed = pool_subnets
-            .free
-            .iter()
-            .map(|(subnet, free)| format!("{subnet} {free}"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let whose = if pool.subnets.is_empty() {
-            "the default subnets' free addresses"
-        } else {
-            "free addresses"
-        };
-        let check = if room >= max_runners {
-            Check::pass(
-                CHECK,
-                format!("{whose}: {listed}: room for {room} runners (max_runners {max_runners})"),
-            )
-        } else {
-            Check::warn(
-                CHECK,
-                format!(
-                    "{whose}: {listed}: room for {room} runners, not the pool's max_runners \
-                     {max_runners}"
-                ),
-                format!(
-                    "add subnets to the pool or use larger ones ({} more addresses; AWS keeps 5 \
-                     of every subnet, so a /24 holds 251 runners), or lower max_runners to {room}",
-                    max_runners - room
-                ),
-            )
-        };
-        report.push(check.on(subject));
+        report.push(
+            pool_line(&pool_subnets, pool.subnets.is_empty()).on(format!("pool {}", pool.name)),
+        );
         pools.push(pool_subnets);
     }
+    // A pool whose subnets are unknown has no room to count: the bound would be too low.
+    if pools.iter().any(|pool| pool.free.is_empty()) {
+        return None;
+    }
     subnet_bound(&pools)
+}
+
+const SUBNET_ADDRESSES: &str = "capacity.subnet_addresses";
+
+/// The free addresses of every subnet a pool names, and of the default subnets when a
+/// pool names none.
+async fn free_addresses(
+    config: &Config,
+    ec2: &dyn Ec2Port,
+) -> anyhow::Result<(BTreeMap<String, u64>, BTreeMap<String, u64>)> {
+    let mut named: Vec<String> = config
+        .pools
+        .iter()
+        .flat_map(|pool| pool.subnets.iter().cloned())
+        .collect();
+    named.sort();
+    named.dedup();
+    let named = if named.is_empty() {
+        BTreeMap::new()
+    } else {
+        ec2.free_addresses(&named).await?
+    };
+    let defaults = if config.pools.iter().any(|pool| pool.subnets.is_empty()) {
+        ec2.free_addresses(&[]).await?
+    } else {
+        BTreeMap::new()
+    };
+    Ok((named, defaults))
+}
+
+/// One pool's `capacity.subnet_addresses` line; `defaults` when it names no subnet.
+fn pool_line(pool: &PoolSubnets, defaults: bool) -> Check {
+    if pool.free.is_empty() {
+        return if defaults {
+            Check::warn(
+                SUBNET_ADDRESSES,
+                "the region has no default subnet: a launch that names no subnet fails",
+                "set the pool's subnets (RunnerSubnets for the stack's default pool)",
+            )
+        } else {
+            Check::skip(SUBNET_ADDRESSES, "ec2.subnets failed")
+        };
+    }
+    let (room, max_runners) = (pool.room(), pool.max_runners);
+    let listed = pool
+        .free
+        .iter()
+        .map(|(subnet, free)| format!("{subnet} {free}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let whose = if defaults {
+        "the default subnets' free addresses"
+    } else {
+        "free addresses"
+    };
+    if room >= max_runners {
+        return Check::pass(
+            SUBNET_ADDRESSES,
+            format!("{whose}: {listed}: room for {room} runners (max_runners {max_runners})"),
+        );
+    }
+    Check::warn(
+        SUBNET_ADDRESSES,
+        format!(
+            "{whose}: {listed}: room for {room} runners, not the pool's max_runners \
+             {max_runners}"
+        ),
+        format!(
+            "add subnets to the pool or use larger ones ({} more addresses; AWS keeps 5 of \
+             every subnet, so a /24 holds 251 runners), or lower max_runners to {room}",
+            max_runners - room
+        ),
+    )
 }
 
 /// `capacity.burst`: the smallest of `bounds`, against what the pools may run.

@@ -208,34 +208,59 @@ fn pools_sharing_a_subnet_are_bound_by_its_addresses_together() {
     assert_eq!(subnet_bound(&[]), None);
 }
 
+/// Two pools of 6,000 runners, the second with `second` added to its settings.
+fn two_large_pools(second: &str) -> Config {
+    let text = CONFIG
+        .replace("max_runners: 4", "max_runners: 6000")
+        .replace(
+            "    warm_owner: acme\n",
+            &format!(
+            "    warm_owner: acme\n  - name: more\n    labels: [more]\n    max_runners: 6000\n    \
+             instance_types: [t4g.small]\n    subnets: [subnet-1]\n    launch_template: \
+             eph-runner\n{second}"
+        ),
+        );
+    Config::parse("config.yaml", &text).expect("a valid configuration")
+}
+
 #[test]
 fn pools_of_one_runner_group_share_githubs_ten_thousand() {
-    let config = Config::parse(
-        "config.yaml",
-        &CONFIG.replace("max_runners: 4", "max_runners: 6000").replace(
-            "    warm_owner: acme\n",
-            "    warm_owner: acme\n  - name: more\n    labels: [more]\n    max_runners: 6000\n    \
-             instance_types: [t4g.small]\n    subnets: [subnet-1]\n    launch_template: eph-runner\n",
-        ),
-    )
-    .expect("a valid configuration");
-    let bounds = runner_group_bounds(&config);
+    let bounds = runner_group_bounds(&two_large_pools(""));
     assert_eq!(bounds.len(), 1);
     assert_eq!(bounds[0].runners, 10_000);
     assert_eq!(bounds[0].limit, Limit::RunnerGroup("Default".into()));
-    let apart =
-        Config::parse("config.yaml", &config_text_with_groups()).expect("a valid configuration");
     // In groups of their own, each pool's 6,000 fit.
-    assert!(runner_group_bounds(&apart)
-        .iter()
-        .all(|bound| bound.runners >= 12_000));
+    let apart = runner_group_bounds(&two_large_pools("    runner_group: big\n"));
+    assert_eq!(apart.len(), 2);
+    assert!(
+        apart.iter().all(|bound| bound.runners >= 12_000),
+        "{apart:?}"
+    );
 }
 
-fn config_text_with_groups() -> String {
-    CONFIG.replace("max_runners: 4", "max_runners: 6000").replace(
+#[tokio::test]
+async fn a_pool_whose_subnet_is_unknown_leaves_the_subnets_out_of_the_burst() {
+    let mut world = healthy();
+    world.config = Ok(CONFIG.replace(
         "    warm_owner: acme\n",
-        "    warm_owner: acme\n  - name: more\n    labels: [more]\n    max_runners: 6000\n    \
-         instance_types: [t4g.small]\n    subnets: [subnet-1]\n    launch_template: eph-runner\n    \
-         runner_group: big\n",
-    )
+        "    warm_owner: acme\n  - name: lost\n    labels: [lost]\n    max_runners: 4\n    \
+         instance_types: [t4g.small]\n    subnets: [subnet-gone]\n    launch_template: eph-runner\n",
+    ));
+    let report = run(&world).await;
+    let (check, _, _) = only_failure(&report);
+    assert_eq!(check, "ec2.subnets");
+    let lines = report.named("capacity.subnet_addresses");
+    assert_eq!(lines.len(), 2, "{}", report.text());
+    assert_eq!(lines[1].status, Status::Skip, "{}", report.text());
+    // subnet-1's 251 addresses are not the bound of both pools' 8 runners: not counted.
+    let burst = line(&report, "capacity.burst");
+    assert_eq!(burst.status, Status::Pass, "{}", report.text());
+    assert!(
+        burst.message.contains("can take the 8 runners")
+            && burst
+                .message
+                .ends_with("(not counted: the subnets' addresses)"),
+        "{}",
+        burst.message
+    );
 }
