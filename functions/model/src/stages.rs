@@ -32,7 +32,7 @@ pub const WEBHOOK_DELIVERY: Stage = Stage {
         latency: secs(200.0, 3_600.0),
     }),
     source: Source::Cited(
-        "carbonrunner.io/stats, \"GitHub Webhook Delay\", the time GitHub takes to generate and send the workflow_job webhook as CarbonRunner receives it over its customers' jobs: p50 2 s, p90 3 s, p95 143-162 s, mean 655-968 s (two readings of the page). No log-normal fits that (one through 2 s and 162 s puts the p90 at ~22 s): most deliveries arrive within 3 s and about one in twenty minutes late. So 92% are drawn through a median of 2 s and a p99 of 3.2 s (which keeps the p90 at 3 s), and a late 8% through a median of 200 s and a p99 of an hour (assumed: GitHub's incident of 5 July 2024 delayed deliveries by 24 minutes on average, 71 at most, githubstatus.com), which puts the p95 near 143 s. The published mean needs still longer delays than this tail",
+        "carbonrunner.io/stats, \"GitHub Webhook Delay\", timed by CarbonRunner over its customers' jobs as \"the time it takes Github to generate and send us a webhook\" (the page does not say from which timestamp): p50 2 s, p90 3 s, p95 143-162 s, mean 655-968 s (two readings of the page). No log-normal fits that (one through 2 s and 162 s puts the p90 at ~22 s): most deliveries arrive within 3 s and about one in twenty minutes late. So 92% are drawn through a median of 2 s and a p99 of 3.2 s (which keeps the p90 at 3 s), and a late 8% through a median of 200 s and a p99 of an hour (assumed: GitHub's incident of 5 July 2024 delayed deliveries by 24 minutes on average, 71 at most, githubstatus.com), which puts the p95 near 143 s. The published mean needs still longer delays than this tail",
     ),
 };
 
