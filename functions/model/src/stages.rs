@@ -63,7 +63,7 @@ pub const START_TO_USER_DATA: Stage = Stage {
     latency: secs(19.4, 40.0),
     late: None,
     source: Source::Cited(
-        "github.com/brevdev/ec2-coldboot-research docs/start-stopped-results.md (one run, m7i.large, Amazon Linux 2023), timed from `aws ec2 start-instances` returning to the first SSH login: 19.4 s (16.4 s to `aws ec2 wait instance-running` returning, then 3.0 s to SSH), against 19.0-21.0 s for a launch; docs/hibernate-results.md: 18.7 s resuming a hibernated instance. The same 15 s waiter poll hides the split. EC2's user guide (\"Stop and start Amazon EC2 instances\") says a started instance goes through pending to running with its EBS volumes kept, and gives no duration. RunsOn claims under 15 s queued → started from its stopped pools (runs-on.com/runners/pools, no method given), which this figure cannot reach. p99 assumed as the launch's",
+        "github.com/brevdev/ec2-coldboot-research docs/start-stopped-results.md (one run, m7i.large, Amazon Linux 2023), timed from `aws ec2 start-instances` returning to the first SSH login: 19.4 s (16.4 s to `aws ec2 wait instance-running` returning, then 3.0 s to SSH), against 19.0-21.0 s for a launch; docs/hibernate-results.md: 18.7 s resuming a hibernated instance. The same 15 s waiter poll hides the split. EC2's StartInstances API reference says instances with EBS root volumes \"can be quickly stopped and started\", the root volume \"remains, continues to persist your data\" and RAM is not preserved (so the OS boots again); it gives no duration. RunsOn claims under 15 s queued → started from its stopped pools (runs-on.com/runners/pools, no method given), which this figure cannot reach. p99 assumed as the launch's",
     ),
 };
 
