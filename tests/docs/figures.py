@@ -361,11 +361,59 @@ def render_model_start_stages():
         for stage in mode["stages"]:
             row = stages.setdefault(stage["stage"], [stage, []])
             row[1].append(who.replace("ephemera, ", ""))
-    rows = [
-        (name, f"{number(stage['median_s'])} / {number(stage['p99_s'])}", ", ".join(whose), stage["source"])
-        for name, (stage, whose) in stages.items()
-    ]
+    def latency(stage):
+        text = f"{number(stage['median_s'])} / {number(stage['p99_s'])}"
+        late = stage.get("late")
+        if late:
+            text += f"; {number(late['share'] * 100, 0)}% late: {number(late['median_s'])} / {number(late['p99_s'])}"
+        return text
+
+    rows = [(name, latency(stage), ", ".join(whose), stage["source"]) for name, (stage, whose) in stages.items()]
     return table(["stage", "median / p99 (s)", "hosts", "source"], rows)
+
+
+def render_model_start_goals():
+    start = load("bench/model.json")["start_latency"]
+    lines = []
+    for mode in start["modes"]:
+        goal = mode.get("goal_p50_s")
+        if goal is None:
+            continue
+        line = (f"- **{mode['host']}**: p50 {number(mode['p50_s'], 1)} s against a goal of {number(goal, 0)} s: "
+                f"{'met' if mode['goal_met'] else 'missed'}")
+        if not mode["goal_met"]:
+            line += (f"; the stage that costs the most is \"{mode['costliest_stage']}\", median "
+                     f"{number(mode['costliest_stage_median_s'])} s")
+            if mode["costliest_stage_alone_misses_goal"]:
+                line += ", past the goal on its own: no other stage made faster could meet it"
+        lines.append(line + ".")
+    return "\n".join(lines) + "\n"
+
+
+def render_model_flood_seeds():
+    seeds = load("bench/model.json")["flood_seeds"]
+    flood = load("bench/model.json")["flood"]
+
+    def spread(figures, decimals=1):
+        return f"{number(figures['mean'], decimals)} ({number(figures['min'], decimals)}–{number(figures['max'], decimals)})"
+
+    rows = []
+    for case, figures in seeds["cases"].items():
+        reserved = flood[case]["webhook_reserved_concurrency"]
+        rows.append((
+            f"`{case}`",
+            number(flood[case]["lambda_throttles"]["flood"]["refused_per_second"], 0),
+            "none" if reserved is None else number(reserved),
+            f"{spread(figures['all_registered_s'])} s",
+            spread(figures["queued_first_attempts_throttled"], 0),
+            spread(figures["queued_redeliveries_during_flood"], 0),
+            spread(figures["in_progress_redeliveries"], 0),
+        ))
+    return (
+        f"{number(seeds['seeds'])} seeds from seed {seeds['first_seed']}; mean (least–most) of each figure.\n\n"
+        + table(["case", "refused/s", "webhook reserved", "all registered", "`queued` deliveries throttled",
+                 "asks made while the flood lasted (all throttled again)", "`in_progress` asks"], rows)
+    )
 
 
 RENDERERS = {
@@ -381,6 +429,8 @@ RENDERERS = {
     "model-flood": render_model_flood,
     "model-start": render_model_start,
     "model-start-stages": render_model_start_stages,
+    "model-flood-seeds": render_model_flood_seeds,
+    "model-start-goals": render_model_start_goals,
 }
 
 

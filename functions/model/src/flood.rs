@@ -10,7 +10,7 @@ use crate::github::{request, LIST_DELIVERIES, REDELIVER};
 use crate::world::World;
 use async_trait::async_trait;
 use ephemera_core::memory::MemoryDeliveries;
-use ephemera_core::ports::{DeliveryPage, ForgeError, HookDeliveries};
+use ephemera_core::ports::{DeliveryPage, ForgeError, HookDeliveries, HookDelivery};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -141,4 +141,45 @@ impl HookDeliveries for GitHubDeliveries {
         let _ = self.redeliver.send(id);
         Ok(())
     }
+}
+
+/// What GitHub's record of the deliveries says about a flooded burst, per action
+/// (`queued`, `in_progress`): first attempts throttled, redeliveries asked, those asked
+/// while the flood lasted and those throttled again, and when the last `queued` event got
+/// through (seconds from the first delivery). The sweep's asks share GitHub's 500 an hour
+/// whatever the action, so the asks an `in_progress` event takes are asks a `queued` one
+/// waits for; an ask made while the flood lasts is spent, and is throttled again.
+pub fn deliveries_report(deliveries: &[HookDelivery], flood: &Flood) -> Value {
+    let Some(start) = deliveries.iter().map(|d| d.delivered_at).min() else {
+        return json!({});
+    };
+    let since = |d: &HookDelivery| (d.delivered_at - start).as_seconds_f64();
+    let flood_end = (flood.starts_after + flood.lasting).as_secs_f64();
+    let mut by_action = serde_json::Map::new();
+    for action in ["queued", "in_progress"] {
+        let of: Vec<&HookDelivery> = deliveries
+            .iter()
+            .filter(|d| d.action.as_deref() == Some(action))
+            .collect();
+        let asks: Vec<&&HookDelivery> = of.iter().filter(|d| d.redelivery).collect();
+        let count = |keep: &dyn Fn(&HookDelivery) -> bool| of.iter().filter(|d| keep(d)).count();
+        by_action.insert(
+            action.to_owned(),
+            json!({
+                "first_attempts_throttled": count(&|d| !d.redelivery && d.status_code == 429),
+                "redeliveries": asks.len(),
+                "redeliveries_during_flood": asks.iter().filter(|d| since(d) < flood_end).count(),
+                "redeliveries_throttled": asks.iter().filter(|d| d.status_code == 429).count(),
+            }),
+        );
+    }
+    let last_queued = deliveries
+        .iter()
+        .filter(|d| d.action.as_deref() == Some("queued") && d.delivered())
+        .map(since)
+        .fold(0.0, f64::max);
+    json!({
+        "by_action": by_action,
+        "last_queued_delivered_s": (last_queued * 10.0).round() / 10.0,
+    })
 }

@@ -11,13 +11,19 @@
 //!   bootstrap swaps the runner from the deployment's bucket before it starts;
 //! - [`Host::BakedStaleSelfUpdate`]: the stale image without the bucket (before it): GitHub
 //!   has the runner update itself once the job is assigned, on the job's time;
+//! - [`Host::Stopped`]: an instance of the baked image that booted once, ran the bootstrap
+//!   up to reading its JIT config with Docker up, and stopped: the scaler takes it, writes
+//!   its JIT config under its ARN and starts it; the bootstrap's systemd unit resumes it;
 //! - [`Host::Warm`]: a warm pool runner, already online: GitHub only assigns the job;
 //! - [`peer_stages`]: terraform-aws-github-runner as its defaults deploy it.
+//!
+//! The stages' figures and sources are in [`crate::stages`].
 //!
 //! Each mode is one job on a quiet pool: the burst tables say what queueing behind the
 //! quotas adds.
 
 use crate::quotas::{Latencies, Latency};
+use crate::stages::*;
 use std::time::Duration;
 
 /// Where a stage's figure comes from: a published source, or assumed with the reason.
@@ -59,8 +65,19 @@ pub enum Track {
 pub struct Stage {
     pub name: &'static str,
     pub track: Track,
+    /// The stage's latency (its body, when it has a [`Late`] share).
     pub latency: Latency,
+    /// A share of draws from a second, later distribution, where the source publishes a
+    /// bimodal one that no single log-normal fits.
+    pub late: Option<Late>,
     pub source: Source,
+}
+
+/// The late part of a bimodal stage: `share` of its draws come from `latency`.
+#[derive(Debug, Clone, Copy)]
+pub struct Late {
+    pub share: f64,
+    pub latency: Latency,
 }
 
 /// How ephemera hosts a job.
@@ -72,15 +89,18 @@ pub enum Host {
     BakedStale,
     /// A baked image behind the newest runner release, updated by GitHub after assignment.
     BakedStaleSelfUpdate,
+    /// A stopped instance of the baked image, started for the job.
+    Stopped,
     Warm,
 }
 
 impl Host {
-    pub const ALL: [Host; 5] = [
+    pub const ALL: [Host; 6] = [
         Host::Stock,
         Host::Baked,
         Host::BakedStale,
         Host::BakedStaleSelfUpdate,
+        Host::Stopped,
         Host::Warm,
     ];
 
@@ -90,130 +110,37 @@ impl Host {
             Host::Baked => "baked",
             Host::BakedStale => "baked-stale",
             Host::BakedStaleSelfUpdate => "baked-stale-self-update",
+            Host::Stopped => "stopped",
             Host::Warm => "warm",
         }
     }
 
     /// The issue's goal for queued → started at p50, where it sets one: a stale image that
     /// swaps from the bucket is held to the baked goal; the self-update is the behaviour
-    /// the bucket ended, shown for comparison.
+    /// the bucket ended, shown for comparison; a stopped instance is held to issue 42's
+    /// 15 s.
     pub fn goal_p50(self) -> Option<Duration> {
         match self {
             Host::Stock | Host::BakedStaleSelfUpdate => None,
             Host::Baked | Host::BakedStale => Some(Duration::from_secs(30)),
+            Host::Stopped => Some(Duration::from_secs(15)),
             Host::Warm => Some(Duration::from_secs(10)),
         }
     }
 }
 
-const fn secs(median: f64, p99: f64) -> Latency {
-    Latency {
-        median: Duration::from_millis((median * 1_000.0) as u64),
-        p99: Duration::from_millis((p99 * 1_000.0) as u64),
-    }
-}
-
-/// The runner tarball's size, and the throughput it is fetched and unpacked at.
-pub const RUNNER_TARBALL_MB: f64 = 200.0;
-pub const RUNNER_FETCH_MB_PER_S: f64 = 20.0;
-
 const ASSUMED_CALLS: Source =
     Source::Assumed("the model's call latencies (functions/model/src/quotas.rs)");
-
-const WEBHOOK_DELIVERY: Stage = Stage {
-    name: "GitHub's webhook delivery (queued → received)",
-    track: Track::Control,
-    latency: secs(1.0, 5.0),
-    source: Source::Assumed("GitHub publishes no delivery latency; hooks arrive within seconds"),
-};
-
-const EVENT_SOURCE: Stage = Stage {
-    name: "SQS event source hands the message to the scale-up function",
-    track: Track::Control,
-    latency: secs(0.5, 2.0),
-    source: Source::Assumed("the event source long-polls; AWS publishes no pick-up latency"),
-};
-
-const PENDING_TO_RUNNING: Stage = Stage {
-    name: "EC2 pending → running",
-    track: Track::Boot,
-    latency: secs(9.0, 25.0),
-    source: Source::Cited(
-        "median the geometric mean of two published measurements: 4.9 s (ec2-boot-bench's sample run on c5.xlarge, daemonology.net/blog/2021-08-12-EC2-boot-time-benchmarking.html) and 16.4-16.6 s on six types (github.com/brevdev/ec2-coldboot-research); p99 assumed above the slower",
-    ),
-};
-
-const OS_BOOT: Stage = Stage {
-    name: "OS boot to user data (cloud-init)",
-    track: Track::Boot,
-    latency: secs(5.0, 15.0),
-    source: Source::Cited(
-        "github.com/brevdev/ec2-coldboot-research: 3.2 s from boot to SSH with cloud-init; cloud-init's final stage (user data) after it assumed +2 s; p99 assumed",
-    ),
-};
-
-const STOCK_INSTALLS: Stage = Stage {
-    name: "package installs (dnf: git, Docker, the runner's libraries; Docker started)",
-    track: Track::Boot,
-    latency: secs(40.0, 120.0),
-    source: Source::Assumed(
-        "bootstrap.sh's install phase; no published timing of dnf's metadata and ~100 MB of packages from the regional mirror",
-    ),
-};
-
-const RUNNER_DOWNLOAD: Stage = Stage {
-    name: "runner download from the deployment's bucket and unpack (~200 MB at ~20 MB/s)",
-    track: Track::Boot,
-    latency: secs(RUNNER_TARBALL_MB / RUNNER_FETCH_MB_PER_S, 30.0),
-    source: Source::Assumed(
-        "bootstrap.sh reads runner/latest-<arch> and the tarball from S3 in the region, taken as no faster than GitHub's CDN (actions/runner-images#8415: a 120 MB release asset downloads and unpacks in under 10 s on a hosted runner); p99 assumed",
-    ),
-};
-
-/// A baked image behind the newest release: the bootstrap replaces the image's runner from
-/// the bucket before it starts (one in-region download, the same as the stock host's).
-const RUNNER_SWAP: Stage = Stage {
-    name: "runner swapped from the deployment's bucket (image behind the newest release)",
-    ..RUNNER_DOWNLOAD
-};
-
-/// The runner's own update once GitHub assigns it a job, when its version is behind the
-/// newest release: "When a new version is released, the runner application automatically
-/// updates itself when a job is assigned to the runner" (docs.github.com, "Communicating
-/// with self-hosted runners"); a JIT runner cannot turn it off (`--disableupdate` is a
-/// `config.sh` option). No one publishes its duration.
-pub const RUNNER_SELF_UPDATE: Stage = Stage {
-    name: "runner self-update after assignment (image behind the newest release)",
-    track: Track::Assignment,
-    latency: secs(30.0, 300.0),
-    source: Source::Assumed(
-        "docs.github.com \"Communicating with self-hosted runners\" says the runner updates itself when a job is assigned, with no duration; the ~180 MB tarball from GitHub's CDN (~10 s, as the download above), its unpack over the install (~10 s), the listener's restart and new broker session (~5-10 s, as the runner's start): median 30 s; p99 300 s from a terraform-aws-github-runner user's report of about 5 minutes a boot (#4076, not found to cite; #4052 shows an image's v2.318.0 updating to v2.319.0 after launch)",
-    ),
-};
 
 const JIT_READ: Stage = Stage {
     name: "JIT config read and its item stamped (GetItem, UpdateItem)",
     track: Track::Online,
-    latency: secs(0.012, 0.05),
+    latency: Latency {
+        median: Duration::from_millis(12),
+        p99: Duration::from_millis(50),
+    },
+    late: None,
     source: ASSUMED_CALLS,
-};
-
-const RUNNER_START: Stage = Stage {
-    name: "runner start and registration (JIT config → online)",
-    track: Track::Online,
-    latency: secs(4.0, 12.0),
-    source: Source::Assumed(
-        "Runner.Listener's .NET start and broker session; GitHub and actions/runner publish no timing",
-    ),
-};
-
-const ASSIGNMENT: Stage = Stage {
-    name: "GitHub's assignment (online → job started)",
-    track: Track::Assignment,
-    latency: secs(2.0, 10.0),
-    source: Source::Assumed(
-        "the runner long-polls the broker; GitHub publishes no assignment latency",
-    ),
 };
 
 /// A call whose latency is the model's (assumed) call latency.
@@ -222,6 +149,7 @@ fn call(name: &'static str, track: Track, latency: Latency) -> Stage {
         name,
         track,
         latency,
+        late: None,
         source: ASSUMED_CALLS,
     }
 }
@@ -260,12 +188,21 @@ fn ephemera_control(latencies: &Latencies) -> Vec<Stage> {
     ]
 }
 
-/// The instance's stages from its launch to its bootstrap reading the JIT config.
+/// The instance's stages from its launch (or its start, stopped) to its bootstrap reading
+/// the JIT config.
 pub fn boot_stages(host: Host) -> Vec<Stage> {
     match host {
-        Host::Stock => vec![PENDING_TO_RUNNING, OS_BOOT, STOCK_INSTALLS, RUNNER_DOWNLOAD],
-        Host::Baked | Host::BakedStaleSelfUpdate => vec![PENDING_TO_RUNNING, OS_BOOT],
-        Host::BakedStale => vec![PENDING_TO_RUNNING, OS_BOOT, RUNNER_SWAP],
+        Host::Stock => vec![LAUNCH_TO_USER_DATA, STOCK_INSTALLS, RUNNER_DOWNLOAD],
+        Host::Baked | Host::BakedStaleSelfUpdate => {
+            vec![LAUNCH_TO_USER_DATA, EBS_INITIALIZATION, DOCKER_START]
+        }
+        Host::BakedStale => vec![
+            LAUNCH_TO_USER_DATA,
+            EBS_INITIALIZATION,
+            DOCKER_START,
+            RUNNER_SWAP,
+        ],
+        Host::Stopped => vec![START_TO_USER_DATA, DOCKER_START],
         Host::Warm => Vec::new(),
     }
 }
@@ -280,12 +217,46 @@ pub fn boot_latency(host: Host) -> Latency {
     }
 }
 
+/// A stopped instance taken for a job: the claim, its JIT config written under the
+/// instance's ARN, then StartInstances, all before the instance runs (issue 42's order).
+fn stopped_control(latencies: &Latencies) -> Vec<Stage> {
+    let mut control = ephemera_control(latencies);
+    control.retain(|stage| stage.track == Track::Control && stage.name != "scaler: CreateFleet");
+    for stage in &mut control {
+        if stage.name.starts_with("scaler: job claimed") {
+            stage.name = "scaler: stopped instance taken for the job (conditional write)";
+        }
+    }
+    control.extend([
+        call(
+            "scaler: generate-jitconfig",
+            Track::Control,
+            latencies.github,
+        ),
+        call(
+            "scaler: JIT item written under the instance's ARN (PutItem)",
+            Track::Control,
+            latencies.dynamodb,
+        ),
+        call(
+            "scaler: StartInstances",
+            Track::Control,
+            latencies.ec2_other,
+        ),
+    ]);
+    control
+}
+
 /// The stages of a job's start on `host`.
 pub fn stages(host: Host, latencies: &Latencies) -> Vec<Stage> {
     let mut all = Vec::new();
+    match host {
+        Host::Warm => {}
+        Host::Stopped => all.extend(stopped_control(latencies)),
+        _ => all.extend(ephemera_control(latencies)),
+    }
+    all.extend(boot_stages(host));
     if host != Host::Warm {
-        all.extend(ephemera_control(latencies));
-        all.extend(boot_stages(host));
         all.extend([JIT_READ, RUNNER_START]);
     }
     all.push(ASSIGNMENT);
@@ -298,7 +269,10 @@ pub fn stages(host: Host, latencies: &Latencies) -> Vec<Stage> {
 /// terraform-aws-github-runner as its defaults deploy it: the webhook's message hidden
 /// for `delay_webhook_event`, the scale-up function's GitHub and EC2 calls, the stock
 /// Amazon Linux 2023 AMI with its user data's installs, the runner from its S3 cache,
-/// the JIT config through SSM.
+/// then its start script. Its defaults are non-ephemeral runners (`enable_ephemeral_runners`
+/// false), which get a registration token rather than a JIT config and register with
+/// `config.sh`: these are the figures of a job that gets a new instance; a later job may
+/// find a runner an earlier job left idle, as a warm runner, on a host not made afresh.
 pub fn peer_stages(latencies: &Latencies) -> Vec<Stage> {
     vec![
         WEBHOOK_DELIVERY,
@@ -310,7 +284,11 @@ pub fn peer_stages(latencies: &Latencies) -> Vec<Stage> {
         Stage {
             name: "message hidden on the queue (delay_webhook_event)",
             track: Track::Control,
-            latency: secs(30.0, 30.0),
+            latency: Latency {
+                median: Duration::from_secs(30),
+                p99: Duration::from_secs(30),
+            },
+            late: None,
             source: Source::Cited(
                 "terraform-aws-github-runner variables.tf: delay_webhook_event defaults to 30 s",
             ),
@@ -321,35 +299,32 @@ pub fn peer_stages(latencies: &Latencies) -> Vec<Stage> {
             Track::Control,
             sum(latencies.github, latencies.github),
         ),
-        call("scale-up: DescribeInstances", Track::Control, latencies.ec2_other),
-        call("scale-up: CreateFleet", Track::Control, latencies.ec2_create_fleet),
         call(
-            "scale-up: generate-jitconfig",
+            "scale-up: DescribeInstances",
+            Track::Control,
+            latencies.ec2_other,
+        ),
+        call(
+            "scale-up: CreateFleet",
+            Track::Control,
+            latencies.ec2_create_fleet,
+        ),
+        call(
+            "scale-up: registration token (non-ephemeral default: no JIT config)",
             Track::Registration,
             latencies.github,
         ),
-        call("scale-up: SSM PutParameter", Track::Registration, latencies.ssm),
-        PENDING_TO_RUNNING,
-        OS_BOOT,
-        Stage {
-            name: "package installs (dnf upgrade-minimal; Docker, CloudWatch agent, jq, git, zip, curl)",
-            track: Track::Boot,
-            latency: secs(50.0, 150.0),
-            source: Source::Assumed(
-                "its user-data.sh; ephemera's stock installs plus upgrade-minimal and the CloudWatch agent",
-            ),
-        },
-        Stage {
-            name: "runner download from its S3 cache and unpack",
-            source: Source::Assumed("the same tarball; S3 in the region taken as no faster than GitHub's CDN"),
-            ..RUNNER_DOWNLOAD
-        },
-        Stage {
-            name: "JIT config read from SSM (GetParameter)",
-            track: Track::Online,
-            latency: latencies.ssm,
-            source: ASSUMED_CALLS,
-        },
+        call(
+            "scale-up: SSM PutParameter",
+            Track::Registration,
+            latencies.ssm,
+        ),
+        LAUNCH_TO_USER_DATA,
+        PEER_INSTALLS,
+        PEER_DOWNLOAD,
+        PEER_CLI_CALLS,
+        PEER_CLOUDWATCH_AGENT,
+        PEER_CONFIG_SH,
         RUNNER_START,
         ASSIGNMENT,
     ]

@@ -17,6 +17,7 @@
 //! - [`github`]: the GitHub port behind GitHub's limits and ephemera's retry policy.
 //! - [`sqs`]: the jobs queue and its dead-letter queue.
 //! - [`host`]: a job's start on the host, stage by stage, each with its source.
+//! - [`stages`]: each stage's figure and its source (measured, or assumed and why).
 //! - [`start`]: queued → started p50/p99 per host mode and for the peer.
 //! - [`world`]: the fakes, GitHub's queued jobs, webhook deliveries, runner agents.
 //! - [`burst`]: one burst, driven through ephemera or through the peer's call pattern.
@@ -36,5 +37,6 @@ pub mod peer;
 pub mod quotas;
 pub mod report;
 pub mod sqs;
+pub mod stages;
 pub mod start;
 pub mod world;

@@ -7,16 +7,17 @@
 //! table.
 //!
 //! Usage: `bench-model [--out FILE] [--jobs 100,1000,10000] [--seed N] [--apps N]
-//! [--default-only] [--flood-only] [--start-only]` (`--default-only`, `--flood-only`:
-//! those bursts only, `--apps` the GitHub Apps of the default-only bursts; `--start-only`:
-//! queued → started per host mode; each printed, nothing written)
+//! [--flood-seeds N] [--default-only] [--flood-only] [--start-only]` (`--default-only`,
+//! `--flood-only`: those bursts only, `--apps` the GitHub Apps of the default-only bursts;
+//! `--flood-seeds`: the flooded cases are also run over N seeds from `--seed`, default
+//! 20; `--start-only`: queued → started per host mode; each printed, nothing written)
 //!
 //! Every random draw of a burst (latencies, retry jitter, runner names) comes from one
 //! RNG seeded with `--seed` (default [`DEFAULT_SEED`]) and the burst's size, so a seed
 //! gives the same figures every time.
 
-use ephemera_model::burst::{run, BurstSpec};
-use ephemera_model::flood::Flood;
+use ephemera_model::burst::{run, BurstOutcome, BurstSpec};
+use ephemera_model::flood::{deliveries_report, Flood};
 use ephemera_model::quotas::{ContentCreation, Latencies, Quotas, Settings};
 use ephemera_model::report::{bounds, Pattern};
 use ephemera_model::start::start_latency;
@@ -26,6 +27,8 @@ use std::time::{Duration, Instant};
 
 /// The seed when `--seed` is not given.
 const DEFAULT_SEED: u64 = 1;
+/// The seeds the flooded cases run over when `--flood-seeds` is not given.
+const DEFAULT_FLOOD_SEEDS: u64 = 20;
 
 fn spec(seed: u64, jobs: u32, settings: Settings, pattern: Pattern) -> BurstSpec {
     BurstSpec {
@@ -67,9 +70,12 @@ fn peer_settings() -> Settings {
         name: "terraform-aws-github-runner defaults".to_owned(),
         scaler_max_concurrency: 1,
         batch_size: 10,
-        visibility: Duration::from_secs(60),
-        max_receives: 5,
-        scaler_timeout: Duration::from_secs(60),
+        // runners_scale_up_lambda_timeout defaults to 30 s, and the queue's visibility
+        // timeout is set to it (main.tf); redrive_build_queue is off by default, so a
+        // message is handed out again until it succeeds.
+        visibility: Duration::from_secs(30),
+        max_receives: u32::MAX,
+        scaler_timeout: Duration::from_secs(30),
         registrations_per_minute: None,
         webhook_reserved_concurrency: None,
         github_apps: 1,
@@ -116,6 +122,36 @@ fn unreserved() -> Settings {
     }
 }
 
+/// The flooded cases: (name in bench/model.json, settings, refused requests a second).
+fn flooded_cases() -> [(&'static str, Settings, f64); 4] {
+    [
+        ("reserved", Settings::default_settings(), 2_000.0),
+        ("unreserved", unreserved(), 2_000.0),
+        // The account's own ceiling (10 requests a second per execution, 1,000 of them):
+        // a flood there takes every unreserved execution the webhook may use.
+        (
+            "reserved_10000_per_second",
+            Settings::default_settings(),
+            10_000.0,
+        ),
+        ("unreserved_10000_per_second", unreserved(), 10_000.0),
+    ]
+}
+
+/// One flooded 1,000-job burst: its row, with GitHub's record of its deliveries.
+fn flooded(seed: u64, settings: Settings, per_second: f64) -> Value {
+    let flood = Flood {
+        per_second,
+        ..Flood::issue_33()
+    };
+    let mut spec = spec(seed, 1_000, settings, Pattern::Ephemera);
+    spec.flood = Some(flood.clone());
+    let outcome = burst_outcome(&spec);
+    let mut row = outcome.row;
+    row["deliveries"] = deliveries_report(&outcome.world.deliveries.deliveries(), &flood);
+    row
+}
+
 /// The 1,000-job burst without a flood, under issue #33's flood (2,000 a second for 10
 /// minutes) and under one at the account's request ceiling (10,000 a second), each with
 /// the webhook's reserved concurrency and with nothing reserved; each flooded row says
@@ -127,32 +163,93 @@ fn flood_cases(seed: u64) -> Value {
         Settings::default_settings(),
         Pattern::Ephemera,
     ));
-    let flooded = |settings: Settings, per_second: f64| {
-        let mut flooded = spec(seed, 1_000, settings, Pattern::Ephemera);
-        flooded.flood = Some(Flood {
-            per_second,
-            ..Flood::issue_33()
-        });
-        let mut row = burst(&flooded);
+    let mut cases = serde_json::Map::new();
+    cases.insert("no_flood".to_owned(), calm.clone());
+    for (name, settings, per_second) in flooded_cases() {
+        let mut row = flooded(seed, settings, per_second);
         let delay = registered_s(&row) - registered_s(&calm);
         row["delay_against_no_flood_s"] = json!((delay * 10.0).round() / 10.0);
-        row
+        cases.insert(name.to_owned(), row);
+    }
+    Value::Object(cases)
+}
+
+/// The flooded cases over `seeds` seeds (from `first`): per case the mean, least and
+/// most of when every job was registered, and of what the sweep asked; and on how many
+/// seeds the flood at 10,000 a second finished sooner than the one at 2,000.
+fn flood_seeds(first: u64, seeds: u64) -> Value {
+    let mut per_case: Vec<(&str, Vec<Value>)> = flooded_cases()
+        .iter()
+        .map(|(name, _, _)| (*name, Vec::new()))
+        .collect();
+    for seed in first..first + seeds {
+        for ((_, settings, per_second), (_, rows)) in flooded_cases().into_iter().zip(&mut per_case)
+        {
+            rows.push(flooded(seed, settings, per_second));
+        }
+    }
+    let figure = |row: &Value, path: &[&str]| {
+        path.iter()
+            .fold(row, |value, key| &value[*key])
+            .as_f64()
+            .unwrap_or(f64::NAN)
     };
+    let spread = |rows: &[Value], path: &[&str]| {
+        let all: Vec<f64> = rows.iter().map(|row| figure(row, path)).collect();
+        let mean = all.iter().sum::<f64>() / all.len().max(1) as f64;
+        let round = |v: f64| (v * 10.0).round() / 10.0;
+        json!({
+            "mean": round(mean),
+            "min": round(all.iter().copied().fold(f64::INFINITY, f64::min)),
+            "max": round(all.iter().copied().fold(f64::NEG_INFINITY, f64::max)),
+        })
+    };
+    let mut cases = serde_json::Map::new();
+    for (name, rows) in &per_case {
+        cases.insert(
+            (*name).to_owned(),
+            json!({
+                "all_registered_s": spread(rows, &["all_registered_s"]),
+                "last_queued_delivered_s": spread(rows, &["deliveries", "last_queued_delivered_s"]),
+                "queued_first_attempts_throttled": spread(rows, &["deliveries", "by_action", "queued", "first_attempts_throttled"]),
+                "queued_redeliveries": spread(rows, &["deliveries", "by_action", "queued", "redeliveries"]),
+                "queued_redeliveries_during_flood": spread(rows, &["deliveries", "by_action", "queued", "redeliveries_during_flood"]),
+                "queued_redeliveries_throttled": spread(rows, &["deliveries", "by_action", "queued", "redeliveries_throttled"]),
+                "in_progress_first_attempts_throttled": spread(rows, &["deliveries", "by_action", "in_progress", "first_attempts_throttled"]),
+                "in_progress_redeliveries": spread(rows, &["deliveries", "by_action", "in_progress", "redeliveries"]),
+                "jobs_running": spread(rows, &["jobs_running"]),
+            }),
+        );
+    }
+    let registered = |case: &str| -> Vec<f64> {
+        per_case
+            .iter()
+            .find(|(name, _)| *name == case)
+            .map(|(_, rows)| rows.iter().map(registered_s).collect())
+            .unwrap_or_default()
+    };
+    let sooner = registered("reserved_10000_per_second")
+        .iter()
+        .zip(registered("reserved"))
+        .filter(|(ten_thousand, two_thousand)| **ten_thousand < *two_thousand)
+        .count();
     json!({
-        "no_flood": calm,
-        "reserved": flooded(Settings::default_settings(), 2_000.0),
-        "unreserved": flooded(unreserved(), 2_000.0),
-        // The account's own ceiling (10 requests a second per execution, 1,000 of them):
-        // a flood there takes every unreserved execution the webhook may use.
-        "reserved_10000_per_second": flooded(Settings::default_settings(), 10_000.0),
-        "unreserved_10000_per_second": flooded(unreserved(), 10_000.0),
+        "seeds": seeds,
+        "first_seed": first,
+        "cases": cases,
+        "reserved_10000_sooner_than_2000_on_seeds": sooner,
     })
 }
 
 fn burst(spec: &BurstSpec) -> Value {
+    burst_outcome(spec).row
+}
+
+/// Runs a burst, prints its line, and returns its outcome.
+fn burst_outcome(spec: &BurstSpec) -> BurstOutcome {
     let started = Instant::now();
     let outcome = run(spec);
-    let row = outcome.row;
+    let row = &outcome.row;
     eprintln!(
         "{:>6} jobs  {:<38} launch requested {:>7}s  registered {:>7}s  bound {:>7}s ({})  p50 {}s p99 {}s  dead {}  throttled {}  conflicts {}  [{:.1?}]",
         spec.jobs,
@@ -168,7 +265,7 @@ fn burst(spec: &BurstSpec) -> Value {
         row["transaction_conflicts"],
         started.elapsed(),
     );
-    row
+    outcome
 }
 
 fn registered_s(row: &Value) -> f64 {
@@ -183,6 +280,7 @@ fn main() {
     let mut flood_only = false;
     let mut start_only = false;
     let mut apps = 1;
+    let mut flood_seed_count = DEFAULT_FLOOD_SEEDS;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         if arg == "--default-only" {
@@ -215,13 +313,19 @@ fn main() {
                     .parse()
                     .unwrap_or_else(|_| panic!("--apps: {text:?} is not a whole number"));
             }
+            ("--flood-seeds", Some(text)) => {
+                flood_seed_count = text
+                    .trim()
+                    .parse()
+                    .unwrap_or_else(|_| panic!("--flood-seeds: {text:?} is not a whole number"));
+            }
             ("--seed", Some(text)) => {
                 seed = text
                     .trim()
                     .parse()
                     .unwrap_or_else(|_| panic!("--seed: {text:?} is not a whole number"));
             }
-            _ => panic!("usage: bench-model [--out FILE] [--jobs 100,1000,10000] [--seed N] [--apps N] [--default-only] [--flood-only] [--start-only]"),
+            _ => panic!("usage: bench-model [--out FILE] [--jobs 100,1000,10000] [--seed N] [--apps N] [--flood-seeds N] [--default-only] [--flood-only] [--start-only]"),
         }
     }
     if start_only {
@@ -230,7 +334,8 @@ fn main() {
         return;
     }
     if flood_only {
-        let cases = flood_cases(seed);
+        let mut cases = flood_cases(seed);
+        cases["seeds"] = flood_seeds(seed, flood_seed_count);
         println!("{}", serde_json::to_string_pretty(&cases).expect("JSON"));
         return;
     }
@@ -274,6 +379,7 @@ fn main() {
         "peer": { "terraform-aws-github-runner": peer },
         "content_creation": content_creation(seed),
         "flood": flood_cases(seed),
+        "flood_seeds": flood_seeds(seed, flood_seed_count),
         "start_latency": start_latency(seed),
     });
     let text = serde_json::to_string_pretty(&results).expect("results are JSON");

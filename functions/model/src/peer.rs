@@ -3,6 +3,14 @@
 //! CreateFleet; per job a queued check on GitHub, a JIT config and an SSM parameter.
 //! A failed call fails its message, which SQS hands out again after the visibility
 //! timeout (a new instance is launched for it then: the peer keeps no record per job).
+//! Its scale-up timeout and the queue's visibility are both 30 s
+//! (`runners_scale_up_lambda_timeout`, which main.tf sets the visibility to), and no
+//! dead-letter queue by default (`redrive_build_queue`).
+//!
+//! The calls are those of its ephemeral runners (`enable_ephemeral_runners = true`, which
+//! gives JIT configs): the comparable setup. Its default, non-ephemeral runners get a
+//! registration token (one call too) and register with `config.sh` on the instance; a
+//! later job may then run on a runner left by an earlier one, without a launch.
 
 use crate::cloud::{Caller, Cloud};
 use crate::github::{self, GENERATE_JITCONFIG, GET_JOB};

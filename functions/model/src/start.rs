@@ -27,13 +27,21 @@ fn draw(latency: Latency, rng: &mut StdRng) -> f64 {
     median * (sigma * z).exp()
 }
 
+/// A draw of one stage: from its late part for its share of draws, else from its body.
+fn draw_stage(stage: &Stage, rng: &mut StdRng) -> f64 {
+    match stage.late {
+        Some(late) if rng.random::<f64>() < late.share => draw(late.latency, rng),
+        _ => draw(stage.latency, rng),
+    }
+}
+
 /// One job's queued → started, in seconds.
 pub fn one_start(stages: &[Stage], rng: &mut StdRng) -> f64 {
     let mut on = |track: Track| -> f64 {
         stages
             .iter()
             .filter(|stage| stage.track == track)
-            .map(|stage| draw(stage.latency, rng))
+            .map(|stage| draw_stage(stage, rng))
             .sum()
     };
     let control = on(Track::Control);
@@ -63,8 +71,18 @@ fn milli(seconds: f64) -> f64 {
     (seconds * 1_000.0).round() / 1_000.0
 }
 
+/// The stage with the largest median: the one that costs the most, named where a goal
+/// is missed.
+pub fn costliest(stages: &[Stage]) -> Option<&Stage> {
+    stages
+        .iter()
+        .max_by(|a, b| a.latency.median.cmp(&b.latency.median))
+}
+
 fn row(name: &str, stages: &[Stage], seed: u64, goal: Option<f64>) -> Value {
     let (p50, p99) = percentiles(stages, SAMPLES, seed);
+    let costliest = costliest(stages);
+    let costliest_median = costliest.map(|stage| stage.latency.median.as_secs_f64());
     let listed: Vec<Value> = stages
         .iter()
         .map(|stage| {
@@ -72,6 +90,11 @@ fn row(name: &str, stages: &[Stage], seed: u64, goal: Option<f64>) -> Value {
                 "stage": stage.name,
                 "median_s": milli(stage.latency.median.as_secs_f64()),
                 "p99_s": milli(stage.latency.p99.as_secs_f64()),
+                "late": stage.late.map(|late| json!({
+                    "share": late.share,
+                    "median_s": milli(late.latency.median.as_secs_f64()),
+                    "p99_s": milli(late.latency.p99.as_secs_f64()),
+                })),
                 "source": stage.source.text(),
             })
         })
@@ -82,6 +105,11 @@ fn row(name: &str, stages: &[Stage], seed: u64, goal: Option<f64>) -> Value {
         "p99_s": tenth(p99),
         "goal_p50_s": goal,
         "goal_met": goal.map(|goal| p50 <= goal),
+        "costliest_stage": costliest.map(|stage| stage.name),
+        "costliest_stage_median_s": costliest_median.map(milli),
+        // Whether that one stage's median is already past the goal: then no other stage
+        // could be made fast enough to meet it.
+        "costliest_stage_alone_misses_goal": goal.zip(costliest_median).map(|(goal, median)| median > goal),
         "stages": listed,
     })
 }
@@ -162,7 +190,10 @@ mod tests {
     #[test]
     fn a_stale_image_without_the_bucket_starts_later_by_the_self_update() {
         let (baked, stale) = (p50(Host::Baked), p50(Host::BakedStaleSelfUpdate));
-        let update = crate::host::RUNNER_SELF_UPDATE.latency.median.as_secs_f64();
+        let update = crate::stages::RUNNER_SELF_UPDATE
+            .latency
+            .median
+            .as_secs_f64();
         // log-normal sums: the p50s part by about the stage's median, never by nothing
         assert!(stale - baked > update * 0.8, "{baked} {stale} {update}");
         assert!(stale - baked < update * 1.5, "{baked} {stale} {update}");
