@@ -16,9 +16,10 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
-const ATTEMPTS: u32 = 4;
-const BASE_DELAY: Duration = Duration::from_millis(200);
-const BUDGET: Duration = Duration::from_secs(10);
+/// ephemera-github's retry policy: attempts, the first backoff (doubling), the budget.
+pub const ATTEMPTS: u32 = 4;
+pub const BASE_DELAY: Duration = Duration::from_millis(200);
+pub const BUDGET: Duration = Duration::from_secs(10);
 
 /// A GitHub REST endpoint, its points and the hourly bucket it spends.
 #[derive(Debug, Clone, Copy)]

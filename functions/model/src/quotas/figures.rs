@@ -156,6 +156,16 @@ fn github(quotas: &Quotas, settings: &Settings) -> Vec<Figure> {
             "functions/core/src/pace.rs (900 points a minute at 5 a POST; actions_runner_registration)",
         ),
         figure(
+            "ephemera's GitHub client retries",
+            format!(
+                "{} attempts, {} ms doubling, within {} s; `retry-after` honoured when it fits",
+                crate::github::ATTEMPTS,
+                crate::github::BASE_DELAY.as_millis(),
+                crate::github::BUDGET.as_secs()
+            ),
+            "functions/github/src/retry.rs (`RetryPolicy::default`)",
+        ),
+        figure(
             "GitHub latency (median/p99)",
             format!("{} ms", millis(Latencies::default().github)),
             "assumed",
@@ -206,6 +216,14 @@ fn aws(quotas: &Quotas) -> Vec<Figure> {
             "SSM PutParameter (the peer's JIT channel)",
             format!("{}/s", num(quotas.ssm_put.per_second)),
             "an AWS Support reply quoted in terraform-aws-github-runner #2944 (3 TPS standard, 10 with higher throughput; \"not documented any where\"); the AWS General Reference's Systems Manager quotas list 40 TPS for Parameter Store's default throughput, which the peer first paced to (#1841, #2823)",
+        ),
+        figure(
+            "AWS SDK retries",
+            format!(
+                "{} attempts, jittered exponential backoff from 1 s",
+                crate::metered::SDK_ATTEMPTS
+            ),
+            "the SDK's standard retry mode (3 attempts); the backoff's base: assumed",
         ),
         figure(
             "SQS standard queue",
