@@ -332,20 +332,6 @@ async fn reaper_schedule(world: Arc<World>, redeliver: tokio::sync::mpsc::Unboun
     }
 }
 
-/// GitHub calls that spend the installation's `core` bucket, by every caller (all but
-/// generate-jitconfig, which spends `actions_runner_registration`).
-fn core_calls(calls: &Tally) -> u64 {
-    calls
-        .iter()
-        .filter(|((caller, service, operation), _)| {
-            *caller != Caller::Instance
-                && *service == "GitHub"
-                && *operation != crate::github::GENERATE_JITCONFIG.name
-        })
-        .map(|(_, count)| count)
-        .sum()
-}
-
 fn outcome(spec: &BurstSpec, world: &Arc<World>, timeouts: u32) -> BurstOutcome {
     let (launched, registered, p50, p99) = world.timeline.summary();
     let calls = world.cloud.calls();
@@ -376,7 +362,9 @@ fn outcome(spec: &BurstSpec, world: &Arc<World>, timeouts: u32) -> BurstOutcome 
             *value = (*value * 1000.0).round() / 1000.0;
         }
     }
-    let core_per_job = core_calls(&calls) as f64 / jobs;
+    // What a job cost of `core`: the calls that spent its hours (a call GitHub refused
+    // spent none), the reaper's among them.
+    let core_per_job = world.cloud.core_spent() as f64 / jobs;
     let limits = bounds(
         spec.jobs,
         spec.settings.batch_size,

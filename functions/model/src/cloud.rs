@@ -57,6 +57,8 @@ struct State {
     github_refusals: BTreeMap<&'static str, u64>,
     /// Runners registered now in the one runner group every pool registers in.
     group_runners: u32,
+    /// Calls that spent a `core` hour, every App's (a refused call spends none).
+    core_spent: u64,
     conflicts: u64,
     /// Until when a transaction holds an item.
     held: HashMap<String, Instant>,
@@ -134,6 +136,11 @@ impl Cloud {
     pub fn leave_group(&self) {
         let mut state = self.state();
         state.group_runners = state.group_runners.saturating_sub(1);
+    }
+
+    /// Calls that spent the installations' `core` hours so far.
+    pub fn core_spent(&self) -> u64 {
+        self.state().core_spent
     }
 
     /// Runners registered in the group now.
@@ -232,6 +239,9 @@ impl Cloud {
             .spend();
         if let Err(wait) = spent {
             return Err(refused(&mut state, bucket.name(), wait));
+        }
+        if bucket == GitHubBucket::Core {
+            state.core_spent += 1;
         }
         *state.github_in_flight.entry(app).or_default() += 1;
         Ok(())
