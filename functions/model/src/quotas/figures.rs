@@ -121,7 +121,7 @@ fn github(quotas: &Quotas, settings: &Settings) -> Vec<Figure> {
         figure(
             "GitHub runner registrations per organization",
             org,
-            "docs.github.com, \"Actions limits\": \"Runner registrations | 1500 runners / 5 minutes / repository/org/enterprise\" (GitHub Support can raise it); the bucket's shape, and that a refusal is a rate-limit answer with the bucket's wait: assumed",
+            "docs.github.com, \"Actions limits\", runner registrations: \"1500 runners / 5 minutes / repository/org/enterprise\" (GitHub Support can raise it); the bucket's shape, and that a refusal is a rate-limit answer with the bucket's wait: assumed",
         ),
         figure(
             "GitHub runners per runner group",
@@ -129,7 +129,7 @@ fn github(quotas: &Quotas, settings: &Settings) -> Vec<Figure> {
                 "{}; generate-jitconfig past it refused (422, assumed), the creation failed",
                 thousands(f64::from(quotas.github_runners_per_group))
             ),
-            "docs.github.com, \"Actions limits\": \"Runners per runner group | 10,000 runners | Runners registered at the same time per runner group\", not raised by Support; \"Usage limits for self-hosted runners\": \"If this limit is reached, adding a new runner will not be possible\"",
+            "docs.github.com, \"Actions limits\", runners per runner group: \"10,000 runners\", \"Runners registered at the same time per runner group\", not raised by Support; \"Usage limits for self-hosted runners\": \"If this limit is reached, adding a new runner will not be possible\"",
         ),
         figure(
             "GitHub content-creation limit on generate-jitconfig",
@@ -316,6 +316,9 @@ mod tests {
         for figure in &all {
             assert!(!figure.value.trim().is_empty(), "{figure:?}");
             assert!(!figure.source.trim().is_empty(), "{figure:?}");
+            // A table cell of docs/performance.md: no `|` inside.
+            let cells = [&figure.figure, &figure.value, &figure.source];
+            assert!(cells.iter().all(|c| !c.contains('|')), "{figure:?}");
         }
     }
 
