@@ -101,7 +101,7 @@ pub fn preconditions(jobs: u32, quotas: &Quotas, core_per_job: f64) -> Vec<Value
             thousands(f64::from(quotas.github_runners_per_group)),
             format!("{} (one per job, with no other runner in the group)", thousands(n)),
             "the group holds only the burst's runners".to_owned(),
-            "fails: generate-jitconfig refused, the creation failed, the job dead-lettered after maxReceiveCount (`runner_group_cap` shows it)",
+            "fails: generate-jitconfig refused after the instance's launch, the creation failed, the job dead-lettered after maxReceiveCount, then sent again by the reaper (simulated: `runner_group_cap`)",
             None,
             "docs.github.com, \"Actions limits\": 10,000 runners registered at the same time per runner group, not raised by Support",
         ),
@@ -117,7 +117,7 @@ pub fn preconditions(jobs: u32, quotas: &Quotas, core_per_job: f64) -> Vec<Value
         row(
             "GitHub `core` per installation",
             format!("{} calls an hour", thousands(f64::from(quotas.github_core_hourly))),
-            format!("{} calls ({} a job: job lookups after hand-overs, the reaper's reads)", thousands(n * core_per_job), core_per_job),
+            format!("at least the {} calls it spent ({} a job: job lookups after hand-overs, the reaper's reads)", thousands(n * core_per_job), core_per_job),
             "as documented".to_owned(),
             "waits (simulated)",
             bound("GitHub core hourly budget"),
