@@ -51,7 +51,19 @@ BENCHES = {
     },
     "bench/model.json": {
         "command": "make bench-model",
-        "paths": ["functions/model/src", "functions/core/src"],
+        # Everything the model runs: its code and the handlers', the webhook body it
+        # sends (include_str!), and what its figures transcribe: the GitHub client's
+        # retries, the template's settings, the runner host's bootstrap and the baked
+        # image's recipe.
+        "paths": [
+            "functions/model/src",
+            "functions/core/src",
+            "functions/core/fixtures/workflow_job_queued.json",
+            "functions/github/src/retry.rs",
+            "infra/runner/bootstrap.sh",
+            "infra/image/template.yaml",
+            "template.yaml",
+        ],
     },
     "bench/results.json": {
         "command": "make bench",
@@ -416,7 +428,59 @@ def render_model_flood_seeds():
     )
 
 
+def render_model_quotas():
+    rows = [(q["figure"], q["value"], q["source"]) for q in load("bench/model.json")["quotas"]]
+    return table(["figure", "value", "source"], rows)
+
+
+def render_model_account():
+    account = load("bench/model.json")["account"]
+    rows = [
+        (a["limit"], a["default"], a["needed"], a["assumed"], a["past_it"],
+         "—" if a["bound_s"] is None else f"{number(a['bound_s'])} s", a["source"])
+        for a in account["limits"]
+    ]
+    return f"A burst of {number(account['jobs'])} jobs:\n\n" + table(
+        ["limit", "default", "the burst needs", "the model assumes", "past it", "bound", "source"], rows
+    )
+
+
+def render_model_runner_group_cap():
+    r = load("bench/model.json")["runner_group_cap"]
+    return (
+        f"{number(r['jobs'])} jobs on a runner group of {number(r['runner_group_cap'])}: "
+        f"{number(r['jobs_running'])} jobs run, GitHub refused {number(r['registrations_refused'])} registrations, "
+        f"{number(r['dead_lettered_jobs'])} jobs were dead-lettered ({number(r['dead_lettered'])} messages), "
+        f"{number(r['reaper_calls'].get('SQS', {}).get('SendMessage', 0))} "
+        f"messages were sent again by the reaper, and the run was stopped after {number(r['simulated_s'])} s "
+        f"of simulated time, once every refused job had reached the DLQ.\n"
+    )
+
+
+def render_model_org_registrations():
+    org = load("bench/model.json")["org_registrations"]
+    rows = []
+    for b in org["bursts"]:
+        apps = b["github_apps"]
+        refusals = b["github_refusals"].get("org_registrations", 0)
+        rows.append((
+            number(apps), number(b["all_registered_s"]), f"{number(b['limit_bound_s'])} ({b['binding_limit']})",
+            f"{number(org['bound_without_org_limit_s'][str(apps)])} s", number(refusals), number(b["dead_lettered"]),
+        ))
+    lifted = org["ec2_launch_resource"]
+    return (
+        f"{number(org['bursts'][0]['jobs'])} jobs, EC2's launch bucket lifted to {number(lifted['capacity'], 0)} "
+        f"instances and {number(lifted['per_second'], 0)} a second (assumed):\n\n"
+        + table(["GitHub Apps", "all registered (s)", "bound (binding quota)", "bound without the organization's limit",
+                 "registrations the organization's limit refused", "dead-lettered"], rows)
+    )
+
+
 RENDERERS = {
+    "model-quotas": render_model_quotas,
+    "model-account": render_model_account,
+    "model-runner-group-cap": render_model_runner_group_cap,
+    "model-org-registrations": render_model_org_registrations,
     "webhook": render_webhook,
     "webhook-refused": render_webhook_refused,
     "functions": render_functions,

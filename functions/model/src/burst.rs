@@ -142,8 +142,15 @@ async fn run_burst(spec: &BurstSpec) -> BurstOutcome {
     let started = Instant::now();
     while started.elapsed() < TIME_LIMIT {
         tokio::time::sleep(Duration::from_secs(1)).await;
-        let all_taken = world.taken.load(Ordering::Relaxed) >= spec.jobs;
-        if all_taken && queue.waiting() == 0 && in_flight.load(Ordering::Relaxed) == 0 {
+        // Every job runs and the queue is drained; or every job that does not run has
+        // been dead-lettered once. A job GitHub refuses every runner for (past the
+        // runner group's cap: no job finishes in a burst, so no place frees) goes to the
+        // DLQ, and the reaper sends it again while GitHub holds it queued, without end.
+        let taken = world.taken.load(Ordering::Relaxed) as usize;
+        let jobs = spec.jobs as usize;
+        let drained = taken >= jobs && queue.waiting() == 0;
+        let refused = taken < jobs && taken + queue.dead_lettered_jobs() >= jobs;
+        if (drained || refused) && in_flight.load(Ordering::Relaxed) == 0 {
             break;
         }
     }
@@ -355,12 +362,16 @@ fn outcome(spec: &BurstSpec, world: &Arc<World>, timeouts: u32) -> BurstOutcome 
             *value = (*value * 1000.0).round() / 1000.0;
         }
     }
+    // What a job cost of `core`: the calls that spent its hours (a call GitHub refused
+    // spent none), the reaper's among them.
+    let core_per_job = world.cloud.core_spent() as f64 / jobs;
     let limits = bounds(
         spec.jobs,
         spec.settings.batch_size,
         &spec.quotas,
         spec.pattern,
         spec.settings.github_apps,
+        core_per_job,
     );
     let (binding, bound) = limits.first().cloned().unwrap_or_default();
     let round = |v: Option<f64>| v.map(|v| (v * 10.0).round() / 10.0);
@@ -377,6 +388,8 @@ fn outcome(spec: &BurstSpec, world: &Arc<World>, timeouts: u32) -> BurstOutcome 
         "binding_limit": binding,
         "limit_bound_s": round(Some(bound)),
         "dead_lettered": dead_lettered,
+        "dead_lettered_jobs": world.queue.dead_lettered_jobs(),
+        "simulated_s": (world.timeline.elapsed_s() * 10.0).round() / 10.0,
         "jobs_running": jobs_running,
         "throttled": world.cloud.throttles(),
         "transaction_conflicts": world.cloud.conflicts(),
@@ -391,6 +404,13 @@ fn outcome(spec: &BurstSpec, world: &Arc<World>, timeouts: u32) -> BurstOutcome 
         "github_content_creation_applied": spec.quotas.github_content_creation.is_some(),
         "webhook_reserved_concurrency": settings.webhook_reserved_concurrency,
         "lambda_throttles": world.flood.row(spec.flood.as_ref()),
+        "github_refusals": world.cloud.github_refusals(),
+        "registrations_refused": world.cloud.github_refusals().get("runner_group_full").copied().unwrap_or(0),
+        "runner_group_cap": spec.quotas.github_runners_per_group,
+        "runners_in_group": world.cloud.group_runners(),
+        "core_calls_per_job": (core_per_job * 1000.0).round() / 1000.0,
+        "github_org_registrations_applied": spec.quotas.github_org_registrations.is_some(),
+        "ec2_launch_resource": { "capacity": spec.quotas.ec2_launch_resource.capacity, "per_second": spec.quotas.ec2_launch_resource.per_second },
         "other_bounds": limits.iter().skip(1).map(|(n, s)| json!({"quota": n, "bound_s": (s * 10.0).round() / 10.0})).collect::<Vec<_>>(),
     });
     BurstOutcome {

@@ -51,6 +51,14 @@ struct State {
     github_in_flight: HashMap<usize, u32>,
     calls: Tally,
     throttled: BTreeMap<&'static str, u64>,
+    /// GitHub's refusals by the limit that refused (`points`, `concurrent`, `core`,
+    /// `actions_runner_registration`, `org_registrations`, `content_creation`,
+    /// `runner_group_full`).
+    github_refusals: BTreeMap<&'static str, u64>,
+    /// Runners registered now in the one runner group every pool registers in.
+    group_runners: u32,
+    /// Calls that spent a `core` hour, every App's (a refused call spends none).
+    core_spent: u64,
     conflicts: u64,
     /// Until when a transaction holds an item.
     held: HashMap<String, Instant>,
@@ -92,6 +100,54 @@ impl Cloud {
         *self.state().throttled.entry(service).or_default() += 1;
     }
 
+    /// Counts one GitHub refusal by the limit that refused it.
+    pub fn github_refused(&self, limit: &'static str) {
+        *self.state().github_refusals.entry(limit).or_default() += 1;
+    }
+
+    /// GitHub's refusals so far, by limit.
+    pub fn github_refusals(&self) -> BTreeMap<&'static str, u64> {
+        self.state().github_refusals.clone()
+    }
+
+    /// Puts `runners` in the runner group before a burst (another pool's, or runners
+    /// left registered).
+    pub fn fill_group(&self, runners: u32) {
+        self.state().group_runners += runners;
+    }
+
+    /// Takes a place in the runner group for a runner being registered, or false (and a
+    /// `runner_group_full` refusal counted) when the group holds
+    /// [`Quotas::github_runners_per_group`] already.
+    pub fn join_group(&self) -> bool {
+        let mut state = self.state();
+        if state.group_runners >= self.quotas.github_runners_per_group {
+            *state
+                .github_refusals
+                .entry("runner_group_full")
+                .or_default() += 1;
+            return false;
+        }
+        state.group_runners += 1;
+        true
+    }
+
+    /// Gives a runner's place in the group back (removed, or its registration failed).
+    pub fn leave_group(&self) {
+        let mut state = self.state();
+        state.group_runners = state.group_runners.saturating_sub(1);
+    }
+
+    /// Calls that spent the installations' `core` hours so far.
+    pub fn core_spent(&self) -> u64 {
+        self.state().core_spent
+    }
+
+    /// Runners registered in the group now.
+    pub fn group_runners(&self) -> u32 {
+        self.state().group_runners
+    }
+
     /// Takes `cost` from the bucket named `name` (made from `spec` on first use).
     pub fn take(&self, name: &str, spec: BucketSpec, cost: f64) -> Result<(), Duration> {
         let mut state = self.state();
@@ -117,8 +173,9 @@ impl Cloud {
 
     /// Starts a GitHub request of App `app`: one of its concurrent ones, one call of
     /// its bucket's hour (`core` or `actions_runner_registration`; and of the
-    /// content-creation limit's, when that applies to it); or how long GitHub says to
-    /// wait. Each App has its own buckets.
+    /// content-creation limit's, when that applies to it); a registration also spends
+    /// the organization's registrations, which every App shares. Or how long GitHub
+    /// says to wait, the refusal counted by its limit. Each App has its own buckets.
     pub fn github_start(
         &self,
         app: usize,
@@ -126,31 +183,66 @@ impl Cloud {
         creates_content: bool,
     ) -> Result<(), Duration> {
         let mut state = self.state();
+        let refused = |state: &mut State, limit: &'static str, wait: Duration| {
+            *state.github_refusals.entry(limit).or_default() += 1;
+            wait
+        };
         if state.github_in_flight.get(&app).copied().unwrap_or(0) >= self.quotas.github_concurrent {
-            return Err(self.quotas.github_retry_after);
+            return Err(refused(
+                &mut state,
+                "concurrent",
+                self.quotas.github_retry_after,
+            ));
         }
         if let (true, Some(limit)) = (creates_content, self.quotas.github_content_creation) {
-            state
+            let minute = state
                 .buckets
                 .entry(format!("app{app}:github_content_creation_minute"))
                 .or_insert_with(|| TokenBucket::new(limit.per_minute))
-                .take(1.0)
-                .map_err(|_| self.quotas.github_retry_after)?;
-            state
+                .take(1.0);
+            if minute.is_err() {
+                return Err(refused(
+                    &mut state,
+                    "content_creation",
+                    self.quotas.github_retry_after,
+                ));
+            }
+            let hour = state
                 .hourly
                 .entry((app, "content_creation"))
                 .or_insert_with(|| HourlyWindow::new(limit.per_hour))
-                .spend()?;
+                .spend();
+            if let Err(wait) = hour {
+                return Err(refused(&mut state, "content_creation", wait));
+            }
+        }
+        if let (GitHubBucket::Registration, Some(org)) =
+            (bucket, self.quotas.github_org_registrations)
+        {
+            let taken = state
+                .buckets
+                .entry("org:runner_registrations".to_owned())
+                .or_insert_with(|| TokenBucket::new(org))
+                .take(1.0);
+            if let Err(wait) = taken {
+                return Err(refused(&mut state, "org_registrations", wait));
+            }
         }
         let limit = match bucket {
             GitHubBucket::Core => self.quotas.github_core_hourly,
             GitHubBucket::Registration => self.quotas.github_registration_hourly,
         };
-        state
+        let spent = state
             .hourly
             .entry((app, bucket.name()))
             .or_insert_with(|| HourlyWindow::new(limit))
-            .spend()?;
+            .spend();
+        if let Err(wait) = spent {
+            return Err(refused(&mut state, bucket.name(), wait));
+        }
+        if bucket == GitHubBucket::Core {
+            state.core_spent += 1;
+        }
         *state.github_in_flight.entry(app).or_default() += 1;
         Ok(())
     }

@@ -1,8 +1,12 @@
 //! GitHub behind its limits, each GitHub App's own: points per minute per endpoint,
-//! concurrent requests and the installation's hourly buckets (`core`, and `actions_runner_registration` for
-//! generate-jitconfig; the content-creation limit when the quotas apply it), each call answered after a drawn latency; and, in front
-//! of it, ephemera's retry policy (`ephemera-github`: 4 attempts, 200 ms doubling, a
-//! 10 s budget, `retry-after` honoured only when it fits in the budget).
+//! concurrent requests and the installation's hourly buckets (`core`, and
+//! `actions_runner_registration` for generate-jitconfig; the content-creation limit when
+//! the quotas apply it), each call answered after a drawn latency; the organization's
+//! limits every App shares: its runner registrations every 5 minutes (a wait), and its
+//! runner group's 10,000 runners (a refusal: GitHub's "Actions limits" say adding a
+//! runner past it "will not be possible"). In front of it, ephemera's retry policy
+//! (`ephemera-github`: 4 attempts, 200 ms doubling, a 10 s budget, `retry-after`
+//! honoured only when it fits in the budget).
 
 use crate::cloud::{Caller, Cloud, GitHubBucket};
 use async_trait::async_trait;
@@ -12,9 +16,10 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
-const ATTEMPTS: u32 = 4;
-const BASE_DELAY: Duration = Duration::from_millis(200);
-const BUDGET: Duration = Duration::from_secs(10);
+/// ephemera-github's retry policy: attempts, the first backoff (doubling), the budget.
+pub const ATTEMPTS: u32 = 4;
+pub const BASE_DELAY: Duration = Duration::from_millis(200);
+pub const BUDGET: Duration = Duration::from_secs(10);
 
 /// A GitHub REST endpoint, its points and the hourly bucket it spends.
 #[derive(Debug, Clone, Copy)]
@@ -95,7 +100,10 @@ pub async fn request_as(
                 cloud.github_end(app);
                 match points {
                     Ok(()) => return Ok(()),
-                    Err(_) => cloud.quotas.github_retry_after,
+                    Err(_) => {
+                        cloud.github_refused("points");
+                        cloud.quotas.github_retry_after
+                    }
                 }
             }
             Err(wait) => {
@@ -132,7 +140,19 @@ impl Forge for MeteredForge {
         request_: &JitRequest,
     ) -> Result<JitConfig, ForgeError> {
         request_as(&self.cloud, self.caller, self.app, GENERATE_JITCONFIG).await?;
-        self.inner.generate_jit_config(scope, request_).await
+        if !self.cloud.join_group() {
+            // What GitHub answers is not documented; the adapter maps any answer but
+            // 409 and the rate limits to `Rejected`, which fails the creation.
+            return Err(ForgeError::Rejected {
+                status: 422,
+                message: "the runner group holds its 10,000 runners".to_owned(),
+            });
+        }
+        let registered = self.inner.generate_jit_config(scope, request_).await;
+        if registered.is_err() {
+            self.cloud.leave_group();
+        }
+        registered
     }
 
     async fn remove_runner(
@@ -141,7 +161,11 @@ impl Forge for MeteredForge {
         runner_id: u64,
     ) -> Result<RunnerRemoval, ForgeError> {
         request_as(&self.cloud, self.caller, self.app, DELETE_RUNNER).await?;
-        self.inner.remove_runner(scope, runner_id).await
+        let removal = self.inner.remove_runner(scope, runner_id).await;
+        if matches!(removal, Ok(RunnerRemoval::Removed)) {
+            self.cloud.leave_group();
+        }
+        removal
     }
 
     async fn get_runner(

@@ -9,6 +9,7 @@
 //! is tokio's paused clock: an hour of bursting takes seconds.
 //!
 //! # Layout
+//! - [`account`]: the account a burst assumes, each limit's bound or failure.
 //! - [`quotas`]: the figures (quotas, latencies, settings), each with its source.
 //! - [`bucket`]: token buckets and GitHub's hourly window.
 //! - [`cloud`]: the account and the App: buckets, latencies, call and throttle tallies.
@@ -25,6 +26,7 @@
 //! - [`report`]: what a burst measured, and the bound the binding quota alone allows.
 //! - [`agreement`]: a small burst's calls per job, to compare with the emulator's.
 
+pub mod account;
 pub mod agreement;
 pub mod bucket;
 pub mod burst;

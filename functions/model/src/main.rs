@@ -7,18 +7,27 @@
 //! table.
 //!
 //! Usage: `bench-model [--out FILE] [--jobs 100,1000,10000] [--seed N] [--apps N]
-//! [--flood-seeds N] [--default-only] [--flood-only] [--start-only]` (`--default-only`,
-//! `--flood-only`: those bursts only, `--apps` the GitHub Apps of the default-only bursts;
-//! `--flood-seeds`: the flooded cases are also run over N seeds from `--seed`, default
-//! 20; `--start-only`: queued → started per host mode; each printed, nothing written)
+//! [--flood-seeds N] [--default-only] [--flood-only] [--limits-only] [--start-only]`
+//! (`--default-only`, `--flood-only`: those bursts only, `--apps` the GitHub Apps of the
+//! default-only bursts; `--flood-seeds`: the flooded cases are also run over N seeds
+//! from `--seed`, default 20; `--limits-only`: the runner group's cap and the
+//! organization's registrations; `--start-only`: queued → started per host mode; each
+//! printed, nothing written)
+//!
+//! Besides the bursts, `bench/model.json` holds the figures the model runs on
+//! (`quotas`), the account the largest burst assumes (`account`), a burst past the
+//! runner group's cap (`runner_group_cap`), and 10,000 jobs with EC2's launch bucket
+//! lifted and 1 to 3 GitHub Apps against the organization's registrations
+//! (`org_registrations`).
 //!
 //! Every random draw of a burst (latencies, retry jitter, runner names) comes from one
 //! RNG seeded with `--seed` (default [`DEFAULT_SEED`]) and the burst's size, so a seed
 //! gives the same figures every time.
 
+use ephemera_model::account::preconditions;
 use ephemera_model::burst::{run, BurstOutcome, BurstSpec};
 use ephemera_model::flood::{deliveries_report, Flood};
-use ephemera_model::quotas::{ContentCreation, Latencies, Quotas, Settings};
+use ephemera_model::quotas::{figures, ContentCreation, Latencies, Quotas, Settings};
 use ephemera_model::report::{bounds, Pattern};
 use ephemera_model::start::start_latency;
 use ephemera_model::world::Assignment;
@@ -105,12 +114,71 @@ fn content_creation(seed: u64) -> Value {
     let mut applied = spec(seed, 1_000, Settings::default_settings(), Pattern::Ephemera);
     applied.quotas = quotas.clone();
     let row = burst(&applied);
-    let ten_thousand = bounds(10_000, 10, &quotas, Pattern::Ephemera, 1);
+    // Its `core` calls are not counted (the burst is not run): content creation binds
+    // long before.
+    let ten_thousand = bounds(10_000, 10, &quotas, Pattern::Ephemera, 1, 0.0);
     let (binding, bound) = ten_thousand.first().cloned().unwrap_or_default();
     json!({
         "applied_1000": row,
         "bound_10000_s": (bound * 10.0).round() / 10.0,
         "binding_10000": binding,
+    })
+}
+
+/// The runner group's cap: 10,100 jobs, 100 past the 10,000 runners a group holds.
+/// GitHub refuses their registrations; each refusal fails its runner's creation, and a
+/// job refused `maxReceiveCount` times is dead-lettered (no job finishes in a burst, so
+/// no place frees).
+fn runner_group_cap(seed: u64) -> Value {
+    let jobs = Quotas::default().github_runners_per_group + 100;
+    burst(&spec(
+        seed,
+        jobs,
+        Settings::default_settings(),
+        Pattern::Ephemera,
+    ))
+}
+
+/// EC2's launch bucket as if AWS had raised it (assumed: 10,000 instances, 20 a second),
+/// so that GitHub's limits bind a 10,000-job burst.
+fn ec2_lifted() -> Quotas {
+    Quotas {
+        ec2_launch_resource: ephemera_model::bucket::BucketSpec {
+            capacity: 10_000.0,
+            per_second: 20.0,
+        },
+        ..Quotas::default()
+    }
+}
+
+/// What a second and a third GitHub App add once EC2 does not bind: the 10,000-job
+/// burst with 1, 2 and 3 Apps on [`ec2_lifted`], against the organization's 1,500
+/// registrations every 5 minutes, which every App shares.
+fn org_registrations(seed: u64) -> Value {
+    let quotas = ec2_lifted();
+    let runs: Vec<Value> = [1, 2, 3]
+        .into_iter()
+        .map(|apps| {
+            let mut settings = with_apps(apps);
+            settings.name = format!("{}, EC2 launch bucket lifted", settings.name);
+            let mut lifted = spec(seed, 10_000, settings, Pattern::Ephemera);
+            lifted.quotas = quotas.clone();
+            burst(&lifted)
+        })
+        .collect();
+    let unlimited = Quotas {
+        github_org_registrations: None,
+        ..quotas.clone()
+    };
+    let bound_without = |apps| {
+        bounds(10_000, 10, &unlimited, Pattern::Ephemera, apps, 0.0)
+            .first()
+            .map_or(0.0, |(_, s)| (s * 10.0).round() / 10.0)
+    };
+    json!({
+        "ec2_launch_resource": { "capacity": quotas.ec2_launch_resource.capacity, "per_second": quotas.ec2_launch_resource.per_second },
+        "bursts": runs,
+        "bound_without_org_limit_s": { "1": bound_without(1), "2": bound_without(2), "3": bound_without(3) },
     })
 }
 
@@ -279,6 +347,7 @@ fn main() {
     let mut default_only = false;
     let mut flood_only = false;
     let mut start_only = false;
+    let mut limits_only = false;
     let mut apps = 1;
     let mut flood_seed_count = DEFAULT_FLOOD_SEEDS;
     let mut args = std::env::args().skip(1);
@@ -289,6 +358,10 @@ fn main() {
         }
         if arg == "--flood-only" {
             flood_only = true;
+            continue;
+        }
+        if arg == "--limits-only" {
+            limits_only = true;
             continue;
         }
         if arg == "--start-only" {
@@ -325,12 +398,20 @@ fn main() {
                     .parse()
                     .unwrap_or_else(|_| panic!("--seed: {text:?} is not a whole number"));
             }
-            _ => panic!("usage: bench-model [--out FILE] [--jobs 100,1000,10000] [--seed N] [--apps N] [--flood-seeds N] [--default-only] [--flood-only] [--start-only]"),
+            _ => panic!("usage: bench-model [--out FILE] [--jobs 100,1000,10000] [--seed N] [--apps N] [--flood-seeds N] [--default-only] [--flood-only] [--limits-only] [--start-only]"),
         }
     }
     if start_only {
         let start = start_latency(seed);
         println!("{}", serde_json::to_string_pretty(&start).expect("JSON"));
+        return;
+    }
+    if limits_only {
+        let cases = json!({
+            "runner_group_cap": runner_group_cap(seed),
+            "org_registrations": org_registrations(seed),
+        });
+        println!("{}", serde_json::to_string_pretty(&cases).expect("JSON"));
         return;
     }
     if flood_only {
@@ -368,13 +449,32 @@ fn main() {
         )));
         bursts.push(burst(&spec(seed, jobs, with_apps(2), Pattern::Ephemera)));
         bursts.push(burst(&spec(seed, jobs, unpaced(), Pattern::Ephemera)));
-        let mut best_settings = with_concurrency(best);
-        best_settings.name = format!("best (ScalerMaxConcurrency {best})");
-        bursts.push(burst(&spec(seed, jobs, best_settings, Pattern::Ephemera)));
+        let best_name = format!("best (ScalerMaxConcurrency {best})");
+        if best == Settings::default_settings().scaler_max_concurrency {
+            // The default's own run: the same spec and seed give the same figures.
+            let mut same = bursts[bursts.len() - 3].clone();
+            same["settings"] = json!(best_name);
+            bursts.push(same);
+        } else {
+            let mut best_settings = with_concurrency(best);
+            best_settings.name = best_name;
+            bursts.push(burst(&spec(seed, jobs, best_settings, Pattern::Ephemera)));
+        }
         peer.push(burst(&spec(seed, jobs, peer_settings(), Pattern::Peer)));
     }
+    let core_per_job = bursts
+        .iter()
+        .filter(|row| row["settings"] == "default")
+        .max_by_key(|row| row["jobs"].as_u64())
+        .and_then(|row| row["core_calls_per_job"].as_f64())
+        .unwrap_or(0.0);
+    let largest = sizes.iter().copied().max().unwrap_or(10_000);
     let results = json!({
         "seed": seed,
+        "quotas": figures().iter().map(|f| f.to_json()).collect::<Vec<_>>(),
+        "account": { "jobs": largest, "limits": preconditions(largest, &Quotas::default(), core_per_job) },
+        "runner_group_cap": runner_group_cap(seed),
+        "org_registrations": org_registrations(seed),
         "bursts": bursts,
         "peer": { "terraform-aws-github-runner": peer },
         "content_creation": content_creation(seed),

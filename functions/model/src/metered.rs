@@ -22,7 +22,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 /// The SDK's standard retry mode: 3 attempts, jittered exponential backoff (assumed
 /// base of one second).
-const SDK_ATTEMPTS: u32 = 3;
+pub const SDK_ATTEMPTS: u32 = 3;
 
 /// The one pool's item: every claim and release is a transaction on it.
 const POOL_ITEM: &str = "POOL#linux";

@@ -1,5 +1,7 @@
 //! Every figure the model runs on, with where it comes from. A figure nobody publishes
-//! is marked "assumed"; docs/performance.md's "The quotas it runs on" table is this file.
+//! is marked "assumed". [`figures`] lists them, each value written from the structs
+//! below, into `bench/model.json`'s `quotas`, from which docs/performance.md's "The
+//! quotas it runs on" table is rendered (`make docs-figures`).
 
 use crate::bucket::BucketSpec;
 use std::time::Duration;
@@ -19,6 +21,13 @@ pub struct Quotas {
     /// generate-jitconfig; GitHub does not say whether it is, so it is a setting, off
     /// by default.
     pub github_content_creation: Option<ContentCreation>,
+    /// GitHub: runner registrations per organization, 1,500 every 5 minutes, shared by
+    /// every App of the organization (a bucket of 1,500 refilled at 5 a second is
+    /// assumed: GitHub gives the count and the window, not the shape); `None` lifts it.
+    pub github_org_registrations: Option<BucketSpec>,
+    /// GitHub: self-hosted runners registered at the same time in one runner group;
+    /// generate-jitconfig past it is refused, not delayed.
+    pub github_runners_per_group: u32,
     /// GitHub: concurrent requests.
     pub github_concurrent: u32,
     /// GitHub: the wait a secondary rate limit answer asks for.
@@ -54,6 +63,8 @@ impl Default for Quotas {
             github_core_hourly: 5_000,
             github_registration_hourly: 10_000,
             github_content_creation: None,
+            github_org_registrations: Some(ORG_REGISTRATIONS),
+            github_runners_per_group: 10_000,
             github_concurrent: 100,
             github_retry_after: Duration::from_secs(60),
             ec2_create_fleet: BucketSpec {
@@ -87,6 +98,13 @@ impl Default for Quotas {
         }
     }
 }
+
+/// GitHub's "Actions limits": 1,500 runner registrations every 5 minutes per
+/// repository, organization or enterprise, as a bucket of 1,500 refilled at 1,500 / 300 s.
+pub const ORG_REGISTRATIONS: BucketSpec = BucketSpec {
+    capacity: 1_500.0,
+    per_second: 1_500.0 / 300.0,
+};
 
 /// GitHub's secondary limit on requests that create content.
 #[derive(Debug, Clone, Copy)]
@@ -199,34 +217,5 @@ impl Settings {
     }
 }
 
-/// The figures and their sources, for docs/performance.md's table: (figure, value, source).
-pub const SOURCES: &[(&str, &str, &str)] = &[
-    ("GitHub REST points per minute per endpoint", "900 (POST 5, GET 1)", "docs.github.com, Rate limits for the REST API: secondary rate limits"),
-    ("GitHub concurrent requests", "100", "same page"),
-    ("GitHub secondary limit wait", "60 s", "same page: wait at least one minute when no retry-after"),
-    ("GitHub installation budget, core", "5,000 calls/h", "same page: primary rate limit for GitHub App installations (more with many repos/users; 15,000 on Enterprise Cloud); token mints are the App's JWT's, not counted"),
-    ("GitHub installation budget, actions_runner_registration", "10,000 registrations/h", "REST API endpoints for rate limits (the bucket exists, no figure); the figure and that generate-jitconfig spends it: terraform-aws-github-runner's rate-limit guide (docs/rate-limits-and-tuning.md)"),
-    ("GitHub content-creation limit on generate-jitconfig", "not applied (a setting: 80/min, 500/h when applied)", "Rate limits for the REST API lists 80/min and 500/h for content-creating requests; whether generate-jitconfig is one is not documented: assumed not, as peers report 1,000 JIT runners in ~8 min, above 80/min"),
-    ("GitHub Apps", "1 (a setting; 2 in the two-App bursts)", "each App its own installation buckets and points: Rate limits for the REST API (primary limits are per installation, secondary per App); the same installations for every App: assumed, as a deployment lists them"),
-    ("Registration pace", "per App: 180 a minute, and no more than the App's 10,000 an hour in any hour, shared by the scaler's invocations", "functions/core/src/pace.rs (900 points a minute at 5 a POST; actions_runner_registration)"),
-    ("Which idle scaler environment takes a batch", "the one idle longest", "assumed (Lambda does not say)"),
-    ("EC2 CreateFleet request bucket", "50, refill 5/s", "EC2 API reference, Request throttling: mutating actions"),
-    ("EC2 instances launched (resource bucket)", "1,000, refill 2/s", "same page: RunInstances resource bucket; that an instant fleet spends it is assumed"),
-    ("EC2 DescribeInstances (filtered)", "100, refill 20/s", "same page: non-mutating actions"),
-    ("EC2 TerminateInstances", "request 100, 5/s; resource 1,000, 20/s", "same page: uncategorized actions, resource buckets"),
-    ("DynamoDB partition writes", "1,000 WCU/s", "DynamoDB developer guide: partitions and data distribution"),
-    ("DynamoDB transactional write", "2 WCU per item", "DynamoDB developer guide: capacity management for transactions"),
-    ("DynamoDB item held by a transaction", "for the call's latency", "assumed (conflicts are documented, their window is not)"),
-    ("SSM PutParameter", "3/s", "AWS General Reference, Systems Manager quotas: standard throughput"),
-    ("SQS standard queue", "no throttling", "SQS developer guide: nearly unlimited transactions per second"),
-    ("Lambda account concurrency", "1,000 (new accounts: 10)", "Lambda developer guide: quotas"),
-    ("SQS event source scaling", "5 batches at first, +300 a minute, at most 1,000", "Lambda developer guide: scaling for SQS event sources"),
-    ("Event source maximum concurrency", "2-1,000; ephemera's default 5", "Lambda API ScalingConfig; template.yaml ScalerMaxConcurrency"),
-    ("Batch size, visibility, maxReceiveCount, scaler timeout", "10, 180 s, 5, 30 s", "template.yaml"),
-    ("Latencies (DynamoDB 6/25 ms, transactions 15/60, SQS 10/40, CreateFleet 1.5/5 s, other EC2 0.3/1.2 s, GitHub 250/1,200 ms, SSM 30/120 ms; median/p99)", "log-normal", "assumed"),
-    ("Webhook reserved concurrency", "50", "template.yaml WebhookReservedConcurrency"),
-    ("Lambda requests per second", "10 per execution environment (a refused request holds a slot 100 ms)", "Lambda developer guide: understanding Lambda function scaling"),
-    ("Instance boot to JIT config read", "the stock host's stages: EC2 pending → running, OS boot, package installs, runner download", "functions/model/src/host.rs, each stage with its source (bench/model.json start_latency)"),
-    ("Webhook deliveries of a burst", "500 a second", "assumed"),
-    ("Peer: scale-up concurrency, batch, visibility", "1, 10, 60 s", "terraform-aws-github-runner #3824 (scale_up_reserved_concurrent_executions = 1); variables.tf (lambda_timeout_scale_up 60 s)"),
-];
+pub mod figures;
+pub use figures::{figures, Figure};

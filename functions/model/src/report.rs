@@ -105,13 +105,16 @@ pub enum Pattern {
 
 /// The time each quota alone allows for `jobs` jobs, the longest first: (quota, s).
 /// GitHub's limits are each App's: with `apps` Apps, each registers its share of the
-/// jobs (AWS's quotas are the account's, whatever the number of Apps).
+/// jobs (the organization's registrations and AWS's quotas are shared, whatever the
+/// number of Apps). `core_per_job` is the `core` calls a job costs (a burst's measured
+/// count: job lookups, runner reads and deletions; the peer's queued check).
 pub fn bounds(
     jobs: u32,
     batch: usize,
     quotas: &Quotas,
     pattern: Pattern,
     apps: u32,
+    core_per_job: f64,
 ) -> Vec<(String, f64)> {
     let n = f64::from(jobs);
     let per_app = n / f64::from(apps.max(1));
@@ -119,13 +122,10 @@ pub fn bounds(
         ((cost - spec.capacity) / spec.per_second).max(0.0)
     };
     let jit_points = |jobs: f64| bucket(jobs * 5.0, quotas.github_points);
-    // `calls_per_job` calls a job in a bucket of `per_hour`: whole hours for the windows
-    // before the last, then the last window's rest at the points' pace.
-    let hourly = |per_hour: u32, calls_per_job: f64| {
-        if calls_per_job == 0.0 {
-            return 0.0;
-        }
-        let per_window = f64::from(per_hour) / calls_per_job;
+    // A job a registration in a bucket of `per_hour`: whole hours for the windows before
+    // the last, then the last window's rest at the points' pace.
+    let registration_hours = {
+        let per_window = f64::from(quotas.github_registration_hourly);
         let windows = (per_app / per_window).ceil().max(1.0);
         if windows > 1.0 {
             3600.0 * (windows - 1.0) + jit_points(per_app - per_window * (windows - 1.0))
@@ -133,13 +133,19 @@ pub fn bounds(
             0.0
         }
     };
-    // ephemera spends no core call per job (the installation token is minted with the
-    // App's JWT, once an hour); the peer checks each job (GET) in core.
-    let core_per_job = match pattern {
-        Pattern::Ephemera => 0.0,
-        Pattern::Peer => 1.0,
+    // `core`: the calls past each hour's 5,000 wait for the window's reset, then go at a
+    // GET's points (1 each) of the endpoint's 900 a minute.
+    let core_hours = {
+        let calls = per_app * core_per_job;
+        let per_window = f64::from(quotas.github_core_hourly);
+        let windows = (calls / per_window).ceil().max(1.0);
+        if windows > 1.0 {
+            3600.0 * (windows - 1.0)
+                + bucket(calls - per_window * (windows - 1.0), quotas.github_points)
+        } else {
+            0.0
+        }
     };
-    let batches = (n / batch as f64).ceil();
     let mut all = vec![
         (
             "GitHub points per minute (generate-jitconfig)".to_owned(),
@@ -147,12 +153,18 @@ pub fn bounds(
         ),
         (
             "GitHub actions_runner_registration hourly budget".to_owned(),
-            hourly(quotas.github_registration_hourly, 1.0),
+            registration_hours,
         ),
-        (
-            "GitHub core hourly budget".to_owned(),
-            hourly(quotas.github_core_hourly, core_per_job),
-        ),
+        ("GitHub core hourly budget".to_owned(), core_hours),
+    ];
+    if let Some(org) = quotas.github_org_registrations {
+        all.push((
+            "GitHub runner registrations per organization (1,500 per 5 minutes)".to_owned(),
+            bucket(n, org),
+        ));
+    }
+    let batches = (n / batch as f64).ceil();
+    all.extend([
         (
             "EC2 instances launched (resource bucket)".to_owned(),
             bucket(n, quotas.ec2_launch_resource),
@@ -165,7 +177,7 @@ pub fn bounds(
             "DynamoDB pool item partition".to_owned(),
             ((2.0 * n - quotas.dynamodb_partition_wcu) / quotas.dynamodb_partition_wcu).max(0.0),
         ),
-    ];
+    ]);
     if pattern == Pattern::Peer {
         all.push(("SSM PutParameter".to_owned(), bucket(n, quotas.ssm_put)));
     }
@@ -197,7 +209,7 @@ mod tests {
     #[test]
     fn github_points_bind_a_thousand_jobs_and_ten_thousand() {
         let quotas = Quotas::default();
-        let thousand = bounds(1_000, 10, &quotas, Pattern::Ephemera, 1);
+        let thousand = bounds(1_000, 10, &quotas, Pattern::Ephemera, 1, 0.0);
         assert_eq!(
             thousand[0].0,
             "GitHub points per minute (generate-jitconfig)"
@@ -205,7 +217,7 @@ mod tests {
         assert!((thousand[0].1 - 4_100.0 / 15.0).abs() < 1e-9);
         // 10,000 registrations fit the registration bucket's hour, and their points
         // take 3,273 s; EC2's launch bucket (1,000, 2 a second) takes longer.
-        let ten_thousand = bounds(10_000, 10, &quotas, Pattern::Ephemera, 1);
+        let ten_thousand = bounds(10_000, 10, &quotas, Pattern::Ephemera, 1, 0.0);
         assert_eq!(
             ten_thousand[0].0,
             "EC2 instances launched (resource bucket)"
@@ -224,7 +236,7 @@ mod tests {
     #[test]
     fn past_its_hour_the_registration_bucket_binds() {
         let quotas = Quotas::default();
-        let twenty_thousand = bounds(20_000, 10, &quotas, Pattern::Ephemera, 1);
+        let twenty_thousand = bounds(20_000, 10, &quotas, Pattern::Ephemera, 1, 0.0);
         let registration = twenty_thousand
             .iter()
             .find(|(name, _)| name == "GitHub actions_runner_registration hourly budget");
@@ -232,23 +244,48 @@ mod tests {
     }
 
     #[test]
-    fn the_peer_spends_core_per_job_and_ephemera_does_not() {
+    fn core_binds_from_its_hour_once_the_calls_pass_5000() {
         let quotas = Quotas::default();
-        let core = |pattern| {
-            bounds(10_000, 10, &quotas, pattern, 1)
+        let core = |per_job| {
+            bounds(10_000, 10, &quotas, Pattern::Ephemera, 1, per_job)
                 .into_iter()
                 .find(|(name, _)| name == "GitHub core hourly budget")
                 .map(|(_, s)| s)
         };
-        assert_eq!(core(Pattern::Ephemera), Some(0.0));
-        assert!((core(Pattern::Peer).unwrap() - (3_600.0 + 24_100.0 / 15.0)).abs() < 1e-9);
+        assert_eq!(core(0.0), Some(0.0));
+        assert_eq!(core(0.5), Some(0.0), "5,000 calls fit the first hour");
+        // 9,470 calls: 5,000 in the first hour, the rest after its reset at a GET's
+        // point each (900 at once, then 15 a second).
+        assert!((core(0.947).unwrap() - (3_600.0 + 3_570.0 / 15.0)).abs() < 1e-6);
+    }
+
+    #[test]
+    fn the_organizations_registrations_cap_what_more_apps_add() {
+        // EC2's launch bucket lifted, so that GitHub's limits are what binds.
+        let quotas = Quotas {
+            ec2_launch_resource: crate::bucket::BucketSpec {
+                capacity: 10_000.0,
+                per_second: 20.0,
+            },
+            ..Quotas::default()
+        };
+        let binding = |apps| bounds(10_000, 10, &quotas, Pattern::Ephemera, apps, 0.0)[0].clone();
+        assert_eq!(
+            binding(1).0,
+            "GitHub points per minute (generate-jitconfig)"
+        );
+        let org = "GitHub runner registrations per organization (1,500 per 5 minutes)";
+        // 8,500 past the first 1,500, at 5 a second: 1,700 s, where two Apps' points
+        // alone would allow 1,606.7 s and three Apps' 1,051.1 s.
+        assert_eq!(binding(2), (org.to_owned(), 1_700.0));
+        assert_eq!(binding(3), (org.to_owned(), 1_700.0));
     }
 
     #[test]
     fn two_apps_halve_githubs_bounds_and_not_ec2s() {
         let quotas = Quotas::default();
         let bound = |apps, quota: &str| {
-            bounds(10_000, 10, &quotas, Pattern::Ephemera, apps)
+            bounds(10_000, 10, &quotas, Pattern::Ephemera, apps, 0.0)
                 .into_iter()
                 .find(|(name, _)| name == quota)
                 .map(|(_, s)| s)
@@ -258,7 +295,7 @@ mod tests {
         let ec2 = "EC2 instances launched (resource bucket)";
         assert_eq!(bound(2, ec2), bound(1, ec2));
         assert_eq!(
-            bounds(10_000, 10, &quotas, Pattern::Ephemera, 2)[0].0,
+            bounds(10_000, 10, &quotas, Pattern::Ephemera, 2, 0.0)[0].0,
             ec2,
             "EC2's launch bucket binds two Apps' burst"
         );
@@ -270,7 +307,7 @@ mod tests {
             github_content_creation: Some(crate::quotas::ContentCreation::documented()),
             ..Quotas::default()
         };
-        let thousand = bounds(1_000, 10, &quotas, Pattern::Ephemera, 1);
+        let thousand = bounds(1_000, 10, &quotas, Pattern::Ephemera, 1, 0.0);
         assert_eq!(thousand[0].0, "GitHub content creation (500 an hour)");
         // One hour for the first 500, then the rest at 80 a minute.
         assert!(

@@ -111,4 +111,11 @@ impl SimQueue {
     pub fn dead_lettered(&self) -> usize {
         self.state().dead.len()
     }
+
+    /// Jobs with a message in the dead-letter queue (a job sent again may have several).
+    pub fn dead_lettered_jobs(&self) -> usize {
+        let state = self.state();
+        let jobs: std::collections::HashSet<u64> = state.dead.iter().map(|m| m.job_id).collect();
+        jobs.len()
+    }
 }
