@@ -108,6 +108,9 @@ pub struct Pipeline {
     pub sdk: SdkConfig,
     pub config: Arc<Config>,
     pub store: Arc<DynamoRunnerStore>,
+    /// The reaper's own store (its role's client): what a reaper run reads is counted
+    /// here, not in `store`.
+    pub reaper_store: Arc<DynamoRunnerStore>,
     pub queue: Arc<SqsJobQueue>,
     pub fleet: Arc<FaultyFleet>,
     /// The scaler's and the reaper's GitHub clients: separate, as in Lambda, where they
@@ -419,9 +422,10 @@ impl Pipeline {
         if options.drain_queue {
             spawn_scaler_loops(&mut tasks, &scaler, &scaler_queue, scaler_loops);
         }
+        let reaper_store = store_as(&reaper_sdk);
         let reaper_ports = ReaperPorts {
             config: config.clone(),
-            store: store_as(&reaper_sdk),
+            store: reaper_store.clone(),
             fleet: fleet_as(&reaper_sdk),
             forge: reaper_github,
             jit_store: jit_as(&reaper_sdk),
@@ -464,6 +468,7 @@ impl Pipeline {
             sdk,
             config,
             store,
+            reaper_store,
             queue,
             fleet,
             scaler_forge,

@@ -232,11 +232,15 @@ async fn one_run_reads_what_is_pending_not_the_history() -> anyhow::Result<()> {
         |_, _| {},
     )
     .await?;
-    let before = p.store.items_read();
+    let before = p.reaper_store.items_read();
     let report = p.reap_at(now()).await?;
-    let read = p.store.items_read() - before;
+    let read = p.reaper_store.items_read() - before;
     println!("one run over {HISTORY_ITEMS} deleted and 50 pending read {read} items: {report:?}");
     assert_eq!(report.deleted, 50, "{report:?}");
-    assert!(read <= 50 * 4, "read {read} items for 50 pending");
+    // Each pending record is read at least once; the history is never read.
+    assert!(
+        (50..=50 * 4).contains(&read),
+        "read {read} items for 50 pending"
+    );
     Ok(())
 }

@@ -459,12 +459,12 @@ async fn reaper_on(p: &mut Pipeline, args: &Args) -> anyhow::Result<Value> {
     .await?;
     let mut runs = Vec::new();
     for run in 1..=10 {
-        let before = p.store.items_read();
+        let before = p.reaper_store.items_read();
         p.calls.reset();
         let started = Instant::now();
         let report = p.reap_once().await?;
         let took = started.elapsed();
-        let read = p.store.items_read() - before;
+        let read = p.reaper_store.items_read() - before;
         eprintln!("reaper: run {run} took {took:?}, read {read} items: {report:?}");
         runs.push(json!({
             "run": run,
