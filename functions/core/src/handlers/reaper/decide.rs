@@ -154,7 +154,7 @@ pub fn verdicts(
     };
     let by_id: Option<HashMap<&str, InstanceState>> =
         instances.map(|list| list.iter().map(|i| (i.id.as_str(), i.state)).collect());
-    let spared = kept_warm(config, live, queued_jobs, &fallback);
+    let spared = kept_warm(config, live, queued_jobs, &fallback, now);
     let mut out = Vec::new();
     for record in live {
         let pool = pool_or_default(config, &record.pool, &fallback);
@@ -301,6 +301,7 @@ fn kept_warm<'a>(
     live: &'a [RunnerRecord],
     queued_jobs: &[JobRecord],
     fallback: &PoolConfig,
+    now: OffsetDateTime,
 ) -> HashSet<&'a str> {
     let queued: HashSet<u64> = queued_jobs.iter().map(|j| j.job_id).collect();
     let mut idle_by_pool: BTreeMap<&str, Vec<&RunnerRecord>> = BTreeMap::new();
@@ -316,7 +317,7 @@ fn kept_warm<'a>(
     for (pool_name, mut idle) in idle_by_pool {
         let pool = pool_or_default(config, pool_name, fallback);
         idle.sort_by_key(|record| std::cmp::Reverse(idle_since(record)));
-        let keep = usize::try_from(pool.min_idle).unwrap_or(usize::MAX);
+        let keep = usize::try_from(pool.min_idle_at(now)).unwrap_or(usize::MAX);
         kept.extend(idle.into_iter().take(keep).map(|r| r.name.as_str()));
     }
     kept
