@@ -67,6 +67,10 @@ pub enum Verdict {
     /// that is not pending, so it is recorded `running`, and the rules of a running
     /// runner (instance gone, missed `completed`, idle) take it from the next run.
     Created,
+    /// `instance_stopped`: a stopped pool's `preparing` record whose instance EC2 shows
+    /// stopped: the host prepared and powered off, and the record moves to `stopped`,
+    /// ready to be taken.
+    Prepared,
 }
 
 /// When GitHub last showed the runner idle (its latest `idle` history entry), or when
@@ -108,6 +112,17 @@ fn instance_alive(record: &RunnerRecord, instances: &HashMap<&str, InstanceState
     )
 }
 
+/// Whether EC2's answer still has the record's instance in any state but on its way out
+/// (a stopped pool's instance is alive while stopped).
+fn instance_present(record: &RunnerRecord, instances: &HashMap<&str, InstanceState>) -> bool {
+    record.instance_id.as_deref().is_some_and(|id| {
+        !matches!(
+            instances.get(id),
+            None | Some(InstanceState::ShuttingDown | InstanceState::Terminated)
+        )
+    })
+}
+
 /// Whether GitHub could give queued `job` to `runner`: same pool, registered where the
 /// job is (its organization, or its repository for a repository-scoped runner), and with
 /// labels that cover the job's (a sized job's sizing labels are on its own runners only;
@@ -137,7 +152,7 @@ pub fn idle_runner_could_take(live: &[RunnerRecord], job: &JobRecord, now: Offse
 
 /// The verdict on every live record that needs one (`never_online`,
 /// `delete_interrupted`, `creation_failed`, `instance_gone`, `missed_completed`,
-/// `static_idle`, `ephemeral_idle`, `warm_stalled`, `came_online`, `creation_stalled`
+/// `static_idle`, `ephemeral_idle`, `warm_stalled`, `prepare_timeout`, `stopped_stale`, `instance_stopped`, `came_online`, `creation_stalled`
 /// and `forgotten_by_github`).
 /// `instances` is EC2's answer, `None` when it could not be read (`instance_gone` then waits);
 /// `queued_jobs` every job the table holds as queued.
@@ -197,6 +212,25 @@ fn verdict(
             clean(Cleanup::StuckDeleting)
         }
         Error => clean(Cleanup::CreationFailed),
+        Preparing | Stopped | Starting
+            if instances.is_some_and(|by_id| !instance_present(record, by_id))
+                && older_than(record.updated_at, now, INSTANCE_GRACE) =>
+        {
+            clean(Cleanup::InstanceGone)
+        }
+        Preparing
+            if record.instance_id.as_deref().is_some_and(|id| {
+                instances.and_then(|by_id| by_id.get(id)) == Some(&InstanceState::Stopped)
+            }) =>
+        {
+            Some(Verdict::Prepared)
+        }
+        Preparing if older_than(record.created_at, now, pool.bootstrap_timeout) => {
+            clean(Cleanup::PrepareTimeout)
+        }
+        Stopped if older_than(record.created_at, now, pool.stopped_max_age) => {
+            clean(Cleanup::StoppedStale)
+        }
         PendingCreate | Creating | Running
             if record.runner_status == RunnerStatus::Pending
                 && older_than(bootstrap_started(record), now, pool.bootstrap_timeout) =>
@@ -326,3 +360,7 @@ fn kept_warm<'a>(
 #[cfg(test)]
 #[path = "decide_tests.rs"]
 pub(super) mod tests;
+
+#[cfg(test)]
+#[path = "decide_stopped_tests.rs"]
+mod stopped_tests;
