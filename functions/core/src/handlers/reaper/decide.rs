@@ -55,7 +55,7 @@ pub enum Verdict {
     /// `forgotten_by_github`: it is idle on GitHub and due for a look at whether GitHub still knows it
     /// (a runner that took another job and was removed, its webhooks lost).
     CheckRunner,
-    /// `creation_stalled`: it is `pending_create` or `creating` for a job, past the creation lease
+    /// `creation_stalled`: it is `pending_create`, `creating` or `starting` for a job, past the creation lease
     /// and not online: the delivery creating it died, and nothing may resume it (its job's
     /// deliveries find the job taken, or a job was handed to it). Its job, read again, says
     /// which: still queued and claimed by it, its creation is resumed; else it is released.
@@ -243,7 +243,8 @@ fn verdict(
         {
             Some(Verdict::Created)
         }
-        PendingCreate | Creating
+        // A take (`starting`) whose delivery died is resumed the same way.
+        PendingCreate | Creating | Starting
             if record.job_id.is_some()
                 && record.runner_status == RunnerStatus::Pending
                 && older_than(record.updated_at, now, CREATE_LEASE) =>

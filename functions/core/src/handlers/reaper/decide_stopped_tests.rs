@@ -134,3 +134,20 @@ async fn a_reaper_run_records_a_prepared_instance_stopped_and_a_stale_one_for_de
         "replaced"
     );
 }
+
+#[test]
+fn a_take_left_starting_past_its_lease_is_a_stalled_creation() {
+    let config = config_with(5, "    stopped: 2\n");
+    let mut taken = record(
+        "eph-linux-s",
+        InstanceStatus::Starting,
+        RunnerStatus::Pending,
+    );
+    taken.job_id = Some(7);
+    let instances = [in_state("i-eph-linux-s", InstanceState::Stopped)];
+    let live = vec![taken];
+    let at = |m| verdicts(&config, &live, Some(&instances), &[], now() + minutes(m));
+    assert!(at(0).is_empty(), "within the lease");
+    let late: Vec<_> = at(2).into_iter().map(|(_, v)| v).collect();
+    assert_eq!(late, [Verdict::StalledCreation]);
+}
