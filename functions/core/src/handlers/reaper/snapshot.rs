@@ -116,7 +116,7 @@ impl Reaper {
         let mut pools: HashSet<&str> = self.config.pools.iter().map(|p| p.name.as_str()).collect();
         pools.extend(snapshot.runners.iter().map(|r| r.pool.as_str()));
         for pool in pools {
-            for status in LIVE {
+            for status in self.live_statuses() {
                 let count = counts.get(&(pool, status)).copied().unwrap_or(0);
                 self.metrics.record(
                     Metric::RunnersByStatus,
