@@ -5,6 +5,7 @@
 
 mod dynamo;
 mod fleet;
+mod instance_states;
 mod launch_rules;
 mod queue;
 mod releases;

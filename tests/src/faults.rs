@@ -104,6 +104,10 @@ impl Launcher for FaultyFleet {
         }
         self.inner.launch(request).await
     }
+
+    async fn start(&self, instance_id: &str) -> Result<(), FleetError> {
+        self.inner.start(instance_id).await
+    }
 }
 
 #[async_trait]

@@ -14,6 +14,7 @@ mod listing;
 mod reconcile;
 mod runners;
 mod slots;
+mod take;
 
 use crate::items::{self, Item};
 use async_trait::async_trait;
@@ -283,6 +284,15 @@ impl RunnerStore for DynamoRunnerStore {
         at: OffsetDateTime,
     ) -> Result<bool, StoreError> {
         self.hand_claim_over(hand_over, at).await
+    }
+
+    async fn take_stopped(
+        &self,
+        job_id: u64,
+        runner_name: &str,
+        at: OffsetDateTime,
+    ) -> Result<bool, StoreError> {
+        self.take(job_id, runner_name, at).await
     }
 
     async fn get_runner(&self, name: &str) -> Result<Option<RunnerRecord>, StoreError> {

@@ -43,6 +43,12 @@ struct NothingLaunched;
 
 #[async_trait]
 impl Launcher for Ec2Fleet {
+    #[instrument(skip_all, fields(instance_id))]
+    async fn start(&self, instance_id: &str) -> Result<(), FleetError> {
+        let call = self.client.start_instances().instance_ids(instance_id);
+        call.send().await.map(drop).map_err(crate::ec2::fleet_error)
+    }
+
     #[instrument(skip_all, fields(pool = %request.pool, count = request.count, market = ?request.market))]
     async fn launch(&self, request: &FleetRequest) -> Result<FleetLaunch, FleetError> {
         let version = self.version_name(&request.launch_template, &request.template_version);

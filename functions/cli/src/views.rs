@@ -190,6 +190,10 @@ pub struct PoolRow {
     pub idle: usize,
     /// Live runners running a job.
     pub active: usize,
+    /// The pool's `stopped` (`null` without a configuration), and its instances prepared
+    /// and stopped now, ready to be taken by a job (records in `stopped`).
+    pub stopped_target: Option<u32>,
+    pub stopped: usize,
     pub queued_jobs: usize,
     /// Until when the pool's spot circuit breaker sends its launches on-demand (RFC 3339),
     /// if it is open now.

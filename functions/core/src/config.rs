@@ -18,7 +18,9 @@ mod github_limits;
 mod locate;
 mod more_apps;
 pub mod ranges;
+mod schedule;
 pub use more_apps::MoreApp;
+pub use schedule::{scheduled, Schedule};
 mod sizing;
 mod spot_allocation;
 mod spot_breaker;
@@ -87,6 +89,20 @@ pub struct PoolConfig {
     /// wait, and spares that many idle ones from scale-down.
     #[serde(default)]
     pub min_idle: u32,
+    /// When the pool keeps its `min_idle` (always unless set).
+    #[serde(default)]
+    pub min_idle_schedule: Option<Schedule>,
+    /// Instances kept prepared and stopped, each taken by one job and started for it
+    /// (docs/design.md, "Stopped pool"); none unless set.
+    #[serde(default)]
+    pub stopped: u32,
+    /// When the pool keeps its `stopped` instances (always unless set).
+    #[serde(default)]
+    pub stopped_schedule: Option<Schedule>,
+    /// A stopped instance launched longer ago than this is replaced, so that no job
+    /// starts on an old kernel.
+    #[serde(default = "default_stopped_max_age", deserialize_with = "duration")]
+    pub stopped_max_age: Duration,
     /// Where warm runners register: the organization, or with `scope: repo` the owner of
     /// `warm_repo`. A job's runner registers where its job is; a warm runner has no job
     /// to say where, so without this the pool launches none.
@@ -180,6 +196,9 @@ fn default_runner_group() -> String {
 }
 fn default_bootstrap_timeout() -> Duration {
     Duration::from_secs(20 * 60)
+}
+fn default_stopped_max_age() -> Duration {
+    Duration::from_secs(7 * 24 * 3600)
 }
 fn default_idle_timeout() -> Duration {
     Duration::from_secs(10 * 60)
@@ -418,6 +437,17 @@ impl Config {
 }
 
 impl PoolConfig {
+    /// The warm runners the pool keeps at `now`: `min_idle`, or none outside its schedule.
+    pub fn min_idle_at(&self, now: time::OffsetDateTime) -> u32 {
+        scheduled(self.min_idle, self.min_idle_schedule.as_ref(), now)
+    }
+
+    /// The stopped instances the pool keeps at `now`: `stopped`, or none outside its
+    /// schedule.
+    pub fn stopped_at(&self, now: time::OffsetDateTime) -> u32 {
+        scheduled(self.stopped, self.stopped_schedule.as_ref(), now)
+    }
+
     /// Whether a job of this pool that failed because its spot runner was interrupted is
     /// re-run: as `rerun_interrupted` says, on by default for a spot pool.
     pub fn reruns_interrupted(&self) -> bool {
@@ -471,6 +501,22 @@ impl PoolConfig {
             );
             problems.push(("min_idle", message));
         }
+        if self.stopped > 0 && self.min_idle + self.stopped > self.max_runners {
+            let message = format!(
+                "{} with min_idle ({}) is above max_runners ({}): stopped instances hold \
+                 slots as running ones do",
+                self.stopped, self.min_idle, self.max_runners
+            );
+            problems.push(("stopped", message));
+        }
+        for (field, schedule) in [
+            ("min_idle_schedule", &self.min_idle_schedule),
+            ("stopped_schedule", &self.stopped_schedule),
+        ] {
+            for (part, message) in schedule.iter().flat_map(Schedule::problems) {
+                problems.push((schedule_field(field, part), message));
+            }
+        }
         if self.instance_types.is_empty() {
             problems.push(("instance_types", "at least one instance type".into()));
         }
@@ -493,12 +539,32 @@ impl PoolConfig {
                 ranges::BOOTSTRAP_TIMEOUT,
             ),
             ("idle_timeout", self.idle_timeout, ranges::IDLE_TIMEOUT),
+            (
+                "stopped_max_age",
+                self.stopped_max_age,
+                ranges::STOPPED_MAX_AGE,
+            ),
         ] {
             if let Some(problem) = ranges::check_duration(duration, range) {
                 problems.push((field, problem));
             }
         }
         problems
+    }
+}
+
+/// The field of a schedule's part, `stopped_schedule.from`: the pool's problems name
+/// fields as `&'static str`, and there are few enough to list.
+fn schedule_field(schedule: &'static str, part: &'static str) -> &'static str {
+    match (schedule, part) {
+        ("min_idle_schedule", "days") => "min_idle_schedule.days",
+        ("min_idle_schedule", "from") => "min_idle_schedule.from",
+        ("min_idle_schedule", "to") => "min_idle_schedule.to",
+        ("min_idle_schedule", _) => "min_idle_schedule.utc_offset",
+        (_, "days") => "stopped_schedule.days",
+        (_, "from") => "stopped_schedule.from",
+        (_, "to") => "stopped_schedule.to",
+        _ => "stopped_schedule.utc_offset",
     }
 }
 

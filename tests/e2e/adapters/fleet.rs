@@ -199,3 +199,42 @@ async fn spot_launches_ask_the_pools_allocation_strategy_price_capacity_optimize
     }
     Ok(())
 }
+
+#[tokio::test]
+async fn the_scaler_starts_a_stopped_instance_of_its_deployment_and_reads_a_refusal_as_capacity(
+) -> anyhow::Result<()> {
+    let moto = Moto::start().await?;
+    let config = sdk_config(&AwsSettings::emulator(&moto.endpoint)).await;
+    let resources = ensure_resources(&config, &ResourceNames::for_deployment("eph")).await?;
+    let ec2 = aws_sdk_ec2::Client::new(&config);
+    let fleet = Ec2Fleet::new(ec2.clone(), "eph");
+    let mut from_template = request(1);
+    from_template.launch_template = resources.launch_template.clone();
+    let launch = fleet.launch(&from_template).await?;
+    let id = launch.instance_ids[0].clone();
+    moto.pause_strict_clock().await?;
+    ec2.stop_instances().instance_ids(&id).send().await?;
+    moto.advance_strict_clock(std::time::Duration::from_secs(3))
+        .await?;
+    // As template.yaml's ScalerRole: its grant is on the deployment's tagged instances.
+    let scaler = sdk_config(&moto.role_settings("ScalerRole", "eph").await?).await;
+    let scaler_fleet = Ec2Fleet::new(aws_sdk_ec2::Client::new(&scaler), "eph");
+
+    moto.set_strict(serde_json::json!({"ec2_start_insufficient_capacity": 1}))
+        .await?;
+    match scaler_fleet.start(&id).await {
+        Err(FleetError::CapacityUnavailable(code)) => {
+            assert_eq!(code, "InsufficientInstanceCapacity")
+        }
+        other => panic!("expected a capacity refusal, got {other:?}"),
+    }
+    scaler_fleet.start(&id).await?;
+    let states = ec2.describe_instances().instance_ids(&id).send().await?;
+    let state = states
+        .reservations()
+        .iter()
+        .flat_map(|r| r.instances())
+        .find_map(|i| i.state().and_then(|s| s.name()).cloned());
+    assert_eq!(state, Some(InstanceStateName::Pending));
+    Ok(())
+}

@@ -129,8 +129,8 @@ async fn an_operator_sees_runners_pools_and_jobs_and_cannot_delete_a_busy_runner
         .unwrap_or_default();
     let cells: Vec<&str> = row.split_whitespace().collect();
     assert_eq!(
-        &cells[..8],
-        ["linux-x64", "10", "0", "1", "1", "0", "1", "0"],
+        &cells[..9],
+        ["linux-x64", "10", "0", "1", "1", "0", "1", "0", "0"],
         "{text}"
     );
     assert!(row.ends_with("running 1"), "{text}");
@@ -143,6 +143,7 @@ async fn an_operator_sees_runners_pools_and_jobs_and_cannot_delete_a_busy_runner
     assert_eq!(pool["by_status"]["running"], 1);
     assert_eq!(pool["active"], 1);
     assert_eq!(pool["queued_jobs"], 0);
+    assert_eq!(pool["stopped"], 0);
 
     // jobs list.
     let out = op.run(&["jobs", "list"])?.assert().success();

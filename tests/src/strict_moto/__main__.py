@@ -21,6 +21,7 @@ from . import (
     iam,
     fleet_templates,
     imagebuilder,
+    instance_states,
     image_params,
     prices,
     rpcv2_cbor,
@@ -41,6 +42,7 @@ def strict_app(app):
             return control.handle(environ, start_response)
         if path == "/moto-api/reset" and environ["REQUEST_METHOD"] == "POST":
             STATE.reset()
+        instance_states.settle()
         refusal = iam.check(environ, start_response)
         if refusal:
             return refusal
@@ -79,6 +81,7 @@ if __name__ == "__main__":
     dynamodb.install()
     sqs.install()
     ec2.install()
+    instance_states.install()
     fleet_requirements.install()
     fleet_launch_rules.install()
     fleet_templates.install()

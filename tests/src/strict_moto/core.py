@@ -38,6 +38,12 @@ DEFAULTS = {
     # EC2: off unless a test switches it on, e.g.
     # {"launch_at_most": 1, "unsupported_subnet": "subnet-123"}
     "ec2_create_fleet_fault": None,
+    # EC2 StopInstances and StartInstances (instance_states.py): how long an instance stays
+    # stopping and pending (short, for the tests' sake; EC2 publishes no figure), and how
+    # many of the next starts are refused with InsufficientInstanceCapacity.
+    "ec2_stop_seconds": 2,
+    "ec2_start_seconds": 1,
+    "ec2_start_insufficient_capacity": 0,
 }
 
 SETTINGS_ENV = "EPHEMERA_STRICT_SETTINGS"
@@ -113,16 +119,18 @@ class Clock:
 
 
 class TokenBucket:
-    """AWS's request-rate model: `rate` tokens a second, at most `rate` held (burst)."""
+    """AWS's request-rate model: `rate` tokens a second, at most `capacity` held (the
+    burst; `rate` unless given)."""
 
     def __init__(self):
         self.tokens = None
         self.updated = 0.0
 
-    def take(self, rate, now):
+    def take(self, rate, now, capacity=None):
+        capacity = float(rate if capacity is None else capacity)
         if self.tokens is None:
-            self.tokens, self.updated = float(rate), now
-        self.tokens = min(float(rate), self.tokens + (now - self.updated) * rate)
+            self.tokens, self.updated = capacity, now
+        self.tokens = min(capacity, self.tokens + (now - self.updated) * rate)
         self.updated = now
         if self.tokens >= 1.0:
             self.tokens -= 1.0
@@ -153,6 +161,8 @@ class State:
             self.log = []
             self.buckets = {}
             self.image_executions = []
+            # Instances stopping or pending: id -> (instance, state, end state, due).
+            self.instance_transitions = {}
             self.transactions = []
 
     def setting(self, key):
@@ -167,10 +177,10 @@ class State:
             self.log.append(line)
         print(line, file=sys.stderr, flush=True)
 
-    def take_token(self, name, rate):
+    def take_token(self, name, rate, capacity=None):
         with self.lock:
             bucket = self.buckets.setdefault(name, TokenBucket())
-            return bucket.take(rate, self.clock.now())
+            return bucket.take(rate, self.clock.now(), capacity)
 
     def stats(self):
         with self.lock:

@@ -25,7 +25,9 @@ key on that action is refused, naming the key.
   ("Permissions for EC2 Fleet users",
   https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-fleet-prerequisites.html#ec2-fleet-iam-users;
   EC2 Auto Scaling guide, "Use AWS Systems Manager parameters instead of AMI IDs in launch
-  templates"). TerminateInstances: each instance, with its tags as aws:ResourceTag.
+  templates"). TerminateInstances, StartInstances, StopInstances: each instance, with its
+  tags as aws:ResourceTag (Service Authorization Reference, Amazon EC2: the three take the
+  instance resource and its aws:ResourceTag/${TagKey} condition key).
 - SQS, SSM, Secrets Manager, CloudWatch Logs: the queue, parameter, secret, log stream.
   Batch calls need the single action (sqs:SendMessage for SendMessageBatch).
 - S3 and Image Builder: iam_s3.py.
@@ -439,7 +441,7 @@ def ec2_needs(action, form, account, region, context, known):
     if action.startswith("Describe") or action in ("GetLaunchTemplateData",):
         return [need(f"ec2:{action}", "*", context, known)]
     backend = ec2_backend(account, region)
-    if action == "TerminateInstances":
+    if action in ("TerminateInstances", "StartInstances", "StopInstances"):
         found = []
         for instance_id in [v for k, v in sorted(form.items()) if k.startswith("InstanceId.")]:
             instance_id = instance_id[0]
@@ -448,7 +450,7 @@ def ec2_needs(action, form, account, region, context, known):
             except Exception:
                 continue  # an unknown instance: EC2's own error (moto's) answers it
             extra = tag_context(resource_tags(backend, instance_id), "aws:resourcetag")
-            found.append(need("ec2:TerminateInstances", f"{arn}:instance/{instance_id}", context, known, extra, TAG_KEYS))
+            found.append(need(f"ec2:{action}", f"{arn}:instance/{instance_id}", context, known, extra, TAG_KEYS))
         return found
     if action == "CreateTags":
         tags = {t.get("Key", ""): t.get("Value", "") for t in numbered(form, "Tag")}

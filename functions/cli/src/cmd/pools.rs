@@ -77,8 +77,10 @@ struct QueueDepth {
 
 pub async fn pools(deployment: &mut Deployment, args: PoolsArgs) -> Outcome {
     let store = deployment.store().await?;
+    let mut stopped_targets = BTreeMap::new();
     let limits: Vec<(String, Option<u32>, Option<u32>)> = if deployment.has_config_source() {
         let config = deployment.config().await?;
+        stopped_targets.extend(config.pools.iter().map(|p| (p.name.clone(), p.stopped)));
         config
             .pools
             .iter()
@@ -113,7 +115,9 @@ pub async fn pools(deployment: &mut Deployment, args: PoolsArgs) -> Outcome {
     for (name, max_runners, min_idle) in names {
         let slots_used = store.get_pool(&name).await?.slots_used;
         let breaker = breakers.breaker_state(&name).await?;
+        let stopped_target = stopped_targets.get(&name).copied();
         let mut row = pool_row(name, max_runners, min_idle, slots_used, &runners, &queued);
+        row.stopped_target = stopped_target;
         row.spot_interruptions = breaker.interrupted.len();
         row.spot_paused_until = breaker
             .paused_until
@@ -135,6 +139,7 @@ pub async fn pools(deployment: &mut Deployment, args: PoolsArgs) -> Outcome {
         "LIVE",
         "IDLE",
         "ACTIVE",
+        "STOPPED",
         "QUEUED",
         "BY STATUS",
     ]);
@@ -152,6 +157,11 @@ pub async fn pools(deployment: &mut Deployment, args: PoolsArgs) -> Outcome {
             row.live.to_string().into(),
             row.idle.to_string().into(),
             row.active.to_string().into(),
+            match row.stopped_target {
+                Some(target) if target > 0 => format!("{}/{target}", row.stopped),
+                _ => row.stopped.to_string(),
+            }
+            .into(),
             row.queued_jobs.to_string().into(),
             Cell::plain(if by_status.is_empty() {
                 "-".to_owned()
@@ -203,6 +213,11 @@ fn pool_row(
         live: mine.len(),
         idle: count(RunnerStatus::Idle),
         active: count(RunnerStatus::Active),
+        stopped: mine
+            .iter()
+            .filter(|r| r.status == InstanceStatus::Stopped)
+            .count(),
+        stopped_target: None,
         queued_jobs: queued.iter().filter(|j| j.pool == name).count(),
         name,
         max_runners,
@@ -255,4 +270,33 @@ async fn queue_depth(
         delayed: get(A::ApproximateNumberOfMessagesDelayed),
         dead_letter,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn runner(name: &str, status: InstanceStatus, runner_status: RunnerStatus) -> RunnerRecord {
+        let mut record = RunnerRecord::new(
+            name.to_owned(),
+            "linux".to_owned(),
+            OffsetDateTime::UNIX_EPOCH,
+        );
+        record.status = status;
+        record.runner_status = runner_status;
+        record
+    }
+
+    #[test]
+    fn a_pool_row_counts_stopped_warm_and_busy_apart() {
+        let runners = [
+            runner("a", InstanceStatus::Stopped, RunnerStatus::Pending),
+            runner("b", InstanceStatus::Stopped, RunnerStatus::Pending),
+            runner("c", InstanceStatus::Preparing, RunnerStatus::Pending),
+            runner("d", InstanceStatus::Running, RunnerStatus::Idle),
+            runner("e", InstanceStatus::Running, RunnerStatus::Active),
+        ];
+        let row = pool_row("linux".to_owned(), Some(5), Some(1), 5, &runners, &[]);
+        assert_eq!((row.stopped, row.idle, row.active, row.live), (2, 1, 1, 5));
+    }
 }

@@ -31,6 +31,8 @@ const fn secs(min: u64, max: u64) -> DurationRange {
 pub const BOOTSTRAP_TIMEOUT: DurationRange = secs(1, DAY);
 /// A pool's `idle_timeout`.
 pub const IDLE_TIMEOUT: DurationRange = secs(1, 30 * DAY);
+/// A pool's `stopped_max_age`: a stopped instance is replaced within a month at most.
+pub const STOPPED_MAX_AGE: DurationRange = secs(HOUR, 30 * DAY);
 /// `reaper.deleted_ttl`: how long a deleted record is kept, at most ten years.
 pub const DELETED_TTL: DurationRange = secs(1, 3650 * DAY);
 /// `reaper.stuck_deleting`.

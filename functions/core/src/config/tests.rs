@@ -273,3 +273,68 @@ fn check_reports_every_unknown_key_and_type_error_but_not_their_consequences() {
     // What the functions load stops at the first.
     assert_eq!(error_of(&text).field, "github.colour");
 }
+
+#[test]
+fn a_pool_without_stopped_keeps_none_and_no_schedule() {
+    let config = Config::parse("good.yaml", GOOD).expect("valid");
+    let pool = config.pool("linux-x64").expect("pool");
+    assert_eq!(pool.stopped, 0);
+    assert_eq!(pool.stopped_schedule, None);
+    assert_eq!(pool.min_idle_schedule, None);
+    assert_eq!(pool.stopped_max_age, Duration::from_secs(7 * 86400));
+}
+
+#[test]
+fn a_stopped_pool_with_schedules_parses() {
+    let text = GOOD.replace(
+        "max_runners: 5",
+        "max_runners: 5\n    stopped: 2\n    stopped_max_age: 3d\n    stopped_schedule: \
+         { days: [mon, tue, wed, thu, fri], from: \"08:00\", to: \"18:00\", utc_offset: \"+01:00\" }\n    \
+         min_idle_schedule: { days: [sat], from: \"10:00\", to: \"12:00\" }",
+    );
+    let config = Config::check("good.yaml", &text).expect("valid");
+    let pool = config.pool("linux-x64").expect("pool");
+    assert_eq!(pool.stopped, 2);
+    assert_eq!(pool.stopped_max_age, Duration::from_secs(3 * 86400));
+    let schedule = pool.stopped_schedule.as_ref().expect("a schedule");
+    assert_eq!(schedule.utc_offset.as_deref(), Some("+01:00"));
+    assert!(pool.min_idle_schedule.is_some());
+}
+
+#[test]
+fn stopped_and_min_idle_above_max_runners_is_rejected() {
+    let text = GOOD.replace(
+        "max_runners: 5",
+        "max_runners: 5\n    stopped: 4\n    min_idle: 2\n    warm_owner: acme",
+    );
+    let err = error_of(&text);
+    assert_eq!(err.field, "pools[0].stopped");
+    assert_eq!(err.line, Some(9), "{err}");
+    assert!(err.message.contains("above max_runners"), "{err}");
+}
+
+#[test]
+fn a_bad_schedule_names_each_field_and_line() {
+    let text = GOOD.replace(
+        "max_runners: 5",
+        "max_runners: 5\n    stopped: 1\n    stopped_schedule:\n      days: [monday]\n      \
+         from: \"8am\"\n      to: \"18:00\"\n      utc_offset: Europe/Berlin",
+    );
+    let errors = Config::check("bad.yaml", &text).expect_err("must be rejected");
+    let fields: Vec<_> = errors.iter().map(|e| e.field.as_str()).collect();
+    assert_eq!(
+        fields,
+        [
+            "pools[0].stopped_schedule.days",
+            "pools[0].stopped_schedule.from",
+            "pools[0].stopped_schedule.utc_offset",
+        ]
+    );
+    assert_eq!(errors[1].line, Some(12), "{}", errors[1]);
+}
+
+#[test]
+fn stopped_max_age_out_of_range_is_rejected() {
+    let text = GOOD.replace("max_runners: 5", "max_runners: 5\n    stopped_max_age: 90d");
+    assert_eq!(error_of(&text).field, "pools[0].stopped_max_age");
+}

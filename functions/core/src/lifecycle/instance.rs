@@ -17,6 +17,12 @@ pub const CREATE_LEASE: Duration = Duration::from_secs(60);
 pub enum InstanceStatus {
     PendingCreate,
     Creating,
+    /// A stopped pool's instance, launched with the stop behaviour, preparing to power off.
+    Preparing,
+    /// A stopped pool's instance, powered off and ready to be taken by one job.
+    Stopped,
+    /// Taken by a job (one conditional write): its JIT config is stored, then it is started.
+    Starting,
     Running,
     Error,
     PendingDelete,
@@ -26,9 +32,12 @@ pub enum InstanceStatus {
 }
 
 impl InstanceStatus {
-    pub const ALL: [InstanceStatus; 8] = [
+    pub const ALL: [InstanceStatus; 11] = [
         InstanceStatus::PendingCreate,
         InstanceStatus::Creating,
+        InstanceStatus::Preparing,
+        InstanceStatus::Stopped,
+        InstanceStatus::Starting,
         InstanceStatus::Running,
         InstanceStatus::Error,
         InstanceStatus::PendingDelete,
@@ -46,10 +55,31 @@ impl InstanceStatus {
         match self {
             PendingCreate => &[],
             Creating => &[PendingCreate],
-            Running => &[Creating],
+            Preparing => &[PendingCreate],
+            Stopped => &[Preparing],
+            Starting => &[Stopped],
+            Running => &[Creating, Starting],
             Error => &[Creating],
-            PendingDelete => &[PendingCreate, Creating, Running, Error, Deleting],
-            PendingForceDelete => &[PendingCreate, Creating, Running, Error, PendingDelete],
+            PendingDelete => &[
+                PendingCreate,
+                Creating,
+                Preparing,
+                Stopped,
+                Starting,
+                Running,
+                Error,
+                Deleting,
+            ],
+            PendingForceDelete => &[
+                PendingCreate,
+                Creating,
+                Preparing,
+                Stopped,
+                Starting,
+                Running,
+                Error,
+                PendingDelete,
+            ],
             Deleting => &[PendingDelete, PendingForceDelete],
             Deleted => &[Deleting],
         }
@@ -71,6 +101,9 @@ impl InstanceStatus {
         match self {
             PendingCreate => "pending_create",
             Creating => "creating",
+            Preparing => "preparing",
+            Stopped => "stopped",
+            Starting => "starting",
             Running => "running",
             Error => "error",
             PendingDelete => "pending_delete",
@@ -93,12 +126,15 @@ mod tests {
         let allowed: &[(InstanceStatus, &[InstanceStatus])] = &[
             (
                 PendingCreate,
-                &[Creating, PendingDelete, PendingForceDelete],
+                &[Creating, Preparing, PendingDelete, PendingForceDelete],
             ),
             (
                 Creating,
                 &[Running, Error, PendingDelete, PendingForceDelete],
             ),
+            (Preparing, &[Stopped, PendingDelete, PendingForceDelete]),
+            (Stopped, &[Starting, PendingDelete, PendingForceDelete]),
+            (Starting, &[Running, PendingDelete, PendingForceDelete]),
             (Running, &[PendingDelete, PendingForceDelete]),
             (Error, &[PendingDelete, PendingForceDelete]),
             (PendingDelete, &[Deleting, PendingForceDelete]),

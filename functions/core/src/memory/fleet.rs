@@ -58,6 +58,8 @@ struct FleetState {
     /// At most this many instances per request (the rest is a capacity shortfall).
     launch_cap: Option<u32>,
     terminate_failures: u32,
+    start_failure: Option<FleetFailure>,
+    start_calls: usize,
     describe_failures: u32,
     launch_calls: usize,
     terminate_calls: usize,
@@ -76,6 +78,8 @@ impl Default for FleetState {
             terminate_failures: 0,
             describe_failures: 0,
             launch_calls: 0,
+            start_failure: None,
+            start_calls: 0,
             terminate_calls: 0,
         }
     }
@@ -167,6 +171,16 @@ impl FakeFleet {
         lock(&self.state).describe_failures = times;
     }
 
+    /// Makes every call of `start` fail with `failure` (until called with `None`).
+    pub fn fail_start_with(&self, failure: Option<FleetFailure>) {
+        lock(&self.state).start_failure = failure;
+    }
+
+    /// Calls of `start`, failed ones included.
+    pub fn start_calls(&self) -> usize {
+        lock(&self.state).start_calls
+    }
+
     /// Calls of `launch`, failed and repeated ones included.
     pub fn launch_calls(&self) -> usize {
         lock(&self.state).launch_calls
@@ -242,6 +256,33 @@ impl Launcher for FakeFleet {
             shortfall,
             instance_types,
         })
+    }
+
+    async fn start(&self, instance_id: &str) -> Result<(), FleetError> {
+        let state = &mut *lock(&self.state);
+        state.start_calls += 1;
+        if let Some(failure) = state.start_failure {
+            return Err(failure.error("start"));
+        }
+        match state.instances.get_mut(instance_id) {
+            Some(instance) if instance.state == InstanceState::Stopped => {
+                instance.state = InstanceState::Pending;
+                Ok(())
+            }
+            Some(instance)
+                if matches!(
+                    instance.state,
+                    InstanceState::Pending | InstanceState::Running
+                ) =>
+            {
+                Ok(())
+            }
+            // EC2: "not in a state from which it can be started", or no such instance.
+            _ => Err(FleetError::Rejected {
+                code: "IncorrectInstanceState".to_owned(),
+                message: format!("{instance_id} cannot be started"),
+            }),
+        }
     }
 }
 

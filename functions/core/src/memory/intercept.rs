@@ -277,6 +277,7 @@ intercept!(RunnerStore {
     fn reserve_runner(&self, runner: &RunnerRecord, max_runners: u32) -> Result<bool, StoreError>;
     fn unclaim_job(&self, job_id: u64, runner_name: &str) -> Result<(), StoreError>;
     fn hand_over_claim(&self, hand_over: &ClaimHandOver, at: OffsetDateTime) -> Result<bool, StoreError>;
+    fn take_stopped(&self, job_id: u64, runner_name: &str, at: OffsetDateTime) -> Result<bool, StoreError>;
     fn get_runner(&self, name: &str) -> Result<Option<RunnerRecord>, StoreError>;
     fn update_runner(&self, name: &str, update: &RunnerUpdate, at: OffsetDateTime) -> Result<RunnerRecord, StoreError>;
     fn transition(&self, name: &str, transition: &Transition) -> Result<RunnerRecord, StoreError>;
@@ -299,6 +300,7 @@ intercept!(JobQueue {
 
 intercept!(Launcher {
     fn launch(&self, request: &FleetRequest) -> Result<FleetLaunch, FleetError>;
+    fn start(&self, instance_id: &str) -> Result<(), FleetError>;
 });
 
 intercept!(Fleet {

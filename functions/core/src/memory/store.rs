@@ -27,6 +27,7 @@ pub enum StoreOp {
     ReserveRunner,
     UnclaimJob,
     HandOverClaim,
+    TakeStopped,
     GetRunner,
     UpdateRunner,
     Transition,
@@ -51,6 +52,7 @@ impl StoreOp {
             StoreOp::ReserveRunner => "reserve_runner",
             StoreOp::UnclaimJob => "unclaim_job",
             StoreOp::HandOverClaim => "hand_over_claim",
+            StoreOp::TakeStopped => "take_stopped",
             StoreOp::GetRunner => "get_runner",
             StoreOp::UpdateRunner => "update_runner",
             StoreOp::Transition => "transition",
@@ -382,6 +384,45 @@ impl RunnerStore for MemoryStore {
             }
         }
         Ok(())
+    }
+
+    async fn take_stopped(
+        &self,
+        job_id: u64,
+        runner_name: &str,
+        at: OffsetDateTime,
+    ) -> Result<bool, StoreError> {
+        let tables = &mut *lock(&self.tables);
+        tables.check(StoreOp::TakeStopped)?;
+        let free = tables.runners.get(runner_name).is_some_and(|runner| {
+            runner.status == InstanceStatus::Stopped && runner.job_id.is_none()
+        });
+        let claimable = tables
+            .jobs
+            .get(&job_id)
+            .is_some_and(|job| ClaimMove::Claim.allowed_on(job) && job.runner_name.is_none());
+        if !(free && claimable) {
+            return Ok(false);
+        }
+        let reason = format!("job {job_id} queued: takes the stopped instance");
+        if let Some(runner) = tables.runners.get_mut(runner_name) {
+            runner.status = InstanceStatus::Starting;
+            runner.job_id = Some(job_id);
+            runner.updated_at = at;
+            runner.reason = Some(reason.clone());
+            runner.history.push(HistoryEntry::status(
+                at,
+                InstanceStatus::Starting,
+                Some(reason),
+            ));
+        }
+        if let Some(job) = tables.jobs.get_mut(&job_id) {
+            job.runner_name = Some(runner_name.to_owned());
+            job.launched_runner = Some(runner_name.to_owned());
+            job.updated_at = at;
+            job.claimed_at = Some(at);
+        }
+        Ok(true)
     }
 
     async fn hand_over_claim(

@@ -27,4 +27,9 @@ pub trait Launcher: Send + Sync {
     /// [`FleetLaunch::shortfall`]. Not idempotent: the runner records say which instance
     /// is whose, and the reaper ends instances that no record claims.
     async fn launch(&self, request: &FleetRequest) -> Result<FleetLaunch, FleetError>;
+
+    /// Starts a stopped instance (a stopped pool's, taken by a job). EC2 refusing it for
+    /// capacity is [`FleetError::CapacityUnavailable`]; starting one already pending or
+    /// running changes nothing. Any error leaves the instance stopped.
+    async fn start(&self, instance_id: &str) -> Result<(), FleetError>;
 }

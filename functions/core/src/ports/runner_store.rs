@@ -210,6 +210,18 @@ pub trait RunnerStore: Send + Sync {
         at: OffsetDateTime,
     ) -> Result<bool, StoreError>;
 
+    /// In one transaction: moves the stopped runner `runner_name` (a stopped pool's, with
+    /// no job) to `starting` for the queued job `job_id`, and claims the job for it. False,
+    /// and nothing written, when the runner is no longer stopped and free or the job no
+    /// longer queued and unclaimed; [`StoreError::Conflict`] when another transaction held
+    /// an item (retrying is safe). Conditional: two jobs never take one instance.
+    async fn take_stopped(
+        &self,
+        job_id: u64,
+        runner_name: &str,
+        at: OffsetDateTime,
+    ) -> Result<bool, StoreError>;
+
     /// Reads a runner record.
     async fn get_runner(&self, name: &str) -> Result<Option<RunnerRecord>, StoreError>;
 

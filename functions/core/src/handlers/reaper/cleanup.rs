@@ -24,6 +24,12 @@ pub enum Cleanup {
     /// `warm_stalled`: a warm runner (no job) whose creation made no progress for
     /// [`WARM_STALL`].
     WarmStalled,
+    /// `prepare_timeout`: a stopped pool's instance not stopped within the pool's
+    /// `bootstrap_timeout` of its launch (its prepare phase failed and left it up).
+    PrepareTimeout,
+    /// `stopped_stale`: a stopped instance launched longer ago than the pool's
+    /// `stopped_max_age`, replaced so that no job starts on an old kernel.
+    StoppedStale,
 }
 
 impl Cleanup {
@@ -37,6 +43,8 @@ impl Cleanup {
             Cleanup::IdleStatic => "static_idle",
             Cleanup::IdleNoWork => "ephemeral_idle",
             Cleanup::WarmStalled => "warm_stalled",
+            Cleanup::PrepareTimeout => "prepare_timeout",
+            Cleanup::StoppedStale => "stopped_stale",
         }
     }
 
@@ -50,6 +58,10 @@ impl Cleanup {
             Cleanup::IdleStatic => "idle past idle_timeout",
             Cleanup::IdleNoWork => "idle past idle_timeout with no queued job left",
             Cleanup::WarmStalled => "warm runner creation stalled",
+            Cleanup::PrepareTimeout => {
+                "stopped pool: instance not stopped within bootstrap_timeout"
+            }
+            Cleanup::StoppedStale => "stopped pool: instance older than stopped_max_age",
         }
     }
 }

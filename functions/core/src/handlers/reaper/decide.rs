@@ -55,7 +55,7 @@ pub enum Verdict {
     /// `forgotten_by_github`: it is idle on GitHub and due for a look at whether GitHub still knows it
     /// (a runner that took another job and was removed, its webhooks lost).
     CheckRunner,
-    /// `creation_stalled`: it is `pending_create` or `creating` for a job, past the creation lease
+    /// `creation_stalled`: it is `pending_create`, `creating` or `starting` for a job, past the creation lease
     /// and not online: the delivery creating it died, and nothing may resume it (its job's
     /// deliveries find the job taken, or a job was handed to it). Its job, read again, says
     /// which: still queued and claimed by it, its creation is resumed; else it is released.
@@ -67,6 +67,10 @@ pub enum Verdict {
     /// that is not pending, so it is recorded `running`, and the rules of a running
     /// runner (instance gone, missed `completed`, idle) take it from the next run.
     Created,
+    /// `instance_stopped`: a stopped pool's `preparing` record whose instance EC2 shows
+    /// stopped: the host prepared and powered off, and the record moves to `stopped`,
+    /// ready to be taken.
+    Prepared,
 }
 
 /// When GitHub last showed the runner idle (its latest `idle` history entry), or when
@@ -108,6 +112,17 @@ fn instance_alive(record: &RunnerRecord, instances: &HashMap<&str, InstanceState
     )
 }
 
+/// Whether EC2's answer still has the record's instance in any state but on its way out
+/// (a stopped pool's instance is alive while stopped).
+fn instance_present(record: &RunnerRecord, instances: &HashMap<&str, InstanceState>) -> bool {
+    record.instance_id.as_deref().is_some_and(|id| {
+        !matches!(
+            instances.get(id),
+            None | Some(InstanceState::ShuttingDown | InstanceState::Terminated)
+        )
+    })
+}
+
 /// Whether GitHub could give queued `job` to `runner`: same pool, registered where the
 /// job is (its organization, or its repository for a repository-scoped runner), and with
 /// labels that cover the job's (a sized job's sizing labels are on its own runners only;
@@ -137,7 +152,7 @@ pub fn idle_runner_could_take(live: &[RunnerRecord], job: &JobRecord, now: Offse
 
 /// The verdict on every live record that needs one (`never_online`,
 /// `delete_interrupted`, `creation_failed`, `instance_gone`, `missed_completed`,
-/// `static_idle`, `ephemeral_idle`, `warm_stalled`, `came_online`, `creation_stalled`
+/// `static_idle`, `ephemeral_idle`, `warm_stalled`, `prepare_timeout`, `stopped_stale`, `instance_stopped`, `came_online`, `creation_stalled`
 /// and `forgotten_by_github`).
 /// `instances` is EC2's answer, `None` when it could not be read (`instance_gone` then waits);
 /// `queued_jobs` every job the table holds as queued.
@@ -154,7 +169,7 @@ pub fn verdicts(
     };
     let by_id: Option<HashMap<&str, InstanceState>> =
         instances.map(|list| list.iter().map(|i| (i.id.as_str(), i.state)).collect());
-    let spared = kept_warm(config, live, queued_jobs, &fallback);
+    let spared = kept_warm(config, live, queued_jobs, &fallback, now);
     let mut out = Vec::new();
     for record in live {
         let pool = pool_or_default(config, &record.pool, &fallback);
@@ -197,6 +212,25 @@ fn verdict(
             clean(Cleanup::StuckDeleting)
         }
         Error => clean(Cleanup::CreationFailed),
+        Preparing | Stopped | Starting
+            if instances.is_some_and(|by_id| !instance_present(record, by_id))
+                && older_than(record.updated_at, now, INSTANCE_GRACE) =>
+        {
+            clean(Cleanup::InstanceGone)
+        }
+        Preparing
+            if record.instance_id.as_deref().is_some_and(|id| {
+                instances.and_then(|by_id| by_id.get(id)) == Some(&InstanceState::Stopped)
+            }) =>
+        {
+            Some(Verdict::Prepared)
+        }
+        Preparing if older_than(record.created_at, now, pool.bootstrap_timeout) => {
+            clean(Cleanup::PrepareTimeout)
+        }
+        Stopped if older_than(record.created_at, now, pool.stopped_max_age) => {
+            clean(Cleanup::StoppedStale)
+        }
         PendingCreate | Creating | Running
             if record.runner_status == RunnerStatus::Pending
                 && older_than(bootstrap_started(record), now, pool.bootstrap_timeout) =>
@@ -209,7 +243,8 @@ fn verdict(
         {
             Some(Verdict::Created)
         }
-        PendingCreate | Creating
+        // A take (`starting`) whose delivery died is resumed the same way.
+        PendingCreate | Creating | Starting
             if record.job_id.is_some()
                 && record.runner_status == RunnerStatus::Pending
                 && older_than(record.updated_at, now, CREATE_LEASE) =>
@@ -301,6 +336,7 @@ fn kept_warm<'a>(
     live: &'a [RunnerRecord],
     queued_jobs: &[JobRecord],
     fallback: &PoolConfig,
+    now: OffsetDateTime,
 ) -> HashSet<&'a str> {
     let queued: HashSet<u64> = queued_jobs.iter().map(|j| j.job_id).collect();
     let mut idle_by_pool: BTreeMap<&str, Vec<&RunnerRecord>> = BTreeMap::new();
@@ -316,7 +352,7 @@ fn kept_warm<'a>(
     for (pool_name, mut idle) in idle_by_pool {
         let pool = pool_or_default(config, pool_name, fallback);
         idle.sort_by_key(|record| std::cmp::Reverse(idle_since(record)));
-        let keep = usize::try_from(pool.min_idle).unwrap_or(usize::MAX);
+        let keep = usize::try_from(pool.min_idle_at(now)).unwrap_or(usize::MAX);
         kept.extend(idle.into_iter().take(keep).map(|r| r.name.as_str()));
     }
     kept
@@ -325,3 +361,7 @@ fn kept_warm<'a>(
 #[cfg(test)]
 #[path = "decide_tests.rs"]
 pub(super) mod tests;
+
+#[cfg(test)]
+#[path = "decide_stopped_tests.rs"]
+mod stopped_tests;

@@ -232,7 +232,7 @@ impl Reaper {
                 warn!(%instance_id, error = %crate::handlers::error_chain(&err), "instance index unreadable; reading the live records by status");
             }
         }
-        for status in LIVE {
+        for status in self.live_statuses() {
             let found = self
                 .store
                 .runners_in_status(status, now + EVERYTHING_DUE, LIVE_LIMIT)

@@ -191,6 +191,10 @@ impl Reaper {
                     self.record_created(&record, now).await?;
                     None
                 }
+                Verdict::Prepared => {
+                    self.record_stopped(&record, now).await?;
+                    None
+                }
             };
             if let Some(moved) = moved {
                 if verdict == Verdict::Clean(Cleanup::InstanceGone) {
@@ -240,6 +244,25 @@ impl Reaper {
                 Ok(())
             }
             // It moved since it was read (a delivery finished it, or it was deleted).
+            Err(StoreError::TransitionRefused { .. }) => Ok(()),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// `instance_stopped`: the prepared host powered off; the record is `stopped`, ready
+    /// to be taken.
+    async fn record_stopped(
+        &self,
+        record: &RunnerRecord,
+        now: OffsetDateTime,
+    ) -> Result<(), StoreError> {
+        let to_stopped = Transition::new(InstanceStatus::Preparing, InstanceStatus::Stopped, now)
+            .because("instance prepared and stopped");
+        match self.store.transition(&record.name, &to_stopped).await {
+            Ok(_) => {
+                info!(rule = "instance_stopped", runner = %record.name, pool = %record.pool, "stopped pool's instance ready");
+                Ok(())
+            }
             Err(StoreError::TransitionRefused { .. }) => Ok(()),
             Err(err) => Err(err),
         }

@@ -20,9 +20,12 @@ pub(super) const LIVE_LIMIT: usize = 2000;
 pub(super) const EVERYTHING_DUE: Duration = Duration::from_secs(366 * 24 * 3600);
 
 /// The statuses of records that still stand for something.
-pub(super) const LIVE: [InstanceStatus; 7] = [
+pub(super) const LIVE: [InstanceStatus; 10] = [
     InstanceStatus::PendingCreate,
     InstanceStatus::Creating,
+    InstanceStatus::Preparing,
+    InstanceStatus::Stopped,
+    InstanceStatus::Starting,
     InstanceStatus::Running,
     InstanceStatus::Error,
     InstanceStatus::PendingDelete,
@@ -38,13 +41,31 @@ pub(super) struct Snapshot {
     pub(super) complete: bool,
 }
 
+/// The statuses only a stopped pool's records are in.
+const STOPPED_POOL: [InstanceStatus; 3] = [
+    InstanceStatus::Preparing,
+    InstanceStatus::Stopped,
+    InstanceStatus::Starting,
+];
+
 impl Reaper {
+    /// The live statuses read from the status index: a stopped pool's only while some
+    /// pool keeps stopped instances (one read of the index per status a run, and none
+    /// for what no configuration makes). A pool whose `stopped` is removed while it has
+    /// such records: they are read no more, their instances are ended as orphans after
+    /// `reaper.orphan_grace`, and `ephemera runners delete` removes the records.
+    pub(super) fn live_statuses(&self) -> impl Iterator<Item = InstanceStatus> + '_ {
+        let stopped_pools = self.config.pools.iter().any(|pool| pool.stopped > 0);
+        LIVE.into_iter()
+            .filter(move |status| stopped_pools || !STOPPED_POOL.contains(status))
+    }
+
     /// Every live record (due or not) and every queued job, through the status index.
     pub(super) async fn read_snapshot(&self, now: OffsetDateTime) -> Result<Snapshot, StoreError> {
         let everything = now + EVERYTHING_DUE;
         let mut runners = Vec::new();
         let mut complete = true;
-        for status in LIVE {
+        for status in self.live_statuses() {
             let found = self
                 .store
                 .runners_in_status(status, everything, LIVE_LIMIT)
@@ -95,7 +116,7 @@ impl Reaper {
         let mut pools: HashSet<&str> = self.config.pools.iter().map(|p| p.name.as_str()).collect();
         pools.extend(snapshot.runners.iter().map(|r| r.pool.as_str()));
         for pool in pools {
-            for status in LIVE {
+            for status in self.live_statuses() {
                 let count = counts.get(&(pool, status)).copied().unwrap_or(0);
                 self.metrics.record(
                     Metric::RunnersByStatus,
@@ -107,5 +128,21 @@ impl Reaper {
                 );
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LIVE;
+    use crate::lifecycle::InstanceStatus;
+
+    #[test]
+    fn every_status_but_deleted_is_read_as_live() {
+        let live: Vec<_> = InstanceStatus::ALL
+            .into_iter()
+            .filter(|status| status.is_live())
+            .collect();
+        assert_eq!(live.len(), LIVE.len());
+        assert!(live.iter().all(|status| LIVE.contains(status)));
     }
 }

@@ -26,12 +26,13 @@ pub struct WarmShortfall {
 /// The warm pool rule: for each pool with a `min_idle`, its unbound runners that are
 /// idle or on their way (`pending_create`, `creating`, or `running` and not yet online),
 /// leaving out the records sent to be deleted this run (`leaving`); the pools short of
-/// `min_idle`, with how many they lack.
+/// `min_idle` (as its `min_idle_schedule` has it at `now`), with how many they lack.
 pub fn warm_shortfall(
     config: &Config,
     live: &[RunnerRecord],
     queued_jobs: &[JobRecord],
     leaving: &HashSet<&str>,
+    now: OffsetDateTime,
 ) -> Vec<WarmShortfall> {
     let queued: HashSet<u64> = queued_jobs.iter().map(|j| j.job_id).collect();
     let mut ready: HashMap<&str, u32> = HashMap::new();
@@ -48,10 +49,10 @@ pub fn warm_shortfall(
     config
         .pools
         .iter()
-        .filter(|pool| pool.min_idle > 0)
+        .filter(|pool| pool.min_idle_at(now) > 0)
         .filter_map(|pool| {
             let ready = ready.get(pool.name.as_str()).copied().unwrap_or(0);
-            let missing = pool.min_idle.saturating_sub(ready);
+            let missing = pool.min_idle_at(now).saturating_sub(ready);
             (missing > 0).then(|| WarmShortfall {
                 pool: pool.name.clone(),
                 ready,

@@ -107,7 +107,7 @@ fn warm_shortfall_counts_unbound_runners_idle_or_on_their_way() {
         busy,
     ];
     let leaving = HashSet::from(["eph-linux-leaving"]);
-    let short = warm_shortfall(&config, &live, &[queued(4)], &leaving);
+    let short = warm_shortfall(&config, &live, &[queued(4)], &leaving, now());
     assert_eq!(
         short,
         [WarmShortfall {
@@ -116,5 +116,22 @@ fn warm_shortfall_counts_unbound_runners_idle_or_on_their_way() {
             missing: 2
         }]
     );
-    assert!(warm_shortfall(&config_with(9, ""), &live, &[], &leaving).is_empty());
+    assert!(warm_shortfall(&config_with(9, ""), &live, &[], &leaving, now()).is_empty());
+}
+
+#[test]
+fn warm_shortfall_follows_the_min_idle_schedule() {
+    // now() is a Sunday, 10:00 UTC.
+    let weekdays = config_with(
+        9,
+        "    min_idle: 2\n    min_idle_schedule: { days: [mon, tue, wed, thu, fri], from: \"08:00\", to: \"18:00\" }\n",
+    );
+    assert!(warm_shortfall(&weekdays, &[], &[], &HashSet::new(), now()).is_empty());
+    let sunday_morning = config_with(
+        9,
+        "    min_idle: 2\n    min_idle_schedule: { days: [sun], from: \"09:00\", to: \"12:00\" }\n",
+    );
+    let short = warm_shortfall(&sunday_morning, &[], &[], &HashSet::new(), now());
+    assert_eq!(short.len(), 1);
+    assert_eq!(short[0].missing, 2);
 }

@@ -55,6 +55,7 @@ impl Reaper {
             &snapshot.runners,
             &snapshot.queued_jobs,
             leaving,
+            now,
         );
         let mut sent = 0;
         for shortfall in short {

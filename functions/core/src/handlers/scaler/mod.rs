@@ -36,6 +36,7 @@ mod launch;
 mod prepare;
 mod register;
 mod rerun;
+mod take;
 mod wait;
 pub use assembly::{ScalerCapabilities, ScalerPorts};
 pub use jitter::{Jitter, ThreadJitter};
@@ -221,6 +222,8 @@ mod register_tests;
 mod sized_launch_tests;
 #[cfg(test)]
 mod stamps_tests;
+#[cfg(test)]
+mod take_tests;
 #[cfg(test)]
 mod testing;
 #[cfg(test)]

@@ -83,6 +83,11 @@ impl Scaler {
         {
             return Ok(Step::Done(Handled::NothingToDo));
         }
+        if job.runner_name.is_none() {
+            if let Some(name) = self.take_stopped(message, pool, clock).await? {
+                return Ok(Step::Done(Handled::RunnerUp(name)));
+            }
+        }
         let runner_name = match job.runner_name {
             Some(name) => name,
             None => match self.claim(message, pool, clock).await? {
@@ -160,6 +165,13 @@ impl Scaler {
                 self.wait_for_other(message, left.unsigned_abs()).await
             }
             InstanceStatus::Creating => self.take_over(runner, message, clock).await,
+            // A take whose delivery died before its start: its lease over, started again
+            // (registration, JIT config and StartInstances are each safe to repeat).
+            InstanceStatus::Starting if clock.now() - runner.updated_at < CREATE_LEASE => {
+                let left = CREATE_LEASE - (clock.now() - runner.updated_at);
+                self.wait_for_other(message, left.unsigned_abs()).await
+            }
+            InstanceStatus::Starting => self.resume_take(runner, message, clock).await,
             _ => Ok(Step::Done(Handled::RunnerUp(runner.name))),
         }
     }

@@ -50,7 +50,7 @@ impl CreateError {
 
 /// How a runner came to have a working JIT config.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Registration {
+pub(super) enum Registration {
     /// Registered now; the config is in the instance's JIT item.
     Delivered,
     /// Registered by an earlier try, whose config reached the instance: GitHub shows the
@@ -109,7 +109,7 @@ impl Scaler {
         }
     }
 
-    async fn register(
+    pub(super) async fn register(
         &self,
         runner: &RunnerRecord,
         pool: &PoolConfig,
