@@ -7,6 +7,7 @@ use ephemera_aws::Ec2Fleet;
 use ephemera_core::ports::{
     Fleet, FleetError, FleetLaunch, FleetRequest, Forge, ForgeError, ForgeJobState, ForgeRunner,
     Instance, JitConfig, JitRequest, Launcher, Market, RunnerRemoval, RunnerScope,
+    ShutdownBehaviour,
 };
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -108,6 +109,14 @@ impl Launcher for FaultyFleet {
     async fn start(&self, instance_id: &str) -> Result<(), FleetError> {
         self.inner.start(instance_id).await
     }
+
+    async fn set_shutdown_behaviour(
+        &self,
+        instance_id: &str,
+        behaviour: ShutdownBehaviour,
+    ) -> Result<(), FleetError> {
+        Launcher::set_shutdown_behaviour(&*self.inner, instance_id, behaviour).await
+    }
 }
 
 #[async_trait]
@@ -131,6 +140,14 @@ impl Fleet for FaultyFleet {
 
     async fn describe(&self) -> Result<Vec<Instance>, FleetError> {
         self.inner.describe().await
+    }
+
+    async fn set_shutdown_behaviour(
+        &self,
+        instance_id: &str,
+        behaviour: ShutdownBehaviour,
+    ) -> Result<(), FleetError> {
+        Fleet::set_shutdown_behaviour(&*self.inner, instance_id, behaviour).await
     }
 
     async fn describe_live(&self) -> Result<Vec<Instance>, FleetError> {

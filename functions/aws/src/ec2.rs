@@ -12,7 +12,9 @@ use aws_sdk_ec2::config::http::HttpResponse;
 use aws_sdk_ec2::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_ec2::types::InstanceStateName;
 use aws_sdk_ec2::Client;
-use ephemera_core::ports::{Fleet, FleetError, Instance, InstanceState, TemplateVersion};
+use ephemera_core::ports::{
+    Fleet, FleetError, Instance, InstanceState, ShutdownBehaviour, TemplateVersion,
+};
 use time::OffsetDateTime;
 use tracing::{instrument, warn};
 
@@ -216,8 +218,41 @@ fn to_instance(instance: &aws_sdk_ec2::types::Instance) -> Option<Instance> {
     })
 }
 
+impl Ec2Fleet {
+    /// EC2 ModifyInstanceAttribute of `instanceInitiatedShutdownBehavior`, which may be
+    /// changed while the instance is running or stopped. Sent as `Attribute` and `Value`,
+    /// which the API takes for this attribute ("Value: ... Use only with the kernel,
+    /// ramdisk, userData, disableApiTermination, or instanceInitiatedShutdownBehavior
+    /// attribute",
+    /// https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_ModifyInstanceAttribute.html),
+    /// and which moto applies too (its `InstanceInitiatedShutdownBehavior.Value` form is
+    /// not implemented there).
+    pub(crate) async fn modify_shutdown_behaviour(
+        &self,
+        instance_id: &str,
+        behaviour: ShutdownBehaviour,
+    ) -> Result<(), FleetError> {
+        let call = self
+            .client
+            .modify_instance_attribute()
+            .instance_id(instance_id)
+            .attribute(aws_sdk_ec2::types::InstanceAttributeName::InstanceInitiatedShutdownBehavior)
+            .value(behaviour.as_str());
+        call.send().await.map(drop).map_err(fleet_error)
+    }
+}
+
 #[async_trait]
 impl Fleet for Ec2Fleet {
+    #[instrument(skip_all, fields(instance_id, ?behaviour))]
+    async fn set_shutdown_behaviour(
+        &self,
+        instance_id: &str,
+        behaviour: ShutdownBehaviour,
+    ) -> Result<(), FleetError> {
+        self.modify_shutdown_behaviour(instance_id, behaviour).await
+    }
+
     #[instrument(skip_all, fields(instance_id))]
     async fn terminate(&self, instance_id: &str) -> Result<(), FleetError> {
         let result = self

@@ -85,6 +85,8 @@ pub(crate) const MARKET: &str = "market";
 pub(crate) const SLOTS_USED: &str = "slots_used";
 pub(crate) const HISTORY: &str = "history";
 pub(crate) const SLOT_HELD: &str = "slot_held";
+/// A stopped pool's record (written only when true).
+pub(crate) const PREPARE: &str = "prepare";
 const AT: &str = "at";
 
 /// The index by status, sorted by `next_attempt_at`.
@@ -222,6 +224,9 @@ pub fn runner_to_item(runner: &RunnerRecord) -> Item {
     );
     put_opt(&mut item, MARKET, runner.market.map(|m| s(m.as_str())));
     put_opt(&mut item, COST, runner.cost.as_ref().map(cost_value));
+    if runner.prepare {
+        item.insert(PREPARE.to_owned(), AttributeValue::Bool(true));
+    }
     item.insert(HISTORY.to_owned(), history(&runner.history));
     item
 }
@@ -500,6 +505,7 @@ pub(crate) fn runner_from_item(item: &Item) -> Result<RunnerRecord, StoreError> 
             .map_err(|m| r.corrupt(m))?,
         cost: r.cost()?,
         interrupted_at,
+        prepare: r.opt_bool(PREPARE)?.unwrap_or(false),
     })
 }
 

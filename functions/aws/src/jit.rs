@@ -44,6 +44,9 @@ pub const JIT_CONFIG: &str = "jit_config";
 pub const RUNNER: &str = "runner";
 /// GitHub's id of that runner: a later registration has a higher one.
 pub const RUNNER_ID: &str = "runner_id";
+/// Set (true) on a stopped pool's item, which has no config: the host prepares and
+/// powers off (docs/design.md, "Stopped pool").
+pub const PREPARE: &str = "prepare";
 /// When DynamoDB may delete the item by itself (epoch seconds).
 pub const TTL: &str = "ttl";
 /// When the instance read its config (epoch seconds, the instance's clock): set by the
@@ -235,6 +238,38 @@ impl JitConfigStore for DynamoJitConfigs {
                 let stored = self.stored_runner_id(&instance_arn).await?;
                 Err(JitStoreError::Superseded { stored })
             }
+            Err(err) => Err(jit_store_error(err)),
+        }
+    }
+
+    #[instrument(skip_all, fields(instance_id, runner = %runner_name))]
+    async fn put_prepare(&self, instance_id: &str, runner_name: &str) -> Result<(), JitStoreError> {
+        let item = HashMap::from([
+            (
+                INSTANCE_ARN.to_owned(),
+                AttributeValue::S(self.instance_arn(instance_id)),
+            ),
+            (PREPARE.to_owned(), AttributeValue::Bool(true)),
+            (RUNNER.to_owned(), AttributeValue::S(runner_name.to_owned())),
+            (RUNNER_ID.to_owned(), AttributeValue::N("0".to_owned())),
+            (
+                TTL.to_owned(),
+                AttributeValue::N(expires_at(SystemTime::now()).to_string()),
+            ),
+        ]);
+        // Only where nothing is stored: a config put meanwhile (a take) is never replaced.
+        let written = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(#arn)")
+            .expression_attribute_names("#arn", INSTANCE_ARN)
+            .send()
+            .await;
+        match written {
+            Ok(_) => Ok(()),
+            Err(err) if err.code() == Some("ConditionalCheckFailedException") => Ok(()),
             Err(err) => Err(jit_store_error(err)),
         }
     }

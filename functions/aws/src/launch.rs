@@ -33,7 +33,9 @@ use aws_sdk_ec2::types::{
     FleetLaunchTemplateSpecificationRequest, FleetType, InstanceType, SpotAllocationStrategy,
     SpotOptionsRequest, TargetCapacitySpecificationRequest, VolumeType,
 };
-use ephemera_core::ports::{FleetError, FleetLaunch, FleetRequest, Launcher, Market, Shape};
+use ephemera_core::ports::{
+    FleetError, FleetLaunch, FleetRequest, Launcher, Market, Shape, ShutdownBehaviour,
+};
 use tracing::{info, instrument, warn};
 
 /// EC2 answered a launch without saying why nothing came up.
@@ -47,6 +49,15 @@ impl Launcher for Ec2Fleet {
     async fn start(&self, instance_id: &str) -> Result<(), FleetError> {
         let call = self.client.start_instances().instance_ids(instance_id);
         call.send().await.map(drop).map_err(crate::ec2::fleet_error)
+    }
+
+    #[instrument(skip_all, fields(instance_id, ?behaviour))]
+    async fn set_shutdown_behaviour(
+        &self,
+        instance_id: &str,
+        behaviour: ShutdownBehaviour,
+    ) -> Result<(), FleetError> {
+        self.modify_shutdown_behaviour(instance_id, behaviour).await
     }
 
     #[instrument(skip_all, fields(pool = %request.pool, count = request.count, market = ?request.market))]

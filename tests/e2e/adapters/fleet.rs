@@ -5,7 +5,8 @@ use aws_sdk_ec2::types::{Filter, InstanceStateName};
 use ephemera_aws::tags;
 use ephemera_aws::{ensure_resources, sdk_config, AwsSettings, Ec2Fleet, ResourceNames};
 use ephemera_core::ports::{
-    Fleet, FleetError, FleetRequest, InstanceState, Launcher, Market, TemplateVersion,
+    Fleet, FleetError, FleetRequest, InstanceState, Launcher, Market, ShutdownBehaviour,
+    TemplateVersion,
 };
 use ephemera_tests::moto::Moto;
 
@@ -236,5 +237,44 @@ async fn the_scaler_starts_a_stopped_instance_of_its_deployment_and_reads_a_refu
         .flat_map(|r| r.instances())
         .find_map(|i| i.state().and_then(|s| s.name()).cloned());
     assert_eq!(state, Some(InstanceStateName::Pending));
+    Ok(())
+}
+
+/// The instance's `InstanceInitiatedShutdownBehavior`, as EC2 describes it.
+async fn shutdown_behaviour(ec2: &aws_sdk_ec2::Client, id: &str) -> anyhow::Result<String> {
+    let attribute = ec2
+        .describe_instance_attribute()
+        .instance_id(id)
+        .attribute(aws_sdk_ec2::types::InstanceAttributeName::InstanceInitiatedShutdownBehavior)
+        .send()
+        .await?;
+    Ok(attribute
+        .instance_initiated_shutdown_behavior()
+        .and_then(|v| v.value())
+        .unwrap_or_default()
+        .to_owned())
+}
+
+#[tokio::test]
+async fn the_scaler_sets_a_stopped_pool_instance_to_stop_and_the_reaper_back_to_terminate(
+) -> anyhow::Result<()> {
+    let moto = Moto::start().await?;
+    let config = sdk_config(&AwsSettings::emulator(&moto.endpoint)).await;
+    let resources = ensure_resources(&config, &ResourceNames::for_deployment("eph")).await?;
+    let ec2 = aws_sdk_ec2::Client::new(&config);
+    let fleet = Ec2Fleet::new(ec2.clone(), "eph");
+    let mut from_template = request(1);
+    from_template.launch_template = resources.launch_template.clone();
+    let id = fleet.launch(&from_template).await?.instance_ids[0].clone();
+    // Each as its template.yaml role: the grants are on the deployment's tagged instances.
+    let scaler = sdk_config(&moto.role_settings("ScalerRole", "eph").await?).await;
+    let scaler_fleet = Ec2Fleet::new(aws_sdk_ec2::Client::new(&scaler), "eph");
+    let reaper = sdk_config(&moto.role_settings("ReaperRole", "eph").await?).await;
+    let reaper_fleet = Ec2Fleet::new(aws_sdk_ec2::Client::new(&reaper), "eph");
+
+    Launcher::set_shutdown_behaviour(&scaler_fleet, &id, ShutdownBehaviour::Stop).await?;
+    assert_eq!(shutdown_behaviour(&ec2, &id).await?, "stop");
+    Fleet::set_shutdown_behaviour(&reaper_fleet, &id, ShutdownBehaviour::Terminate).await?;
+    assert_eq!(shutdown_behaviour(&ec2, &id).await?, "terminate");
     Ok(())
 }

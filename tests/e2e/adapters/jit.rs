@@ -9,7 +9,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use base64::Engine;
 use ephemera_aws::jit::{
     bootstrap_read_reporting, item_key, BOOTSTRAP_READ_CONDITION, INSTANCE_ARN, ITEM_LIFETIME,
-    JIT_CONFIG, JIT_READ_AT, RUNNER, RUNNER_ID, TTL,
+    JIT_CONFIG, JIT_READ_AT, PREPARE, RUNNER, RUNNER_ID, TTL,
 };
 use ephemera_aws::{ensure_resources, sdk_config, AwsSettings, DynamoJitConfigs, ResourceNames};
 use ephemera_core::ports::{JitConfig, JitConfigStore, JitStoreError, Tombstone};
@@ -266,6 +266,48 @@ async fn a_refused_put_is_rejected_and_its_error_carries_no_config() -> anyhow::
     assert!(
         matches!(refused, Err(JitStoreError::Rejected(_))),
         "{refused:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_prepare_item_holds_no_config_and_a_later_config_replaces_it() -> anyhow::Result<()> {
+    let table = jit_table().await?;
+    // As the scaler writes it for a stopped pool's instance: the word, no config.
+    table
+        .scaler_jit
+        .put_prepare("i-0prep", "eph-linux-p")
+        .await?;
+    table
+        .scaler_jit
+        .put_prepare("i-0prep", "eph-linux-p")
+        .await?;
+    let arn = format!("{ARN_PREFIX}i-0prep");
+    assert_eq!(read_as_bootstrap(&table, &arn).await?, None, "no config");
+    let item = table
+        .dynamodb
+        .get_item()
+        .table_name(table.jit.table())
+        .set_key(Some(item_key(&arn)))
+        .send()
+        .await?
+        .item
+        .expect("stored");
+    assert_eq!(item[PREPARE].as_bool().ok(), Some(&true));
+    assert!(!item.contains_key(JIT_CONFIG));
+
+    // The take's config replaces it, and a late prepare put leaves the config alone.
+    table
+        .scaler_jit
+        .put("i-0prep", "eph-linux-p", &jit(3, "config"))
+        .await?;
+    table
+        .scaler_jit
+        .put_prepare("i-0prep", "eph-linux-p")
+        .await?;
+    assert_eq!(
+        read_as_bootstrap(&table, &arn).await?.as_deref(),
+        Some("config")
     );
     Ok(())
 }

@@ -27,7 +27,8 @@ key on that action is refused, naming the key.
   EC2 Auto Scaling guide, "Use AWS Systems Manager parameters instead of AMI IDs in launch
   templates"). TerminateInstances, StartInstances, StopInstances: each instance, with its
   tags as aws:ResourceTag (Service Authorization Reference, Amazon EC2: the three take the
-  instance resource and its aws:ResourceTag/${TagKey} condition key).
+  instance resource and its aws:ResourceTag/${TagKey} condition key). ModifyInstanceAttribute:
+  its one instance, the same way.
 - SQS, SSM, Secrets Manager, CloudWatch Logs: the queue, parameter, secret, log stream.
   Batch calls need the single action (sqs:SendMessage for SendMessageBatch).
 - S3 and Image Builder: iam_s3.py.
@@ -452,6 +453,17 @@ def ec2_needs(action, form, account, region, context, known):
             extra = tag_context(resource_tags(backend, instance_id), "aws:resourcetag")
             found.append(need(f"ec2:{action}", f"{arn}:instance/{instance_id}", context, known, extra, TAG_KEYS))
         return found
+    if action == "ModifyInstanceAttribute":
+        # One instance (InstanceId), with its tags as aws:ResourceTag (Service
+        # Authorization Reference, Amazon EC2: ModifyInstanceAttribute takes the instance
+        # resource and its aws:ResourceTag/${TagKey} condition key).
+        instance_id = (form.get("InstanceId") or [""])[0]
+        try:
+            backend.get_instance(instance_id)
+        except Exception:
+            return []  # an unknown instance: EC2's own error (moto's) answers it
+        extra = tag_context(resource_tags(backend, instance_id), "aws:resourcetag")
+        return [need("ec2:ModifyInstanceAttribute", f"{arn}:instance/{instance_id}", context, known, extra, TAG_KEYS)]
     if action == "CreateTags":
         tags = {t.get("Key", ""): t.get("Value", "") for t in numbered(form, "Tag")}
         extra = tag_context(tags, "aws:requesttag")

@@ -55,7 +55,7 @@ impl InstanceStatus {
         match self {
             PendingCreate => &[],
             Creating => &[PendingCreate],
-            Preparing => &[PendingCreate],
+            Preparing => &[Creating],
             Stopped => &[Preparing],
             Starting => &[Stopped],
             Running => &[Creating, Starting],
@@ -126,11 +126,11 @@ mod tests {
         let allowed: &[(InstanceStatus, &[InstanceStatus])] = &[
             (
                 PendingCreate,
-                &[Creating, Preparing, PendingDelete, PendingForceDelete],
+                &[Creating, PendingDelete, PendingForceDelete],
             ),
             (
                 Creating,
-                &[Running, Error, PendingDelete, PendingForceDelete],
+                &[Running, Preparing, Error, PendingDelete, PendingForceDelete],
             ),
             (Preparing, &[Stopped, PendingDelete, PendingForceDelete]),
             (Stopped, &[Starting, PendingDelete, PendingForceDelete]),

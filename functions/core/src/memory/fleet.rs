@@ -9,6 +9,7 @@
 use super::{lock, spend, InjectedFailure};
 use crate::ports::{
     Fleet, FleetError, FleetLaunch, FleetRequest, Instance, InstanceState, Launcher, Market,
+    ShutdownBehaviour,
 };
 use async_trait::async_trait;
 use std::collections::{BTreeMap, HashMap};
@@ -60,6 +61,8 @@ struct FleetState {
     terminate_failures: u32,
     start_failure: Option<FleetFailure>,
     start_calls: usize,
+    /// Shutdown behaviours set after launch (a launch's is the template's, `terminate`).
+    shutdown: HashMap<String, ShutdownBehaviour>,
     describe_failures: u32,
     launch_calls: usize,
     terminate_calls: usize,
@@ -80,6 +83,7 @@ impl Default for FleetState {
             launch_calls: 0,
             start_failure: None,
             start_calls: 0,
+            shutdown: HashMap::new(),
             terminate_calls: 0,
         }
     }
@@ -88,6 +92,27 @@ impl Default for FleetState {
 impl FakeFleet {
     pub fn new() -> FakeFleet {
         FakeFleet::default()
+    }
+
+    /// What the instance does when its OS shuts it down: `terminate`, the launch
+    /// template's, until set otherwise.
+    pub fn shutdown_behaviour(&self, id: &str) -> ShutdownBehaviour {
+        let state = lock(&self.state);
+        let set = state.shutdown.get(id).copied();
+        set.unwrap_or(ShutdownBehaviour::Terminate)
+    }
+
+    /// The host powers itself off: the instance stops or terminates as its shutdown
+    /// behaviour says (EC2's InstanceInitiatedShutdownBehavior).
+    pub fn power_off(&self, id: &str) {
+        let behaviour = self.shutdown_behaviour(id);
+        let state = &mut *lock(&self.state);
+        if let Some(instance) = state.instances.get_mut(id) {
+            instance.state = match behaviour {
+                ShutdownBehaviour::Stop => InstanceState::Stopped,
+                ShutdownBehaviour::Terminate => InstanceState::Terminated,
+            };
+        }
     }
 
     /// Every instance, terminated ones included, by id.
@@ -284,6 +309,24 @@ impl Launcher for FakeFleet {
             }),
         }
     }
+
+    async fn set_shutdown_behaviour(
+        &self,
+        instance_id: &str,
+        behaviour: ShutdownBehaviour,
+    ) -> Result<(), FleetError> {
+        let state = &mut *lock(&self.state);
+        match state.instances.get(instance_id) {
+            Some(instance) if instance.state != InstanceState::Terminated => {
+                state.shutdown.insert(instance_id.to_owned(), behaviour);
+                Ok(())
+            }
+            _ => Err(FleetError::Rejected {
+                code: "InvalidInstanceID.NotFound".to_owned(),
+                message: format!("{instance_id} does not exist"),
+            }),
+        }
+    }
 }
 
 #[async_trait]
@@ -308,6 +351,14 @@ impl Fleet for FakeFleet {
             return Err(FleetError::Transient(Box::new(InjectedFailure("describe"))));
         }
         Ok(state.instances.values().cloned().collect())
+    }
+
+    async fn set_shutdown_behaviour(
+        &self,
+        instance_id: &str,
+        behaviour: ShutdownBehaviour,
+    ) -> Result<(), FleetError> {
+        Launcher::set_shutdown_behaviour(self, instance_id, behaviour).await
     }
 }
 

@@ -229,6 +229,7 @@ macro_rules! other_arg {
 
 other_arg!(
     Option<&JobCost>,
+    ShutdownBehaviour,
     u32,
     usize,
     Duration,
@@ -301,16 +302,19 @@ intercept!(JobQueue {
 intercept!(Launcher {
     fn launch(&self, request: &FleetRequest) -> Result<FleetLaunch, FleetError>;
     fn start(&self, instance_id: &str) -> Result<(), FleetError>;
+    fn set_shutdown_behaviour(&self, instance_id: &str, behaviour: ShutdownBehaviour) -> Result<(), FleetError>;
 });
 
 intercept!(Fleet {
     fn terminate(&self, instance_id: &str) -> Result<(), FleetError>;
     fn describe(&self) -> Result<Vec<Instance>, FleetError>;
+    fn set_shutdown_behaviour(&self, instance_id: &str, behaviour: ShutdownBehaviour) -> Result<(), FleetError>;
     fn describe_live(&self) -> Result<Vec<Instance>, FleetError>;
 });
 
 intercept!(JitConfigStore {
     fn put(&self, instance_id: &str, runner_name: &str, jit: &JitConfig) -> Result<(), JitStoreError>;
+    fn put_prepare(&self, instance_id: &str, runner_name: &str) -> Result<(), JitStoreError>;
     fn delete(&self, instance_id: &str) -> Result<Tombstone, JitStoreError>;
 });
 

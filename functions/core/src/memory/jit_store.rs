@@ -31,6 +31,8 @@ struct Item {
     read_at: Option<OffsetDateTime>,
     /// What the host wrote of its runner with the read.
     host_runner: HostRunner,
+    /// A stopped pool's `prepare` item: no config, never read.
+    prepare: bool,
 }
 
 #[derive(Debug, Default)]
@@ -70,8 +72,17 @@ impl MemoryJitStore {
         let read = state
             .stored
             .iter()
-            .filter(|(_, item)| item.config.is_none());
+            .filter(|(_, item)| item.config.is_none() && !item.prepare);
         read.map(|(id, _)| id.clone()).collect()
+    }
+
+    /// Whether `instance_id`'s item is a `prepare` item (no config in it).
+    pub fn prepared(&self, instance_id: &str) -> bool {
+        let state = lock(&self.state);
+        state
+            .stored
+            .get(instance_id)
+            .is_some_and(|item| item.prepare)
     }
 
     /// When `instance_id` read its config, if its tombstone is there.
@@ -143,8 +154,32 @@ impl JitConfigStore for MemoryJitStore {
             config: Some(jit.encoded.clone()),
             read_at: None,
             host_runner: HostRunner::default(),
+            prepare: false,
         };
         state.stored.insert(instance_id.to_owned(), item);
+        Ok(())
+    }
+
+    async fn put_prepare(&self, instance_id: &str, runner_name: &str) -> Result<(), JitStoreError> {
+        let mut state = lock(&self.state);
+        state.puts += 1;
+        if spend(&mut state.failures) {
+            return Err(JitStoreError::Transient(Box::new(InjectedFailure(
+                "put prepare item",
+            ))));
+        }
+        // Only where nothing is stored: a config put meanwhile is never replaced.
+        state
+            .stored
+            .entry(instance_id.to_owned())
+            .or_insert_with(|| Item {
+                runner: runner_name.to_owned(),
+                runner_id: 0,
+                config: None,
+                read_at: None,
+                host_runner: HostRunner::default(),
+                prepare: true,
+            });
         Ok(())
     }
 

@@ -99,6 +99,10 @@ pub struct RunnerRecord {
     /// runner fails is then the interruption's doing, and may be re-run.
     #[serde(default, with = "time::serde::rfc3339::option")]
     pub interrupted_at: Option<OffsetDateTime>,
+    /// A stopped pool's instance: launched for no job, to prepare and power off
+    /// (docs/design.md, "Stopped pool"), then kept `stopped` until a job takes it.
+    #[serde(default)]
+    pub prepare: bool,
 }
 
 impl RunnerRecord {
@@ -258,6 +262,7 @@ impl RunnerRecord {
             jit_read_at: None,
             host_runner: HostRunner::default(),
             interrupted_at: None,
+            prepare: false,
         }
     }
 }

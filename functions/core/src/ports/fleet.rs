@@ -27,6 +27,29 @@ pub struct Instance {
     pub launched_at: Option<OffsetDateTime>,
 }
 
+/// What an instance does when its own operating system shuts it down (EC2's
+/// `InstanceInitiatedShutdownBehavior`: "applies when you perform a shutdown from the
+/// operating system of the instance itself", and may be changed "while the instance is
+/// running or stopped",
+/// https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/Using_ChangingInstanceInitiatedShutdownBehavior.html).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShutdownBehaviour {
+    /// The instance stops: a stopped pool's instance while it prepares.
+    Stop,
+    /// The instance terminates: every runner's, as the launch template says.
+    Terminate,
+}
+
+impl ShutdownBehaviour {
+    /// EC2's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ShutdownBehaviour::Stop => "stop",
+            ShutdownBehaviour::Terminate => "terminate",
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum FleetError {
     /// No capacity for what was asked (spot or on-demand); another type or later may work.
@@ -46,6 +69,15 @@ pub enum FleetError {
 pub trait Fleet: Send + Sync {
     /// Terminates an instance. One that no longer exists counts as terminated.
     async fn terminate(&self, instance_id: &str) -> Result<(), FleetError>;
+
+    /// Sets what the instance does when its own OS shuts it down: the reaper sets a
+    /// prepared stopped instance back to [`ShutdownBehaviour::Terminate`], so that the
+    /// host's power-off after its job ends it.
+    async fn set_shutdown_behaviour(
+        &self,
+        instance_id: &str,
+        behaviour: ShutdownBehaviour,
+    ) -> Result<(), FleetError>;
 
     /// Every instance tagged for this deployment, whatever its state.
     async fn describe(&self) -> Result<Vec<Instance>, FleetError>;

@@ -46,6 +46,11 @@ pub trait JitConfigStore: Send + Sync {
         jit: &JitConfig,
     ) -> Result<(), JitStoreError>;
 
+    /// Writes the `prepare` item of a stopped pool's instance: no config, only the word
+    /// that the host prepares and powers off (docs/design.md, "Stopped pool"). Any put
+    /// of a config replaces it; idempotent.
+    async fn put_prepare(&self, instance_id: &str, runner_name: &str) -> Result<(), JitStoreError>;
+
     /// Deletes the item of `instance_id`, config or tombstone; one already gone counts
     /// as deleted. Returns when the instance read its config and the runner it ran, if it
     /// left the tombstone that says so (the bootstrap removes the config and stamps the

@@ -4,7 +4,7 @@
 //! Fake: `memory::FakeFleet`. Adapter: `ephemera_aws::Ec2Fleet` (EC2 CreateFleet; its
 //! launch is in `ephemera_aws::launch`).
 
-use super::FleetError;
+use super::{FleetError, ShutdownBehaviour};
 use crate::model::FleetRequest;
 use async_trait::async_trait;
 
@@ -32,4 +32,12 @@ pub trait Launcher: Send + Sync {
     /// capacity is [`FleetError::CapacityUnavailable`]; starting one already pending or
     /// running changes nothing. Any error leaves the instance stopped.
     async fn start(&self, instance_id: &str) -> Result<(), FleetError>;
+
+    /// Sets what the instance does when its own OS shuts it down: a stopped pool's
+    /// instance is set to [`ShutdownBehaviour::Stop`] before it learns to prepare.
+    async fn set_shutdown_behaviour(
+        &self,
+        instance_id: &str,
+        behaviour: ShutdownBehaviour,
+    ) -> Result<(), FleetError>;
 }

@@ -54,7 +54,7 @@ mod unrouted_jobs;
 mod workflow_runs;
 
 pub use app_keys::{AppKeyError, AppKeySource};
-pub use fleet::{Fleet, FleetError, Instance, InstanceState};
+pub use fleet::{Fleet, FleetError, Instance, InstanceState, ShutdownBehaviour};
 pub use forge::{
     Forge, ForgeError, ForgeJobState, ForgeRunner, JitConfig, JitRequest, RunnerRemoval,
 };

@@ -6,7 +6,7 @@
 
 pub use super::cleanup::Cleanup;
 pub use super::sweeps::{
-    orphan_instances, orphan_runners, slots_held, warm_shortfall, WarmShortfall,
+    orphan_instances, orphan_runners, slots_held, stopped_shortfall, warm_shortfall, WarmShortfall,
 };
 
 use crate::config::{Config, PoolConfig};

@@ -227,6 +227,8 @@ mod redeliver_pace_tests;
 #[cfg(test)]
 mod redeliver_tests;
 #[cfg(test)]
+mod refill_tests;
+#[cfg(test)]
 mod reruns_tests;
 #[cfg(test)]
 mod settle_tests;

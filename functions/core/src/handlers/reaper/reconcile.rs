@@ -249,13 +249,26 @@ impl Reaper {
         }
     }
 
-    /// `instance_stopped`: the prepared host powered off; the record is `stopped`, ready
-    /// to be taken.
+    /// `instance_stopped`: the prepared host powered off; its shutdown behaviour is set
+    /// back to `terminate` (so that its power-off after its job ends it, as every
+    /// runner's does), then the record is `stopped`, ready to be taken. While the
+    /// behaviour cannot be set the record stays `preparing` (never taken), and the next
+    /// run tries again.
     async fn record_stopped(
         &self,
         record: &RunnerRecord,
         now: OffsetDateTime,
     ) -> Result<(), StoreError> {
+        if let Some(instance_id) = record.instance_id.as_deref() {
+            if let Err(err) = self
+                .fleet
+                .set_shutdown_behaviour(instance_id, ShutdownBehaviour::Terminate)
+                .await
+            {
+                warn!(rule = "instance_stopped", runner = %record.name, %instance_id, error = %error_chain(&err), "cannot set the stopped instance's shutdown behaviour back to terminate; next run tries again");
+                return Ok(());
+            }
+        }
         let to_stopped = Transition::new(InstanceStatus::Preparing, InstanceStatus::Stopped, now)
             .because("instance prepared and stopped");
         match self.store.transition(&record.name, &to_stopped).await {

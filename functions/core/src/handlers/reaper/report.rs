@@ -25,6 +25,9 @@ pub struct ReaperReport {
     pub counters_repaired: usize,
     /// Warm runners reserved and handed to the scaler to reach `min_idle`.
     pub warm_requested: usize,
+    /// Stopped pool instances reserved and handed to the scaler to prepare, to reach
+    /// each pool's `stopped`.
+    pub stopped_requested: usize,
     /// Prices read from the providers' price lists (at most daily per type and market).
     pub prices_read: usize,
     /// Interrupted jobs GitHub was asked to re-run.

@@ -91,6 +91,9 @@ impl Reaper {
                 report.warm_requested += self
                     .top_up_warm(snapshot, &leaving, now, deadline, report)
                     .await;
+                report.stopped_requested += self
+                    .top_up_stopped(snapshot, &leaving, now, deadline, report)
+                    .await;
             }
             Step::OrphanInstances => {
                 if let Some(instances) = run.instances {

@@ -42,7 +42,11 @@ pub fn warm_shortfall(
             (record.status, record.runner_status),
             (Running, RunnerStatus::Idle | RunnerStatus::Pending) | (PendingCreate | Creating, _)
         );
-        if warm && unbound(record, &queued) && !leaving.contains(record.name.as_str()) {
+        if warm
+            && !record.prepare
+            && unbound(record, &queued)
+            && !leaving.contains(record.name.as_str())
+        {
             *ready.entry(record.pool.as_str()).or_default() += 1;
         }
     }
@@ -53,6 +57,47 @@ pub fn warm_shortfall(
         .filter_map(|pool| {
             let ready = ready.get(pool.name.as_str()).copied().unwrap_or(0);
             let missing = pool.min_idle_at(now).saturating_sub(ready);
+            (missing > 0).then(|| WarmShortfall {
+                pool: pool.name.clone(),
+                ready,
+                missing,
+            })
+        })
+        .collect()
+}
+
+/// The stopped pool rule: for each pool that keeps stopped instances at `now` (its
+/// `stopped`, as its `stopped_schedule` has it), its stopped pool records on their way or
+/// ready (`pending_create`, `creating`, `preparing` or `stopped`, not taken by a job),
+/// leaving out the records sent to be deleted this run; the pools short of their target,
+/// with how many they lack. A taken record (`starting`, then `running`) no longer counts,
+/// so each take is refilled.
+pub fn stopped_shortfall(
+    config: &Config,
+    live: &[RunnerRecord],
+    leaving: &HashSet<&str>,
+    now: OffsetDateTime,
+) -> Vec<WarmShortfall> {
+    let mut ready: HashMap<&str, u32> = HashMap::new();
+    for record in live {
+        use InstanceStatus::*;
+        let kept = record.prepare
+            && record.job_id.is_none()
+            && matches!(
+                record.status,
+                PendingCreate | Creating | Preparing | Stopped
+            );
+        if kept && !leaving.contains(record.name.as_str()) {
+            *ready.entry(record.pool.as_str()).or_default() += 1;
+        }
+    }
+    config
+        .pools
+        .iter()
+        .filter(|pool| pool.stopped_at(now) > 0)
+        .filter_map(|pool| {
+            let ready = ready.get(pool.name.as_str()).copied().unwrap_or(0);
+            let missing = pool.stopped_at(now).saturating_sub(ready);
             (missing > 0).then(|| WarmShortfall {
                 pool: pool.name.clone(),
                 ready,

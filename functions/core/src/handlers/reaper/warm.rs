@@ -10,6 +10,10 @@
 //! creation died, stays job-less in `pending_create` or `creating` and counts as on its
 //! way until [`WARM_STALL`] passes without progress; then `warm_stalled` cleans it (and whatever
 //! was made for it) and the next top-up replaces it.
+//!
+//! A pool with `stopped` is refilled the same way ([`decide::stopped_shortfall`]): a
+//! job-less record marked `prepare`, with its slot, then a `warm` message; the scaler
+//! launches it on-demand to prepare and power off (docs/design.md, "Stopped pool").
 
 #[cfg(doc)]
 use super::decide::WARM_STALL;
@@ -19,7 +23,7 @@ use crate::config::PoolConfig;
 use crate::handlers::error_chain;
 use crate::lifecycle::InstanceStatus;
 use crate::message::QueueMessage;
-use crate::model::{HistoryEntry, RunnerRecord};
+use crate::model::{HistoryEntry, Market, RunnerRecord};
 use crate::names;
 use crate::ports::*;
 use std::collections::HashSet;
@@ -30,6 +34,15 @@ use tracing::{info, warn};
 
 /// How often a reservation that lost a race on the pool item is tried again.
 const RESERVE_TRIES: u64 = 5;
+
+/// Which supply a reservation is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Supply {
+    /// A running runner kept for any job (`min_idle`).
+    Warm,
+    /// An instance to prepare and stop (`stopped`).
+    Stopped,
+}
 
 /// How one reservation ended.
 enum Reserved {
@@ -57,17 +70,44 @@ impl Reaper {
             leaving,
             now,
         );
+        self.top_up(Supply::Warm, short, now, deadline, report)
+            .await
+    }
+
+    /// Refills every pool short of its `stopped` instances, until the deadline; returns
+    /// how many were reserved and handed to the scaler to prepare.
+    pub(super) async fn top_up_stopped(
+        &self,
+        snapshot: &Snapshot,
+        leaving: &HashSet<&str>,
+        now: OffsetDateTime,
+        deadline: Instant,
+        report: &mut ReaperReport,
+    ) -> usize {
+        let short = decide::stopped_shortfall(&self.config, &snapshot.runners, leaving, now);
+        self.top_up(Supply::Stopped, short, now, deadline, report)
+            .await
+    }
+
+    async fn top_up(
+        &self,
+        supply: Supply,
+        short: Vec<WarmShortfall>,
+        now: OffsetDateTime,
+        deadline: Instant,
+        report: &mut ReaperReport,
+    ) -> usize {
         let mut sent = 0;
         for shortfall in short {
             let Some(pool) = self.config.pool(&shortfall.pool) else {
                 continue;
             };
             let Some(scope) = pool.warm_scope(self.config.github.scope) else {
-                warn!(pool = %pool.name, min_idle = pool.min_idle, "min_idle is set but warm_owner (or warm_repo) is not: no warm runner launched");
+                warn!(pool = %pool.name, min_idle = pool.min_idle, stopped = pool.stopped, ?supply, "min_idle or stopped is set but warm_owner (or warm_repo) is not: none launched");
                 continue;
             };
             let (launched, done) = self
-                .top_up_pool(pool, &shortfall, &scope, now, deadline)
+                .top_up_pool(supply, pool, &shortfall, &scope, now, deadline)
                 .await;
             sent += launched;
             if !done {
@@ -82,6 +122,7 @@ impl Reaper {
     /// the deadline stopped it.
     async fn top_up_pool(
         &self,
+        supply: Supply,
         pool: &PoolConfig,
         shortfall: &WarmShortfall,
         scope: &(String, Option<String>),
@@ -93,10 +134,10 @@ impl Reaper {
             if Instant::now() >= deadline {
                 return (sent, false);
             }
-            match self.reserve_warm(pool, scope, now).await {
+            match self.reserve_warm(supply, pool, scope, now).await {
                 Reserved::Sent => sent += 1,
                 Reserved::PoolFull => {
-                    info!(pool = %pool.name, min_idle = pool.min_idle, ready = shortfall.ready, launched = sent, runner_cap = pool.runner_cap(), "pool at its runner cap: fewer warm runners launched than min_idle asks");
+                    info!(pool = %pool.name, ?supply, ready = shortfall.ready, launched = sent, runner_cap = pool.runner_cap(), "pool at its runner cap: fewer launched than its min_idle or stopped asks");
                     break;
                 }
                 // Logged; the next run tries again.
@@ -104,19 +145,21 @@ impl Reaper {
             }
         }
         if sent > 0 {
-            info!(pool = %pool.name, min_idle = pool.min_idle, ready = shortfall.ready, launched = sent, "warm runners launching");
+            info!(pool = %pool.name, ?supply, ready = shortfall.ready, launched = sent, "warm runners or stopped instances launching");
         }
         (sent, true)
     }
 
-    /// One warm runner: its record and slot in one transaction, then its message.
+    /// One warm runner (or stopped pool instance): its record and slot in one
+    /// transaction, then its message.
     async fn reserve_warm(
         &self,
+        supply: Supply,
         pool: &PoolConfig,
         scope: &(String, Option<String>),
         now: OffsetDateTime,
     ) -> Reserved {
-        let runner = warm_record(&self.config.deployment, pool, scope, now);
+        let runner = warm_record(&self.config.deployment, supply, pool, scope, now);
         let mut tries = 0;
         let reserved = loop {
             tries += 1;
@@ -164,6 +207,7 @@ impl Reaper {
 /// pool's configuration says.
 fn warm_record(
     deployment: &str,
+    supply: Supply,
     pool: &PoolConfig,
     (owner, repo): &(String, Option<String>),
     now: OffsetDateTime,
@@ -177,7 +221,17 @@ fn warm_record(
     runner.ephemeral = pool.ephemeral;
     runner.owner = owner.clone();
     runner.repo = repo.clone();
-    runner.reason = Some(format!("warm pool: min_idle {}", pool.min_idle));
+    runner.reason = Some(match supply {
+        Supply::Warm => format!("warm pool: min_idle {}", pool.min_idle),
+        Supply::Stopped => format!("stopped pool: stopped {}", pool.stopped),
+    });
+    runner.prepare = supply == Supply::Stopped;
+    if runner.prepare {
+        // A stopped pool's instance is launched on-demand even in a spot pool: a spot
+        // instance of an instant fleet cannot be stopped (docs/design.md, "Only
+        // on-demand"). The record's market makes the scaler's launch on-demand.
+        runner.market = Some(Market::OnDemand);
+    }
     runner.history = vec![HistoryEntry::status(
         now,
         InstanceStatus::PendingCreate,

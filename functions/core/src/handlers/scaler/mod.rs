@@ -34,6 +34,7 @@ mod handover;
 mod jitter;
 mod launch;
 mod prepare;
+mod refill;
 mod register;
 mod rerun;
 mod take;

@@ -68,6 +68,9 @@ impl Scaler {
         clock: &Clock,
     ) -> Result<Handled, ScalerError> {
         let pool = self.pool(&runner.pool)?;
+        if runner.prepare {
+            return self.send_to_prepare(runner, clock).await;
+        }
         match self.register(&runner, pool, clock).await {
             Ok(registration) => {
                 let why = match registration {

@@ -1,0 +1,121 @@
+//! The stopped pool's refill on the in-memory fakes: the reaper reserves what a pool
+//! lacks of its `stopped`, the scaler launches each on-demand, sets it to stop and writes
+//! its `prepare` item (no config, no registration), the host powers off, the reaper sets
+//! it back to terminate and records it `stopped`; a job takes one and the slot is refilled.
+
+use super::warm_tests::{deliver, far, minutes};
+use super::*;
+use crate::handlers::test_support::{config_with, message, now, World, POOL};
+use crate::message::MessageKind;
+use crate::model::Market;
+
+/// A spot pool that keeps `stopped` instances (and `min_idle` warm runners), registered
+/// on `octo-org`.
+fn stopped_world(max_runners: u32, stopped: u32, min_idle: u32) -> World {
+    let extra = format!(
+        "    stopped: {stopped}\n    min_idle: {min_idle}\n    warm_owner: octo-org\n    spot: true\n"
+    );
+    World {
+        config: config_with(max_runners, &extra),
+        ..World::new(max_runners)
+    }
+}
+
+fn prepared(world: &World) -> Vec<RunnerRecord> {
+    let live = world.store.runners().into_iter();
+    live.filter(|r| r.prepare && r.status.is_live()).collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stopped_pool_is_prepared_stopped_taken_and_refilled() {
+    let world = stopped_world(5, 2, 0);
+    let reaper = world.reaper();
+    let report = reaper.run(now(), far()).await.expect("run");
+    assert_eq!((report.stopped_requested, report.warm_requested), (2, 0));
+    assert_eq!(world.store.slots_used(POOL), 2, "each took a slot");
+    assert!(prepared(&world)
+        .iter()
+        .all(|r| r.status == InstanceStatus::PendingCreate && r.job_id.is_none()));
+
+    assert!(
+        deliver(&world, now()).await.is_empty(),
+        "scaler launched them"
+    );
+    let requests = world.fleet.launch_requests();
+    assert!(
+        requests.iter().all(|r| r.market == Market::OnDemand),
+        "on-demand even in a spot pool: {requests:?}"
+    );
+    assert_eq!(world.fleet.launched(), 2);
+    let preparing = prepared(&world);
+    assert_eq!(preparing.len(), 2);
+    for record in &preparing {
+        assert_eq!(record.status, InstanceStatus::Preparing, "{record:?}");
+        let id = record.instance_id.as_deref().expect("instance");
+        assert_eq!(world.fleet.shutdown_behaviour(id), ShutdownBehaviour::Stop);
+        assert!(world.jit_store.prepared(id), "prepare item written");
+    }
+    assert!(
+        world.jit_store.instance_ids().is_empty(),
+        "no JIT config anywhere"
+    );
+    assert!(world.forge.runners().is_empty(), "nothing registered");
+
+    let again = reaper.run(now() + minutes(1), far()).await.expect("run");
+    assert_eq!(again.stopped_requested, 0, "on their way: {again:?}");
+
+    for record in &preparing {
+        world
+            .fleet
+            .power_off(record.instance_id.as_deref().expect("instance"));
+    }
+    reaper.run(now() + minutes(2), far()).await.expect("run");
+    for record in prepared(&world) {
+        assert_eq!(record.status, InstanceStatus::Stopped, "{record:?}");
+        let id = record.instance_id.as_deref().expect("instance");
+        assert_eq!(
+            world.fleet.shutdown_behaviour(id),
+            ShutdownBehaviour::Terminate,
+            "set back once stopped"
+        );
+    }
+
+    let at = now() + minutes(3);
+    let taken = world
+        .scaler()
+        .handle(&message(MessageKind::Queued, 1, None), at)
+        .await;
+    assert!(
+        matches!(taken, Ok(crate::handlers::scaler::Handled::RunnerUp(_))),
+        "{taken:?}"
+    );
+    assert_eq!(world.fleet.launched(), 2, "started, not launched");
+    assert_eq!(world.fleet.start_calls(), 1);
+
+    let refill = reaper.run(at + minutes(1), far()).await.expect("run");
+    assert_eq!(
+        refill.stopped_requested, 1,
+        "the take is refilled: {refill:?}"
+    );
+    assert!(deliver(&world, at + minutes(1)).await.is_empty());
+    assert_eq!(world.fleet.launched(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn stopped_and_warm_supplies_are_counted_apart_within_max_runners() {
+    let world = stopped_world(3, 2, 1);
+    let report = world.reaper().run(now(), far()).await.expect("run");
+    assert_eq!(
+        (report.warm_requested, report.stopped_requested),
+        (1, 2),
+        "{report:?}"
+    );
+    assert!(deliver(&world, now()).await.is_empty());
+    let later = world
+        .reaper()
+        .run(now() + minutes(1), far())
+        .await
+        .expect("run");
+    assert_eq!((later.warm_requested, later.stopped_requested), (0, 0));
+    assert_eq!(world.store.slots_used(POOL), 3, "never above max_runners");
+}
