@@ -63,6 +63,7 @@ struct FleetState {
     start_calls: usize,
     /// Shutdown behaviours set after launch (a launch's is the template's, `terminate`).
     shutdown: HashMap<String, ShutdownBehaviour>,
+    shutdown_failures: u32,
     describe_failures: u32,
     launch_calls: usize,
     terminate_calls: usize,
@@ -84,6 +85,7 @@ impl Default for FleetState {
             start_failure: None,
             start_calls: 0,
             shutdown: HashMap::new(),
+            shutdown_failures: 0,
             terminate_calls: 0,
         }
     }
@@ -100,6 +102,11 @@ impl FakeFleet {
         let state = lock(&self.state);
         let set = state.shutdown.get(id).copied();
         set.unwrap_or(ShutdownBehaviour::Terminate)
+    }
+
+    /// Makes the next `times` changes of a shutdown behaviour fail (transient).
+    pub fn fail_shutdown_changes(&self, times: u32) {
+        lock(&self.state).shutdown_failures = times;
     }
 
     /// The host powers itself off: the instance stops or terminates as its shutdown
@@ -316,6 +323,9 @@ impl Launcher for FakeFleet {
         behaviour: ShutdownBehaviour,
     ) -> Result<(), FleetError> {
         let state = &mut *lock(&self.state);
+        if spend(&mut state.shutdown_failures) {
+            return Err(FleetFailure::Transient.error("modify shutdown behaviour"));
+        }
         match state.instances.get(instance_id) {
             Some(instance) if instance.state != InstanceState::Terminated => {
                 state.shutdown.insert(instance_id.to_owned(), behaviour);

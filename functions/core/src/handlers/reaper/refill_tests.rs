@@ -119,3 +119,54 @@ async fn stopped_and_warm_supplies_are_counted_apart_within_max_runners() {
     assert_eq!((later.warm_requested, later.stopped_requested), (0, 0));
     assert_eq!(world.store.slots_used(POOL), 3, "never above max_runners");
 }
+
+#[tokio::test(start_paused = true)]
+async fn no_prepare_item_is_written_before_the_stop_behaviour_is_set() {
+    let world = stopped_world(5, 1, 0);
+    world.reaper().run(now(), far()).await.expect("run");
+    world.fleet.fail_shutdown_changes(1);
+    let failed = deliver(&world, now()).await;
+    assert_eq!(failed.len(), 1, "the message is retried");
+    let record = prepared(&world).pop().expect("record");
+    let id = record.instance_id.clone().expect("launched");
+    assert!(!world.jit_store.prepared(&id), "no prepare item yet");
+    assert_eq!(
+        world.fleet.shutdown_behaviour(&id),
+        ShutdownBehaviour::Terminate
+    );
+    assert_eq!(record.status, InstanceStatus::Creating);
+    // The retry, past the creation lease, resumes it without a second launch.
+    let retry = message(MessageKind::Warm, 0, Some(&record.name));
+    let at = now() + minutes(10);
+    world.scaler().handle(&retry, at).await.expect("retried");
+    let record = world.store.runner(&record.name).expect("record");
+    assert_eq!(record.status, InstanceStatus::Preparing, "{record:?}");
+    assert!(world.jit_store.prepared(&id));
+    assert_eq!(world.fleet.launched(), 1, "one launch");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_reset_to_terminate_keeps_the_record_preparing_until_a_later_run() {
+    let world = stopped_world(5, 1, 0);
+    let reaper = world.reaper();
+    reaper.run(now(), far()).await.expect("run");
+    assert!(deliver(&world, now()).await.is_empty());
+    let record = prepared(&world).pop().expect("record");
+    let id = record.instance_id.clone().expect("instance");
+    world.fleet.power_off(&id);
+    world.fleet.fail_shutdown_changes(1);
+    reaper.run(now() + minutes(1), far()).await.expect("run");
+    let held = world.store.runner(&record.name).expect("record");
+    assert_eq!(
+        held.status,
+        InstanceStatus::Preparing,
+        "never taken while it would stop"
+    );
+    reaper.run(now() + minutes(2), far()).await.expect("run");
+    let ready = world.store.runner(&record.name).expect("record");
+    assert_eq!(ready.status, InstanceStatus::Stopped);
+    assert_eq!(
+        world.fleet.shutdown_behaviour(&id),
+        ShutdownBehaviour::Terminate
+    );
+}
