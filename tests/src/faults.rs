@@ -7,7 +7,7 @@ use ephemera_aws::Ec2Fleet;
 use ephemera_core::ports::{
     Fleet, FleetError, FleetLaunch, FleetRequest, Forge, ForgeError, ForgeJobState, ForgeRunner,
     Instance, JitConfig, JitRequest, Launcher, Market, RunnerRemoval, RunnerScope,
-    ShutdownBehaviour,
+    ShutdownBehaviour, TemplateVersion,
 };
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -140,6 +140,15 @@ impl Fleet for FaultyFleet {
 
     async fn describe(&self) -> Result<Vec<Instance>, FleetError> {
         self.inner.describe().await
+    }
+
+    async fn launch_image(
+        &self,
+        template: &str,
+        version: &TemplateVersion,
+        ami: Option<&str>,
+    ) -> Result<Option<String>, FleetError> {
+        self.inner.launch_image(template, version, ami).await
     }
 
     async fn set_shutdown_behaviour(

@@ -215,6 +215,7 @@ fn to_instance(instance: &aws_sdk_ec2::types::Instance) -> Option<Instance> {
         launched_at: instance
             .launch_time()
             .and_then(|at| OffsetDateTime::from_unix_timestamp_nanos(at.as_nanos()).ok()),
+        image_id: instance.image_id().map(str::to_owned),
     })
 }
 
@@ -266,6 +267,20 @@ impl Fleet for Ec2Fleet {
             Err(err) if err.code() == Some("InvalidInstanceID.NotFound") => Ok(()),
             Err(err) => Err(fleet_error(err)),
         }
+    }
+
+    #[instrument(skip_all, fields(%template, ?version))]
+    async fn launch_image(
+        &self,
+        template: &str,
+        version: &TemplateVersion,
+        ami: Option<&str>,
+    ) -> Result<Option<String>, FleetError> {
+        if let Some(ami) = ami {
+            return Ok(Some(ami.to_owned()));
+        }
+        let version = self.version_name(template, version);
+        self.template_image(template, version).await
     }
 
     #[instrument(skip_all, fields(deployment = %self.deployment))]

@@ -105,6 +105,32 @@ impl Ec2Fleet {
         Ok(answer)
     }
 
+    /// The image `version` of `template` names, a `resolve:ssm:` parameter resolved as
+    /// it stands now (DescribeLaunchTemplateVersions with `ResolveAlias`,
+    /// <https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeLaunchTemplateVersions.html>);
+    /// never cached, so a bake is seen at the next read.
+    pub(crate) async fn template_image(
+        &self,
+        template: &str,
+        version: &str,
+    ) -> Result<Option<String>, FleetError> {
+        let versions = self
+            .client
+            .describe_launch_template_versions()
+            .launch_template_name(template)
+            .versions(version)
+            .resolve_alias(true)
+            .send()
+            .await
+            .map_err(fleet_error)?;
+        Ok(versions
+            .launch_template_versions()
+            .first()
+            .and_then(|version| version.launch_template_data())
+            .and_then(|data| data.image_id())
+            .map(str::to_owned))
+    }
+
     async fn read_image_override(
         &self,
         template: &str,

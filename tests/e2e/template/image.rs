@@ -17,7 +17,7 @@ use aws_sdk_ec2::types::Filter;
 use aws_sdk_ssm::types::{ParameterTier, ParameterType};
 use ephemera_aws::{sdk_config, AwsSettings, Ec2Fleet};
 use ephemera_core::names::launch_template_name;
-use ephemera_core::ports::{FleetRequest, Launcher, Market, TemplateVersion};
+use ephemera_core::ports::{Fleet, FleetRequest, Launcher, Market, TemplateVersion};
 use ephemera_tests::moto::Moto;
 use ephemera_tests::pipeline::workspace_path;
 use ephemera_tests::stack::{create_stack_with, template_path, translate_template, StackSpec};
@@ -328,7 +328,36 @@ async fn a_new_bake_reaches_the_next_launch_without_a_stack_update() -> anyhow::
         image_of(&ec2, id).await? == first,
         "after the first bake the runner boots its AMI {first}"
     );
+    // The reaper reads the image the pool launches now, as its role, to replace a
+    // stopped pool's instance of another image (docs/design.md, "Stopped pool").
+    let reaper = sdk_config(&moto.role_settings("ReaperRole", DEPLOYMENT).await?).await;
+    let reaper_fleet = Ec2Fleet::new(aws_sdk_ec2::Client::new(&reaper), DEPLOYMENT);
+    let template = launch_template_name(DEPLOYMENT);
+    let read = reaper_fleet
+        .launch_image(&template, &TemplateVersion::Stack, None)
+        .await?;
+    ensure!(read.as_deref() == Some(first.as_str()), "{read:?}");
+    let described = reaper_fleet.describe_live().await?;
+    let seen = described
+        .iter()
+        .find(|i| &i.id == id)
+        .context("described")?;
+    ensure!(seen.image_id.as_deref() == Some(first.as_str()), "{seen:?}");
     publish(&ssm, &parameter, &second).await?;
+    let read = reaper_fleet
+        .launch_image(&template, &TemplateVersion::Stack, None)
+        .await?;
+    ensure!(
+        read.as_deref() == Some(second.as_str()),
+        "the reaper sees a bake at once: {read:?}"
+    );
+    let pool_ami = reaper_fleet
+        .launch_image(&template, &TemplateVersion::Stack, Some("ami-pool"))
+        .await?;
+    ensure!(
+        pool_ami.as_deref() == Some("ami-pool"),
+        "a pool's ami: {pool_ami:?}"
+    );
     // A warm scaler launches the image whose root device it read (crate::image's
     // ROOT_TTL) until that answer expires; a scaler started after the bake launches the
     // new image at once, through the same template version.

@@ -9,7 +9,7 @@
 use super::{lock, spend, InjectedFailure};
 use crate::ports::{
     Fleet, FleetError, FleetLaunch, FleetRequest, Instance, InstanceState, Launcher, Market,
-    ShutdownBehaviour,
+    ShutdownBehaviour, TemplateVersion,
 };
 use async_trait::async_trait;
 use std::collections::{BTreeMap, HashMap};
@@ -67,7 +67,12 @@ struct FleetState {
     describe_failures: u32,
     launch_calls: usize,
     terminate_calls: usize,
+    /// The image a launch template names: what a launch without `ami` runs.
+    template_image: String,
 }
+
+/// The image the fake's launch templates name until [`FakeFleet::set_template_image`].
+pub const FAKE_TEMPLATE_IMAGE: &str = "ami-0000000000000001a";
 
 impl Default for FleetState {
     fn default() -> FleetState {
@@ -87,6 +92,7 @@ impl Default for FleetState {
             shutdown: HashMap::new(),
             shutdown_failures: 0,
             terminate_calls: 0,
+            template_image: FAKE_TEMPLATE_IMAGE.to_owned(),
         }
     }
 }
@@ -120,6 +126,12 @@ impl FakeFleet {
                 ShutdownBehaviour::Terminate => InstanceState::Terminated,
             };
         }
+    }
+
+    /// The image every launch template names from now on (a bake moved the template's
+    /// `resolve:ssm:` parameter): launches without an `ami` run it.
+    pub fn set_template_image(&self, image: &str) {
+        lock(&self.state).template_image = image.to_owned();
     }
 
     /// Every instance, terminated ones included, by id.
@@ -265,6 +277,12 @@ impl Launcher for FakeFleet {
                 state: InstanceState::Pending,
                 pool: Some(request.pool.clone()),
                 launched_at: Some(state.clock),
+                image_id: Some(
+                    request
+                        .ami
+                        .clone()
+                        .unwrap_or_else(|| state.template_image.clone()),
+                ),
             };
             state.instances.insert(id.clone(), instance);
             instance_ids.push(id);
@@ -363,6 +381,19 @@ impl Fleet for FakeFleet {
         Ok(state.instances.values().cloned().collect())
     }
 
+    async fn launch_image(
+        &self,
+        _template: &str,
+        _version: &TemplateVersion,
+        ami: Option<&str>,
+    ) -> Result<Option<String>, FleetError> {
+        let state = lock(&self.state);
+        Ok(Some(ami.map_or_else(
+            || state.template_image.clone(),
+            str::to_owned,
+        )))
+    }
+
     async fn set_shutdown_behaviour(
         &self,
         instance_id: &str,
@@ -375,7 +406,6 @@ impl Fleet for FakeFleet {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ports::TemplateVersion;
 
     fn request(count: u32, market: Market) -> FleetRequest {
         FleetRequest {

@@ -248,6 +248,7 @@ other_arg!(
     &QueueMessage,
     &HostStamps,
     &Rerun,
+    &TemplateVersion,
     &RunKey,
     RerunState,
 );
@@ -310,6 +311,7 @@ intercept!(Fleet {
     fn describe(&self) -> Result<Vec<Instance>, FleetError>;
     fn set_shutdown_behaviour(&self, instance_id: &str, behaviour: ShutdownBehaviour) -> Result<(), FleetError>;
     fn describe_live(&self) -> Result<Vec<Instance>, FleetError>;
+    fn launch_image(&self, template: &str, version: &TemplateVersion, ami: Option<&str>) -> Result<Option<String>, FleetError>;
 });
 
 intercept!(JitConfigStore {

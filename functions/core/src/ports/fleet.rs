@@ -4,6 +4,7 @@
 //! Fake: `memory::FakeFleet`. Adapter: `ephemera_aws::Ec2Fleet`.
 
 use super::Cause;
+use crate::model::TemplateVersion;
 use async_trait::async_trait;
 use time::OffsetDateTime;
 
@@ -25,6 +26,8 @@ pub struct Instance {
     pub state: InstanceState,
     pub pool: Option<String>,
     pub launched_at: Option<OffsetDateTime>,
+    /// The image (AMI id) the instance was launched from, when EC2 says it.
+    pub image_id: Option<String>,
 }
 
 /// What an instance does when its own operating system shuts it down (EC2's
@@ -78,6 +81,18 @@ pub trait Fleet: Send + Sync {
         instance_id: &str,
         behaviour: ShutdownBehaviour,
     ) -> Result<(), FleetError>;
+
+    /// The image a launch of a pool runs now: the pool's `ami` when it names one (no
+    /// call), else the image of `version` of launch template `template`, a
+    /// `resolve:ssm:` parameter read as it now resolves. `None` when the template names
+    /// no image. The reaper replaces a stopped pool's instance of another image
+    /// (docs/design.md, "Stopped pool"). Read-only.
+    async fn launch_image(
+        &self,
+        template: &str,
+        version: &TemplateVersion,
+        ami: Option<&str>,
+    ) -> Result<Option<String>, FleetError>;
 
     /// Every instance tagged for this deployment, whatever its state.
     async fn describe(&self) -> Result<Vec<Instance>, FleetError>;

@@ -30,6 +30,13 @@ pub enum Cleanup {
     /// `stopped_stale`: a stopped instance launched longer ago than the pool's
     /// `stopped_max_age`, replaced so that no job starts on an old kernel.
     StoppedStale,
+    /// `stopped_outdated`: a stopped instance of another image than its pool launches
+    /// now (a bake moved the image since it was prepared), replaced so that a job starts
+    /// on the current image.
+    StoppedOutdated,
+    /// `stopped_surplus`: a stopped instance above its pool's `stopped` target (a
+    /// `stopped_schedule` window ended, or the target was lowered).
+    StoppedSurplus,
 }
 
 impl Cleanup {
@@ -45,6 +52,8 @@ impl Cleanup {
             Cleanup::WarmStalled => "warm_stalled",
             Cleanup::PrepareTimeout => "prepare_timeout",
             Cleanup::StoppedStale => "stopped_stale",
+            Cleanup::StoppedOutdated => "stopped_outdated",
+            Cleanup::StoppedSurplus => "stopped_surplus",
         }
     }
 
@@ -62,6 +71,10 @@ impl Cleanup {
                 "stopped pool: instance not stopped within bootstrap_timeout"
             }
             Cleanup::StoppedStale => "stopped pool: instance older than stopped_max_age",
+            Cleanup::StoppedOutdated => {
+                "stopped pool: instance of another image than the pool launches now"
+            }
+            Cleanup::StoppedSurplus => "stopped pool: above the pool's stopped target",
         }
     }
 }

@@ -12,6 +12,7 @@ fn in_state(id: &str, state: InstanceState) -> Instance {
         state,
         pool: None,
         launched_at: Some(now()),
+        image_id: None,
     }
 }
 

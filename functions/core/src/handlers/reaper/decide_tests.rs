@@ -26,6 +26,7 @@ pub(crate) fn alive(id: &str) -> Instance {
         state: InstanceState::Running,
         pool: None,
         launched_at: Some(now() - minutes(60)),
+        image_id: None,
     }
 }
 

@@ -15,7 +15,7 @@
 //! | describe | [`snapshot`], [`delete`] | the run's one describe of the instances; their EC2 launch times kept |
 //! | delete due | [`delete`] | what is already due deleted, each instance priced in the deletion's own write |
 //! | watch | [`reconcile`] | bootstrapping runners seen online |
-//! | rules | [`reconcile`], [`decide`], [`settle`] | the record rules ([`decide::verdicts`]), each a move to `pending_delete` (or to `running` for a runner online while `creating`); stalled creations resumed or released; what they sent away deleted |
+//! | rules | [`reconcile`], [`decide`], [`stopped`], [`settle`] | the record rules ([`decide::verdicts`], and a stopped pool's replacements, [`stopped::stopped_replacements`]), each a move to `pending_delete` (or to `running` for a runner online while `creating`); stalled creations resumed or released; what they sent away deleted |
 //! | warm | [`warm`] | the warm pools topped up to `min_idle` (reserved here, created by the scaler) |
 //! | orphans | [`orphans`] | instances and GitHub runners no live record claims, removed |
 //! | lost jobs | [`jobs`], [`settle`] | queued jobs whose launch was lost queued again; `in_progress` jobs with no runner settled from GitHub |
@@ -47,6 +47,7 @@ mod reruns;
 mod settle;
 mod snapshot;
 mod steps;
+mod stopped;
 mod sweeps;
 mod warm;
 

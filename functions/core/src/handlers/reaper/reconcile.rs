@@ -6,7 +6,7 @@
 //! `next_attempt_at`, so GitHub is not asked about every runner on every run.
 
 use super::decide::{self, Cleanup, Verdict, JOB_CHECKS_PER_RUN, JOB_CHECK_INTERVAL};
-use super::{Reaper, ReaperReport, Snapshot};
+use super::{stopped, Reaper, ReaperReport, Snapshot};
 use crate::handlers::error_chain;
 use crate::lifecycle::{InstanceStatus, RunnerStatus};
 use crate::metrics::{Dimension, Metric};
@@ -14,7 +14,7 @@ use crate::model::scope_of;
 use crate::model::{JobStatus, RunnerRecord};
 use crate::ports::*;
 use crate::timeline::launch_requested_at;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use time::OffsetDateTime;
 use tokio::time::Instant;
 use tracing::{info, warn};
@@ -153,13 +153,30 @@ impl Reaper {
         deadline: Instant,
         report: &mut ReaperReport,
     ) -> Result<Vec<RunnerRecord>, StoreError> {
-        let verdicts = decide::verdicts(
+        let mut verdicts = decide::verdicts(
             &self.config,
             &snapshot.runners,
             instances,
             &snapshot.queued_jobs,
             now,
         );
+        if let Some(instances) = instances {
+            let images = self.stopped_pool_images(&snapshot.runners).await;
+            let judged: HashSet<&str> = verdicts.iter().map(|(r, _)| r.name.as_str()).collect();
+            let replaced = stopped::stopped_replacements(
+                &self.config,
+                &snapshot.runners,
+                instances,
+                &images,
+                &judged,
+                now,
+            );
+            verdicts.extend(
+                replaced
+                    .into_iter()
+                    .map(|(record, cleanup)| (record, Verdict::Clean(cleanup))),
+            );
+        }
         let mut marked = Vec::new();
         let mut job_checks = 0;
         for (record, verdict) in verdicts {
@@ -206,6 +223,34 @@ impl Reaper {
             }
         }
         Ok(marked)
+    }
+
+    /// The image each pool with a `stopped` record launches now, by pool; a pool whose
+    /// image cannot be read is left out (its stopped instances wait for the next run).
+    async fn stopped_pool_images(&self, live: &[RunnerRecord]) -> HashMap<String, String> {
+        let mut images = HashMap::new();
+        for name in stopped::pools_with_stopped(live) {
+            let Some(pool) = self.config.pools.iter().find(|p| p.name == name) else {
+                continue;
+            };
+            let deployment = &self.config.deployment;
+            let template = pool.launch_template_name(deployment);
+            let version = pool.template_version(deployment);
+            match self
+                .fleet
+                .launch_image(&template, &version, pool.ami.as_deref())
+                .await
+            {
+                Ok(Some(image)) => {
+                    images.insert(name.to_owned(), image);
+                }
+                Ok(None) => {}
+                Err(err) => {
+                    warn!(rule = "stopped_outdated", pool = %name, error = %error_chain(&err), "cannot read the image the pool launches; looking again next run");
+                }
+            }
+        }
+        images
     }
 
     /// Moves a live record to `pending_delete`, from exactly the status it was read in.

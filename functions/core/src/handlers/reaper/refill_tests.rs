@@ -170,3 +170,45 @@ async fn a_failed_reset_to_terminate_keeps_the_record_preparing_until_a_later_ru
         ShutdownBehaviour::Terminate
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_bake_replaces_the_stopped_instances_with_ones_of_the_new_image() {
+    let world = stopped_world(5, 2, 0);
+    let reaper = world.reaper();
+    reaper.run(now(), far()).await.expect("run");
+    assert!(deliver(&world, now()).await.is_empty());
+    for record in prepared(&world) {
+        world
+            .fleet
+            .power_off(record.instance_id.as_deref().expect("instance"));
+    }
+    reaper.run(now() + minutes(1), far()).await.expect("run");
+    let before: Vec<String> = prepared(&world).into_iter().map(|r| r.name).collect();
+    assert_eq!(before.len(), 2);
+
+    let quiet = reaper.run(now() + minutes(2), far()).await.expect("run");
+    assert_eq!(quiet.sent_to_delete, 0, "same image: kept {quiet:?}");
+
+    world.fleet.set_template_image("ami-0000000000000002b");
+    let at = now() + minutes(3);
+    let replaced = reaper.run(at, far()).await.expect("run");
+    assert_eq!(replaced.sent_to_delete, 2, "{replaced:?}");
+    assert_eq!(replaced.stopped_requested, 2, "refilled at once");
+    for name in &before {
+        let record = world.store.runner(name).expect("kept");
+        assert!(!record.status.is_live(), "{record:?}");
+        let id = record.instance_id.as_deref().expect("instance");
+        let instance = world.fleet.instance(id).expect("described");
+        assert_eq!(instance.state, InstanceState::Terminated, "{name}");
+    }
+    assert!(deliver(&world, at).await.is_empty());
+    for record in prepared(&world) {
+        let id = record.instance_id.as_deref().expect("instance");
+        let image = world.fleet.instance(id).and_then(|i| i.image_id);
+        assert_eq!(
+            image.as_deref(),
+            Some("ami-0000000000000002b"),
+            "{record:?}"
+        );
+    }
+}

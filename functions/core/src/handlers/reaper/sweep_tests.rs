@@ -23,6 +23,7 @@ fn instance(id: &str, launched_at: OffsetDateTime) -> Instance {
         state: InstanceState::Running,
         pool: Some(POOL.to_owned()),
         launched_at: Some(launched_at),
+        image_id: None,
     }
 }
 

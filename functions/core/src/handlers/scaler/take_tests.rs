@@ -23,6 +23,7 @@ fn stopped(world: &World, name: &str, instance_id: &str) {
         state: InstanceState::Stopped,
         pool: Some(POOL.to_owned()),
         launched_at: Some(now()),
+        image_id: None,
     });
 }
 
