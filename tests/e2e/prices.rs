@@ -243,5 +243,9 @@ async fn recorded_answers_give_each_regions_prices_through_the_sdk() -> anyhow::
         None
     );
     assert_eq!(south.hourly_price("m7i.large", Market::Spot).await?, None);
+    // A stopped pool's root volume: the GB-month price of its EBS type.
+    assert_eq!(east.volume_price("gp3").await?, Some(80_000));
+    assert_eq!(east.volume_price("io2").await?, None, "no recorded io2");
+    assert_eq!(south.volume_price("gp3").await?, None);
     Ok(())
 }

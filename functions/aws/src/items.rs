@@ -77,6 +77,9 @@ pub(crate) const RUNNER_VERSION: &str = crate::jit::RUNNER_VERSION;
 pub(crate) const RUNNER_IMAGE_VERSION: &str = crate::jit::RUNNER_IMAGE_VERSION;
 pub(crate) const RUNNER_SWAP_MS: &str = crate::jit::RUNNER_SWAP_MS;
 pub(crate) const INSTANCE_TYPE: &str = "instance_type";
+/// The root volume a launch gave the instance: its size in GiB, and its EBS type.
+pub(crate) const ROOT_VOLUME_GIB: &str = "root_volume_gib";
+pub(crate) const ROOT_VOLUME_TYPE: &str = "root_volume_type";
 /// When EC2 warned that it reclaims the runner's spot instance (absent: no warning, or an
 /// item written before the attribute, see [`runner_from_item`]).
 pub(crate) const INTERRUPTED_AT: &str = "interrupted_at";
@@ -223,6 +226,12 @@ pub fn runner_to_item(runner: &RunnerRecord) -> Item {
         runner.instance_type.as_deref().map(s),
     );
     put_opt(&mut item, MARKET, runner.market.map(|m| s(m.as_str())));
+    put_opt(&mut item, ROOT_VOLUME_GIB, runner.root_volume_gib.map(n));
+    put_opt(
+        &mut item,
+        ROOT_VOLUME_TYPE,
+        runner.root_volume_type.as_deref().map(s),
+    );
     put_opt(&mut item, COST, runner.cost.as_ref().map(cost_value));
     if runner.prepare {
         item.insert(PREPARE.to_owned(), AttributeValue::Bool(true));
@@ -506,6 +515,8 @@ pub(crate) fn runner_from_item(item: &Item) -> Result<RunnerRecord, StoreError> 
         cost: r.cost()?,
         interrupted_at,
         prepare: r.opt_bool(PREPARE)?.unwrap_or(false),
+        root_volume_gib: r.opt_n(ROOT_VOLUME_GIB)?,
+        root_volume_type: r.opt_s(ROOT_VOLUME_TYPE)?.map(str::to_owned),
     })
 }
 

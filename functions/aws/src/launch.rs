@@ -34,7 +34,7 @@ use aws_sdk_ec2::types::{
     SpotOptionsRequest, TargetCapacitySpecificationRequest, VolumeType,
 };
 use ephemera_core::ports::{
-    FleetError, FleetLaunch, FleetRequest, Launcher, Market, Shape, ShutdownBehaviour,
+    FleetError, FleetLaunch, FleetRequest, Launcher, Market, RootVolume, Shape, ShutdownBehaviour,
 };
 use tracing::{info, instrument, warn};
 
@@ -245,7 +245,40 @@ impl Ec2Fleet {
             instance_ids,
             shortfall,
             instance_types,
+            root_volume: launched_root(request, image),
         })
+    }
+}
+
+/// The root volume a launch gives its instances: a sized job's, else the template's
+/// single mapping as the override carries it, else the image's own root snapshot's size
+/// (type unknown); `None` when none of these was read.
+fn launched_root(request: &FleetRequest, image: Option<&ImageOverride>) -> Option<RootVolume> {
+    let template = image
+        .and_then(|i| i.root.as_ref())
+        .and_then(|root| root.ebs());
+    let template_type = template
+        .and_then(|ebs| ebs.volume_type())
+        .map(|t| t.as_str().to_owned());
+    if let Some(sized) = &request.root_volume {
+        return Some(RootVolume {
+            gib: sized.gib,
+            volume_type: sized.volume_type.clone().or(template_type),
+        });
+    }
+    let template_gib = template
+        .and_then(|ebs| ebs.volume_size())
+        .and_then(|gib| u32::try_from(gib).ok());
+    match (template_gib, image.and_then(|i| i.root_snapshot_gib)) {
+        (Some(gib), _) => Some(RootVolume {
+            gib,
+            volume_type: template_type,
+        }),
+        (None, Some(gib)) => Some(RootVolume {
+            gib,
+            volume_type: None,
+        }),
+        (None, None) => None,
     }
 }
 

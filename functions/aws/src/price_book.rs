@@ -1,6 +1,7 @@
 //! The cached prices in the runners table ([`PriceBook`]): one item, `PRICES`, of kind
 //! `prices`, holding a list of `{region, instance_type, market, usd_micros_per_hour?,
-//! read_at}` maps (no price: the region does not offer the type). It carries no
+//! usd_micros_per_gib_month?, read_at}` maps (no price: the region does not offer the
+//! type; an EBS volume type, `ebs:gp3`, has the second, per GiB-month). It carries no
 //! `status`, so the `by-status` index never lists it. The reaper, under its lease, is
 //! its only writer; the CLI reads it to price runners still alive.
 
@@ -22,6 +23,7 @@ const KIND_PRICES: &str = "prices";
 const PRICES: &str = "prices";
 const REGION: &str = "region";
 const USD_MICROS_PER_HOUR: &str = "usd_micros_per_hour";
+const USD_MICROS_PER_GIB_MONTH: &str = "usd_micros_per_gib_month";
 const READ_AT: &str = "read_at";
 
 /// The cached prices of one deployment.
@@ -55,6 +57,9 @@ pub(crate) fn prices_to_item(prices: &[Price]) -> Item {
         if let Some(micros) = p.usd_micros_per_hour {
             map.insert(USD_MICROS_PER_HOUR.to_owned(), items::n(micros));
         }
+        if let Some(micros) = p.usd_micros_per_gib_month {
+            map.insert(USD_MICROS_PER_GIB_MONTH.to_owned(), items::n(micros));
+        }
         AttributeValue::M(map)
     };
     HashMap::from([
@@ -86,19 +91,16 @@ pub(crate) fn prices_from_item(item: &Item) -> Result<Vec<Price>, StoreError> {
                 Some(AttributeValue::S(value)) => Ok(value.clone()),
                 _ => Err(corrupt(format!("{PRICES}[].{name} is not a string"))),
             };
-            let usd_micros_per_hour = match map.get(USD_MICROS_PER_HOUR) {
-                None => None,
-                Some(AttributeValue::N(value)) => Some(value.parse().map_err(|_| {
-                    corrupt(format!(
-                        "{PRICES}[].{USD_MICROS_PER_HOUR} is not a whole number"
-                    ))
-                })?),
-                Some(_) => {
-                    return Err(corrupt(format!(
-                        "{PRICES}[].{USD_MICROS_PER_HOUR} is not a number"
-                    )))
-                }
+            let number = |name: &str| match map.get(name) {
+                None => Ok(None),
+                Some(AttributeValue::N(value)) => value
+                    .parse()
+                    .map(Some)
+                    .map_err(|_| corrupt(format!("{PRICES}[].{name} is not a whole number"))),
+                Some(_) => Err(corrupt(format!("{PRICES}[].{name} is not a number"))),
             };
+            let usd_micros_per_hour = number(USD_MICROS_PER_HOUR)?;
+            let usd_micros_per_gib_month = number(USD_MICROS_PER_GIB_MONTH)?;
             let read_at = OffsetDateTime::parse(&text(READ_AT)?, &Rfc3339)
                 .map_err(|_| corrupt(format!("{PRICES}[].{READ_AT} is not RFC 3339")))?;
             Ok(Price {
@@ -106,6 +108,7 @@ pub(crate) fn prices_from_item(item: &Item) -> Result<Vec<Price>, StoreError> {
                 instance_type: text(items::INSTANCE_TYPE)?,
                 market: items::market(&text(items::MARKET)?).map_err(corrupt)?,
                 usd_micros_per_hour,
+                usd_micros_per_gib_month,
                 read_at,
             })
         })
@@ -158,6 +161,7 @@ mod tests {
                 instance_type: "m7i.large".into(),
                 market: Market::OnDemand,
                 usd_micros_per_hour: Some(100_800),
+                usd_micros_per_gib_month: None,
                 read_at: at,
             },
             Price {
@@ -165,6 +169,15 @@ mod tests {
                 instance_type: "x9.huge".into(),
                 market: Market::Spot,
                 usd_micros_per_hour: None,
+                usd_micros_per_gib_month: None,
+                read_at: at,
+            },
+            Price {
+                region: "us-east-1".into(),
+                instance_type: "ebs:gp3".into(),
+                market: Market::OnDemand,
+                usd_micros_per_hour: None,
+                usd_micros_per_gib_month: Some(80_000),
                 read_at: at,
             },
         ];

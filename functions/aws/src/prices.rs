@@ -13,6 +13,11 @@
 //!   Each `PriceList` entry is a JSON document (a string); the hourly price is at
 //!   `terms.OnDemand.*.priceDimensions.*.pricePerUnit.USD`, in the dimension whose `unit`
 //!   is `Hrs`. No entry: the region does not offer the type.
+//! - EBS volumes (a stopped pool's root volume while it waits stopped): the same
+//!   `pricing:GetProducts`, `TERM_MATCH` on `productFamily` Storage, `volumeApiName` (the
+//!   API's name of the type, `gp3`) and `regionCode`; the price is the `USD` of the
+//!   dimension whose `unit` is `GB-Mo` (per GB-month, as <https://aws.amazon.com/ebs/pricing/>
+//!   quotes it).
 //! - Spot: `ec2:DescribeSpotPriceHistory` for the type, product description
 //!   `Linux/UNIX`, start time now (so only the current price of each zone).
 //!   <https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeSpotPriceHistory.html>.
@@ -103,13 +108,35 @@ impl AwsPriceList {
             ("preInstalledSw", "NA"),
             ("capacitystatus", "Used"),
         ];
+        let found = self.products(&filters).await?;
+        Ok(found.iter().find_map(|entry| on_demand_price(entry, "Hrs")))
+    }
+
+    #[instrument(skip_all, fields(volume_type, region = %self.region))]
+    async fn volume(&self, volume_type: &str) -> Result<Option<u64>, PriceError> {
+        if !priced_in_usd(&self.region).0 {
+            return Ok(None);
+        }
+        let filters = [
+            ("productFamily", "Storage"),
+            ("volumeApiName", volume_type),
+            ("regionCode", self.region.as_str()),
+        ];
+        let found = self.products(&filters).await?;
+        Ok(found
+            .iter()
+            .find_map(|entry| on_demand_price(entry, "GB-Mo")))
+    }
+
+    /// GetProducts of `AmazonEC2` matching every `(field, value)` exactly.
+    async fn products(&self, filters: &[(&str, &str)]) -> Result<Vec<String>, PriceError> {
         let mut request = self
             .pricing
             .get_products()
             .service_code("AmazonEC2")
             .format_version("aws_v1")
             .max_results(10);
-        for (field, value) in filters {
+        for &(field, value) in filters {
             let filter = Filter::builder()
                 .r#type(FilterType::TermMatch)
                 .field(field)
@@ -119,10 +146,7 @@ impl AwsPriceList {
             request = request.filters(filter);
         }
         let output = request.send().await.map_err(price_error)?;
-        Ok(output
-            .price_list()
-            .iter()
-            .find_map(|entry| on_demand_hourly(entry)))
+        Ok(output.price_list().to_vec())
     }
 
     #[instrument(skip_all, fields(instance_type, region = %self.region))]
@@ -166,6 +190,10 @@ impl PriceList for AwsPriceList {
             Market::Spot => self.spot(instance_type).await,
         }
     }
+
+    async fn volume_price(&self, volume_type: &str) -> Result<Option<u64>, PriceError> {
+        self.volume(volume_type).await
+    }
 }
 
 fn price_error<E, R>(err: SdkError<E, R>) -> PriceError
@@ -181,16 +209,17 @@ where
     }
 }
 
-/// The hourly on-demand price in one `PriceList` entry, in millionths of a USD: the first
-/// positive `USD` of a price dimension whose unit is `Hrs`.
-pub(crate) fn on_demand_hourly(entry: &str) -> Option<u64> {
+/// The on-demand price in one `PriceList` entry, in millionths of a USD: the first
+/// positive `USD` of a price dimension whose unit is `unit` (`Hrs` for an instance,
+/// `GB-Mo` for a volume).
+pub(crate) fn on_demand_price(entry: &str, unit: &str) -> Option<u64> {
     let product: serde_json::Value = serde_json::from_str(entry).ok()?;
     let terms = product.get("terms")?.get("OnDemand")?.as_object()?;
     terms
         .values()
         .filter_map(|term| term.get("priceDimensions")?.as_object())
         .flat_map(|dimensions| dimensions.values())
-        .filter(|dimension| dimension.get("unit").and_then(|u| u.as_str()) == Some("Hrs"))
+        .filter(|dimension| dimension.get("unit").and_then(|u| u.as_str()) == Some(unit))
         .filter_map(|dimension| {
             let usd = dimension.get("pricePerUnit")?.get("USD")?.as_str()?;
             usd_micros(usd)
@@ -280,14 +309,23 @@ mod tests {
             "terms":{"OnDemand":{"ABC.JRTCKXETXF":{"priceDimensions":{
                 "ABC.JRTCKXETXF.6YS6EN2CT7":{"unit":"Hrs","pricePerUnit":{"USD":"0.1008000000"}},
                 "ABC.JRTCKXETXF.X":{"unit":"Quantity","pricePerUnit":{"USD":"5.0"}}}}}}}"#;
-        assert_eq!(on_demand_hourly(entry), Some(100_800));
+        assert_eq!(on_demand_price(entry, "Hrs"), Some(100_800));
     }
 
     #[test]
     fn an_entry_without_an_hourly_price_gives_none_never_zero() {
         let zero = r#"{"terms":{"OnDemand":{"T":{"priceDimensions":{"D":{"unit":"Hrs","pricePerUnit":{"USD":"0.0000000000"}}}}}}}"#;
-        assert_eq!(on_demand_hourly(zero), None);
-        assert_eq!(on_demand_hourly(r#"{"terms":{}}"#), None);
-        assert_eq!(on_demand_hourly("not json"), None);
+        assert_eq!(on_demand_price(zero, "Hrs"), None);
+        assert_eq!(on_demand_price(r#"{"terms":{}}"#, "Hrs"), None);
+        assert_eq!(on_demand_price("not json", "Hrs"), None);
+    }
+
+    #[test]
+    fn a_volume_price_is_the_gb_month_dimension() {
+        let entry = r#"{"product":{"productFamily":"Storage","attributes":{"volumeApiName":"gp3"}},
+            "terms":{"OnDemand":{"V.JRTCKXETXF":{"priceDimensions":{
+                "V.JRTCKXETXF.6YS6EN2CT7":{"unit":"GB-Mo","pricePerUnit":{"USD":"0.0800000000"}}}}}}}"#;
+        assert_eq!(on_demand_price(entry, "GB-Mo"), Some(80_000));
+        assert_eq!(on_demand_price(entry, "Hrs"), None, "not an hourly price");
     }
 }

@@ -95,12 +95,18 @@ pub struct CostSum {
     pub unpriced: u64,
     /// Instance-seconds billed, priced or not.
     pub seconds: u64,
+    /// Seconds stopped pool instances waited stopped (billed for their volume only).
+    pub stopped_seconds: u64,
+    /// What their volumes cost while stopped, in millionths of a USD (in `usd_micros`).
+    pub volume_usd_micros: u64,
 }
 
 impl CostSum {
     fn add(&mut self, cost: &JobCost) {
         self.runners += 1;
         self.seconds += cost.seconds;
+        self.stopped_seconds += cost.stopped_seconds;
+        self.volume_usd_micros += cost.volume_usd_micros.unwrap_or(0);
         match cost.usd_micros {
             Some(micros) => self.usd_micros += micros,
             None => self.unpriced += 1,

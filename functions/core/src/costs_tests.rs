@@ -27,6 +27,8 @@ fn deleted(name: &str, pool: &str, repository: &str, usd_micros: Option<u64>) ->
             .is_none()
             .then(|| "no price: m7i.large not offered in eu-south-2".to_owned()),
         repository: Some(repository.to_owned()),
+        stopped_seconds: 0,
+        volume_usd_micros: None,
     });
     runner
 }
@@ -37,6 +39,7 @@ fn on_demand_price() -> Vec<Price> {
         instance_type: "m7i.large".into(),
         market: Market::OnDemand,
         usd_micros_per_hour: Some(100_800),
+        usd_micros_per_gib_month: None,
         read_at: AT,
     }]
 }
@@ -114,4 +117,22 @@ fn costs_are_summed_by_repository_and_pool_over_the_period() {
     assert_eq!(sums.by_pool["linux"].usd_micros, 150_800);
     assert_eq!(sums.by_pool["big"].usd_micros, 400_000);
     assert_eq!(sums.by_pool["big"].runners, 2);
+}
+
+#[test]
+fn a_stopped_pools_volume_time_and_cost_are_summed_by_pool() {
+    let mut stopped = deleted("eph-linux-s", "linux", "o/r", Some(1_000));
+    if let Some(cost) = stopped.cost.as_mut() {
+        cost.stopped_seconds = 36_000;
+        cost.volume_usd_micros = Some(111_111);
+    }
+    let plain = deleted("eph-linux-p", "linux", "o/r", Some(2_000));
+    let sums = sum_since(&[stopped, plain], AT - Duration::days(7));
+    let pool = &sums.by_pool["linux"];
+    assert_eq!((pool.runners, pool.usd_micros), (2, 3_000));
+    assert_eq!(
+        (pool.stopped_seconds, pool.volume_usd_micros),
+        (36_000, 111_111)
+    );
+    assert_eq!(sums.total.stopped_seconds, 36_000);
 }

@@ -16,6 +16,7 @@ fn price(
         instance_type: instance_type.into(),
         market,
         usd_micros_per_hour: per_hour,
+        usd_micros_per_gib_month: None,
         read_at,
     }
 }
@@ -167,4 +168,79 @@ fn dollars_show_four_decimals() {
     assert_eq!(usd(50_400), "$0.0504");
     assert_eq!(usd(1_234_567), "$1.2346");
     assert_eq!(usd(0), "$0.0000");
+}
+
+/// A stopped pool's runner launched at `AT` with 100 GiB of gp3: prepared and recorded
+/// `stopped` 2 minutes later, taken 10 hours after that.
+fn stopped_then_taken() -> RunnerRecord {
+    let mut runner = launched(Market::OnDemand);
+    runner.prepare = true;
+    runner.root_volume_gib = Some(100);
+    runner.root_volume_type = Some("gp3".into());
+    let stopped = AT + Duration::minutes(2);
+    runner.note(HistoryEntry::status(stopped, InstanceStatus::Stopped, None));
+    let taken = stopped + Duration::hours(10);
+    runner.note(HistoryEntry::status(taken, InstanceStatus::Starting, None));
+    runner
+}
+
+#[test]
+fn a_stopped_instance_is_billed_its_volume_while_stopped_not_its_compute() {
+    let mut volume = price("ebs:gp3", Market::OnDemand, None, AT);
+    volume.usd_micros_per_gib_month = Some(80_000);
+    let prices = [
+        price("m7i.large", Market::OnDemand, Some(100_800), AT),
+        volume,
+    ];
+    // Ends 30 minutes after the take: 2 min preparing + 30 min running billed as compute.
+    let end = AT + Duration::minutes(2) + Duration::hours(10) + Duration::minutes(30);
+    let cost = cost_of(&stopped_then_taken(), end, &prices, None).expect("an instance");
+    assert_eq!(cost.stopped_seconds, 36_000);
+    assert_eq!(cost.seconds, 32 * 60, "compute: not the stopped hours");
+    // 100 GiB at 0.08 USD a GiB-month for 10 of a 30-day month's 720 hours.
+    let volume = 100 * 80_000 * 36_000 / (30 * 86_400);
+    assert_eq!(volume, 111_111);
+    assert_eq!(cost.volume_usd_micros, Some(volume));
+    assert_eq!(
+        cost.usd_micros,
+        Some(cost_micros(32 * 60, 100_800) + volume)
+    );
+}
+
+#[test]
+fn a_stopped_instance_never_taken_is_stopped_until_its_end_and_an_unread_volume_price_is_none() {
+    let mut runner = stopped_then_taken();
+    runner
+        .history
+        .retain(|e| e.status != Some(InstanceStatus::Starting));
+    let prices = [price("m7i.large", Market::OnDemand, Some(100_800), AT)];
+    let end = AT + Duration::minutes(2) + Duration::hours(1);
+    let cost = cost_of(&runner, end, &prices, None).expect("an instance");
+    assert_eq!(cost.stopped_seconds, 3600);
+    assert_eq!(cost.seconds, 120);
+    assert_eq!(
+        cost.volume_usd_micros, None,
+        "no gp3 price read: unknown, not zero"
+    );
+    assert_eq!(cost.usd_micros, Some(cost_micros(120, 100_800)));
+    assert_eq!(
+        volume_key_of(&runner).as_deref(),
+        Some("ebs:gp3"),
+        "the reaper reads its price"
+    );
+    assert_eq!(volume_key_of(&launched(Market::Spot)), None);
+}
+
+#[test]
+fn a_volume_type_is_read_on_demand_only() {
+    let types = BTreeSet::from(["ebs:gp3".to_owned(), "m7i.large".to_owned()]);
+    let read = to_read(&[], &types, AT);
+    assert_eq!(
+        read,
+        vec![
+            ("ebs:gp3".to_owned(), Market::OnDemand),
+            ("m7i.large".to_owned(), Market::OnDemand),
+            ("m7i.large".to_owned(), Market::Spot),
+        ]
+    );
 }

@@ -197,6 +197,16 @@ pub struct Timeline {
 }
 
 /// The first time the runner's history records a move to `status`.
+/// How long a stopped pool's instance was recorded `stopped`: from its move to `stopped`
+/// until a job took it (`starting`), or until `until` when none did; `None` for a record
+/// never `stopped`. (The record moves a reaper run after the host powers off, so the
+/// span errs short by up to a run, never long.)
+pub fn stopped_span(runner: &RunnerRecord, until: OffsetDateTime) -> Option<time::Duration> {
+    let stopped = first_move(runner, InstanceStatus::Stopped)?;
+    let ended = first_move(runner, InstanceStatus::Starting).unwrap_or(until);
+    Some((ended - stopped).max(time::Duration::ZERO))
+}
+
 fn first_move(runner: &RunnerRecord, status: InstanceStatus) -> Option<OffsetDateTime> {
     runner
         .history

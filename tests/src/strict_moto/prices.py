@@ -46,8 +46,11 @@ def invalid(start_response, message):
 
 
 def matches(product, filters):
-    attributes = product.get("product", {}).get("attributes", {})
-    return all(attributes.get(f["Field"]) == f["Value"] for f in filters)
+    """Whether every filter names the product's value: an attribute, or its
+    `productFamily` (a field GetProducts filters on too, as GetAttributeValues lists it)."""
+    fields = dict(product.get("product", {}).get("attributes", {}))
+    fields["productFamily"] = product.get("product", {}).get("productFamily")
+    return all(fields.get(f["Field"]) == f["Value"] for f in filters)
 
 
 def get_products(environ, start_response):

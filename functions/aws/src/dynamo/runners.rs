@@ -315,6 +315,12 @@ pub(super) fn field_update(update: &RunnerUpdate, at: OffsetDateTime) -> (Expr, 
     if let Some(market) = update.market {
         sets.push(expr.assign(items::MARKET, items::s(market.as_str())));
     }
+    if let Some(root) = &update.root_volume {
+        sets.push(expr.assign(items::ROOT_VOLUME_GIB, items::n(root.gib)));
+        if let Some(volume_type) = &root.volume_type {
+            sets.push(expr.assign(items::ROOT_VOLUME_TYPE, items::s(volume_type.as_str())));
+        }
+    }
     if let Some(online_at) = update.online_at {
         let name = expr.name(items::ONLINE_AT);
         let value = expr.value(items::ONLINE_AT, items::timestamp(online_at));

@@ -1,5 +1,6 @@
 //! A job's cost on its runner's item: one map attribute `cost`
-//! `{seconds, usd_micros?, usd_micros_per_hour?, unpriced?, repository?}`, set with the
+//! `{seconds, usd_micros?, usd_micros_per_hour?, unpriced?, repository?, stopped_seconds?,
+//! volume_usd_micros?}`, set with the
 //! move to `deleted` (money in whole millionths of a USD, as [`ephemera_core::prices`]
 //! keeps it).
 
@@ -15,6 +16,8 @@ const USD_MICROS: &str = "usd_micros";
 const USD_MICROS_PER_HOUR: &str = "usd_micros_per_hour";
 const UNPRICED: &str = "unpriced";
 const REPOSITORY: &str = "repository";
+const STOPPED_SECONDS: &str = "stopped_seconds";
+const VOLUME_USD_MICROS: &str = "volume_usd_micros";
 
 /// The `cost` attribute of `cost`.
 pub(crate) fn cost_value(cost: &JobCost) -> AttributeValue {
@@ -27,6 +30,9 @@ pub(crate) fn cost_value(cost: &JobCost) -> AttributeValue {
     );
     put_opt(&mut map, UNPRICED, cost.unpriced.as_deref().map(s));
     put_opt(&mut map, REPOSITORY, cost.repository.as_deref().map(s));
+    let stopped = (cost.stopped_seconds > 0).then_some(cost.stopped_seconds);
+    put_opt(&mut map, STOPPED_SECONDS, stopped.map(n));
+    put_opt(&mut map, VOLUME_USD_MICROS, cost.volume_usd_micros.map(n));
     AttributeValue::M(map)
 }
 
@@ -50,6 +56,8 @@ impl Reader<'_> {
                 usd_micros_per_hour: inner.opt_n(USD_MICROS_PER_HOUR)?,
                 unpriced: inner.opt_s(UNPRICED)?.map(str::to_owned),
                 repository: inner.opt_s(REPOSITORY)?.map(str::to_owned),
+                stopped_seconds: inner.opt_n(STOPPED_SECONDS)?.unwrap_or(0),
+                volume_usd_micros: inner.opt_n(VOLUME_USD_MICROS)?,
             })
         };
         read().map(Some).map_err(named)

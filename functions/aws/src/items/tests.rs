@@ -37,6 +37,8 @@ fn runner() -> RunnerRecord {
         usd_micros: Some(18_050),
         unpriced: None,
         repository: Some("octo/repo".into()),
+        stopped_seconds: 0,
+        volume_usd_micros: None,
     });
     runner
 }

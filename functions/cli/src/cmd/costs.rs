@@ -4,6 +4,10 @@
 //! the reaper wrote with its deletion; nothing scans the table and nothing reads a
 //! price. A period can reach back only as far as deleted records are kept
 //! (`reaper.deleted_ttl`, 7 days by default).
+//!
+//! A stopped pool's instances are billed as EC2 bills them: their compute only while they
+//! ran, their root volume while they waited stopped (`STOPPED-HOURS`, `VOLUMES`), both in
+//! `COST`.
 
 use crate::exit::Outcome;
 use crate::render::{colour_stdout, Table};
@@ -55,6 +59,10 @@ struct SumView {
     /// Runners with no price known, left out of `usd`.
     unpriced: u64,
     instance_seconds: u64,
+    /// Seconds a stopped pool's instances waited stopped.
+    stopped_seconds: u64,
+    /// Their root volumes' cost while stopped, in USD (included in `usd`).
+    stopped_volumes_usd: f64,
 }
 
 impl From<&CostSum> for SumView {
@@ -64,6 +72,8 @@ impl From<&CostSum> for SumView {
             usd: usd_f64(sum.usd_micros),
             unpriced: sum.unpriced,
             instance_seconds: sum.seconds,
+            stopped_seconds: sum.stopped_seconds,
+            stopped_volumes_usd: usd_f64(sum.volume_usd_micros),
         }
     }
 }
@@ -107,16 +117,28 @@ pub fn render(sums: &CostSums, colour: bool) -> String {
     if sums.total.runners == 0 {
         return "no runner deleted in the period has a cost\n".to_owned();
     }
+    // The stopped pool's columns only when some runner waited stopped.
+    let stopped = sums.total.stopped_seconds > 0;
     let table = |title: &'static str, map: &BTreeMap<String, CostSum>| {
-        let mut table = Table::new(&[title, "RUNNERS", "INSTANCE-HOURS", "COST", "UNPRICED"]);
+        let mut columns = vec![title, "RUNNERS", "INSTANCE-HOURS"];
+        if stopped {
+            columns.extend(["STOPPED-HOURS", "VOLUMES"]);
+        }
+        columns.extend(["COST", "UNPRICED"]);
+        let mut table = Table::new(&columns);
         for (key, sum) in map {
-            table.row(vec![
+            let mut row = vec![
                 key.as_str().into(),
                 sum.runners.to_string().into(),
                 format!("{:.2}", sum.seconds as f64 / 3600.0).into(),
-                usd(sum.usd_micros).into(),
-                sum.unpriced.to_string().into(),
-            ]);
+            ];
+            if stopped {
+                row.push(format!("{:.2}", sum.stopped_seconds as f64 / 3600.0).into());
+                row.push(usd(sum.volume_usd_micros).into());
+            }
+            row.push(usd(sum.usd_micros).into());
+            row.push(sum.unpriced.to_string().into());
+            table.row(row);
         }
         table.render(colour)
     };
@@ -124,8 +146,9 @@ pub fn render(sums: &CostSums, colour: bool) -> String {
     text.push('\n');
     text.push_str(&table("POOL", &sums.by_pool));
     text.push_str(&format!(
-        "\ntotal: {} over {} runners (an estimate: instance time only, no EBS volume or \
-         data transfer; see docs/operating.md)\n",
+        "\ntotal: {} over {} runners (an estimate: instance time, and a stopped pool's \
+         volumes while stopped; no other EBS volume time or data transfer; see \
+         docs/operating.md)\n",
         usd(sums.total.usd_micros),
         sums.total.runners
     ));
@@ -160,6 +183,7 @@ mod tests {
             usd_micros: 150_800,
             unpriced: 1,
             seconds: 7200,
+            ..CostSum::default()
         };
         sums.by_repository.insert("o/a".into(), sum.clone());
         sums.by_pool.insert("linux".into(), sum.clone());
@@ -173,5 +197,37 @@ mod tests {
         assert!(text.contains("$0.1508") && text.contains("2.00"), "{text}");
         assert!(text.contains("total: $0.1508 over 2 runners"), "{text}");
         assert!(text.contains("1 runners have no price"), "{text}");
+        assert!(!text.contains("STOPPED-HOURS"), "no stopped pool: {text}");
+    }
+
+    #[test]
+    fn a_stopped_pools_hours_and_volumes_are_shown_by_pool() {
+        let mut sums = CostSums::default();
+        let stopped = CostSum {
+            runners: 1,
+            usd_micros: 134_511,
+            seconds: 1920,
+            stopped_seconds: 36_000,
+            volume_usd_micros: 111_111,
+            ..CostSum::default()
+        };
+        sums.by_pool.insert("linux".into(), stopped.clone());
+        sums.by_repository.insert("o/a".into(), stopped.clone());
+        sums.total = stopped;
+        let text = render(&sums, false);
+        let pool = text
+            .lines()
+            .find(|l| l.starts_with("linux"))
+            .expect("the pool's row");
+        let cells: Vec<&str> = pool.split_whitespace().collect();
+        assert_eq!(
+            cells,
+            ["linux", "1", "0.53", "10.00", "$0.1111", "$0.1345", "0"],
+            "{text}"
+        );
+        assert!(
+            text.contains("STOPPED-HOURS") && text.contains("VOLUMES"),
+            "{text}"
+        );
     }
 }

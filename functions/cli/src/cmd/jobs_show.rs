@@ -240,6 +240,8 @@ mod tests {
             usd_micros: Some(50_400),
             unpriced: None,
             repository: Some("o/r".into()),
+            stopped_seconds: 0,
+            volume_usd_micros: None,
         });
         let view = JobTimelineView::new(&job, Some(&runner), &[], at);
         let text = render(&view, false);

@@ -9,7 +9,7 @@
 use super::{lock, spend, InjectedFailure};
 use crate::ports::{
     Fleet, FleetError, FleetLaunch, FleetRequest, Instance, InstanceState, Launcher, Market,
-    ShutdownBehaviour, TemplateVersion,
+    RootVolume, ShutdownBehaviour, TemplateVersion,
 };
 use async_trait::async_trait;
 use std::collections::{BTreeMap, HashMap};
@@ -70,6 +70,9 @@ struct FleetState {
     /// The image a launch template names: what a launch without `ami` runs.
     template_image: String,
 }
+
+/// The root volume, in GiB, of the fake's launch templates.
+pub const FAKE_ROOT_GIB: u32 = 8;
 
 /// The image the fake's launch templates name until [`FakeFleet::set_template_image`].
 pub const FAKE_TEMPLATE_IMAGE: &str = "ami-0000000000000001a";
@@ -305,6 +308,11 @@ impl Launcher for FakeFleet {
             instance_ids,
             shortfall,
             instance_types,
+            // A sized job's volume, else the fake template's: 8 GiB of gp3.
+            root_volume: Some(request.root_volume.clone().unwrap_or(RootVolume {
+                gib: FAKE_ROOT_GIB,
+                volume_type: Some("gp3".to_owned()),
+            })),
         })
     }
 

@@ -62,6 +62,13 @@ impl FakePriceList {
         lock(&self.prices).insert((instance_type.to_owned(), market), usd_micros_per_hour);
     }
 
+    /// Offers EBS volume type `volume_type` at `usd_micros_per_gib_month` (read through
+    /// [`PriceList::volume_price`], recorded as `ebs:<type>`, on-demand).
+    pub fn offer_volume(&self, volume_type: &str, usd_micros_per_gib_month: u64) {
+        let key = (crate::prices::volume_key(volume_type), Market::OnDemand);
+        lock(&self.prices).insert(key, usd_micros_per_gib_month);
+    }
+
     /// Every read so far, in order.
     pub fn reads(&self) -> Vec<(String, Market)> {
         lock(&self.reads).clone()
@@ -93,5 +100,10 @@ impl PriceList for FakePriceList {
         Ok(lock(&self.prices)
             .get(&(instance_type.to_owned(), market))
             .copied())
+    }
+
+    async fn volume_price(&self, volume_type: &str) -> Result<Option<u64>, PriceError> {
+        let key = crate::prices::volume_key(volume_type);
+        self.hourly_price(&key, Market::OnDemand).await
     }
 }

@@ -250,6 +250,10 @@ fn apply(record: &mut RunnerRecord, update: &RunnerUpdate, at: OffsetDateTime) {
     }
     record.online_at = record.online_at.or(update.online_at);
     record.interrupted_at = record.interrupted_at.or(update.interrupted_at);
+    if let Some(root) = &update.root_volume {
+        record.root_volume_gib = Some(root.gib);
+        record.root_volume_type = root.volume_type.clone();
+    }
     if let Some(instance_type) = &update.instance_type {
         record.instance_type = Some(instance_type.clone());
     }

@@ -103,6 +103,12 @@ pub struct RunnerRecord {
     /// (docs/design.md, "Stopped pool"), then kept `stopped` until a job takes it.
     #[serde(default)]
     pub prepare: bool,
+    /// The root volume its instance was launched with (size in GiB, EBS type), from the
+    /// launch's answer, when it said: what a stopped instance costs while it waits.
+    #[serde(default)]
+    pub root_volume_gib: Option<u32>,
+    #[serde(default)]
+    pub root_volume_type: Option<String>,
 }
 
 impl RunnerRecord {
@@ -263,6 +269,8 @@ impl RunnerRecord {
             host_runner: HostRunner::default(),
             interrupted_at: None,
             prepare: false,
+            root_volume_gib: None,
+            root_volume_type: None,
         }
     }
 }

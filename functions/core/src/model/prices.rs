@@ -12,8 +12,13 @@ pub struct Price {
     pub instance_type: String,
     pub market: Market,
     /// Millionths of a USD per instance-hour; `None`: the region does not offer the type
-    /// in this market (the price list had no entry for it).
+    /// in this market (the price list had no entry for it). `None` for a volume type.
     pub usd_micros_per_hour: Option<u64>,
+    /// For an EBS volume type (`instance_type` is [`crate::prices::volume_key`]'s
+    /// `ebs:<type>`, market on-demand): millionths of a USD per GiB-month; `None` for an
+    /// instance type, or a volume type the region does not offer.
+    #[serde(default)]
+    pub usd_micros_per_gib_month: Option<u64>,
     /// When the price list was read.
     #[serde(with = "time::serde::rfc3339")]
     pub read_at: OffsetDateTime,
@@ -22,8 +27,8 @@ pub struct Price {
 /// What one runner's instance cost, written on its record when it is deleted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobCost {
-    /// Instance-seconds billed: launch requested → terminated, at least
-    /// [`BILLING_MINIMUM_SECONDS`](crate::prices::BILLING_MINIMUM_SECONDS).
+    /// Instance-seconds billed: launch requested → terminated, less `stopped_seconds`, at
+    /// least [`BILLING_MINIMUM_SECONDS`](crate::prices::BILLING_MINIMUM_SECONDS).
     pub seconds: u64,
     /// The hourly price used, in millionths of a USD.
     pub usd_micros_per_hour: Option<u64>,
@@ -33,4 +38,13 @@ pub struct JobCost {
     pub unpriced: Option<String>,
     /// The repository (`owner/name`) of the job the runner ran, when known.
     pub repository: Option<String>,
+    /// Of `seconds`, those a stopped pool's instance spent stopped (recorded `stopped`
+    /// until a job took it, or until its end): billed for its volume only, not for the
+    /// instance (docs/design.md, "Stopped pool"); 0 for any other runner.
+    #[serde(default)]
+    pub stopped_seconds: u64,
+    /// What its root volume cost while it was stopped, in millionths of a USD, included
+    /// in `usd_micros`; `None` when it was never stopped or no volume price is known.
+    #[serde(default)]
+    pub volume_usd_micros: Option<u64>,
 }

@@ -5,7 +5,7 @@
 //! launch is in `ephemera_aws::launch`).
 
 use super::{FleetError, ShutdownBehaviour};
-use crate::model::FleetRequest;
+use crate::model::{FleetRequest, RootVolume};
 use async_trait::async_trait;
 
 /// What one launch request made.
@@ -17,6 +17,9 @@ pub struct FleetLaunch {
     /// The type each instance was launched as, when the answer said (EC2's CreateFleet
     /// names it per group of instances): which of the pool's types the runner got.
     pub instance_types: std::collections::HashMap<String, String>,
+    /// The root volume the launch gave its instances, when it is known: what a stopped
+    /// pool's instance costs while it waits ([`crate::prices`]).
+    pub root_volume: Option<RootVolume>,
 }
 
 /// Launching runner instances (the scaler's capability).

@@ -29,4 +29,8 @@ pub trait PriceList: Send + Sync {
         instance_type: &str,
         market: Market,
     ) -> Result<Option<u64>, PriceError>;
+
+    /// The current price of a GiB-month of EBS volume type `volume_type` (`gp3`), in
+    /// millionths of a USD; `None` when the region does not offer it. Read-only.
+    async fn volume_price(&self, volume_type: &str) -> Result<Option<u64>, PriceError>;
 }

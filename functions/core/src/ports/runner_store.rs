@@ -5,7 +5,9 @@
 
 use super::Cause;
 use crate::lifecycle::{InstanceStatus, RunnerStatus};
-use crate::model::{HostRunner, JobCost, JobRecord, JobStatus, Market, PoolRecord, RunnerRecord};
+use crate::model::{
+    HostRunner, JobCost, JobRecord, JobStatus, Market, PoolRecord, RootVolume, RunnerRecord,
+};
 use async_trait::async_trait;
 use time::OffsetDateTime;
 
@@ -76,6 +78,8 @@ pub struct RunnerUpdate {
     pub instance_type: Option<String>,
     /// `Some` records the market the instance was bought in.
     pub market: Option<Market>,
+    /// `Some` records the root volume the launch gave the instance.
+    pub root_volume: Option<RootVolume>,
     /// `Some` records when EC2 warned of the instance's interruption, unless a time is
     /// recorded already (the first warning stands).
     pub interrupted_at: Option<OffsetDateTime>,

@@ -54,6 +54,8 @@ impl Reaper {
                 .iter()
                 .filter_map(|r| r.instance_type.clone()),
         );
+        // A stopped pool's root volumes, priced while they wait stopped.
+        types.extend(snapshot.runners.iter().filter_map(prices::volume_key_of));
         let failed_at = self.memory().price_failure;
         if failed_at.is_some_and(|at| now - at < prices::PRICE_RETRY) {
             return 0;
@@ -63,12 +65,25 @@ impl Reaper {
             if Instant::now() >= deadline {
                 break;
             }
-            match pricing.list.hourly_price(&instance_type, market).await {
-                Ok(usd_micros_per_hour) => fresh.push(Price {
+            let read = match instance_type.strip_prefix(prices::VOLUME_PREFIX) {
+                Some(volume_type) => pricing
+                    .list
+                    .volume_price(volume_type)
+                    .await
+                    .map(|per_gib_month| (None, per_gib_month)),
+                None => pricing
+                    .list
+                    .hourly_price(&instance_type, market)
+                    .await
+                    .map(|per_hour| (per_hour, None)),
+            };
+            match read {
+                Ok((usd_micros_per_hour, usd_micros_per_gib_month)) => fresh.push(Price {
                     region: pricing.list.region().to_owned(),
                     instance_type,
                     market,
                     usd_micros_per_hour,
+                    usd_micros_per_gib_month,
                     read_at: now,
                 }),
                 Err(err) => {

@@ -212,3 +212,58 @@ async fn a_bake_replaces_the_stopped_instances_with_ones_of_the_new_image() {
         );
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_stopped_instance_is_priced_its_volume_while_it_waited_and_its_compute_after() {
+    use crate::memory::{FakePriceList, MemoryPriceBook, FAKE_ROOT_GIB};
+    let world = stopped_world(5, 1, 0);
+    let list = std::sync::Arc::new(FakePriceList::new("us-east-1"));
+    list.offer("m7i.large", Market::OnDemand, 100_800);
+    list.offer_volume("gp3", 80_000);
+    let book = std::sync::Arc::new(MemoryPriceBook::new());
+    let reaper = world.reaper().with_pricing(book.clone(), list.clone());
+    reaper.run(now(), far()).await.expect("run");
+    assert!(deliver(&world, now()).await.is_empty());
+    let record = prepared(&world).pop().expect("one");
+    assert_eq!(record.root_volume_gib, Some(FAKE_ROOT_GIB), "{record:?}");
+    assert_eq!(record.root_volume_type.as_deref(), Some("gp3"));
+    world
+        .fleet
+        .power_off(record.instance_id.as_deref().expect("instance"));
+    let stopped_at = now() + minutes(1);
+    reaper.run(stopped_at, far()).await.expect("run");
+    assert!(
+        list.reads().iter().any(|(key, _)| key == "ebs:gp3"),
+        "the volume's price read: {:?}",
+        list.reads()
+    );
+
+    let taken_at = stopped_at + minutes(600);
+    let scaler = world.scaler();
+    let taken = scaler
+        .handle(&message(MessageKind::Queued, 7, None), taken_at)
+        .await;
+    let Ok(crate::handlers::scaler::Handled::RunnerUp(name)) = taken else {
+        panic!("{taken:?}")
+    };
+    assert_eq!(name, record.name, "the stopped one took it");
+    let done_at = taken_at + minutes(30);
+    scaler
+        .handle(&message(MessageKind::Completed, 7, Some(&name)), done_at)
+        .await
+        .expect("completed");
+    reaper.run(done_at, far()).await.expect("run");
+    let cost = world
+        .store
+        .runner(&name)
+        .and_then(|r| r.cost)
+        .expect("priced at its deletion");
+    assert_eq!(cost.stopped_seconds, 600 * 60, "{cost:?}");
+    let volume = crate::prices::volume_micros(FAKE_ROOT_GIB, 600 * 60, 80_000);
+    assert_eq!(cost.volume_usd_micros, Some(volume));
+    assert_eq!(cost.seconds, 31 * 60, "compute: preparing and running only");
+    assert_eq!(
+        cost.usd_micros,
+        Some(crate::prices::cost_micros(31 * 60, 100_800) + volume)
+    );
+}

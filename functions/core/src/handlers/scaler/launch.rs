@@ -55,19 +55,24 @@ struct Launched {
     id: String,
     instance_type: Option<String>,
     market: Market,
+    root_volume: Option<RootVolume>,
 }
 
 impl Launched {
-    fn all(
-        ids: Vec<String>,
-        types: &std::collections::HashMap<String, String>,
-        market: Market,
-    ) -> Vec<Launched> {
-        ids.into_iter()
+    fn all(launch: FleetLaunch, market: Market) -> Vec<Launched> {
+        let FleetLaunch {
+            instance_ids,
+            instance_types,
+            root_volume,
+            ..
+        } = launch;
+        instance_ids
+            .into_iter()
             .map(|id| Launched {
-                instance_type: types.get(&id).cloned(),
+                instance_type: instance_types.get(&id).cloned(),
                 id,
                 market,
+                root_volume: root_volume.clone(),
             })
             .collect()
     }
@@ -178,6 +183,7 @@ impl Scaler {
                 id: instance_id,
                 instance_type,
                 market,
+                root_volume,
             }) = instances.next()
             else {
                 let cause: Cause = match &shortfall {
@@ -204,6 +210,7 @@ impl Scaler {
                 expect_instance: Some(None),
                 instance_type,
                 market: Some(market),
+                root_volume,
                 ..RunnerUpdate::default()
             };
             match self
@@ -292,10 +299,10 @@ impl Scaler {
             Err(err) => Err(err),
         };
         let (mut ids, shortfall) = match first {
-            Ok(launch) => (
-                Launched::all(launch.instance_ids, &launch.instance_types, market),
-                launch.shortfall,
-            ),
+            Ok(mut launch) => {
+                let shortfall = launch.shortfall.take();
+                (Launched::all(launch, market), shortfall)
+            }
             Err(err) => (Vec::new(), Some(err)),
         };
         let missing = count.saturating_sub(u32::try_from(ids.len()).unwrap_or(u32::MAX));
@@ -314,10 +321,10 @@ impl Scaler {
                     Err(err) => Err(err),
                 };
                 match fallback {
-                    Ok(launch) => {
-                        let types = &launch.instance_types;
-                        ids.extend(Launched::all(launch.instance_ids, types, Market::OnDemand));
-                        (ids, launch.shortfall)
+                    Ok(mut launch) => {
+                        let shortfall = launch.shortfall.take();
+                        ids.extend(Launched::all(launch, Market::OnDemand));
+                        (ids, shortfall)
                     }
                     Err(err) => (ids, Some(err)),
                 }
