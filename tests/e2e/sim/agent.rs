@@ -19,7 +19,7 @@ use std::time::Duration;
 
 /// moto, a simulator whose agent watches it, a webhook receiver, and an EC2 client.
 pub(super) struct AgentWorld {
-    _moto: Moto,
+    pub(super) moto: Moto,
     pub(super) sim: SimHandle,
     pub(super) receiver: Receiver,
     pub(super) ec2: aws_sdk_ec2::Client,
@@ -46,7 +46,7 @@ pub(super) async fn agent_world(
     let names = ResourceNames::for_deployment(deployment);
     ephemera_aws::ensure_resources(&sdk, &names).await?;
     Ok(AgentWorld {
-        _moto: moto,
+        moto,
         sim,
         receiver,
         ec2: aws_sdk_ec2::Client::new(&sdk),

@@ -33,6 +33,8 @@ fn power_counts(world: &AgentWorld) -> (u64, u64) {
 async fn a_prepare_host_powers_off_once_and_once_started_runs_the_config_that_replaced_it(
 ) -> anyhow::Result<()> {
     let world = agent_world(DEPLOYMENT, Duration::from_millis(300)).await?;
+    let quick = serde_json::json!({"ec2_stop_seconds": 1, "ec2_start_seconds": 1});
+    world.moto.set_strict(quick).await?;
     // As the scaler does: the stop behaviour set before the prepare item is written.
     let instance_id = launch_tagged(&world, DEPLOYMENT, RUNNER, ShutdownBehavior::Stop).await?;
     world.jit.put_prepare(&instance_id, RUNNER).await?;
@@ -41,7 +43,7 @@ async fn a_prepare_host_powers_off_once_and_once_started_runs_the_config_that_re
 
     // Started with its item still saying prepare: it waits for its config, many ticks.
     start(&world, &instance_id).await?;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
     assert_eq!(
         instance_state(&world, &instance_id).await?,
         InstanceStateName::Running
