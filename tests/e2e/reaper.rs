@@ -7,6 +7,7 @@ mod crash;
 mod reconcile;
 mod rules;
 mod stolen;
+mod stopped;
 mod sweeps;
 mod warm;
 

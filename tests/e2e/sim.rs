@@ -4,6 +4,7 @@
 mod agent;
 mod client;
 mod deliveries;
+mod prepare_host;
 mod registration;
 mod runs;
 mod webhook_faults;

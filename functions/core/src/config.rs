@@ -464,22 +464,23 @@ impl PoolConfig {
         }
     }
 
-    /// A `min_idle` that cannot launch for want of a place to register (checked by
+    /// A `min_idle` or `stopped` that cannot launch for want of a place to register (a
+    /// taken stopped instance's runner registers where warm runners do; checked by
     /// `ephemera config validate`; the functions load such a file, keep its idle runners
     /// and log why they launch none, as before `min_idle` launched).
     fn warm_problems(&self, scope: Scope) -> Vec<(&'static str, String)> {
-        if self.min_idle == 0 {
+        if self.min_idle == 0 && self.stopped == 0 {
             return Vec::new();
         }
         let mut problems = Vec::new();
         if self.warm_owner.is_none() {
-            let message = "required when min_idle is above 0: the organization (or owner) \
-                           warm runners register on";
+            let message = "required when min_idle or stopped is above 0: the organization \
+                           (or owner) warm runners and taken stopped instances register on";
             problems.push(("warm_owner", message.to_owned()));
         }
         if scope == Scope::Repo && self.warm_repo.is_none() {
-            let message = "required when min_idle is above 0 with scope repo: the repository \
-                           warm runners register on";
+            let message = "required when min_idle or stopped is above 0 with scope repo: the \
+                           repository warm runners and taken stopped instances register on";
             problems.push(("warm_repo", message.to_owned()));
         }
         problems

@@ -18,17 +18,20 @@ use serde_json::{json, Value};
 use std::time::Duration;
 
 /// moto, a simulator whose agent watches it, a webhook receiver, and an EC2 client.
-struct AgentWorld {
-    _moto: Moto,
-    sim: SimHandle,
-    receiver: Receiver,
-    ec2: aws_sdk_ec2::Client,
+pub(super) struct AgentWorld {
+    pub(super) moto: Moto,
+    pub(super) sim: SimHandle,
+    pub(super) receiver: Receiver,
+    pub(super) ec2: aws_sdk_ec2::Client,
     dynamodb: aws_sdk_dynamodb::Client,
-    jit: DynamoJitConfigs,
-    token: String,
+    pub(super) jit: DynamoJitConfigs,
+    pub(super) token: String,
 }
 
-async fn agent_world(deployment: &str, job_duration: Duration) -> anyhow::Result<AgentWorld> {
+pub(super) async fn agent_world(
+    deployment: &str,
+    job_duration: Duration,
+) -> anyhow::Result<AgentWorld> {
     let moto = Moto::start().await?;
     let (receiver, url) = Receiver::start().await?;
     let mut config = config(deployment);
@@ -43,7 +46,7 @@ async fn agent_world(deployment: &str, job_duration: Duration) -> anyhow::Result
     let names = ResourceNames::for_deployment(deployment);
     ephemera_aws::ensure_resources(&sdk, &names).await?;
     Ok(AgentWorld {
-        _moto: moto,
+        moto,
         sim,
         receiver,
         ec2: aws_sdk_ec2::Client::new(&sdk),
@@ -75,6 +78,27 @@ async fn launch_runner_with(
     shutdown: ShutdownBehavior,
 ) -> anyhow::Result<String> {
     let answer = register_with(&world.sim, &world.token, name, labels).await?;
+    let instance_id = launch_tagged(world, deployment, name, shutdown).await?;
+    let jit = JitConfig {
+        runner_id: answer["runner"]["id"].as_u64().context("runner id")?,
+        encoded: answer["encoded_jit_config"]
+            .as_str()
+            .context("jit config")?
+            .to_owned()
+            .into(),
+    };
+    world.jit.put(&instance_id, name, &jit).await?;
+    Ok(instance_id)
+}
+
+/// Launches an instance tagged as the deployment's runner `name`, with `shutdown` as its
+/// shutdown behaviour. Returns its id.
+pub(super) async fn launch_tagged(
+    world: &AgentWorld,
+    deployment: &str,
+    name: &str,
+    shutdown: ShutdownBehavior,
+) -> anyhow::Result<String> {
     let tags = TagSpecification::builder()
         .resource_type(ResourceType::Instance)
         .tags(
@@ -101,20 +125,11 @@ async fn launch_runner_with(
         .instance_id()
         .context("instance id")?
         .to_owned();
-    let jit = JitConfig {
-        runner_id: answer["runner"]["id"].as_u64().context("runner id")?,
-        encoded: answer["encoded_jit_config"]
-            .as_str()
-            .context("jit config")?
-            .to_owned()
-            .into(),
-    };
-    world.jit.put(&instance_id, name, &jit).await?;
     Ok(instance_id)
 }
 
 /// Waits (bounded) until the instance is in `wanted`.
-async fn wait_for_state(
+pub(super) async fn wait_for_state(
     world: &AgentWorld,
     instance_id: &str,
     wanted: InstanceStateName,
@@ -129,7 +144,7 @@ async fn wait_for_state(
     anyhow::bail!("{instance_id} never reached {wanted:?}")
 }
 
-async fn instance_state(
+pub(super) async fn instance_state(
     world: &AgentWorld,
     instance_id: &str,
 ) -> anyhow::Result<InstanceStateName> {
@@ -310,7 +325,7 @@ async fn terminating_a_busy_instance_counts_a_killed_job() -> anyhow::Result<()>
 }
 
 /// The JIT item of `instance_id`, if there is one.
-async fn jit_item(
+pub(super) async fn jit_item(
     world: &AgentWorld,
     instance_id: &str,
 ) -> anyhow::Result<Option<std::collections::HashMap<String, AttributeValue>>> {

@@ -9,6 +9,18 @@
 //! the bootstrap script does, each signed with the instance's own runner role
 //! credentials), and hands queued jobs to idle runners whose
 //! labels include all of the job's. Timers run on tokio time.
+//!
+//! A stopped pool's host (docs/design.md, "Stopped pool") is played too. Its item says
+//! `prepare` and holds no config: once, after its boot delay, the host counts itself
+//! prepared and powers off on the same path as a host whose runner exited, where EC2
+//! applies its shutdown behaviour (`stop`, set by the scaler before it wrote the item:
+//! StopInstances, which the strict layer carries through `stopping` to `stopped`). The
+//! host is not taken: when the instance runs again (StartInstances after a take), it is
+//! a new boot, and after its boot delay it reads its item again, now with the config
+//! that replaced `prepare`, and runs its runner as any other host. A resumed host whose
+//! item still says `prepare` keeps waiting for its config: it prepares only once.
+//! What the bootstrap does in between (Docker up, the resume unit, the credentials
+//! removed) has nothing to show through the APIs and is not played.
 
 use super::body::decode_jit_config;
 use super::host_runner::{HostRunnerPlay, Tombstoned};
@@ -16,7 +28,7 @@ use super::power::Power;
 use super::state::SimJob;
 use super::{webhook, Shared};
 use aws_sdk_dynamodb::types::AttributeValue;
-use ephemera_aws::jit::{item_key, BOOTSTRAP_READ_CONDITION, JIT_CONFIG};
+use ephemera_aws::jit::{item_key, BOOTSTRAP_READ_CONDITION, JIT_CONFIG, PREPARE};
 use ephemera_aws::{DynamoJitConfigs, Ec2Fleet, ResourceNames};
 use ephemera_core::ports::{Fleet, Instance, InstanceState};
 use std::collections::{HashMap, HashSet};
@@ -48,6 +60,9 @@ pub struct Agent {
     power: Power,
     /// Instances whose JIT config was already read (or found unusable).
     taken: HashSet<String>,
+    /// Instances that found `prepare` in their item and powered off for it: on a later
+    /// boot they wait for their config and never power off for `prepare` again.
+    prepared: HashSet<String>,
     /// When each instance not yet taken was first seen live.
     first_seen: HashMap<String, Instant>,
 }
@@ -69,6 +84,7 @@ impl Agent {
                 ResourceNames::for_deployment(&shared.config.deployment).jit_table,
             ),
             taken: HashSet::new(),
+            prepared: HashSet::new(),
             first_seen: HashMap::new(),
             shared,
         }
@@ -159,8 +175,8 @@ impl Agent {
                     continue;
                 }
             };
-            match self.read_jit_config(&host.dynamodb, &instance_arn).await {
-                Ok(Some(encoded)) => {
+            match self.read_jit_item(&host.dynamodb, &instance_arn).await {
+                Ok(JitItem::Config(encoded)) => {
                     self.taken.insert(instance.id.clone());
                     self.first_seen.remove(&instance.id);
                     self.host_clients.remove(&instance.id);
@@ -169,13 +185,28 @@ impl Agent {
                         .await;
                     self.start_runner(&instance.id, &encoded);
                 }
+                Ok(JitItem::Prepare) => self.power_off_prepared(&instance.id),
                 // Not there yet: the bootstrap script waits for it.
-                Ok(None) => {}
+                Ok(JitItem::Absent) => {}
                 Err(error) => {
                     tracing::warn!(%instance_arn, error = %error, "agent cannot read JIT config")
                 }
             }
         }
+    }
+
+    /// A stopped pool's host has prepared: it powers off (once), and EC2 stops it. Its
+    /// next boot is seen afresh, with its boot delay again.
+    fn power_off_prepared(&mut self, instance_id: &str) {
+        if !self.prepared.insert(instance_id.to_owned()) {
+            // Resumed, and its config not there yet: the bootstrap waits for it.
+            return;
+        }
+        self.first_seen.remove(instance_id);
+        tracing::info!(instance_id, "host prepared; powering off to be stopped");
+        let mut state = self.shared.lock();
+        state.counters.hosts_prepared += 1;
+        state.hosts_to_power_off.push(instance_id.to_owned());
     }
 
     /// Brings the runner of a JIT config online; a runner that cannot start exits, and
@@ -253,23 +284,35 @@ impl Agent {
         Ok(clients)
     }
 
-    /// DynamoDB `GetItem`, `ConsistentRead`, projection `jit_config`: the request
-    /// bootstrap.sh sends with `curl --aws-sigv4`.
-    async fn read_jit_config(
+    /// DynamoDB `GetItem`, `ConsistentRead`, projection `jit_config, prepare`: the
+    /// request bootstrap.sh sends with `curl --aws-sigv4`.
+    async fn read_jit_item(
         &self,
         host: &aws_sdk_dynamodb::Client,
         instance_arn: &str,
-    ) -> anyhow::Result<Option<String>> {
+    ) -> anyhow::Result<JitItem> {
         let output = host
             .get_item()
             .table_name(self.jit.table())
             .set_key(Some(item_key(instance_arn)))
             .consistent_read(true)
-            .projection_expression(JIT_CONFIG)
+            .projection_expression("#config, #prepare")
+            .expression_attribute_names("#config", JIT_CONFIG)
+            .expression_attribute_names("#prepare", PREPARE)
             .send()
             .await?;
-        let config = output.item.and_then(|mut item| item.remove(JIT_CONFIG));
-        Ok(config.and_then(|value| value.as_s().ok().cloned()))
+        let Some(mut item) = output.item else {
+            return Ok(JitItem::Absent);
+        };
+        if let Some(AttributeValue::S(encoded)) = item.remove(JIT_CONFIG) {
+            return Ok(JitItem::Config(encoded));
+        }
+        let prepare = matches!(item.get(PREPARE), Some(AttributeValue::Bool(true)));
+        Ok(if prepare {
+            JitItem::Prepare
+        } else {
+            JitItem::Absent
+        })
     }
 
     /// DynamoDB `UpdateItem` `REMOVE jit_config SET jit_read_at = :now, runner_version =
@@ -302,6 +345,16 @@ impl Agent {
             tracing::warn!(%instance_arn, error = %error, "agent cannot stamp its JIT config read");
         }
     }
+}
+
+/// What a host finds in its JIT item.
+enum JitItem {
+    /// Its runner's encoded JIT config.
+    Config(String),
+    /// No config, and `prepare`: a stopped pool's host, to prepare and power off.
+    Prepare,
+    /// No config yet (or only a read's tombstone): it waits.
+    Absent,
 }
 
 fn is_live(state: InstanceState) -> bool {

@@ -1,6 +1,7 @@
 //! The end of a runner host: when its runner process exits (an ephemeral runner's job
 //! is done, or GitHub removed the runner, or it could not start), `bootstrap.sh` runs
-//! `shutdown -h now`, and EC2 applies the instance's shutdown behaviour. The agent plays
+//! `shutdown -h now`, and EC2 applies the instance's shutdown behaviour; so does a
+//! stopped pool's host once it has prepared (see [`super::agent`]). The agent plays
 //! that through the EC2 API: `terminate` ends the instance (TerminateInstances), `stop`
 //! stops it (StopInstances). Unless the host hangs (a fault): then it stays up.
 //!
@@ -21,18 +22,18 @@ impl Power {
         Power { ec2 }
     }
 
-    /// Powers off every host whose runner exited since the last call.
+    /// Powers off every host whose runner exited, or that prepared, since the last call.
     pub async fn power_off_exited(&self, shared: &Arc<Shared>) {
         let hosts = std::mem::take(&mut shared.lock().hosts_to_power_off);
         for instance_id in hosts {
             if shared.faults().host_hangs() {
-                tracing::warn!(instance_id = %instance_id, "runner exited; host hangs (injected)");
+                tracing::warn!(instance_id = %instance_id, "host hangs at power-off (injected)");
                 shared.lock().counters.hosts_hung += 1;
                 continue;
             }
             match self.power_off(&instance_id).await {
                 Ok(behaviour) => {
-                    tracing::info!(instance_id = %instance_id, behaviour = %behaviour, "runner exited; host powered off");
+                    tracing::info!(instance_id = %instance_id, behaviour = %behaviour, "host powered off");
                     shared.lock().counters.hosts_powered_off += 1;
                 }
                 Err(error) => {

@@ -123,6 +123,9 @@ pub struct Counters {
     pub runners_deregistered: u64,
     /// Instances the agent powered off when their runner exited.
     pub hosts_powered_off: u64,
+    /// Stopped pool hosts that found `prepare` in their JIT item and powered off (to be
+    /// stopped, as their shutdown behaviour says).
+    pub hosts_prepared: u64,
     /// Instances left running when their runner exited (a hung host, injected).
     pub hosts_hung: u64,
     /// Jobs failed by a spot interruption of their runner's instance (EC2's doing, not

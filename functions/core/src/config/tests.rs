@@ -288,7 +288,7 @@ fn a_pool_without_stopped_keeps_none_and_no_schedule() {
 fn a_stopped_pool_with_schedules_parses() {
     let text = GOOD.replace(
         "max_runners: 5",
-        "max_runners: 5\n    stopped: 2\n    stopped_max_age: 3d\n    stopped_schedule: \
+        "max_runners: 5\n    warm_owner: acme\n    stopped: 2\n    stopped_max_age: 3d\n    stopped_schedule: \
          { days: [mon, tue, wed, thu, fri], from: \"08:00\", to: \"18:00\", utc_offset: \"+01:00\" }\n    \
          min_idle_schedule: { days: [sat], from: \"10:00\", to: \"12:00\" }",
     );
@@ -299,6 +299,19 @@ fn a_stopped_pool_with_schedules_parses() {
     let schedule = pool.stopped_schedule.as_ref().expect("a schedule");
     assert_eq!(schedule.utc_offset.as_deref(), Some("+01:00"));
     assert!(pool.min_idle_schedule.is_some());
+}
+
+#[test]
+fn stopped_without_warm_owner_is_loaded_but_fails_validation() {
+    let text = GOOD.replace("max_runners: 5", "max_runners: 5\n    stopped: 2");
+    let config = Config::parse("stopped.yaml", &text).expect("the functions load it");
+    let pool = config.pool("linux-x64").expect("pool");
+    assert_eq!(pool.warm_scope(Scope::Org), None, "so none is prepared");
+    let errors = Config::check("stopped.yaml", &text).expect_err("validate refuses it");
+    assert_eq!(errors[0].field, "pools[0].warm_owner");
+    assert!(errors[0].message.contains("stopped"), "{}", errors[0]);
+    let owned = text.replace("stopped: 2", "stopped: 2\n    warm_owner: acme");
+    Config::check("stopped.yaml", &owned).expect("valid");
 }
 
 #[test]
@@ -318,7 +331,7 @@ fn a_bad_schedule_names_each_field_and_line() {
     let text = GOOD.replace(
         "max_runners: 5",
         "max_runners: 5\n    stopped: 1\n    stopped_schedule:\n      days: [monday]\n      \
-         from: \"8am\"\n      to: \"18:00\"\n      utc_offset: Europe/Berlin",
+         from: \"8am\"\n      to: \"18:00\"\n      utc_offset: Europe/Berlin\n    warm_owner: acme",
     );
     let errors = Config::check("bad.yaml", &text).expect_err("must be rejected");
     let fields: Vec<_> = errors.iter().map(|e| e.field.as_str()).collect();
