@@ -8,7 +8,11 @@
 #                         stock image; a runner older than the bucket's newest is replaced),
 #                         reads and removes this instance's JIT config (curl --aws-sigv4, no
 #                         AWS CLI), runs the runner once, ships its log and the runner's
-#                         _diag logs to CloudWatch Logs, powers off.
+#                         _diag logs to CloudWatch Logs, powers off. A stopped pool's
+#                         host (its JIT item says prepare) instead leaves a copy of
+#                         this script to resume it, and powers off: its instance stops.
+#   bootstrap.sh resume   that copy, at the stopped host's next boot: from Docker's start
+#                         on, as start does (docs/design.md, "Stopped pool").
 # Needs bash, coreutils, grep, sed, tar, curl 7.86+. A failure prints one line,
 # "ephemera-bootstrap: FAILED <step>: <reason>", on the console. The JIT config, the
 # token and the role's keys are never printed.
@@ -36,6 +40,8 @@ console="${EPHEMERA_CONSOLE:-/dev/console}"
 log_file="${EPHEMERA_LOG:-/var/log/ephemera-bootstrap.log}"
 log_group="${EPHEMERA_LOG_GROUP-/ephemera/$deployment/runners}"
 log_every="${EPHEMERA_LOG_EVERY:-60}"
+# A stopped pool's host resumes at its next boot with this copy of the script.
+resume="${EPHEMERA_PER_BOOT_DIR:-/var/lib/cloud/scripts/per-boot}/ephemera-resume"
 # Written by install when done: start trusts it, not dnf or apt.
 marker="$runner_dir/.ephemera-installed"
 step=start
@@ -44,6 +50,8 @@ swap_ms=""
 image_version=""
 shipper=""
 shipped="$(mktemp -d)"
+prepare=""
+asked=""
 fetch=(curl -sSfL --connect-timeout 5 --max-time 600)
 
 log() { printf '%s ephemera-bootstrap: %s\n' "$(date -u +%FT%TZ)" "$*" >&2; }
@@ -51,7 +59,7 @@ log() { printf '%s ephemera-bootstrap: %s\n' "$(date -u +%FT%TZ)" "$*" >&2; }
 # One line on the console and stderr (the log), then out through the EXIT trap.
 fail() {
   failed=1
-  if [ -w "$console" ]; then echo "ephemera-bootstrap: FAILED $step: $*" >>"$console" || true; fi
+  [ ! -w "$console" ] || echo "ephemera-bootstrap: FAILED $step: $*" >>"$console" || true
   log "FAILED $step: $*"
   exit 1
 }
@@ -61,13 +69,21 @@ finish() {
   trap - EXIT
   set +e
   # A command that failed under set -e: still one FAILED line.
-  if [ "$code" -ne 0 ] && [ -z "$failed" ]; then (fail "exit status $code"); fi
-  [ "$phase" = start ] || exit "$code"
+  [ "$code" -eq 0 ] || [ -n "$failed" ] || (fail "exit status $code")
+  [ "$phase" != install ] || exit "$code"
   [ -z "$shipper" ] || { : >"$shipped/stop" && wait "$shipper"; }
-  log "exiting with status $code; powering off"
+  # A stopped pool's host runs with InstanceInitiatedShutdownBehavior=stop until the
+  # reaper sees it stopped: powered off, a failed prepare would stop and pass for a
+  # prepared host, so it stays up (FAILED on the console) and the reaper's
+  # prepare_timeout terminates it. Asked again here only when the failure came before
+  # the JIT item was read (a host that fails before knows nothing yet).
+  local stay=""
+  [ "$code" -eq 0 ] || [ "$phase" != start ] || ! preparing || stay=1
+  log "exiting with status $code; ${stay:+not }powering off"
   [ -z "${logs_url:-}" ] || ship
-  # The launch template sets InstanceInitiatedShutdownBehavior=terminate.
-  poweroff || shutdown -h now || systemctl poweroff
+  # The launch template sets InstanceInitiatedShutdownBehavior=terminate; a stopped
+  # pool's host has it set to stop while it prepares.
+  [ -n "$stay" ] || poweroff || shutdown -h now || systemctl poweroff
   exit "$code"
 }
 trap finish EXIT
@@ -90,7 +106,7 @@ retry() {
 # String "$1" of the JSON on stdin, if plain (no escapes: base64, ids, ARNs, codes).
 json() { tr -d '\n' | sed -n "s/.*\"$1\"[[:space:]]*:[[:space:]]*\"\\([^\"\\\\]*\\)\".*/\\1/p"; }
 
-case "$phase" in install | start) ;; *) fail "unknown phase '$phase' (install or start)" ;; esac
+case "$phase" in install | start | resume) ;; *) fail "unknown phase '$phase'" ;; esac
 [ "$phase" = install ] || [ -n "$deployment" ] || fail "EPHEMERA_DEPLOYMENT is not set"
 [ "$runner_user" != root ] || fail "the runner must not run as root"
 # Every signed call is curl --aws-sigv4, which signs the x-amz-* headers given to it (the
@@ -102,7 +118,7 @@ case "$phase" in install | start) ;; *) fail "unknown phase '$phase' (install or
 # the bake (install) and at boot.
 step=curl
 { [[ "$(curl -V)" =~ ^curl\ (([0-9]+)\.([0-9]+)[^ ]*) ]] && ((BASH_REMATCH[2] > 7 || BASH_REMATCH[3] > 85)); } ||
-  fail "curl ${BASH_REMATCH[1]:-?} does not sign x-amz-* headers (7.86+ does): Ubuntu 22.04 and other images with an older curl cannot run ephemera's runners"
+  fail "curl ${BASH_REMATCH[1]:-?} does not sign x-amz-* headers (7.86+ does): Ubuntu 22.04 and older"
 
 # ---- IMDSv2: a session token, then reads with it
 token=""
@@ -110,20 +126,16 @@ imds_token() {
   token="$(curl -sSf --connect-timeout 2 --max-time 10 -X PUT "$imds/api/token" \
     -H 'X-aws-ec2-metadata-token-ttl-seconds: 21600')" && [ -n "$token" ] || { token="" && false; }
 }
-# path -> value; a failed attempt gets a fresh token (in the caller's subshell).
+# One read of path $1 into $value; a failed one drops the token, so the next attempt gets
+# a fresh one (in the caller's subshell).
+imds_read() {
+  { [ -n "$token" ] || imds_token; } && value="$(curl -sSf --connect-timeout 2 --max-time 10 \
+    -H "X-aws-ec2-metadata-token: $token" "$imds/$1")" && [ -n "$value" ] || { token="" && false; }
+}
+# path -> value, in $tries attempts (logged as step "imds: reading <path>").
 metadata() {
-  local value="" i
-  for ((i = 1; i <= tries; i++)); do
-    if { [ -n "$token" ] || imds_token; } && value="$(curl -sSf --connect-timeout 2 \
-      --max-time 10 -H "X-aws-ec2-metadata-token: $token" "$imds/$1")" && [ -n "$value" ]; then
-      printf '%s' "$value"
-      return 0
-    fi
-    token=""
-    log "imds: reading $1, attempt $i of $tries failed"
-    [ "$i" -eq "$tries" ] || sleep "$pause"
-  done
-  return 1
+  local value="" step="imds: reading $1"
+  retry imds_read "$1" && printf '%s' "$value"
 }
 imds_start() {
   step=imds
@@ -132,9 +144,7 @@ imds_start() {
 }
 
 # ---- AWS requests signed with the instance role's credentials
-key_id=""
-secret=""
-session=""
+key_id="" secret="" session=""
 credentials() {
   local role doc
   role="$(metadata meta-data/iam/security-credentials/)" || return 1
@@ -261,7 +271,7 @@ install_packages() {
     fail "could not create the user $runner_user"
   step=docker
   systemctl enable --now docker || fail "could not start Docker"
-  usermod -aG docker "$runner_user" || fail "could not add $runner_user to the docker group"
+  usermod -aG docker "$runner_user" || fail "could not add $runner_user to group docker"
 }
 
 # ---- the runner: from the deployment's bucket (runner/, filled by the scheduled sync),
@@ -274,7 +284,7 @@ bucket_newest() {
   newest=""
   [ -n "$bucket" ] || return 0
   credentials && newest="$(retry s3_get "$bucket/latest-$arch")" || true
-  newest="$(printf '%s' "$newest" | head -n 1)"
+  newest="${newest%%$'\n'*}"
   [[ "$newest" =~ ^[0-9]+\.[0-9]+\.[0-9]+\ [0-9a-f]{64}$ ]] ||
     { log "no runner from $bucket/latest-$arch ('${newest:0:80}'): the pinned runner" && newest=""; }
 }
@@ -298,7 +308,7 @@ download_runner() {
     sum="${!pinned:-}" sum_from="$pinned${bucket:+ ($bucket unreadable)}" get=("${fetch[@]}")
     url="$github/actions/runner/releases/download/v$runner_version/$name"
   fi
-  sum="$(printf '%s' "${sum%%[[:space:]]*}" | tr A-F a-f)"
+  sum="${sum%%[[:space:]]*}" sum="${sum,,}"
   [[ "$sum" =~ ^[0-9a-f]{64}$ ]] || fail "no SHA-256 for $name from $sum_from"
   mkdir -p "$runner_dir"
   log "downloading the Actions runner $runner_version ($arch) from $url"
@@ -326,7 +336,7 @@ install_missing() {
   case "$os $like" in
     amzn* | *fedora* | *rhel*) family=dnf ;;
     ubuntu* | debian* | *debian*) family=apt ;;
-    *) fail "unsupported OS '$os' in $os_release (Amazon Linux 2023 or Ubuntu)" ;;
+    *) fail "unsupported OS '$os' in $os_release" ;;
   esac
   case "$(uname -m)" in
     aarch64 | arm64) arch=arm64 ;;
@@ -355,7 +365,7 @@ install_missing() {
   if [ "$baked" = "$runner_version $arch" ]; then
     log "runner $runner_version in the image"
   elif [ -x "$runner_dir/run.sh" ] && [ ! -r "$marker" ]; then
-    log "using the runner preinstalled in $runner_dir (it may update itself)"
+    log "using the runner preinstalled in $runner_dir"
     runner_version=unknown
   else
     download_runner
@@ -365,11 +375,42 @@ install_missing() {
     # The runner's own list for Ubuntu (lttng-ust, OpenSSL, Kerberos, zlib, an ICU).
     step=runner-dependencies
     retry "$runner_dir/bin/installdependencies.sh" ||
-      log "installdependencies.sh failed; going on with the packages above"
+      log "installdependencies.sh failed; going on"
   fi
   step=runner-download
   chown -R "$runner_user:" "$runner_dir" || fail "could not give $runner_dir to $runner_user"
   { echo "packages=$family" && [ -z "$baked" ] || echo "runner=$baked"; } >"$marker"
+}
+
+# ---- a stopped pool's host (docs/design.md, "Stopped pool"). Its JIT item says prepare
+# (BOOL true) and holds no config until a job takes the stopped instance.
+is_prepare() { [[ "${body//[[:space:]]/}" == *'"prepare":{"BOOL":true}'* ]]; }
+# Whether this host is a stopped pool's: as its item said, or, for a failure before the
+# item was read, as the item says now (false when that read cannot be made).
+preparing() { [ -n "$prepare" ] || { [ -z "$asked" ] && [ -n "${get:-}" ] && credentials && dynamodb GetItem "$get" && is_prepare; }; }
+# Prepared: the host keeps its EBS root volume and loses its RAM when it stops ("Stop and
+# start Amazon EC2 instances", https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/Stop_Start.html).
+# cloud-init runs user data once per instance (scripts_user, frequency once-per-instance:
+# https://cloudinit.readthedocs.io/en/latest/explanation/boot.html), and the scripts in
+# its scripts/per-boot directory at every boot, in its final stage as user data is
+# ("Scripts per boot", https://cloudinit.readthedocs.io/en/latest/reference/modules.html).
+# cloud-init makes that directory (cloudinit/stages.py, Init._initial_subdirs), and its
+# default final stage runs it before scripts_user, so not again at this boot. So the
+# resume is a copy of this script as the user data holds it (its first line exports the
+# launch's settings) in that directory, in resume mode, with the runner this boot
+# installed (for the tombstone); it removes itself as it runs, so it runs once. Nothing
+# secret is on disk: the role's keys and the IMDS token live in this shell and on curl's
+# stdin only (RAM, lost at the stop); this boot's temporary files (a mktemp directory:
+# redacted log lines, counts) are under /tmp, a tmpfs on Amazon Linux 2023 and emptied
+# at boot on Ubuntu (tmpfiles.d "D /tmp"). Then the host powers off as on every exit
+# (finish): its shutdown behaviour is stop, so it stops.
+# shellcheck disable=SC2015 # fail when any step fails
+prepared() {
+  prepare=1 step=prepare
+  { printf '#!/bin/bash\nset -- resume %s\n' "$runner_version $image_version" && cat "$0"; } >"$resume" &&
+    chmod 700 "$resume" || fail "cannot write $resume"
+  log prepared
+  exit 0
 }
 
 if [ "$phase" = install ]; then
@@ -386,14 +427,28 @@ instance_id="$(metadata meta-data/instance-id)" || fail "no instance id from IMD
 partition="$(metadata meta-data/services/partition)" || fail "no partition from IMDS"
 domain="$(metadata meta-data/services/domain)" || fail "no services domain from IMDS"
 account="$(metadata dynamic/instance-identity/document | json accountId)" || true
-[ -n "$account" ] || fail "no accountId in the instance identity document from IMDS"
+[ -n "$account" ] || fail "no account id from IMDS"
 # The key is what the role's credentials carry as ec2:SourceInstanceARN.
 instance_arn="arn:$partition:ec2:$region:$account:instance/$instance_id"
+key="{\"TableName\":\"$jit_table\",\"Key\":{\"instance_arn\":{\"S\":\"$instance_arn\"}}"
+# The whole item (jit_config or prepare, and the runner's name and id): no projection, as
+# PREPARE is one of DynamoDB's reserved words
+# (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ReservedWords.html).
+get="$key,\"ConsistentRead\":true}"
 dynamodb_url="${EPHEMERA_DYNAMODB_URL:-https://dynamodb.$region.$domain}"
 [ -z "$log_group" ] || logs_url="${EPHEMERA_LOGS_URL:-https://logs.$region.$domain}"
 log "instance $instance_id in $region ($(uname -m))"
 
-install_missing
+if [ "$phase" = resume ]; then
+  # Once: the host is terminated after its job (its behaviour is terminate again). Bash
+  # reads on from the file it opened.
+  rm -f "$0"
+  runner_version="${2:-unknown}" image_version="${3:-}"
+else
+  install_missing
+fi
+# Docker ran in RAM: a stop loses it ("Stop and start Amazon EC2 instances",
+# https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/Stop_Start.html).
 step=docker
 systemctl start docker || fail "could not start Docker"
 
@@ -414,25 +469,27 @@ esac
 # ---- the JIT config: read once, removed at once; an AWS error fails at once, but for
 # throttling and the service's own faults (retried, as an absent item is)
 step=jit-config
-credentials || fail "no instance role credentials from IMDS"
+credentials || fail "no role credentials from IMDS"
 log "waiting for the JIT config of $instance_arn in $jit_table"
-key="{\"TableName\":\"$jit_table\",\"Key\":{\"instance_arn\":{\"S\":\"$instance_arn\"}}"
 jit_config=""
+asked=1
 deadline=$((SECONDS + jit_wait))
 for ((i = 1; i <= jit_tries; i++)); do
-  if ! dynamodb GetItem "$key,\"ConsistentRead\":true,\"ProjectionExpression\":\"jit_config\"}"; then
+  if ! dynamodb GetItem "$get"; then
     log "jit-config: no answer from $dynamodb_url (attempt $i of $jit_tries)"
   elif [ "$status" = 200 ]; then
     # An absent item is "{}".
     jit_config="$(printf '%s' "$body" | json 'jit_config"[[:space:]]*:[[:space:]]*{[[:space:]]*"S')"
     [ -z "$jit_config" ] || break
     [[ "$body" != *'"jit_config"'* ]] || fail "the item's jit_config is not a plain string"
+    # A stopped pool's item: prepare; at resume, the take's config is yet to come.
+    ! is_prepare || [ "$phase" = resume ] || prepared
     [ $((i % 10)) -ne 1 ] || log "no JIT config yet (attempt $i of $jit_tries)"
   else
     case "$(aws_error)" in
-      ExpiredToken*) credentials || fail "no fresh instance role credentials from IMDS" ;;
-      Throttling* | ProvisionedThroughput* | RequestLimit* | LimitExceeded* | InternalServer* | \
-        ServiceUnavailable*) log "jit-config: $(aws_error) (attempt $i)" ;;
+      ExpiredToken*) credentials || fail "no fresh role credentials from IMDS" ;;
+      # (InternalServerError and ServiceUnavailable are the HTTP 5xx of the branch below.)
+      Throttling* | ProvisionedThroughput* | RequestLimit* | LimitExceeded*) log "jit-config: $(aws_error) (attempt $i)" ;;
       *) [ "$status" -ge 500 ] || fail "$(aws_error) from $dynamodb_url on $jit_table"
         log "jit-config: $(aws_error) (attempt $i)" ;;
     esac
