@@ -8,11 +8,10 @@
 #                         stock image; a runner older than the bucket's newest is replaced),
 #                         reads and removes this instance's JIT config (curl --aws-sigv4, no
 #                         AWS CLI), runs the runner once, ships its log and the runner's
-#                         _diag logs to CloudWatch Logs, powers off. A stopped pool's
-#                         host (its JIT item says prepare) instead leaves a copy of
-#                         this script to resume it, and powers off: its instance stops.
-#   bootstrap.sh resume   that copy, at the stopped host's next boot: from Docker's start
-#                         on, as start does (docs/design.md, "Stopped pool").
+#                         _diag logs to CloudWatch Logs, powers off. A JIT item saying
+#                         prepare: leaves its resume, powers off (docs/design.md,
+#                         "Stopped pool", which cites the rules of what follows).
+#   bootstrap.sh resume   that resume, at the next boot: from Docker's start on, once.
 # Needs bash, coreutils, grep, sed, tar, curl 7.86+. A failure prints one line,
 # "ephemera-bootstrap: FAILED <step>: <reason>", on the console. The JIT config, the
 # token and the role's keys are never printed.
@@ -40,7 +39,6 @@ console="${EPHEMERA_CONSOLE:-/dev/console}"
 log_file="${EPHEMERA_LOG:-/var/log/ephemera-bootstrap.log}"
 log_group="${EPHEMERA_LOG_GROUP-/ephemera/$deployment/runners}"
 log_every="${EPHEMERA_LOG_EVERY:-60}"
-# A stopped pool's host resumes at its next boot with this copy of the script.
 resume="${EPHEMERA_PER_BOOT_DIR:-/var/lib/cloud/scripts/per-boot}/ephemera-resume"
 # Written by install when done: start trusts it, not dnf or apt.
 marker="$runner_dir/.ephemera-installed"
@@ -72,17 +70,12 @@ finish() {
   [ "$code" -eq 0 ] || [ -n "$failed" ] || (fail "exit status $code")
   [ "$phase" != install ] || exit "$code"
   [ -z "$shipper" ] || { : >"$shipped/stop" && wait "$shipper"; }
-  # A stopped pool's host runs with InstanceInitiatedShutdownBehavior=stop until the
-  # reaper sees it stopped: powered off, a failed prepare would stop and pass for a
-  # prepared host, so it stays up (FAILED on the console) and the reaper's
-  # prepare_timeout terminates it. Asked again here only when the failure came before
-  # the JIT item was read (a host that fails before knows nothing yet).
+  # A failed prepare host stays up: with its behaviour stop, it would pass for prepared.
   local stay=""
   [ "$code" -eq 0 ] || [ "$phase" != start ] || ! preparing || stay=1
   log "exiting with status $code; ${stay:+not }powering off"
   [ -z "${logs_url:-}" ] || ship
-  # The launch template sets InstanceInitiatedShutdownBehavior=terminate; a stopped
-  # pool's host has it set to stop while it prepares.
+  # The launch template sets InstanceInitiatedShutdownBehavior=terminate.
   [ -n "$stay" ] || poweroff || shutdown -h now || systemctl poweroff
   exit "$code"
 }
@@ -109,13 +102,10 @@ json() { tr -d '\n' | sed -n "s/.*\"$1\"[[:space:]]*:[[:space:]]*\"\\([^\"\\\\]*
 case "$phase" in install | start | resume) ;; *) fail "unknown phase '$phase'" ;; esac
 [ "$phase" = install ] || [ -n "$deployment" ] || fail "EPHEMERA_DEPLOYMENT is not set"
 [ "$runner_user" != root ] || fail "the runner must not run as root"
-# Every signed call is curl --aws-sigv4, which signs the x-amz-* headers given to it (the
-# role's session token, DynamoDB's and Logs' X-Amz-Target) from curl 7.86.0 on (curl
-# commit 29c4aa00a1, "aws_sigv4: fix header computation", https://github.com/curl/curl/pull/7966);
-# before, it signs content-type;host;x-amz-date only. SigV4 wants the x-amz-* headers signed
-# (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_sigv-create-signed-request.html).
-# So an older curl (Ubuntu 22.04's 7.81.0) is refused, named, before any signed call: at
-# the bake (install) and at boot.
+# Every signed call is curl --aws-sigv4, which signs the x-amz-* headers given to it from
+# curl 7.86.0 on (curl#7966), as SigV4 wants: an older curl (Ubuntu 22.04's 7.81.0) is
+# refused, named, before any signed call, at the bake and at boot (docs/deploying.md,
+# "curl 7.86 or later", with the sources).
 step=curl
 { [[ "$(curl -V)" =~ ^curl\ (([0-9]+)\.([0-9]+)[^ ]*) ]] && ((BASH_REMATCH[2] > 7 || BASH_REMATCH[3] > 85)); } ||
   fail "curl ${BASH_REMATCH[1]:-?} does not sign x-amz-* headers (7.86+ does): Ubuntu 22.04 and older"
@@ -186,14 +176,10 @@ aws_error() {
 # ---- logs: this log and the runner's _diag logs, to this instance's stream (named by its
 # id) of the deployment's group. Best effort: a refused shipment is a line here, never a
 # failed boot, and what it held goes again at the next round (at least once).
-# CreateLogStream once a boot: its quota, 50 a second, is the account's and Region's
-# (https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/logs/cloudwatch_limits.html);
-# an existing stream (ResourceAlreadyExistsException) is this boot's. Then, each round, the
-# lines added since the last, each file in calls of 128 lines, a line counted sent only once
-# PutLogEvents took its call: 2,000 characters at most a line (8 KB), one timestamp a call,
-# later rounds later, within PutLogEvents' limits (1,048,576 bytes and 10,000 events a
-# batch, 256 KB an event, in time order, within 24 hours;
-# https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_PutLogEvents.html).
+# CreateLogStream once a boot (an existing stream is this boot's); then, each round, the
+# lines added since the last, each file in calls of 128 lines of 2,000 characters at most,
+# one timestamp a call: within CreateLogStream's quota and PutLogEvents' limits, as
+# docs/operating.md ("A runner's logs") gives them with their sources.
 # The body is JSON, so UTF-8 (RFC 8259, 8.1): a line that is not has its bytes above 127
 # made '?', and costs no other line. The JIT config never leaves: any run of 200+ base64
 # characters (or JSON-escaped ones, \/ and \u002B), and what follows --jitconfig, is
@@ -275,10 +261,8 @@ install_packages() {
 }
 
 # ---- the runner: from the deployment's bucket (runner/, filled by the scheduled sync),
-# its SHA-256 checked on every download. Never from GitHub's API: it allows 60
-# unauthenticated requests an hour per address, which the hosts behind one NAT gateway
-# share ("Rate limits for the REST API",
-# https://docs.github.com/en/rest/using-the-rest-api/rate-limits-for-the-rest-api).
+# its SHA-256 checked on every download. Never from GitHub's API: 60 unauthenticated
+# requests an hour per address, shared behind a NAT gateway (docs/deploying.md).
 # Sets $newest: the bucket's latest-<arch>, "<version> <sha256>", or "" if unreadable.
 bucket_newest() {
   newest=""
@@ -382,28 +366,11 @@ install_missing() {
   { echo "packages=$family" && [ -z "$baked" ] || echo "runner=$baked"; } >"$marker"
 }
 
-# ---- a stopped pool's host (docs/design.md, "Stopped pool"). Its JIT item says prepare
-# (BOOL true) and holds no config until a job takes the stopped instance.
+# ---- a stopped pool's host: its JIT item says prepare (BOOL true), no config yet
 is_prepare() { [[ "${body//[[:space:]]/}" == *'"prepare":{"BOOL":true}'* ]]; }
-# Whether this host is a stopped pool's: as its item said, or, for a failure before the
-# item was read, as the item says now (false when that read cannot be made).
+# As its item said, or for a failure before the read, as it says now.
 preparing() { [ -n "$prepare" ] || { [ -z "$asked" ] && [ -n "${get:-}" ] && credentials && dynamodb GetItem "$get" && is_prepare; }; }
-# Prepared: the host keeps its EBS root volume and loses its RAM when it stops ("Stop and
-# start Amazon EC2 instances", https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/Stop_Start.html).
-# cloud-init runs user data once per instance (scripts_user, frequency once-per-instance:
-# https://cloudinit.readthedocs.io/en/latest/explanation/boot.html), and the scripts in
-# its scripts/per-boot directory at every boot, in its final stage as user data is
-# ("Scripts per boot", https://cloudinit.readthedocs.io/en/latest/reference/modules.html).
-# cloud-init makes that directory (cloudinit/stages.py, Init._initial_subdirs), and its
-# default final stage runs it before scripts_user, so not again at this boot. So the
-# resume is a copy of this script as the user data holds it (its first line exports the
-# launch's settings) in that directory, in resume mode, with the runner this boot
-# installed (for the tombstone); it removes itself as it runs, so it runs once. Nothing
-# secret is on disk: the role's keys and the IMDS token live in this shell and on curl's
-# stdin only (RAM, lost at the stop); this boot's temporary files (a mktemp directory:
-# redacted log lines, counts) are under /tmp, a tmpfs on Amazon Linux 2023 and emptied
-# at boot on Ubuntu (tmpfiles.d "D /tmp"). Then the host powers off as on every exit
-# (finish): its shutdown behaviour is stop, so it stops.
+# The resume: cloud-init runs scripts/per-boot at every boot, user data once.
 # shellcheck disable=SC2015 # fail when any step fails
 prepared() {
   prepare=1 step=prepare
@@ -431,24 +398,18 @@ account="$(metadata dynamic/instance-identity/document | json accountId)" || tru
 # The key is what the role's credentials carry as ec2:SourceInstanceARN.
 instance_arn="arn:$partition:ec2:$region:$account:instance/$instance_id"
 key="{\"TableName\":\"$jit_table\",\"Key\":{\"instance_arn\":{\"S\":\"$instance_arn\"}}"
-# The whole item (jit_config or prepare, and the runner's name and id): no projection, as
-# PREPARE is one of DynamoDB's reserved words
-# (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ReservedWords.html).
+# The whole item: PREPARE is a DynamoDB reserved word.
 get="$key,\"ConsistentRead\":true}"
 dynamodb_url="${EPHEMERA_DYNAMODB_URL:-https://dynamodb.$region.$domain}"
 [ -z "$log_group" ] || logs_url="${EPHEMERA_LOGS_URL:-https://logs.$region.$domain}"
 log "instance $instance_id in $region ($(uname -m))"
 
 if [ "$phase" = resume ]; then
-  # Once: the host is terminated after its job (its behaviour is terminate again). Bash
-  # reads on from the file it opened.
   rm -f "$0"
   runner_version="${2:-unknown}" image_version="${3:-}"
 else
   install_missing
 fi
-# Docker ran in RAM: a stop loses it ("Stop and start Amazon EC2 instances",
-# https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/Stop_Start.html).
 step=docker
 systemctl start docker || fail "could not start Docker"
 
@@ -482,13 +443,12 @@ for ((i = 1; i <= jit_tries; i++)); do
     jit_config="$(printf '%s' "$body" | json 'jit_config"[[:space:]]*:[[:space:]]*{[[:space:]]*"S')"
     [ -z "$jit_config" ] || break
     [[ "$body" != *'"jit_config"'* ]] || fail "the item's jit_config is not a plain string"
-    # A stopped pool's item: prepare; at resume, the take's config is yet to come.
     ! is_prepare || [ "$phase" = resume ] || prepared
     [ $((i % 10)) -ne 1 ] || log "no JIT config yet (attempt $i of $jit_tries)"
   else
     case "$(aws_error)" in
       ExpiredToken*) credentials || fail "no fresh role credentials from IMDS" ;;
-      # (InternalServerError and ServiceUnavailable are the HTTP 5xx of the branch below.)
+      # (InternalServerError, ServiceUnavailable: 5xx, below)
       Throttling* | ProvisionedThroughput* | RequestLimit* | LimitExceeded*) log "jit-config: $(aws_error) (attempt $i)" ;;
       *) [ "$status" -ge 500 ] || fail "$(aws_error) from $dynamodb_url on $jit_table"
         log "jit-config: $(aws_error) (attempt $i)" ;;
