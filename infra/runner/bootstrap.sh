@@ -49,7 +49,7 @@ image_version=""
 shipper=""
 shipped="$(mktemp -d)"
 prepare=""
-asked=""
+ask=""
 fetch=(curl -sSfL --connect-timeout 5 --max-time 600)
 
 log() { printf '%s ephemera-bootstrap: %s\n' "$(date -u +%FT%TZ)" "$*" >&2; }
@@ -68,7 +68,7 @@ finish() {
   set +e
   # A command that failed under set -e: still one FAILED line.
   [ "$code" -eq 0 ] || [ -n "$failed" ] || (fail "exit status $code")
-  [ "$phase" != install ] || exit "$code"
+  [ "$phase" = start ] || [ "$phase" = resume ] || exit "$code"
   [ -z "$shipper" ] || { : >"$shipped/stop" && wait "$shipper"; }
   # A failed prepare host stays up: with its behaviour stop, it would pass for prepared.
   local stay=""
@@ -368,8 +368,8 @@ install_missing() {
 
 # ---- a stopped pool's host: its JIT item says prepare (BOOL true), no config yet
 is_prepare() { [[ "${body//[[:space:]]/}" == *'"prepare":{"BOOL":true}'* ]]; }
-# As its item said, or for a failure before the read, as it says now.
-preparing() { [ -n "$prepare" ] || { [ -z "$asked" ] && [ -n "${get:-}" ] && credentials && dynamodb GetItem "$get" && is_prepare; }; }
+# As its item said, or for a failure before the read ($ask), as it says now.
+preparing() { [ -n "$prepare" ] || { [ -n "$ask" ] && credentials && dynamodb GetItem "$item" && is_prepare; }; }
 # The resume: cloud-init runs scripts/per-boot at every boot, user data once.
 # shellcheck disable=SC2015 # fail when any step fails
 prepared() {
@@ -399,7 +399,7 @@ account="$(metadata dynamic/instance-identity/document | json accountId)" || tru
 instance_arn="arn:$partition:ec2:$region:$account:instance/$instance_id"
 key="{\"TableName\":\"$jit_table\",\"Key\":{\"instance_arn\":{\"S\":\"$instance_arn\"}}"
 # The whole item: PREPARE is a DynamoDB reserved word.
-get="$key,\"ConsistentRead\":true}"
+item="$key,\"ConsistentRead\":true}" ask=1
 dynamodb_url="${EPHEMERA_DYNAMODB_URL:-https://dynamodb.$region.$domain}"
 [ -z "$log_group" ] || logs_url="${EPHEMERA_LOGS_URL:-https://logs.$region.$domain}"
 log "instance $instance_id in $region ($(uname -m))"
@@ -431,12 +431,12 @@ esac
 # throttling and the service's own faults (retried, as an absent item is)
 step=jit-config
 credentials || fail "no role credentials from IMDS"
-log "waiting for the JIT config of $instance_arn in $jit_table"
+log "waiting for the JIT config of $instance_arn"
 jit_config=""
-asked=1
+ask=""
 deadline=$((SECONDS + jit_wait))
 for ((i = 1; i <= jit_tries; i++)); do
-  if ! dynamodb GetItem "$get"; then
+  if ! dynamodb GetItem "$item"; then
     log "jit-config: no answer from $dynamodb_url (attempt $i of $jit_tries)"
   elif [ "$status" = 200 ]; then
     # An absent item is "{}".
