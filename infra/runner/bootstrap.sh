@@ -8,7 +8,10 @@
 #                         stock image; a runner older than the bucket's newest is replaced),
 #                         reads and removes this instance's JIT config (curl --aws-sigv4, no
 #                         AWS CLI), runs the runner once, ships its log and the runner's
-#                         _diag logs to CloudWatch Logs, powers off.
+#                         _diag logs to CloudWatch Logs, powers off. A JIT item saying
+#                         prepare: leaves its resume, powers off (docs/design.md,
+#                         "Stopped pool", which cites the rules of what follows).
+#   bootstrap.sh resume   that resume, at the next boot: from Docker's start on, once.
 # Needs bash, coreutils, grep, sed, tar, curl 7.86+. A failure prints one line,
 # "ephemera-bootstrap: FAILED <step>: <reason>", on the console. The JIT config, the
 # token and the role's keys are never printed.
@@ -36,6 +39,7 @@ console="${EPHEMERA_CONSOLE:-/dev/console}"
 log_file="${EPHEMERA_LOG:-/var/log/ephemera-bootstrap.log}"
 log_group="${EPHEMERA_LOG_GROUP-/ephemera/$deployment/runners}"
 log_every="${EPHEMERA_LOG_EVERY:-60}"
+resume="${EPHEMERA_PER_BOOT_DIR:-/var/lib/cloud/scripts/per-boot}/ephemera-resume"
 # Written by install when done: start trusts it, not dnf or apt.
 marker="$runner_dir/.ephemera-installed"
 step=start
@@ -44,6 +48,8 @@ swap_ms=""
 image_version=""
 shipper=""
 shipped="$(mktemp -d)"
+prepare=""
+ask=""
 fetch=(curl -sSfL --connect-timeout 5 --max-time 600)
 
 log() { printf '%s ephemera-bootstrap: %s\n' "$(date -u +%FT%TZ)" "$*" >&2; }
@@ -51,7 +57,7 @@ log() { printf '%s ephemera-bootstrap: %s\n' "$(date -u +%FT%TZ)" "$*" >&2; }
 # One line on the console and stderr (the log), then out through the EXIT trap.
 fail() {
   failed=1
-  if [ -w "$console" ]; then echo "ephemera-bootstrap: FAILED $step: $*" >>"$console" || true; fi
+  [ ! -w "$console" ] || echo "ephemera-bootstrap: FAILED $step: $*" >>"$console" || true
   log "FAILED $step: $*"
   exit 1
 }
@@ -61,13 +67,16 @@ finish() {
   trap - EXIT
   set +e
   # A command that failed under set -e: still one FAILED line.
-  if [ "$code" -ne 0 ] && [ -z "$failed" ]; then (fail "exit status $code"); fi
-  [ "$phase" = start ] || exit "$code"
+  [ "$code" -eq 0 ] || [ -n "$failed" ] || (fail "exit status $code")
+  [ "$phase" = start ] || [ "$phase" = resume ] || exit "$code"
   [ -z "$shipper" ] || { : >"$shipped/stop" && wait "$shipper"; }
-  log "exiting with status $code; powering off"
+  # A failed prepare host stays up: with its behaviour stop, it would pass for prepared.
+  local stay=""
+  [ "$code" -eq 0 ] || [ "$phase" != start ] || ! preparing || stay=1
+  log "exiting with status $code; ${stay:+not }powering off"
   [ -z "${logs_url:-}" ] || ship
   # The launch template sets InstanceInitiatedShutdownBehavior=terminate.
-  poweroff || shutdown -h now || systemctl poweroff
+  [ -n "$stay" ] || poweroff || shutdown -h now || systemctl poweroff
   exit "$code"
 }
 trap finish EXIT
@@ -90,19 +99,16 @@ retry() {
 # String "$1" of the JSON on stdin, if plain (no escapes: base64, ids, ARNs, codes).
 json() { tr -d '\n' | sed -n "s/.*\"$1\"[[:space:]]*:[[:space:]]*\"\\([^\"\\\\]*\\)\".*/\\1/p"; }
 
-case "$phase" in install | start) ;; *) fail "unknown phase '$phase' (install or start)" ;; esac
+case "$phase" in install | start | resume) ;; *) fail "unknown phase '$phase'" ;; esac
 [ "$phase" = install ] || [ -n "$deployment" ] || fail "EPHEMERA_DEPLOYMENT is not set"
 [ "$runner_user" != root ] || fail "the runner must not run as root"
-# Every signed call is curl --aws-sigv4, which signs the x-amz-* headers given to it (the
-# role's session token, DynamoDB's and Logs' X-Amz-Target) from curl 7.86.0 on (curl
-# commit 29c4aa00a1, "aws_sigv4: fix header computation", https://github.com/curl/curl/pull/7966);
-# before, it signs content-type;host;x-amz-date only. SigV4 wants the x-amz-* headers signed
-# (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_sigv-create-signed-request.html).
-# So an older curl (Ubuntu 22.04's 7.81.0) is refused, named, before any signed call: at
-# the bake (install) and at boot.
+# Every signed call is curl --aws-sigv4, which signs the x-amz-* headers given to it from
+# curl 7.86.0 on (curl#7966), as SigV4 wants: an older curl (Ubuntu 22.04's 7.81.0) is
+# refused, named, before any signed call, at the bake and at boot (docs/deploying.md,
+# "curl 7.86 or later", with the sources).
 step=curl
 { [[ "$(curl -V)" =~ ^curl\ (([0-9]+)\.([0-9]+)[^ ]*) ]] && ((BASH_REMATCH[2] > 7 || BASH_REMATCH[3] > 85)); } ||
-  fail "curl ${BASH_REMATCH[1]:-?} does not sign x-amz-* headers (7.86+ does): Ubuntu 22.04 and other images with an older curl cannot run ephemera's runners"
+  fail "curl ${BASH_REMATCH[1]:-?} does not sign x-amz-* headers (7.86+ does): Ubuntu 22.04 and older"
 
 # ---- IMDSv2: a session token, then reads with it
 token=""
@@ -110,20 +116,16 @@ imds_token() {
   token="$(curl -sSf --connect-timeout 2 --max-time 10 -X PUT "$imds/api/token" \
     -H 'X-aws-ec2-metadata-token-ttl-seconds: 21600')" && [ -n "$token" ] || { token="" && false; }
 }
-# path -> value; a failed attempt gets a fresh token (in the caller's subshell).
+# One read of path $1 into $value; a failed one drops the token, so the next attempt gets
+# a fresh one (in the caller's subshell).
+imds_read() {
+  { [ -n "$token" ] || imds_token; } && value="$(curl -sSf --connect-timeout 2 --max-time 10 \
+    -H "X-aws-ec2-metadata-token: $token" "$imds/$1")" && [ -n "$value" ] || { token="" && false; }
+}
+# path -> value, in $tries attempts (logged as step "imds: reading <path>").
 metadata() {
-  local value="" i
-  for ((i = 1; i <= tries; i++)); do
-    if { [ -n "$token" ] || imds_token; } && value="$(curl -sSf --connect-timeout 2 \
-      --max-time 10 -H "X-aws-ec2-metadata-token: $token" "$imds/$1")" && [ -n "$value" ]; then
-      printf '%s' "$value"
-      return 0
-    fi
-    token=""
-    log "imds: reading $1, attempt $i of $tries failed"
-    [ "$i" -eq "$tries" ] || sleep "$pause"
-  done
-  return 1
+  local value="" step="imds: reading $1"
+  retry imds_read "$1" && printf '%s' "$value"
 }
 imds_start() {
   step=imds
@@ -132,9 +134,7 @@ imds_start() {
 }
 
 # ---- AWS requests signed with the instance role's credentials
-key_id=""
-secret=""
-session=""
+key_id="" secret="" session=""
 credentials() {
   local role doc
   role="$(metadata meta-data/iam/security-credentials/)" || return 1
@@ -176,14 +176,10 @@ aws_error() {
 # ---- logs: this log and the runner's _diag logs, to this instance's stream (named by its
 # id) of the deployment's group. Best effort: a refused shipment is a line here, never a
 # failed boot, and what it held goes again at the next round (at least once).
-# CreateLogStream once a boot: its quota, 50 a second, is the account's and Region's
-# (https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/logs/cloudwatch_limits.html);
-# an existing stream (ResourceAlreadyExistsException) is this boot's. Then, each round, the
-# lines added since the last, each file in calls of 128 lines, a line counted sent only once
-# PutLogEvents took its call: 2,000 characters at most a line (8 KB), one timestamp a call,
-# later rounds later, within PutLogEvents' limits (1,048,576 bytes and 10,000 events a
-# batch, 256 KB an event, in time order, within 24 hours;
-# https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_PutLogEvents.html).
+# CreateLogStream once a boot (an existing stream is this boot's); then, each round, the
+# lines added since the last, each file in calls of 128 lines of 2,000 characters at most,
+# one timestamp a call: within CreateLogStream's quota and PutLogEvents' limits, as
+# docs/operating.md ("A runner's logs") gives them with their sources.
 # The body is JSON, so UTF-8 (RFC 8259, 8.1): a line that is not has its bytes above 127
 # made '?', and costs no other line. The JIT config never leaves: any run of 200+ base64
 # characters (or JSON-escaped ones, \/ and \u002B), and what follows --jitconfig, is
@@ -261,20 +257,18 @@ install_packages() {
     fail "could not create the user $runner_user"
   step=docker
   systemctl enable --now docker || fail "could not start Docker"
-  usermod -aG docker "$runner_user" || fail "could not add $runner_user to the docker group"
+  usermod -aG docker "$runner_user" || fail "could not add $runner_user to group docker"
 }
 
 # ---- the runner: from the deployment's bucket (runner/, filled by the scheduled sync),
-# its SHA-256 checked on every download. Never from GitHub's API: it allows 60
-# unauthenticated requests an hour per address, which the hosts behind one NAT gateway
-# share ("Rate limits for the REST API",
-# https://docs.github.com/en/rest/using-the-rest-api/rate-limits-for-the-rest-api).
+# its SHA-256 checked on every download. Never from GitHub's API: 60 unauthenticated
+# requests an hour per address, shared behind a NAT gateway (docs/deploying.md).
 # Sets $newest: the bucket's latest-<arch>, "<version> <sha256>", or "" if unreadable.
 bucket_newest() {
   newest=""
   [ -n "$bucket" ] || return 0
   credentials && newest="$(retry s3_get "$bucket/latest-$arch")" || true
-  newest="$(printf '%s' "$newest" | head -n 1)"
+  newest="${newest%%$'\n'*}"
   [[ "$newest" =~ ^[0-9]+\.[0-9]+\.[0-9]+\ [0-9a-f]{64}$ ]] ||
     { log "no runner from $bucket/latest-$arch ('${newest:0:80}'): the pinned runner" && newest=""; }
 }
@@ -298,7 +292,7 @@ download_runner() {
     sum="${!pinned:-}" sum_from="$pinned${bucket:+ ($bucket unreadable)}" get=("${fetch[@]}")
     url="$github/actions/runner/releases/download/v$runner_version/$name"
   fi
-  sum="$(printf '%s' "${sum%%[[:space:]]*}" | tr A-F a-f)"
+  sum="${sum%%[[:space:]]*}" sum="${sum,,}"
   [[ "$sum" =~ ^[0-9a-f]{64}$ ]] || fail "no SHA-256 for $name from $sum_from"
   mkdir -p "$runner_dir"
   log "downloading the Actions runner $runner_version ($arch) from $url"
@@ -326,7 +320,7 @@ install_missing() {
   case "$os $like" in
     amzn* | *fedora* | *rhel*) family=dnf ;;
     ubuntu* | debian* | *debian*) family=apt ;;
-    *) fail "unsupported OS '$os' in $os_release (Amazon Linux 2023 or Ubuntu)" ;;
+    *) fail "unsupported OS '$os' in $os_release" ;;
   esac
   case "$(uname -m)" in
     aarch64 | arm64) arch=arm64 ;;
@@ -355,7 +349,7 @@ install_missing() {
   if [ "$baked" = "$runner_version $arch" ]; then
     log "runner $runner_version in the image"
   elif [ -x "$runner_dir/run.sh" ] && [ ! -r "$marker" ]; then
-    log "using the runner preinstalled in $runner_dir (it may update itself)"
+    log "using the runner preinstalled in $runner_dir"
     runner_version=unknown
   else
     download_runner
@@ -365,11 +359,25 @@ install_missing() {
     # The runner's own list for Ubuntu (lttng-ust, OpenSSL, Kerberos, zlib, an ICU).
     step=runner-dependencies
     retry "$runner_dir/bin/installdependencies.sh" ||
-      log "installdependencies.sh failed; going on with the packages above"
+      log "installdependencies.sh failed; going on"
   fi
   step=runner-download
   chown -R "$runner_user:" "$runner_dir" || fail "could not give $runner_dir to $runner_user"
   { echo "packages=$family" && [ -z "$baked" ] || echo "runner=$baked"; } >"$marker"
+}
+
+# ---- a stopped pool's host: its JIT item says prepare (BOOL true), no config yet
+is_prepare() { [[ "${body//[[:space:]]/}" == *'"prepare":{"BOOL":true}'* ]]; }
+# As its item said, or for a failure before the read ($ask), as it says now.
+preparing() { [ -n "$prepare" ] || { [ -n "$ask" ] && credentials && dynamodb GetItem "$item" && is_prepare; }; }
+# The resume: cloud-init runs scripts/per-boot at every boot, user data once.
+# shellcheck disable=SC2015 # fail when any step fails
+prepared() {
+  prepare=1 step=prepare
+  { printf '#!/bin/bash\nset -- resume %s\n' "$runner_version $image_version" && cat "$0"; } >"$resume" &&
+    chmod 700 "$resume" || fail "cannot write $resume"
+  log prepared
+  exit 0
 }
 
 if [ "$phase" = install ]; then
@@ -386,14 +394,22 @@ instance_id="$(metadata meta-data/instance-id)" || fail "no instance id from IMD
 partition="$(metadata meta-data/services/partition)" || fail "no partition from IMDS"
 domain="$(metadata meta-data/services/domain)" || fail "no services domain from IMDS"
 account="$(metadata dynamic/instance-identity/document | json accountId)" || true
-[ -n "$account" ] || fail "no accountId in the instance identity document from IMDS"
+[ -n "$account" ] || fail "no account id from IMDS"
 # The key is what the role's credentials carry as ec2:SourceInstanceARN.
 instance_arn="arn:$partition:ec2:$region:$account:instance/$instance_id"
+key="{\"TableName\":\"$jit_table\",\"Key\":{\"instance_arn\":{\"S\":\"$instance_arn\"}}"
+# The whole item: PREPARE is a DynamoDB reserved word.
+item="$key,\"ConsistentRead\":true}" ask=1
 dynamodb_url="${EPHEMERA_DYNAMODB_URL:-https://dynamodb.$region.$domain}"
 [ -z "$log_group" ] || logs_url="${EPHEMERA_LOGS_URL:-https://logs.$region.$domain}"
 log "instance $instance_id in $region ($(uname -m))"
 
-install_missing
+if [ "$phase" = resume ]; then
+  rm -f "$0"
+  runner_version="${2:-unknown}" image_version="${3:-}"
+else
+  install_missing
+fi
 step=docker
 systemctl start docker || fail "could not start Docker"
 
@@ -414,25 +430,26 @@ esac
 # ---- the JIT config: read once, removed at once; an AWS error fails at once, but for
 # throttling and the service's own faults (retried, as an absent item is)
 step=jit-config
-credentials || fail "no instance role credentials from IMDS"
-log "waiting for the JIT config of $instance_arn in $jit_table"
-key="{\"TableName\":\"$jit_table\",\"Key\":{\"instance_arn\":{\"S\":\"$instance_arn\"}}"
+credentials || fail "no role credentials from IMDS"
+log "waiting for the JIT config of $instance_arn"
 jit_config=""
+ask=""
 deadline=$((SECONDS + jit_wait))
 for ((i = 1; i <= jit_tries; i++)); do
-  if ! dynamodb GetItem "$key,\"ConsistentRead\":true,\"ProjectionExpression\":\"jit_config\"}"; then
+  if ! dynamodb GetItem "$item"; then
     log "jit-config: no answer from $dynamodb_url (attempt $i of $jit_tries)"
   elif [ "$status" = 200 ]; then
     # An absent item is "{}".
     jit_config="$(printf '%s' "$body" | json 'jit_config"[[:space:]]*:[[:space:]]*{[[:space:]]*"S')"
     [ -z "$jit_config" ] || break
     [[ "$body" != *'"jit_config"'* ]] || fail "the item's jit_config is not a plain string"
+    ! is_prepare || [ "$phase" = resume ] || prepared
     [ $((i % 10)) -ne 1 ] || log "no JIT config yet (attempt $i of $jit_tries)"
   else
     case "$(aws_error)" in
-      ExpiredToken*) credentials || fail "no fresh instance role credentials from IMDS" ;;
-      Throttling* | ProvisionedThroughput* | RequestLimit* | LimitExceeded* | InternalServer* | \
-        ServiceUnavailable*) log "jit-config: $(aws_error) (attempt $i)" ;;
+      ExpiredToken*) credentials || fail "no fresh role credentials from IMDS" ;;
+      # (InternalServerError, ServiceUnavailable: 5xx, below)
+      Throttling* | ProvisionedThroughput* | RequestLimit* | LimitExceeded*) log "jit-config: $(aws_error) (attempt $i)" ;;
       *) [ "$status" -ge 500 ] || fail "$(aws_error) from $dynamodb_url on $jit_table"
         log "jit-config: $(aws_error) (attempt $i)" ;;
     esac

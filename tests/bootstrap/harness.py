@@ -196,6 +196,10 @@ class BootstrapHarness(unittest.TestCase):
             (self.minimal_bin / tool).symlink_to(found)
         (self.stubs / "calls.log").touch()
         (self.tmp / "sudoers.d").mkdir()
+        # cloud-init's scripts/per-boot (a stopped pool's host leaves its resume there) and
+        # the host's /tmp.
+        (self.tmp / "per-boot").mkdir()
+        (self.tmp / "tmp").mkdir()
         self.console = self.tmp / "console"
         self.console.touch()
 
@@ -274,6 +278,8 @@ class BootstrapHarness(unittest.TestCase):
             "EPHEMERA_LOG": str(self.tmp / "bootstrap.log"),
             # Never the machine's own /etc/sudoers.d.
             "EPHEMERA_SUDOERS_DIR": str(self.tmp / "sudoers.d"),
+            "EPHEMERA_PER_BOOT_DIR": str(self.tmp / "per-boot"),
+            "TMPDIR": str(self.tmp / "tmp"),
             "EPHEMERA_TRIES": "5",
             "EPHEMERA_PAUSE": "0.1",
             "EPHEMERA_JIT_WAIT": "30",
@@ -294,10 +300,14 @@ class BootstrapHarness(unittest.TestCase):
 
     def run_script(self, os_family, *args, script=SCRIPT, **options):
         """Runs bootstrap.sh [args]; returns (exit status, everything it printed)."""
+        return self.run_command(os_family, ["bash", str(script), *args], self.script_env(**options))
+
+    def run_command(self, os_family, command, env):
+        """Runs a command as a boot runs the script; returns (exit status, everything it printed)."""
         (self.tmp / "os-release").write_text(OS_RELEASE[os_family])
         done = subprocess.run(
-            ["bash", str(script), *args],
-            env=self.script_env(**options),
+            command,
+            env=env,
             cwd=self.tmp,
             stdin=subprocess.DEVNULL,
             capture_output=True,

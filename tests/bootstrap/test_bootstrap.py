@@ -86,7 +86,7 @@ class BootstrapScript(harness.BootstrapHarness):
         # No log shipping: its credential reads would add tokens.
         status, output = self.run_script("al2023", log_group="")
         self.assertEqual(status, 0, output)
-        self.assertIn("imds: reading meta-data/placement/region, attempt 2 of 5 failed", output)
+        self.assertIn("imds: reading meta-data/placement/region: attempt 2 of 5 failed", output)
         puts = [s for m, p, s in self.world.requests if m == "PUT"]
         self.assertEqual(puts, [200, 200, 200], "a fresh token after each failed read")
         self.assert_ran_once_and_config_removed()
