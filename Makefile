@@ -117,7 +117,7 @@ test-bootstrap: venv
 		$(VENV)/bin/python -m unittest discover -s tests/bootstrap -v
 
 ## bench: the figures of docs/performance.md (webhook handling into bench/webhook.json;
-## binary sizes and cold starts, a 1,000-job burst, the reaper over 100,000 items into
+## binary sizes and cold starts, a 1,000-job burst, the reaper over 10,000 items into
 ## bench/results.json), each stamped with the code it measured (tests/docs/figures.py),
 ## then written into the pages (as `make docs-figures` does)
 bench: venv
