@@ -2,47 +2,32 @@
 table (written from `quotas.rs` through bench/model.json) and the "What binds" prose
 (EC2's bound for 10,000 jobs) fail `make check-figures` when edited by hand."""
 
-import contextlib
-import io
 import json
 import re
 import shutil
 import sys
-import tempfile
 import unittest
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import figures  # noqa: E402
+from figure_sandbox import FigureSandbox  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-class HandEditedFigures(unittest.TestCase):
+class HandEditedFigures(FigureSandbox):
     def setUp(self):
-        self.printed = io.StringIO()
-        for redirect in (contextlib.redirect_stdout, contextlib.redirect_stderr):
-            manager = redirect(self.printed)
-            manager.__enter__()
-            self.addCleanup(manager.__exit__, None, None, None)
+        super().setUp()
         # A copy of the pages and the model's bench file as committed, checked against
         # the file's own stamp (freshness is test_figures.py's concern).
-        self.root = Path(tempfile.mkdtemp())
-        self.addCleanup(shutil.rmtree, self.root)
-        (self.root / "docs").mkdir()
-        shutil.copytree(REPO / "bench", self.root / "bench")
+        shutil.copytree(REPO / "bench", self.root / "bench", dirs_exist_ok=True)
         shutil.copy(REPO / "README.md", self.root / "README.md")
         shutil.copy(REPO / "docs/performance.md", self.root / "docs/performance.md")
         model = json.loads((self.root / "bench/model.json").read_text())
-        self.saved = figures.ROOT, figures.BENCHES, figures.fingerprint
-        self.addCleanup(self.restore)
-        figures.ROOT = self.root
         figures.BENCHES = {"bench/model.json": dict(figures.BENCHES["bench/model.json"])}
         figures.fingerprint = lambda paths: model["source"]["sha256"]
         self.page = self.root / "docs/performance.md"
-
-    def restore(self):
-        figures.ROOT, figures.BENCHES, figures.fingerprint = self.saved
 
     def edit(self, pattern, replacement):
         text = self.page.read_text()

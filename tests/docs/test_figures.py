@@ -1,17 +1,14 @@
 """The figure check fails on a page that quotes what its bench file does not hold, and on a
 bench file older than the code it measures (`make check-figures`)."""
 
-import contextlib
-import io
 import json
-import shutil
 import sys
-import tempfile
 import unittest
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import figures  # noqa: E402
+from figure_sandbox import FigureSandbox  # noqa: E402
 
 MODEL = {
     "seed": 1,
@@ -20,29 +17,13 @@ MODEL = {
 }
 
 
-class FigureCheck(unittest.TestCase):
+class FigureCheck(FigureSandbox):
     def setUp(self):
-        # What the check prints (the diffs of the pages it refuses) is kept for the
-        # assertions, not shown: `make test` shows failures only.
-        self.printed = io.StringIO()
-        for redirect in (contextlib.redirect_stdout, contextlib.redirect_stderr):
-            manager = redirect(self.printed)
-            manager.__enter__()
-            self.addCleanup(manager.__exit__, None, None, None)
-        self.root = Path(tempfile.mkdtemp())
-        self.addCleanup(shutil.rmtree, self.root)
-        (self.root / "bench").mkdir()
-        (self.root / "docs").mkdir()
+        super().setUp()
         (self.root / "bench/model.json").write_text(json.dumps(MODEL))
-        self.saved = figures.ROOT, figures.BENCHES, figures.fingerprint
-        self.addCleanup(self.restore)
-        figures.ROOT = self.root
         figures.BENCHES = {"bench/model.json": {"command": "make bench-model", "paths": ["functions/model/src"]}}
         figures.fingerprint = lambda paths: "today"
         self.stamp("today")
-
-    def restore(self):
-        figures.ROOT, figures.BENCHES, figures.fingerprint = self.saved
 
     def stamp(self, sha):
         data = dict(MODEL, source={"paths": ["functions/model/src"], "sha256": sha})

@@ -73,7 +73,7 @@ impl LatestRunner {
         format!("{} {}\n", self.version, self.sha256)
     }
 
-    /// Reads `latest-<arch>`'s line; `None` if it is not "<version> <64 hex>".
+    /// Reads `latest-<arch>`'s line; `None` if it is not `<version> <64 hex>`.
     pub fn parse(text: &str) -> Option<LatestRunner> {
         let mut words = text.split_whitespace();
         let (version, sha256) = (words.next()?, words.next()?);

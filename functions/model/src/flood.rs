@@ -1,4 +1,4 @@
-//! A flood on the webhook's public URL (issue #33): refused requests (unsigned,
+//! A flood on the webhook's public URL: refused requests (unsigned,
 //! malformed, oversized, unknown events) arriving at a steady rate for a while. Each one
 //! the webhook serves holds one of its execution slots; past its reserved concurrency
 //! Lambda throttles (429), genuine deliveries included. GitHub records a throttled
@@ -38,9 +38,9 @@ pub struct Flood {
 }
 
 impl Flood {
-    /// Issue #33's acceptance: 2,000 refused requests a second for 10 minutes, from the
-    /// burst's start.
-    pub fn issue_33() -> Flood {
+    /// The flood the model's cases start from: 2,000 refused requests a second for 10
+    /// minutes, from the burst's start.
+    pub fn standard() -> Flood {
         Flood {
             per_second: 2_000.0,
             lasting: Duration::from_secs(600),

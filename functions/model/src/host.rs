@@ -115,10 +115,10 @@ impl Host {
         }
     }
 
-    /// The issue's goal for queued → started at p50, where it sets one: a stale image that
+    /// ephemera's goal for queued → started at p50, where it sets one: a stale image that
     /// swaps from the bucket is held to the baked goal; the self-update is the behaviour
-    /// the bucket ended, shown for comparison; a stopped instance is held to issue 42's
-    /// 15 s.
+    /// the bucket ended, shown for comparison; a stopped instance is held to the
+    /// stopped pool's 15 s.
     pub fn goal_p50(self) -> Option<Duration> {
         match self {
             Host::Stock | Host::BakedStaleSelfUpdate => None,
@@ -218,7 +218,7 @@ pub fn boot_latency(host: Host) -> Latency {
 }
 
 /// A stopped instance taken for a job: the claim, its JIT config written under the
-/// instance's ARN, then StartInstances, all before the instance runs (issue 42's order).
+/// instance's ARN, then StartInstances, all before the instance runs (the stopped pool's order, docs/design.md).
 fn stopped_control(latencies: &Latencies) -> Vec<Stage> {
     let mut control = ephemera_control(latencies);
     control.retain(|stage| stage.track == Track::Control && stage.name != "scaler: CreateFleet");

@@ -2,7 +2,7 @@
 //! default settings, with two GitHub Apps, without the registration pace (what stood in
 //! the way), for the best settings found, for terraform-aws-github-runner's call
 //! pattern, the 1,000-job burst with GitHub's content-creation limit applied to
-//! registrations, and the 1,000-job burst under issue #33's flood (with the webhook's
+//! registrations, and the 1,000-job burst under the standard flood (with the webhook's
 //! reserved concurrency and without); written to `bench/model.json` and printed as a
 //! table.
 //!
@@ -210,7 +210,7 @@ fn flooded_cases() -> [(&'static str, Settings, f64); 4] {
 fn flooded(seed: u64, settings: Settings, per_second: f64) -> Value {
     let flood = Flood {
         per_second,
-        ..Flood::issue_33()
+        ..Flood::standard()
     };
     let mut spec = spec(seed, 1_000, settings, Pattern::Ephemera);
     spec.flood = Some(flood.clone());
@@ -220,7 +220,7 @@ fn flooded(seed: u64, settings: Settings, per_second: f64) -> Value {
     row
 }
 
-/// The 1,000-job burst without a flood, under issue #33's flood (2,000 a second for 10
+/// The 1,000-job burst without a flood, under the standard flood (2,000 a second for 10
 /// minutes) and under one at the account's request ceiling (10,000 a second), each with
 /// the webhook's reserved concurrency and with nothing reserved; each flooded row says
 /// how much later its jobs were all registered than without the flood.

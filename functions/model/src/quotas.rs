@@ -1,5 +1,5 @@
 //! Every figure the model runs on, with where it comes from. A figure nobody publishes
-//! is marked "assumed". [`figures`] lists them, each value written from the structs
+//! is marked "assumed". [`figures()`] lists them, each value written from the structs
 //! below, into `bench/model.json`'s `quotas`, from which docs/performance.md's "The
 //! quotas it runs on" table is rendered (`make docs-figures`).
 

@@ -46,7 +46,7 @@ fn throttles(row: &Value, what: &str) -> u64 {
 fn a_flood_from_the_bursts_start_loses_no_job_and_never_throttles_the_scaler() {
     let flood = Flood {
         lasting: Duration::from_secs(120),
-        ..Flood::issue_33()
+        ..Flood::standard()
     };
     let outcome = flooded(Settings::default_settings(), flood);
     let row = &outcome.row;
@@ -68,7 +68,7 @@ fn only_the_webhooks_reservation_keeps_a_flood_at_the_accounts_ceiling_from_the_
         per_second: 10_000.0,
         lasting: Duration::from_secs(60),
         starts_after: Duration::from_secs(1),
-        ..Flood::issue_33()
+        ..Flood::standard()
     };
     let reserved = flooded(Settings::default_settings(), flood.clone());
     assert_eq!(

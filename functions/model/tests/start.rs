@@ -1,5 +1,5 @@
 //! A job's start on each host mode, stage by stage: the stopped host's stages are the
-//! ones issue 42 names, every stage quotes its source's figure and method or says why it
+//! ones the stopped pool's design names, every stage quotes its source's figure and method or says why it
 //! is assumed, the bimodal webhook keeps the published shape, the goals are judged on
 //! the stage that costs the most, and the committed flood report covers 20 seeds.
 

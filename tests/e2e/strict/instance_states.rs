@@ -40,6 +40,17 @@ async fn state_of(ec2: &aws_sdk_ec2::Client, id: &str) -> anyhow::Result<Instanc
     state.ok_or_else(|| anyhow::anyhow!("no state for {id}"))
 }
 
+/// The code of the error EC2 answers a StartInstances of `id` with (the test expects one).
+async fn start_refused(ec2: &aws_sdk_ec2::Client, id: &str) -> String {
+    let err = ec2
+        .start_instances()
+        .instance_ids(id)
+        .send()
+        .await
+        .expect_err("the start is refused");
+    refusal(&err).code
+}
+
 #[tokio::test]
 async fn an_instance_stops_only_from_running_and_starts_only_from_stopped_each_taking_time(
 ) -> anyhow::Result<()> {
@@ -51,13 +62,7 @@ async fn an_instance_stops_only_from_running_and_starts_only_from_stopped_each_t
 
     ec2.stop_instances().instance_ids(&id).send().await?;
     assert_eq!(state_of(&ec2, &id).await?, InstanceStateName::Stopping);
-    let err = ec2
-        .start_instances()
-        .instance_ids(&id)
-        .send()
-        .await
-        .unwrap_err();
-    assert_eq!(refusal(&err).code, "IncorrectInstanceState");
+    assert_eq!(start_refused(&ec2, &id).await, "IncorrectInstanceState");
     moto.advance_strict_clock(Duration::from_secs(3)).await?;
     assert_eq!(state_of(&ec2, &id).await?, InstanceStateName::Stopped);
     // A stop of a stopped instance changes nothing and is not refused.
@@ -66,13 +71,10 @@ async fn an_instance_stops_only_from_running_and_starts_only_from_stopped_each_t
 
     moto.set_strict(json!({"ec2_start_insufficient_capacity": 1}))
         .await?;
-    let err = ec2
-        .start_instances()
-        .instance_ids(&id)
-        .send()
-        .await
-        .unwrap_err();
-    assert_eq!(refusal(&err).code, "InsufficientInstanceCapacity");
+    assert_eq!(
+        start_refused(&ec2, &id).await,
+        "InsufficientInstanceCapacity"
+    );
     assert_eq!(state_of(&ec2, &id).await?, InstanceStateName::Stopped);
     ec2.start_instances().instance_ids(&id).send().await?;
     assert_eq!(state_of(&ec2, &id).await?, InstanceStateName::Pending);

@@ -9,7 +9,7 @@
 //!   instance launched, the p50/p99 from webhook received to launch requested (the
 //!   `QueuedToLaunched` metric the scaler writes), and the calls per job by service and
 //!   endpoint.
-//! - **reaper**: with the burst's runners live, 100,000 `deleted` and 100
+//! - **reaper**: with the burst's runners live, 10,000 `deleted` and 100
 //!   `pending_delete` items are added; the reaper's runs until nothing is pending are
 //!   timed and the items each reads are counted.
 //!
@@ -55,8 +55,9 @@ struct Args {
     /// Jobs in the burst (they stay live for the reaper part).
     #[arg(long, default_value_t = 1000)]
     burst_jobs: u32,
-    /// `deleted` items written for the reaper part.
-    #[arg(long, default_value_t = 100_000)]
+    /// `deleted` items written for the reaper part. 10,000 by default: at 100,000 the
+    /// emulator (moto, holding the burst's state too) grew past 24 GiB and was killed.
+    #[arg(long, default_value_t = 10_000)]
     reaper_deleted: usize,
     /// `pending_delete` items (each with a real instance) for the reaper part.
     #[arg(long, default_value_t = 100)]

@@ -177,7 +177,29 @@ pub fn validate(args: ValidateArgs) -> Outcome {
     for line in rerun_lines(&config) {
         println!("{line}");
     }
+    for line in stopped_lines(&config) {
+        println!("{line}");
+    }
     Ok(())
+}
+
+/// One line per pool that asks for stopped instances: this version takes a stopped
+/// instance for a job but prepares none yet (docs/configuration.md, "Stopped pool"), so
+/// the operator learns here, not from a bill or a slow start, that its jobs launch.
+fn stopped_lines(config: &Config) -> Vec<String> {
+    config
+        .pools
+        .iter()
+        .filter(|pool| pool.stopped > 0)
+        .map(|pool| {
+            format!(
+                "  pool {}: stopped: {} is accepted, but this version prepares no stopped \
+                 instance yet (docs/configuration.md, Stopped pool): its jobs launch as \
+                 without the key",
+                pool.name, pool.stopped
+            )
+        })
+        .collect()
 }
 
 /// One line per spot pool that re-runs the jobs its interruptions fail
@@ -283,6 +305,22 @@ async fn current_value(ssm: &aws_sdk_ssm::Client, name: &str) -> anyhow::Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pool_with_stopped_instances_is_told_that_none_are_prepared_yet() {
+        let yaml = "deployment: d\ngithub:\n  app_id: 1\npools:\n  - name: a\n    labels: [x]\n    \
+                    max_runners: 4\n    stopped: 2\n    instance_types: [m7i.large]\n    launch_template: t\n  \
+                    - name: b\n    labels: [y]\n    max_runners: 4\n    instance_types: [m7i.large]\n    \
+                    launch_template: t\n";
+        let config = Config::parse("config.yaml", yaml).expect("a valid config");
+        let lines = stopped_lines(&config);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(lines[0].contains("pool a: stopped: 2"), "{lines:?}");
+        assert!(
+            lines[0].contains("prepares no stopped instance yet"),
+            "{lines:?}"
+        );
+    }
 
     #[test]
     fn a_file_above_the_standard_tier_is_refused_unless_advanced_is_asked_for() {
