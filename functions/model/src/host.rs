@@ -13,7 +13,7 @@
 //!   has the runner update itself once the job is assigned, on the job's time;
 //! - [`Host::Stopped`]: an instance of the baked image that booted once, ran the bootstrap
 //!   up to reading its JIT config with Docker up, and stopped: the scaler takes it, writes
-//!   its JIT config under its ARN and starts it; the bootstrap's systemd unit resumes it;
+//!   its JIT config under its ARN and starts it; cloud-init's per-boot copy of the bootstrap resumes it;
 //! - [`Host::Warm`]: a warm pool runner, already online: GitHub only assigns the job;
 //! - [`peer_stages`]: terraform-aws-github-runner as its defaults deploy it.
 //!

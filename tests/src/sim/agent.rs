@@ -19,7 +19,7 @@
 //! a new boot, and after its boot delay it reads its item again, now with the config
 //! that replaced `prepare`, and runs its runner as any other host. A resumed host whose
 //! item still says `prepare` keeps waiting for its config: it prepares only once.
-//! What the bootstrap does in between (Docker up, the resume unit, the credentials
+//! What the bootstrap does in between (Docker up, the per-boot resume script, the credentials
 //! removed) has nothing to show through the APIs and is not played.
 
 use super::body::decode_jit_config;
