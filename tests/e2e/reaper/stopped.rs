@@ -19,12 +19,13 @@ const PHASE: Duration = Duration::from_secs(20);
 /// Pause between two reaper runs while waiting on the pool.
 const BETWEEN_RUNS: Duration = Duration::from_millis(300);
 
-/// A pipeline whose pool keeps `stopped` instances, the reaper driven by hand, EC2's
-/// stop and start a second each.
+/// A pipeline whose pool keeps `stopped` instances, the reaper driven by hand (pricing
+/// in us-east-1), EC2's stop and start a second each.
 async fn stopped_pool(stopped: u32, max_runners: u32) -> anyhow::Result<Pipeline> {
     let p = Pipeline::start(PipelineOptions {
         max_runners,
         reaper_interval: None,
+        priced_in: Some("us-east-1"),
         pool_extra: format!("    stopped: {stopped}\n    warm_owner: octo-org\n"),
         ..PipelineOptions::default()
     })
@@ -179,6 +180,8 @@ async fn a_start_refused_for_capacity_launches_for_the_job_and_replaces_the_inst
     p.moto
         .set_strict(json!({"ec2_start_insufficient_capacity": 1}))
         .await?;
+    // It waits stopped a few seconds, to be priced as its volume.
+    tokio::time::sleep(Duration::from_secs(3)).await;
     let job_id = p.sim.create_job("octo-org", "app", &LABELS, None).await?;
     let ran_on = completed_on(&p, job_id).await?;
     assert_ne!(&ran_on, refused_instance, "the job ran on a launch");
@@ -205,5 +208,40 @@ async fn a_start_refused_for_capacity_launches_for_the_job_and_replaces_the_inst
         Ok((gone && status == InstanceStatus::Deleted).then_some(()))
     })
     .await?;
+
+    // Its cost: the time it waited stopped priced as its root volume (gp3's GB-month
+    // price), counted by pool in `ephemera costs`.
+    let cost = record(&p, refused)
+        .await?
+        .cost
+        .expect("priced at its deletion");
+    assert!(cost.stopped_seconds >= 3, "{cost:?}");
+    let volume = cost.volume_usd_micros.expect("the gp3 price was read");
+    assert!(
+        volume > 0 && cost.usd_micros.is_some_and(|all| all > volume),
+        "{cost:?}"
+    );
+    let op = crate::cli::Operator::new(&p)?;
+    let out = op
+        .run(&["costs", "--since", "1h", "--json"])?
+        .assert()
+        .success();
+    let sums: serde_json::Value = serde_json::from_slice(&out.get_output().stdout)?;
+    let pool = &sums["by_pool"][POOL];
+    assert!(
+        pool["stopped_seconds"].as_u64().is_some_and(|s| s >= 3),
+        "{sums}"
+    );
+    assert_eq!(
+        pool["stopped_volumes_usd"].as_f64(),
+        Some(ephemera_core::prices::usd_f64(volume)),
+        "{sums}"
+    );
+    let out = op.run(&["costs", "--since", "1h"])?.assert().success();
+    let text = crate::cli::stdout_of(out.get_output());
+    assert!(
+        text.contains("STOPPED-HOURS") && text.contains("VOLUMES"),
+        "{text}"
+    );
     Ok(())
 }
