@@ -5,7 +5,8 @@
 //! future. The gate also watches `terminate`: an instance whose runner GitHub shows busy
 //! must never be terminated (the suite never force-deletes). A redelivery the reaper
 //! asks for through the gate goes to GitHub's outbox, for the schedule to deliver.
-//! Every committed take of a stopped record is noted with its job, and every
+//! Before each take of a stopped record the gate yields, so that the takes of
+//! invocations that read the same record race. Every committed take of a stopped record is noted with its job, and every
 //! StartInstances that succeeds with the takes of its instance's record: an instance
 //! started for a second job is a breach (a stopped instance is taken for one job, once).
 
@@ -33,6 +34,10 @@ impl Hook for Watch {
         if let ("RunnerStore", "take_stopped", [_, Arg::Text(runner), _]) =
             (call.port, call.name, call.args)
         {
+            // The fakes answer at once, so invocations interleave only where one waits:
+            // here every other scaler (and every other message of the batch) that read
+            // the same stopped record runs up to its own take first, and the takes race.
+            tokio::task::yield_now().await;
             if self.world.break_take_condition.load(Ordering::SeqCst) {
                 self.world.forget_take(runner);
             }

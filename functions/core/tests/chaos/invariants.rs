@@ -12,10 +12,10 @@ use ephemera_core::config::PoolConfig;
 use ephemera_core::lifecycle::{InstanceStatus, RunnerStatus, CREATE_LEASE};
 use ephemera_core::model::{JobStatus, RunnerRecord};
 use ephemera_core::ports::{InstanceState, ShutdownBehaviour};
-use std::time::Duration;
-use time::OffsetDateTime;
 use ephemera_core::sizing::SizingRequest;
 use std::collections::BTreeMap;
+use std::time::Duration;
+use time::OffsetDateTime;
 
 fn live_records(world: &World) -> Vec<RunnerRecord> {
     let records = world.store.runners().into_iter();
@@ -434,7 +434,9 @@ fn check_ready(world: &World, record: &RunnerRecord) -> Result<(), String> {
 /// demand, and no GitHub runner registered for it.
 fn check_stopped_ready(world: &World, record: &RunnerRecord) -> Result<(), String> {
     let instance = record.instance_id.as_deref();
-    let state = instance.and_then(|id| world.fleet.instance(id)).map(|i| i.state);
+    let state = instance
+        .and_then(|id| world.fleet.instance(id))
+        .map(|i| i.state);
     let behaviour = instance.map(|id| world.fleet.shutdown_behaviour(id));
     let on_demand = record.market == Some(ephemera_core::ports::Market::OnDemand);
     if state == Some(InstanceState::Stopped)

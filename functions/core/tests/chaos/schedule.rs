@@ -53,12 +53,25 @@ pub struct Schedule {
 
 /// Runs the schedule of `seed` on its own single-threaded runtime with paused time.
 pub fn run(seed: u64) -> Result<Stats, Failure> {
+    run_with(seed, false)
+}
+
+/// [`run`], with the take's condition broken when `break_take` (the suite's own test
+/// that its invariants catch two jobs taking one stopped instance).
+pub fn run_with(seed: u64, break_take: bool) -> Result<Stats, Failure> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
         .build()
         .expect("runtime");
-    runtime.block_on(async { Schedule::new(seed).play().await })
+    runtime.block_on(async {
+        let schedule = Schedule::new(seed);
+        schedule
+            .world
+            .break_take_condition
+            .store(break_take, std::sync::atomic::Ordering::SeqCst);
+        schedule.play().await
+    })
 }
 
 /// Seeds the stream the refused `queued` deliveries and the events never sent are drawn
@@ -477,7 +490,7 @@ impl Schedule {
     /// Switches one provider fault on.
     fn fault(&mut self) -> String {
         self.world.stats().faults += 1;
-        if self.stopped > 0 && self.stopped_rng.chance(35) {
+        if self.stopped > 0 && self.stopped_rng.chance(50) {
             return self.stopped_fault();
         }
         let world = &self.world;

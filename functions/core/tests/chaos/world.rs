@@ -6,11 +6,11 @@
 
 use crate::queue::SimQueue;
 use ephemera_core::config::Config;
+use ephemera_core::lifecycle::InstanceStatus;
 use ephemera_core::memory::{
     FakeFleet, FakeForge, FakeWorkflowRuns, MemoryDeliveries, MemoryJitStore, MemoryReruns,
     MemoryStore, StoreOp,
 };
-use ephemera_core::lifecycle::InstanceStatus;
 use ephemera_core::message::{JobConclusion, MessageKind};
 use ephemera_core::ports::Market;
 use std::collections::{BTreeMap, BTreeSet};
@@ -294,7 +294,11 @@ impl World {
     /// The take of `runner` for `job_id` committed (the table's transaction said yes).
     pub fn taken(&self, runner: &str, job_id: u64) {
         let mut github = self.github();
-        github.takes.entry(runner.to_owned()).or_default().insert(job_id);
+        github
+            .takes
+            .entry(runner.to_owned())
+            .or_default()
+            .insert(job_id);
     }
 
     /// A StartInstances of `instance_id` succeeded: noted with every job whose take of
@@ -302,9 +306,11 @@ impl World {
     /// (two takes of one stopped instance) is a breach, as is a start of an instance no
     /// take is for.
     pub fn started(&self, instance_id: &str) {
-        let record = self.store.runners().into_iter().find(|r| {
-            r.status.is_live() && r.instance_id.as_deref() == Some(instance_id)
-        });
+        let record = self
+            .store
+            .runners()
+            .into_iter()
+            .find(|r| r.status.is_live() && r.instance_id.as_deref() == Some(instance_id));
         let Some(record) = record else {
             self.breach(format!(
                 "instance {instance_id} was started, but no live record names it"
@@ -313,7 +319,10 @@ impl World {
         };
         let mut github = self.github();
         let takes = github.takes.get(&record.name).cloned().unwrap_or_default();
-        let jobs = github.started_for.entry(instance_id.to_owned()).or_default();
+        let jobs = github
+            .started_for
+            .entry(instance_id.to_owned())
+            .or_default();
         let again = !jobs.is_empty() && takes.is_subset(jobs);
         jobs.extend(takes.iter().copied());
         let jobs: Vec<u64> = jobs.iter().copied().collect();

@@ -105,7 +105,11 @@ async fn a_job_of_a_pool_full_of_stopped_instances_takes_one() {
     assert_eq!(world.store.slots_used(POOL), 1, "the pool is full");
     let failed = world.scaler().handle_batch(batch(1..=1), now()).await;
     assert!(failed.is_empty(), "{failed:?}");
-    assert_eq!(world.fleet.start_calls(), 1, "the job took the stopped instance");
+    assert_eq!(
+        world.fleet.start_calls(),
+        1,
+        "the job took the stopped instance"
+    );
     let job = world.store.job(1).expect("job");
     assert_eq!(job.runner_name.as_deref(), Some("eph-linux-stopped1"));
     assert_eq!(world.fleet.launch_calls(), 0);
@@ -126,7 +130,11 @@ async fn a_sized_job_launches_its_shape_instead_of_taking_a_stopped_instance() {
     queued.labels.push("ephemera.cpu=8".to_owned());
     let handled = world.scaler().handle(&queued, now()).await;
     assert!(matches!(handled, Ok(Handled::RunnerUp(_))), "{handled:?}");
-    assert_eq!(world.fleet.start_calls(), 0, "the stopped instance is not taken");
+    assert_eq!(
+        world.fleet.start_calls(),
+        0,
+        "the stopped instance is not taken"
+    );
     assert_eq!(world.fleet.launch_calls(), 1, "the job's shape is launched");
     let kept = world.store.runner("eph-linux-stopped1").expect("record");
     assert_eq!(kept.status, InstanceStatus::Stopped);
