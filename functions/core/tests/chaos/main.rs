@@ -25,6 +25,14 @@
 //! warning the reaper first or not: GitHub fails the job, and a re-run the reaper asks
 //! for becomes a queued job of the run's next attempt.
 //!
+//! In about a third of the ephemeral schedules the pool keeps `stopped` instances: hosts
+//! prepare and power off into `stopped` (or fail to, and stay up), jobs take them and
+//! start them, with crashes drawn at the stopped pool's named calls (the take, the JIT
+//! write, StartInstances, the refill's launch, ModifyInstanceAttribute and `prepare`
+//! item, the reaper's reset to `terminate`), refused starts, failed shutdown changes and
+//! lost stopped instances; no instance may be started for two jobs, and no stopped
+//! instance may hold a JIT config but one a take is starting.
+//!
 //! Invariants (`invariants.rs`), read from the fakes' state: after every step, no job
 //! bound to two runners and no queued job with two runners launched for it, no pool above
 //! `max_runners` (slot counter, live records holding a slot, runners online on live
@@ -49,7 +57,8 @@
 //!
 //! To see the suite fail, apply a deliberate break from `tests/chaos/breaks/`, e.g.
 //! `git apply functions/core/tests/chaos/breaks/skip-slot-reservation.patch` (or
-//! `skip-busy-check`, `skip-redelivery`, `skip-job-settling`, `rerun-any-failed-job`), run
+//! `skip-busy-check`, `skip-redelivery`, `skip-job-settling`, `rerun-any-failed-job`,
+//! `skip-take-condition`), run
 //! the suite, and
 //! `git apply -R` it.
 
@@ -114,9 +123,9 @@ fn a_lone_job_refused_while_the_deliveries_were_unreadable_for_an_hour_runs() {
 /// take one instance in some schedule of a stopped pool, and the suite says so.
 #[test]
 fn a_take_blind_to_its_stopped_condition_is_caught() {
-    let caught = (1..=BREAK_SEEDS).find_map(|seed| match schedule::run_with(seed, true) {
-        Err(failure) if failure.invariant.contains("started for two jobs") => Some(seed),
-        _ => None,
+    let caught = (1..=BREAK_SEEDS).find(|seed| {
+        schedule::run_with(*seed, true)
+            .is_err_and(|failure| failure.invariant.contains("started for two jobs"))
     });
     if std::env::var("EPHEMERA_CHAOS_COUNT_BREAKS").is_ok() {
         let failures: Vec<String> = (1..=BREAK_SEEDS)

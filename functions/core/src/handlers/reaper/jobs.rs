@@ -73,7 +73,18 @@ impl Reaper {
                 Some(full) => *full,
                 None => {
                     let max = self.config.pool(&job.pool).map_or(0, |p| p.runner_cap());
-                    let full = self.store.pool_counter(&job.pool).await?.slots_used >= max;
+                    // A stopped instance ready to be taken holds a slot, but a take needs
+                    // none: such a pool is not full for its jobs, which the scaler keeps
+                    // in line only while it has to (chaos seed 100652: a job whose runner
+                    // timed out, in a pool whose one slot a stopped instance held, was
+                    // never queued again).
+                    let takeable = snapshot.runners.iter().any(|r| {
+                        r.pool == job.pool
+                            && r.status == InstanceStatus::Stopped
+                            && r.job_id.is_none()
+                    });
+                    let full =
+                        !takeable && self.store.pool_counter(&job.pool).await?.slots_used >= max;
                     pool_full.insert(job.pool.clone(), full);
                     full
                 }
