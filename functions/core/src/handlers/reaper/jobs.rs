@@ -134,9 +134,14 @@ impl Reaper {
             {
                 ClaimState::Idle
             }
-            InstanceStatus::PendingCreate | InstanceStatus::Creating | InstanceStatus::Running => {
-                ClaimState::Served
-            }
+            // A take (`starting`) is a creation too: `creation_stalled` resumes or
+            // releases one whose delivery died (chaos seed 101581: a take that crashed
+            // after StartInstances was taken for a dead claim, and a second runner
+            // launched for its job).
+            InstanceStatus::PendingCreate
+            | InstanceStatus::Creating
+            | InstanceStatus::Starting
+            | InstanceStatus::Running => ClaimState::Served,
             _ => ClaimState::Dead(Some(name.clone())),
         })
     }

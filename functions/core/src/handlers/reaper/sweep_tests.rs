@@ -388,3 +388,55 @@ async fn queued_job_of_a_pool_full_of_stopped_instances_is_queued_again() {
         Ok(Handled::RunnerUp(name)) if name == "eph-linux-stopped1"
     ));
 }
+
+/// Chaos seed 101581: a take crashed after StartInstances, its record left `starting`
+/// with the job's claim; the lost-job rule took the claim for a dead one, dropped it and
+/// queued the job again, and a second runner was launched for it.
+#[tokio::test(start_paused = true)]
+async fn queued_job_whose_take_is_starting_is_not_queued_again() {
+    let mut world = World::new(5);
+    world.config = config_with(5, "    stopped: 1\n");
+    let mut taken = RunnerRecord::new("eph-linux-taken1".to_owned(), POOL.to_owned(), now());
+    taken.status = InstanceStatus::Starting;
+    taken.prepare = true;
+    taken.slot_held = true;
+    taken.job_id = Some(17);
+    taken.instance_id = Some("i-taken1".to_owned());
+    world.store.put_runner(taken);
+    world.store.set_slots_used(POOL, 1);
+    world.fleet.put_instance(Instance {
+        id: "i-taken1".to_owned(),
+        state: InstanceState::Pending,
+        pool: Some(POOL.to_owned()),
+        launched_at: Some(now()),
+    });
+    world.store.put_job(crate::model::JobRecord {
+        job_id: 17,
+        status: crate::model::JobStatus::Queued,
+        pool: POOL.to_owned(),
+        owner: "octo-org".into(),
+        repo: "app".into(),
+        run_id: 117,
+        installation_id: Some(5),
+        labels: vec!["self-hosted".into(), "linux".into()],
+        runner_name: Some("eph-linux-taken1".to_owned()),
+        launched_runner: Some("eph-linux-taken1".to_owned()),
+        received_at: now(),
+        updated_at: now(),
+        github: Default::default(),
+        claimed_at: Some(now()),
+    });
+    world.forge.set_job_state(17, ForgeJobState::Queued);
+    let report = world
+        .reaper()
+        .run(now() + minutes(4), far())
+        .await
+        .expect("run");
+    assert_eq!(report.requeued, 0, "{report:?}");
+    let job = world.store.job(17).expect("job");
+    assert_eq!(
+        job.runner_name.as_deref(),
+        Some("eph-linux-taken1"),
+        "the take keeps the job's claim"
+    );
+}
