@@ -104,6 +104,9 @@ const WARNED: u64 = 75;
 const STOPPED_STREAM: u64 = 0x5354_4f50_5045_4421;
 /// How many ephemeral schedules in a hundred keep stopped instances (1–2).
 const STOPPED_POOLS: u64 = 35;
+/// How many steps in a hundred of a stopped pool's schedule are an hour or so of
+/// ordinary work ([`Schedule::quiet_hour`]).
+const QUIET_HOURS: u64 = 2;
 /// How many crashes in a hundred of a stopped pool's schedule are drawn at a named call
 /// of the stopped pool's paths instead of after a number of calls.
 const NAMED_CRASHES: u64 = 60;
@@ -246,7 +249,11 @@ impl Schedule {
         }
         for _ in 0..steps {
             self.step += 1;
-            let what = self.one_step(&mut jobs_left).await;
+            let what = if self.stopped > 0 && self.stopped_rng.chance(QUIET_HOURS) {
+                self.quiet_hour().await?
+            } else {
+                self.one_step(&mut jobs_left).await
+            };
             self.note(what);
             self.check(check_always)?;
             let pause = self.rng.between(0, 20);
@@ -392,13 +399,6 @@ impl Schedule {
             },
             _ => {
                 let by = Duration::from_secs(self.rng.between(30, 480));
-                // In a stopped pool's schedule now and then an hour or so: the stopped
-                // instances age past a `stopped_max_age` of an hour.
-                let by = if self.stopped > 0 && self.stopped_rng.chance(15) {
-                    Duration::from_secs(60 * self.stopped_rng.between(30, 90))
-                } else {
-                    by
-                };
                 self.advance(by);
                 format!("time passes: {}s", by.as_secs())
             }
@@ -589,6 +589,44 @@ impl Schedule {
                 format!("EC2 loses stopped instance {lost}")
             }
         }
+    }
+
+    /// An hour or so of ordinary work, faults left as they are, so that stopped
+    /// instances age past a `stopped_max_age` of an hour: every five minutes the
+    /// webhooks waiting are delivered, scalers drain the queue, the agents tick and the
+    /// reaper runs, with the invariants checked after each. (Time does not jump: an hour
+    /// with no reaper run is longer than the redelivery sweep's lookback, past which a
+    /// failed event is given up by design.)
+    async fn quiet_hour(&mut self) -> Result<String, Failure> {
+        let slices = self.stopped_rng.between(6, 18);
+        for _ in 0..slices {
+            self.advance(Duration::from_secs(300));
+            self.world.deliver_all(self.now);
+            for _ in 0..20 {
+                let received = self.world.queue.receive(10, &mut self.rng);
+                if received.is_empty() {
+                    break;
+                }
+                let invocation = Invocation::Scaler {
+                    received,
+                    crash_after: None,
+                    crash_at: None,
+                    lose_deletes: false,
+                };
+                run_all(&self.world, &self.reaper, vec![invocation], self.now).await;
+            }
+            self.world.agent_tick(&mut self.rng, self.now, false);
+            let reaper = vec![Invocation::Reaper {
+                crash_after: None,
+                crash_at: None,
+            }];
+            run_all(&self.world, &self.reaper, reaper, self.now).await;
+            self.check(check_always)?;
+        }
+        Ok(format!(
+            "{} minutes of ordinary work: webhooks delivered, queue drained, agents and reaper every 5 minutes",
+            slices * 5
+        ))
     }
 
     /// Faults off; webhooks delivered, the queue drained, agents, reaper, a minute at a
