@@ -106,7 +106,7 @@ const STOPPED_STREAM: u64 = 0x5354_4f50_5045_4421;
 const STOPPED_POOLS: u64 = 35;
 /// How many steps in a hundred of a stopped pool's schedule are an hour or so of
 /// ordinary work ([`Schedule::quiet_hour`]).
-const QUIET_HOURS: u64 = 2;
+const QUIET_HOURS: u64 = 1;
 /// How many crashes in a hundred of a stopped pool's schedule are drawn at a named call
 /// of the stopped pool's paths instead of after a number of calls.
 const NAMED_CRASHES: u64 = 60;
