@@ -73,22 +73,17 @@ impl Reaper {
                 Some(full) => *full,
                 None => {
                     let max = self.config.pool(&job.pool).map_or(0, |p| p.runner_cap());
-                    // A stopped instance ready to be taken holds a slot, but a take needs
-                    // none: such a pool is not full for its jobs, which the scaler keeps
-                    // in line only while it has to (chaos seed 100652: a job whose runner
-                    // timed out, in a pool whose one slot a stopped instance held, was
-                    // never queued again).
-                    let takeable = snapshot.runners.iter().any(|r| {
-                        r.pool == job.pool
-                            && r.status == InstanceStatus::Stopped
-                            && r.job_id.is_none()
-                    });
-                    let full =
-                        !takeable && self.store.pool_counter(&job.pool).await?.slots_used >= max;
+                    let full = self.store.pool_counter(&job.pool).await?.slots_used >= max;
                     pool_full.insert(job.pool.clone(), full);
                     full
                 }
             };
+            // A stopped instance ready to be taken holds a slot, but a take needs none:
+            // a full pool is not full for a job that could take one, which the scaler
+            // keeps in line only while it has to (chaos seed 100652: a job whose runner
+            // timed out, in a pool whose one slot a stopped instance held, was never
+            // queued again).
+            let full = full && !self.could_take_stopped(snapshot, &job);
             if full {
                 // The scaler keeps this job in line until a slot frees, but a slot held by
                 // an idle runner that could take it frees only once the job is over (rule
@@ -112,6 +107,20 @@ impl Reaper {
             }
         }
         Ok(requeued)
+    }
+
+    /// Whether the job's pool has a `stopped` instance the job could take (its runner
+    /// would be given the job).
+    fn could_take_stopped(&self, snapshot: &Snapshot, job: &JobRecord) -> bool {
+        let Some(pool) = self.config.pool(&job.pool) else {
+            return false;
+        };
+        snapshot.runners.iter().any(|r| {
+            r.pool == job.pool
+                && r.status == InstanceStatus::Stopped
+                && r.job_id.is_none()
+                && crate::handlers::scaler::serves(pool, r, &job.labels)
+        })
     }
 
     /// Whether a live runner holds the job's claim, and how it is doing.

@@ -335,10 +335,11 @@ async fn full_pool_idle_runner_is_not_kept_for_a_job_cancelled_unseen() {
 /// deleted, its claim left naming it; the stopped instance held the pool's one slot, so
 /// the pool counted as full and the job was never queued again, though a take needs no
 /// slot.
-#[tokio::test(start_paused = true)]
-async fn queued_job_of_a_pool_full_of_stopped_instances_is_queued_again() {
+/// A pool of one slot, held by a stopped instance, and job 16 queued with its claim
+/// naming a runner that is gone; the job's extra labels, if any.
+fn pool_full_of_stopped_and_a_dead_claim(extra: &str, job_labels: &[&str]) -> World {
     let mut world = World::new(1);
-    world.config = config_with(1, "    stopped: 1\n");
+    world.config = config_with(1, &format!("    stopped: 1\n{extra}"));
     let mut stopped = RunnerRecord::new("eph-linux-stopped1".to_owned(), POOL.to_owned(), now());
     stopped.status = InstanceStatus::Stopped;
     stopped.prepare = true;
@@ -360,7 +361,11 @@ async fn queued_job_of_a_pool_full_of_stopped_instances_is_queued_again() {
         repo: "app".into(),
         run_id: 116,
         installation_id: Some(5),
-        labels: vec!["self-hosted".into(), "linux".into()],
+        labels: ["self-hosted", "linux"]
+            .iter()
+            .chain(job_labels)
+            .map(|l| l.to_string())
+            .collect(),
         runner_name: Some("eph-linux-timedout".to_owned()),
         launched_runner: Some("eph-linux-timedout".to_owned()),
         received_at: now(),
@@ -369,6 +374,12 @@ async fn queued_job_of_a_pool_full_of_stopped_instances_is_queued_again() {
         claimed_at: Some(now()),
     });
     world.forge.set_job_state(16, ForgeJobState::Queued);
+    world
+}
+
+#[tokio::test(start_paused = true)]
+async fn queued_job_of_a_pool_full_of_stopped_instances_is_queued_again() {
+    let world = pool_full_of_stopped_and_a_dead_claim("", &[]);
     let report = world
         .reaper()
         .run(now() + minutes(4), far())
@@ -439,4 +450,20 @@ async fn queued_job_whose_take_is_starting_is_not_queued_again() {
         Some("eph-linux-taken1"),
         "the take keeps the job's claim"
     );
+}
+
+/// A sized job cannot take a stopped instance (prepared in the pool's own shape): its full
+/// pool stays full for it, and the scaler keeps it in line as for any full pool.
+#[tokio::test(start_paused = true)]
+async fn sized_job_of_a_pool_full_of_stopped_instances_is_not_queued_again() {
+    let world = pool_full_of_stopped_and_a_dead_claim(
+        "    sizing: { accept: true, max_vcpus_per_runner: 16 }\n",
+        &["ephemera.cpu=8"],
+    );
+    let report = world
+        .reaper()
+        .run(now() + minutes(4), far())
+        .await
+        .expect("run");
+    assert_eq!(report.requeued, 0, "{report:?}");
 }

@@ -22,13 +22,13 @@ const STOPPED_READ: usize = 50;
 /// job's sizing labels are on no stopped instance (prepared in the pool's own shape), so
 /// it launches its own shape instead (chaos seed 26: sized jobs took stopped instances
 /// whose runners GitHub never gave them, again and again).
-fn serves(pool: &PoolConfig, record: &RunnerRecord, message: &QueueMessage) -> bool {
+pub(crate) fn serves(pool: &PoolConfig, record: &RunnerRecord, job_labels: &[String]) -> bool {
     let registered = if record.labels.is_empty() {
         crate::routing::registered_labels(pool)
     } else {
         record.labels.clone()
     };
-    crate::routing::runner_takes(&registered, &message.labels)
+    crate::routing::runner_takes(&registered, job_labels)
 }
 
 impl Scaler {
@@ -53,7 +53,7 @@ impl Scaler {
             r.pool == pool.name
                 && r.job_id.is_none()
                 && r.instance_id.is_some()
-                && serves(pool, r, message)
+                && serves(pool, r, &message.labels)
         }) {
             match self
                 .store
