@@ -94,12 +94,23 @@ impl<P: ?Sized, H: ?Sized> Intercept<P, H> {
 /// Counts a handler's external calls and stops the one past the armed count: that call
 /// never starts and never returns, as when the process dies there. A test races the
 /// handler against [`CrashSwitch::crashed`] and drops it when that fires — a crash
-/// between two external calls, by a hook and not by a sleep.
+/// between two external calls, by a hook and not by a sleep. Armed at a named
+/// [`CrashPoint`] instead, it stops the first call of that method, or the call after it.
 #[derive(Debug)]
 pub struct CrashSwitch {
     calls: AtomicUsize,
     crash_before: AtomicUsize,
     crashed: Notify,
+    at: std::sync::Mutex<Option<CrashPoint>>,
+}
+
+/// A crash at a named call: before the first call of `port`'s method `name` (that call
+/// never reaches the port), or, `after`, once it has returned (the next call is stopped).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CrashPoint {
+    pub port: &'static str,
+    pub name: &'static str,
+    pub after: bool,
 }
 
 impl CrashSwitch {
@@ -109,19 +120,32 @@ impl CrashSwitch {
             calls: AtomicUsize::new(0),
             crash_before: AtomicUsize::new(usize::MAX),
             crashed: Notify::new(),
+            at: std::sync::Mutex::new(None),
         })
     }
 
     /// Lets the next `calls` external calls through and stops the one after.
     pub fn arm(&self, calls: usize) {
+        *self.point() = None;
         self.calls.store(0, Ordering::SeqCst);
         self.crash_before
             .store(calls.saturating_add(1), Ordering::SeqCst);
     }
 
+    /// Lets every call through until `point`, and stops the caller there.
+    pub fn arm_at(&self, point: CrashPoint) {
+        self.disarm();
+        *self.point() = Some(point);
+    }
+
     /// Lets every call through.
     pub fn disarm(&self) {
+        *self.point() = None;
         self.crash_before.store(usize::MAX, Ordering::SeqCst);
+    }
+
+    fn point(&self) -> std::sync::MutexGuard<'_, Option<CrashPoint>> {
+        self.at.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// External calls made (or stopped) since the last `arm`.
@@ -137,8 +161,22 @@ impl CrashSwitch {
 
 #[async_trait]
 impl Hook for CrashSwitch {
-    async fn before(&self, _call: &Call<'_>) -> Result<(), Refusal> {
+    async fn before(&self, call_made: &Call<'_>) -> Result<(), Refusal> {
         let call = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+        let reached = {
+            let mut point = self.point();
+            let hit = point.filter(|p| p.port == call_made.port && p.name == call_made.name);
+            if hit.is_some() {
+                *point = None;
+            }
+            hit
+        };
+        match reached {
+            // This call goes through; the next one is stopped.
+            Some(point) if point.after => self.crash_before.store(call + 1, Ordering::SeqCst),
+            Some(_) => self.crash_before.store(call, Ordering::SeqCst),
+            None => {}
+        }
         if call >= self.crash_before.load(Ordering::SeqCst) {
             self.crashed.notify_one();
             std::future::pending::<()>().await;

@@ -35,7 +35,9 @@ pub use breaker::MemorySpotBreakers;
 pub use deliveries::MemoryDeliveries;
 pub use fleet::{FakeFleet, FleetFailure, FAKE_ROOT_GIB, FAKE_TEMPLATE_IMAGE};
 pub use forge::{FakeForge, ForgeCalls, ForgeFailure};
-pub use intercept::{Arg, Call, Conflicted, CrashSwitch, Hook, Intercept, IntoArg, Refusal};
+pub use intercept::{
+    Arg, Call, Conflicted, CrashPoint, CrashSwitch, Hook, Intercept, IntoArg, Refusal,
+};
 pub use jit_store::MemoryJitStore;
 pub use leases::MemoryLeases;
 pub use prices::{FakePriceList, MemoryPriceBook};

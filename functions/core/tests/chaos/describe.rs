@@ -25,6 +25,25 @@ pub fn world(world: &World) -> String {
             r.slot_held,
             r.reason
         ));
+        if r.prepare {
+            let moves: Vec<String> = r
+                .history
+                .iter()
+                .filter_map(|h| {
+                    let at = h.at - time::macros::datetime!(2026-11-22 10:00:00 UTC);
+                    Some(format!(
+                        "t+{}s {} ({})",
+                        at.whole_seconds(),
+                        h.status?,
+                        h.reason.as_deref().unwrap_or("")
+                    ))
+                })
+                .collect();
+            lines.push(format!(
+                "  stopped pool record's moves: {}",
+                moves.join("; ")
+            ));
+        }
     }
     for j in world.store.jobs() {
         lines.push(format!(

@@ -5,6 +5,10 @@
 //! future. The gate also watches `terminate`: an instance whose runner GitHub shows busy
 //! must never be terminated (the suite never force-deletes). A redelivery the reaper
 //! asks for through the gate goes to GitHub's outbox, for the schedule to deliver.
+//! Before each take of a stopped record the gate yields, so that the takes of
+//! invocations that read the same record race. Every committed take of a stopped record is noted with its job, and every
+//! StartInstances that succeeds with the takes of its instance's record: an instance
+//! started for a second job is a breach (a stopped instance is taken for one job, once).
 
 use crate::queue::SimQueue;
 use crate::world::World;
@@ -12,8 +16,9 @@ use ephemera_core::memory::{
     Arg, Call, CrashSwitch, FakeFleet, FakeForge, FakeWorkflowRuns, Hook, Intercept,
     MemoryDeliveries, MemoryJitStore, MemoryReruns, MemoryStore, Refusal,
 };
-use ephemera_core::ports::{FleetError, ForgeError};
+use ephemera_core::ports::{FleetError, ForgeError, StoreError};
 use std::any::Any;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// What the gate does around each call: the crash switch first, then the world's watch.
@@ -25,7 +30,19 @@ pub struct Watch {
 #[async_trait::async_trait]
 impl Hook for Watch {
     async fn before(&self, call: &Call<'_>) -> Result<(), Refusal> {
-        self.switch.before(call).await
+        self.switch.before(call).await?;
+        if let ("RunnerStore", "take_stopped", [_, Arg::Text(runner), _]) =
+            (call.port, call.name, call.args)
+        {
+            // The fakes answer at once, so invocations interleave only where one waits:
+            // here every other scaler (and every other message of the batch) that read
+            // the same stopped record runs up to its own take first, and the takes race.
+            tokio::task::yield_now().await;
+            if self.world.break_take_condition.load(Ordering::SeqCst) {
+                self.world.forget_take(runner);
+            }
+        }
+        Ok(())
     }
 
     fn after(&self, call: &Call<'_>, outcome: &dyn Any) {
@@ -43,6 +60,22 @@ impl Hook for Watch {
                             "busy runner {runner} had its instance {instance_id} terminated without force"
                         ));
                     }
+                }
+            }
+            ("RunnerStore", "take_stopped", [Arg::Number(job_id), Arg::Text(runner), _]) => {
+                if let Some(Ok(true)) = outcome.downcast_ref::<Result<bool, StoreError>>() {
+                    self.world.taken(runner, *job_id);
+                }
+            }
+            ("Launcher", "start", [Arg::Text(instance_id)]) => {
+                let started = matches!(
+                    outcome.downcast_ref::<Result<(), FleetError>>(),
+                    Some(Ok(()))
+                );
+                if started {
+                    self.world.started(instance_id);
+                } else {
+                    self.world.stats().starts_refused += 1;
                 }
             }
             // GitHub takes the request and, later, makes the delivery (the schedule plays it).

@@ -20,6 +20,8 @@ use time::OffsetDateTime;
 /// How likely each step of the agent is to happen on one tick (when not eager).
 const BOOT_CHANCE: u64 = 70;
 const TAKE_CHANCE: u64 = 75;
+/// How likely a stopped pool's host is to fail its prepare phase, in a hundred.
+const PREPARE_FAILS: u64 = 10;
 
 /// What GitHub shows for an attempt the endpoint refused or never answered, by turns.
 const REFUSED: [u16; 3] = [502, 503, 0];
@@ -281,8 +283,10 @@ impl World {
             self.forge.set_job_state(job_id, ForgeJobState::Completed);
             if self.ephemeral() {
                 self.forge.deregister(runner_id);
+                // The host powers off; its shutdown behaviour (the launch template's
+                // `terminate`, set back from `stop` for a stopped pool's host) ends it.
                 if let Some(instance) = instance {
-                    self.fleet.set_state(&instance, InstanceState::Terminated);
+                    self.fleet.power_off(&instance);
                 }
             } else {
                 self.forge.set_busy(runner_id, false);
@@ -339,14 +343,25 @@ impl World {
         }
     }
 
-    /// Live instances read their JIT config (deleting it) and bring their runner online.
+    /// Live instances read their JIT config (deleting it) and bring their runner online;
+    /// a stopped pool's host that finds its `prepare` item prepares and powers off (or,
+    /// now and then, fails to prepare and stays up); a stopped instance does nothing.
     fn boot_instances(&self, rng: &mut Rng, now: OffsetDateTime, eager: bool) {
         for instance in self.fleet.live_instances() {
             let known = {
                 let github = self.github();
-                github.booted.contains_key(&instance.id) || github.duds.contains(&instance.id)
+                github.booted.contains_key(&instance.id)
+                    || github.duds.contains(&instance.id)
+                    || github.prepare_failed.contains(&instance.id)
             };
-            if known || !(eager || rng.chance(BOOT_CHANCE)) {
+            if known
+                || instance.state == InstanceState::Stopped
+                || !(eager || rng.chance(BOOT_CHANCE))
+            {
+                continue;
+            }
+            if self.jit_store.prepared(&instance.id) {
+                self.prepare_host(&instance.id, rng, eager);
                 continue;
             }
             let Some((_, config)) = self.jit_store.take(&instance.id, now) else {
@@ -367,6 +382,26 @@ impl World {
                 }
             }
         }
+    }
+
+    /// A stopped pool's host with its `prepare` item: it prepares and powers off, which
+    /// stops it (its shutdown behaviour was set to `stop` before the item was written);
+    /// one in [`PREPARE_FAILS`] fails (not when `eager`) and stays up, as the bootstrap
+    /// does on a failed prepare, for the reaper's `prepare_timeout`.
+    fn prepare_host(&self, instance_id: &str, rng: &mut Rng, eager: bool) {
+        if !eager && rng.chance(PREPARE_FAILS) {
+            self.github().prepare_failed.insert(instance_id.to_owned());
+            self.stats().prepares_failed += 1;
+            return;
+        }
+        self.fleet.power_off(instance_id);
+        let state = self.fleet.instance(instance_id).map(|i| i.state);
+        if state != Some(InstanceState::Stopped) {
+            self.breach(format!(
+                "prepared host {instance_id} powered off into {state:?}, not stopped: its shutdown behaviour was not stop"
+            ));
+        }
+        self.stats().hosts_prepared += 1;
     }
 
     /// GitHub gives each queued job to a random idle runner whose registered labels

@@ -2,15 +2,20 @@
 //! the JIT config, the queue — never from what the handlers report they did.
 //!
 //! [`check_always`] holds after every step, faults and crashes included;
-//! [`check_settled`] holds once the world has settled with faults off (where a pool with
-//! `min_idle` keeps exactly that many warm runners, idle and ready, and nothing else).
+//! [`check_not_stuck`] holds in the settling, once the reaper has run a few times with
+//! faults off; [`check_settled`] holds once the world has settled with faults off (where
+//! a pool with `min_idle` keeps exactly that many warm runners, idle and ready, a pool
+//! with `stopped` exactly that many stopped instances, and nothing else).
 
 use crate::world::{JobState, World};
 use ephemera_core::config::PoolConfig;
-use ephemera_core::lifecycle::{InstanceStatus, RunnerStatus};
+use ephemera_core::lifecycle::{InstanceStatus, RunnerStatus, CREATE_LEASE};
 use ephemera_core::model::{JobStatus, RunnerRecord};
+use ephemera_core::ports::{InstanceState, ShutdownBehaviour};
 use ephemera_core::sizing::SizingRequest;
 use std::collections::BTreeMap;
+use std::time::Duration;
+use time::OffsetDateTime;
 
 fn live_records(world: &World) -> Vec<RunnerRecord> {
     let records = world.store.runners().into_iter();
@@ -79,7 +84,10 @@ pub fn check_always(world: &World) -> Result<(), String> {
     let waiting_for_a_job = waiting_for_a_job.filter(|r| {
         matches!(
             r.status,
-            InstanceStatus::PendingCreate | InstanceStatus::Creating | InstanceStatus::Running
+            InstanceStatus::PendingCreate
+                | InstanceStatus::Creating
+                | InstanceStatus::Starting
+                | InstanceStatus::Running
         ) && matches!(r.runner_status, RunnerStatus::Pending | RunnerStatus::Idle)
     });
     let launched_for = waiting_for_a_job
@@ -97,6 +105,78 @@ pub fn check_always(world: &World) -> Result<(), String> {
         return Err(format!(
             "one instance is claimed by two live records: {both}"
         ));
+    }
+    check_stopped_hold_no_config(world, &live)
+}
+
+/// A JIT config is never on an instance of the stopped pool (its record `preparing` or
+/// `stopped`), and never on a stopped instance but one a take is starting (its record
+/// `starting` with the job, or being replaced after a failed start): a stopped instance
+/// holds no secret while it waits, and none meant for another job.
+fn check_stopped_hold_no_config(world: &World, live: &[RunnerRecord]) -> Result<(), String> {
+    use InstanceStatus::*;
+    for instance_id in world.jit_store.instance_ids() {
+        let record = live
+            .iter()
+            .find(|r| r.instance_id.as_deref() == Some(instance_id.as_str()));
+        let stopped = world
+            .fleet
+            .instance(&instance_id)
+            .is_some_and(|i| i.state == InstanceState::Stopped);
+        match record {
+            Some(r) if matches!(r.status, Preparing | Stopped) => {
+                return Err(format!(
+                    "record {} ({}) is in the stopped pool, but its instance {instance_id} holds a JIT config",
+                    r.name, r.status
+                ))
+            }
+            Some(r)
+                if stopped
+                    && !(matches!(r.status, Starting | PendingDelete | Deleting)
+                        && r.job_id.is_some()) =>
+            {
+                return Err(format!(
+                    "stopped instance {instance_id} holds a JIT config, but no take is starting it (record {} {} job {:?})",
+                    r.name, r.status, r.job_id
+                ))
+            }
+            None if stopped => {
+                return Err(format!(
+                    "stopped instance {instance_id} holds a JIT config and no live record names it"
+                ))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// The margin past a rule's timeout within which the reaper, running every minute with
+/// faults off, must have moved a record on.
+const REAPER_MARGIN: Duration = Duration::from_secs(3 * 60);
+
+/// With faults off and the reaper at work, no record stays in `preparing` past its pool's
+/// `bootstrap_timeout` (`prepare_timeout`), nor in `starting` past the creation lease
+/// (`creation_stalled` resumes or releases it), by more than [`REAPER_MARGIN`].
+pub fn check_not_stuck(world: &World, now: OffsetDateTime) -> Result<(), String> {
+    for record in live_records(world) {
+        let Some(pool) = world.config.pool(&record.pool) else {
+            continue;
+        };
+        let (since, bound) = match record.status {
+            InstanceStatus::Preparing => (record.created_at, pool.bootstrap_timeout),
+            InstanceStatus::Starting => (record.updated_at, CREATE_LEASE),
+            _ => continue,
+        };
+        if now - since > bound + REAPER_MARGIN {
+            return Err(format!(
+                "record {} still {} after {} with faults off (its bound {}s)",
+                record.name,
+                record.status,
+                now - since,
+                bound.as_secs()
+            ));
+        }
     }
     Ok(())
 }
@@ -233,12 +313,22 @@ pub fn check_at_rest(world: &World) -> Result<(), String> {
         .filter(|r| r.status == InstanceStatus::Running && r.runner_status == RunnerStatus::Idle)
         .filter(|r| world.config.pool(&r.pool).is_some_and(|p| p.min_idle > 0))
         .collect();
+    // And the stopped pools' instances, ready to be taken (each checked below).
+    let stopped: Vec<&RunnerRecord> = live
+        .iter()
+        .filter(|r| r.prepare && r.status == InstanceStatus::Stopped && r.job_id.is_none())
+        .collect();
+    let kept = |id: &String| {
+        warm.iter()
+            .chain(&stopped)
+            .any(|r| r.instance_id.as_ref() == Some(id))
+    };
     let leaked: Vec<String> = world
         .fleet
         .live_instances()
         .into_iter()
         .map(|i| i.id)
-        .filter(|id| !warm.iter().any(|r| r.instance_id.as_ref() == Some(id)))
+        .filter(|id| !kept(id))
         .collect();
     if !leaked.is_empty() {
         return Err(format!("instances leaked: {}", leaked.join(", ")));
@@ -263,7 +353,7 @@ pub fn check_at_rest(world: &World) -> Result<(), String> {
     }
     let left: Vec<String> = live
         .iter()
-        .filter(|r| !warm.iter().any(|w| w.name == r.name))
+        .filter(|r| !warm.iter().chain(&stopped).any(|w| w.name == r.name))
         .map(|r| format!("{} ({})", r.name, r.status))
         .collect();
     if !left.is_empty() {
@@ -284,16 +374,31 @@ pub fn check_at_rest(world: &World) -> Result<(), String> {
         for record in kept {
             check_ready(world, record)?;
         }
+        let ready: Vec<&&RunnerRecord> = stopped.iter().filter(|r| r.pool == pool.name).collect();
+        if ready.len() != pool.stopped as usize {
+            return Err(format!(
+                "pool {}: {} stopped instances left after settling, stopped {}",
+                pool.name,
+                ready.len(),
+                pool.stopped
+            ));
+        }
+        for record in &ready {
+            check_stopped_ready(world, record)?;
+        }
         let counter = world.store.slots_used(&pool.name);
         let held = warm
             .iter()
+            .chain(&stopped)
             .filter(|r| r.pool == pool.name && r.slot_held)
             .count();
-        if counter as usize != names.len() || held != names.len() {
+        let kept = names.len() + ready.len();
+        if counter as usize != kept || held != kept {
             return Err(format!(
-                "pool {}: slot counter at {counter}, {held} slots held, with {} warm runners left",
+                "pool {}: slot counter at {counter}, {held} slots held, with {} warm runners and {} stopped instances left",
                 pool.name,
-                names.len()
+                names.len(),
+                ready.len()
             ));
         }
     }
@@ -320,6 +425,30 @@ fn check_ready(world: &World, record: &RunnerRecord) -> Result<(), String> {
         Err(format!(
             "warm runner {} is not ready after settling: instance live {instance_live}, online and not busy on GitHub {online}",
             record.name
+        ))
+    }
+}
+
+/// A stopped instance left after settling is ready to be taken: its instance stopped, its
+/// shutdown behaviour back to `terminate` (so that its job's end terminates it), on
+/// demand, and no GitHub runner registered for it.
+fn check_stopped_ready(world: &World, record: &RunnerRecord) -> Result<(), String> {
+    let instance = record.instance_id.as_deref();
+    let state = instance
+        .and_then(|id| world.fleet.instance(id))
+        .map(|i| i.state);
+    let behaviour = instance.map(|id| world.fleet.shutdown_behaviour(id));
+    let on_demand = record.market == Some(ephemera_core::ports::Market::OnDemand);
+    if state == Some(InstanceState::Stopped)
+        && behaviour == Some(ShutdownBehaviour::Terminate)
+        && on_demand
+        && record.github_runner_id.is_none()
+    {
+        Ok(())
+    } else {
+        Err(format!(
+            "stopped instance {} ({instance:?}) is not ready after settling: state {state:?}, shutdown behaviour {behaviour:?}, market {:?}, GitHub runner {:?}",
+            record.name, record.market, record.github_runner_id
         ))
     }
 }

@@ -9,7 +9,7 @@ use crate::queue::Stored;
 use crate::world::World;
 use ephemera_core::handlers::reaper::{Reaper, Reruns};
 use ephemera_core::handlers::scaler::{BatchItem, Scaler, ScalerCapabilities, ScalerPorts};
-use ephemera_core::memory::CrashSwitch;
+use ephemera_core::memory::{CrashPoint, CrashSwitch};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -21,11 +21,14 @@ pub enum Invocation {
     Scaler {
         received: Vec<Stored>,
         crash_after: Option<usize>,
+        /// A crash at a named call instead (a stopped pool's take, refill or reset).
+        crash_at: Option<CrashPoint>,
         /// The handled messages' deletes are lost: SQS delivers them again.
         lose_deletes: bool,
     },
     Reaper {
         crash_after: Option<usize>,
+        crash_at: Option<CrashPoint>,
     },
 }
 
@@ -41,18 +44,19 @@ pub enum Ended {
     Crashed,
 }
 
-/// Arms `switch` to crash after `crash_after` calls, or never.
-fn arm(switch: &CrashSwitch, crash_after: Option<usize>) {
-    match crash_after {
-        Some(calls) => switch.arm(calls),
-        None => switch.disarm(),
+/// Arms `switch` to crash after `crash_after` calls, or at `crash_at`, or never.
+fn arm(switch: &CrashSwitch, crash_after: Option<usize>, crash_at: Option<CrashPoint>) {
+    match (crash_after, crash_at) {
+        (_, Some(point)) => switch.arm_at(point),
+        (Some(calls), None) => switch.arm(calls),
+        (None, None) => switch.disarm(),
     }
 }
 
 /// A new switch armed as [`arm`] does.
-fn armed(crash_after: Option<usize>) -> Arc<CrashSwitch> {
+fn armed(crash_after: Option<usize>, crash_at: Option<CrashPoint>) -> Arc<CrashSwitch> {
     let switch = CrashSwitch::new();
-    arm(&switch, crash_after);
+    arm(&switch, crash_after, crash_at);
     switch
 }
 
@@ -71,9 +75,10 @@ fn scaler(
     world: &Arc<World>,
     received: &[Stored],
     crash_after: Option<usize>,
+    crash_at: Option<CrashPoint>,
     now: OffsetDateTime,
 ) -> Running {
-    let switch = armed(crash_after);
+    let switch = armed(crash_after, crash_at);
     let gate = Gate::new(world, &switch);
     let scaler = Arc::new(Scaler::new(
         ScalerPorts {
@@ -108,9 +113,10 @@ fn reaper(
     reaper: &Reaper,
     switch: &Arc<CrashSwitch>,
     crash_after: Option<usize>,
+    crash_at: Option<CrashPoint>,
     now: OffsetDateTime,
 ) -> Running {
-    arm(switch, crash_after);
+    arm(switch, crash_after, crash_at);
     let reaper = reaper.clone();
     let switch = switch.clone();
     Box::pin(async move {
@@ -168,12 +174,17 @@ pub async fn run_all(
             Invocation::Scaler {
                 received,
                 crash_after,
+                crash_at,
                 ..
-            } => scaler(world, received, *crash_after, now),
-            Invocation::Reaper { crash_after } => reaper(
+            } => scaler(world, received, *crash_after, *crash_at, now),
+            Invocation::Reaper {
+                crash_after,
+                crash_at,
+            } => reaper(
                 &reaper_handle.reaper,
                 &reaper_handle.switch,
                 *crash_after,
+                *crash_at,
                 now,
             ),
         };

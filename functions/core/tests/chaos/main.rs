@@ -25,6 +25,14 @@
 //! warning the reaper first or not: GitHub fails the job, and a re-run the reaper asks
 //! for becomes a queued job of the run's next attempt.
 //!
+//! In about a third of the ephemeral schedules the pool keeps `stopped` instances: hosts
+//! prepare and power off into `stopped` (or fail to, and stay up), jobs take them and
+//! start them, with crashes drawn at the stopped pool's named calls (the take, the JIT
+//! write, StartInstances, the refill's launch, ModifyInstanceAttribute and `prepare`
+//! item, the reaper's reset to `terminate`), refused starts, failed shutdown changes and
+//! lost stopped instances; no instance may be started for two jobs, and no stopped
+//! instance may hold a JIT config but one a take is starting.
+//!
 //! Invariants (`invariants.rs`), read from the fakes' state: after every step, no job
 //! bound to two runners and no queued job with two runners launched for it, no pool above
 //! `max_runners` (slot counter, live records holding a slot, runners online on live
@@ -43,13 +51,14 @@
 //! 1234 alone and prints its trace; `EPHEMERA_CHAOS_SCHEDULES=N` runs N schedules from
 //! the first seed (default: 250 from seed 1), so `EPHEMERA_CHAOS_SEED=1000
 //! EPHEMERA_CHAOS_SCHEDULES=1500` runs seeds 1000 to 2499; `make chaos-sweep SEEDS=N
-//! FROM=M` runs a long sweep on an optimized build (200,000 seeds in about six minutes).
+//! FROM=M` runs a long sweep on an optimized build (50,000 seeds in under three minutes).
 //! A failure prints its seed, the violated invariant, the steps that led there and the
 //! world's state.
 //!
 //! To see the suite fail, apply a deliberate break from `tests/chaos/breaks/`, e.g.
 //! `git apply functions/core/tests/chaos/breaks/skip-slot-reservation.patch` (or
-//! `skip-busy-check`, `skip-redelivery`, `skip-job-settling`, `rerun-any-failed-job`), run
+//! `skip-busy-check`, `skip-redelivery`, `skip-job-settling`, `rerun-any-failed-job`,
+//! `skip-take-condition`), run
 //! the suite, and
 //! `git apply -R` it.
 
@@ -76,6 +85,8 @@ const LONE_RECOVERIES_PER_SCHEDULE: f64 = 0.02;
 /// schedule run (see the summary line for what a run drew).
 const INTERRUPTIONS_PER_SCHEDULE: f64 = 0.15;
 const RERUNS_PER_SCHEDULE: f64 = 0.05;
+/// Seeds the broken take's test may run through until one catches it.
+const BREAK_SEEDS: u64 = 250;
 /// Failures shown in full; the others are listed by seed.
 const SHOWN: usize = 1;
 
@@ -105,6 +116,32 @@ fn a_lone_job_refused_while_the_deliveries_were_unreadable_for_an_hour_runs() {
         let stats = seed_passes(seed);
         assert_eq!(stats.lone_jobs_recovered, 1, "seed {seed}: {stats:?}");
     }
+}
+
+/// The invariants can fail: with the table's take blind to its `status = stopped`
+/// condition (the gate puts a taken record back to `stopped` before each take), two jobs
+/// take one instance in some schedule of a stopped pool, and the suite says so.
+#[test]
+fn a_take_blind_to_its_stopped_condition_is_caught() {
+    let caught = (1..=BREAK_SEEDS).find(|seed| {
+        schedule::run_with(*seed, true)
+            .is_err_and(|failure| failure.invariant.contains("started for two jobs"))
+    });
+    if std::env::var("EPHEMERA_CHAOS_COUNT_BREAKS").is_ok() {
+        let failures: Vec<String> = (1..=BREAK_SEEDS)
+            .filter_map(|seed| schedule::run_with(seed, true).err())
+            .map(|failure| format!("seed {}: {}", failure.seed, failure.invariant))
+            .collect();
+        eprintln!(
+            "{} of {BREAK_SEEDS} broken schedules failed:\n{}",
+            failures.len(),
+            failures.join("\n")
+        );
+    }
+    assert!(
+        caught.is_some(),
+        "no schedule of seeds 1 to {BREAK_SEEDS} caught two jobs taking one stopped instance"
+    );
 }
 
 fn seed_passes(seed: u64) -> world::Stats {
@@ -161,6 +198,7 @@ fn seeded_chaos_schedules_keep_every_invariant() {
     if failures.is_empty() {
         check_sweep_recovered(count, &totals);
         check_interruptions_rerun(count, &totals);
+        check_stopped_pools_exercised(count, &totals);
         return;
     }
     let mut report = String::new();
@@ -222,6 +260,55 @@ fn check_interruptions_rerun(count: u64, totals: &world::Stats) {
     );
 }
 
+/// A run of many schedules must have drawn stopped pools, and in them seen hosts prepare
+/// and stop, jobs take and start them, refused starts, and each of the reaper's rules on
+/// stopped pool records at work (each at least `rate` per schedule run).
+fn check_stopped_pools_exercised(count: u64, totals: &world::Stats) {
+    let seen = [
+        ("stopped pools", totals.stopped_pools, 0.1),
+        ("hosts prepared and stopped", totals.hosts_prepared, 0.4),
+        (
+            "`instance_stopped` moves",
+            totals.rule_instance_stopped,
+            0.4,
+        ),
+        (
+            "stopped instances started for their job",
+            totals.starts,
+            0.2,
+        ),
+        (
+            "crashes drawn at the stopped pool's named calls",
+            totals.named_crashes,
+            0.4,
+        ),
+        (
+            "`prepare_timeout` replacements",
+            totals.rule_prepare_timeout,
+            0.02,
+        ),
+        (
+            "`stopped_stale` replacements",
+            totals.rule_stopped_stale,
+            0.004,
+        ),
+        (
+            "`instance_gone` of stopped pool records",
+            totals.rule_instance_gone,
+            0.008,
+        ),
+        ("takes fallen back to a launch", totals.takes_failed, 0.008),
+        ("StartInstances refused", totals.starts_refused, 0.004),
+    ];
+    for (what, seen, rate) in seen {
+        let least = (count as f64 * rate) as u64;
+        assert!(
+            seen >= least,
+            "{count} schedules saw {seen} {what}, fewer than {least}"
+        );
+    }
+}
+
 fn add(totals: &mut world::Stats, stats: &world::Stats) {
     totals.jobs += stats.jobs;
     totals.ran += stats.ran;
@@ -247,6 +334,20 @@ fn add(totals: &mut world::Stats, stats: &world::Stats) {
     totals.interrupted += stats.interrupted;
     totals.interruptions_warned += stats.interruptions_warned;
     totals.reruns += stats.reruns;
+    totals.stopped_pools += stats.stopped_pools;
+    totals.hosts_prepared += stats.hosts_prepared;
+    totals.prepares_failed += stats.prepares_failed;
+    totals.starts += stats.starts;
+    totals.starts_repeated += stats.starts_repeated;
+    totals.starts_refused += stats.starts_refused;
+    totals.stopped_lost += stats.stopped_lost;
+    totals.named_crashes += stats.named_crashes;
+    totals.rule_instance_stopped += stats.rule_instance_stopped;
+    totals.rule_prepare_timeout += stats.rule_prepare_timeout;
+    totals.rule_stopped_stale += stats.rule_stopped_stale;
+    totals.rule_instance_gone += stats.rule_instance_gone;
+    totals.takes_failed += stats.takes_failed;
+    totals.takes_released += stats.takes_released;
 }
 
 fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {

@@ -7,13 +7,13 @@
 //! step; then faults off and the world left to settle, and the settled invariants checked.
 
 use crate::github::Delivery;
-use crate::invariants::{check_always, check_settled};
+use crate::invariants::{check_always, check_not_stuck, check_settled};
 use crate::invoke::{run_all, Ended, Invocation, ReaperHandle};
 use crate::rng::Rng;
 use crate::world::{Stats, World, OWNER, POOL, STORE_OPS};
 use ephemera_core::config::Config;
-use ephemera_core::memory::{FleetFailure, ForgeFailure};
-use ephemera_core::ports::Market;
+use ephemera_core::memory::{CrashPoint, FleetFailure, ForgeFailure, StoreOp};
+use ephemera_core::ports::{InstanceState, Market};
 use std::sync::Arc;
 use std::time::Duration;
 use time::OffsetDateTime;
@@ -40,6 +40,9 @@ pub struct Schedule {
     lone_job: bool,
     /// Draws the spot interruptions.
     interruptions: Rng,
+    /// The pool's `stopped`, and the stream its crashes, faults and hours are drawn from.
+    stopped: u32,
+    stopped_rng: Rng,
     world: Arc<World>,
     reaper: ReaperHandle,
     started: OffsetDateTime,
@@ -50,12 +53,25 @@ pub struct Schedule {
 
 /// Runs the schedule of `seed` on its own single-threaded runtime with paused time.
 pub fn run(seed: u64) -> Result<Stats, Failure> {
+    run_with(seed, false)
+}
+
+/// [`run`], with the take's condition broken when `break_take` (the suite's own test
+/// that its invariants catch two jobs taking one stopped instance).
+pub fn run_with(seed: u64, break_take: bool) -> Result<Stats, Failure> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
         .build()
         .expect("runtime");
-    runtime.block_on(async { Schedule::new(seed).play().await })
+    runtime.block_on(async {
+        let schedule = Schedule::new(seed);
+        schedule
+            .world
+            .break_take_condition
+            .store(break_take, std::sync::atomic::Ordering::SeqCst);
+        schedule.play().await
+    })
 }
 
 /// Seeds the stream the refused `queued` deliveries and the events never sent are drawn
@@ -82,6 +98,40 @@ const INTERRUPTION_STREAM: u64 = 0x5350_4f54_494e_5452;
 const INTERRUPTIONS: u64 = 25;
 const WARNED: u64 = 75;
 
+/// Seeds the stream a stopped pool is drawn from (its size and age, its crashes at named
+/// calls, its faults, its hours passing), apart from the main one: a seed whose pool keeps
+/// no stopped instances names the schedule it named before stopped pools were drawn.
+const STOPPED_STREAM: u64 = 0x5354_4f50_5045_4421;
+/// How many ephemeral schedules in a hundred keep stopped instances (1–2).
+const STOPPED_POOLS: u64 = 35;
+/// How many steps in a hundred of a stopped pool's schedule are an hour or so of
+/// ordinary work ([`Schedule::quiet_hour`]).
+const QUIET_HOURS: u64 = 1;
+/// How many crashes in a hundred of a stopped pool's schedule are drawn at a named call
+/// of the stopped pool's paths instead of after a number of calls.
+const NAMED_CRASHES: u64 = 60;
+
+/// The named calls a scaler may crash at (before the call, or once it returned): the
+/// take's transaction, the JIT write and StartInstances; the refill's launch, its
+/// ModifyInstanceAttribute and its `prepare` item.
+const SCALER_POINTS: [(&str, &str); 6] = [
+    ("RunnerStore", "take_stopped"),
+    ("JitConfigStore", "put"),
+    ("Launcher", "start"),
+    ("Launcher", "launch"),
+    ("Launcher", "set_shutdown_behaviour"),
+    ("JitConfigStore", "put_prepare"),
+];
+/// The named calls the reaper may crash at: its reset of a stopped instance to
+/// `terminate`, the moves of records, the refill's reservation and message.
+const REAPER_POINTS: [(&str, &str); 5] = [
+    ("Fleet", "set_shutdown_behaviour"),
+    ("RunnerStore", "transition"),
+    ("RunnerStore", "reserve_runner"),
+    ("JobQueue", "send"),
+    ("Fleet", "terminate"),
+];
+
 /// Seeds the stream the sizing policy is drawn from, apart from the main one: a seed
 /// whose pool accepts no sizing names the schedule it named before sized jobs were drawn.
 const SIZING_STREAM: u64 = 0x5349_5A49_4E47_2121;
@@ -97,16 +147,30 @@ fn config(rng: &mut Rng, seed: u64) -> Arc<Config> {
         0
     };
     let ephemeral = !warm_rng.chance(25);
-    let warm = if min_idle > 0 {
+    let mut stopped_rng = Rng::new(seed ^ STOPPED_STREAM);
+    let stopped = if ephemeral && min_idle < max_runners && stopped_rng.chance(STOPPED_POOLS) {
+        stopped_rng.between(1, (max_runners - min_idle).min(2))
+    } else {
+        0
+    };
+    let warm = if min_idle > 0 || stopped > 0 {
         format!("    min_idle: {min_idle}\n    warm_owner: {OWNER}\n")
     } else {
         String::new()
     };
+    let stopped_setting = match stopped {
+        0 => String::new(),
+        // Now and then an hour's age: `stopped_stale` replaces them within a schedule.
+        _ if stopped_rng.chance(40) => format!("    stopped: {stopped}\n    stopped_max_age: 1h\n"),
+        _ => format!("    stopped: {stopped}\n"),
+    };
     let mut sizing_rng = Rng::new(seed ^ SIZING_STREAM);
-    // A sizing pool keeps min_idle below its runner cap (config validate's rule).
-    let sizing = if sizing_rng.chance(50) && min_idle < max_runners {
+    // A sizing pool keeps its warm and stopped runners below its runner cap (config
+    // validate's rule), so that its vCPUs cap it above them.
+    let kept = min_idle + stopped;
+    let sizing = if sizing_rng.chance(50) && kept < max_runners {
         // 16 vCPUs a runner at most; the pool's vCPUs cap it above its warm runners.
-        let max_vcpus = 16 * sizing_rng.between(min_idle + 1, max_runners);
+        let max_vcpus = 16 * sizing_rng.between(kept + 1, max_runners);
         format!("    max_vcpus: {max_vcpus}\n    sizing: {{ accept: true, max_vcpus_per_runner: 16 }}\n")
     } else {
         String::new()
@@ -125,7 +189,7 @@ pools:
     ephemeral: {ephemeral}
     bootstrap_timeout: 10m
     idle_timeout: 5m
-{warm}{sizing}"
+{warm}{stopped_setting}{sizing}"
     );
     Arc::new(Config::parse("chaos.yaml", &text).expect("valid chaos config"))
 }
@@ -135,12 +199,15 @@ impl Schedule {
         let mut rng = Rng::new(seed);
         let config = config(&mut rng, seed);
         let pool = &config.pools[0];
+        let stopped = pool.stopped;
         let setting = format!(
-            "pool max_runners {}, spot {}, check_queued {}, min_idle {}, ephemeral {}, sizing {}, max_vcpus {:?}",
+            "pool max_runners {}, spot {}, check_queued {}, min_idle {}, stopped {} (max age {:?}), ephemeral {}, sizing {}, max_vcpus {:?}",
             pool.max_runners,
             pool.spot,
             pool.check_queued,
             pool.min_idle,
+            pool.stopped,
+            pool.stopped_max_age,
             pool.ephemeral,
             pool.sizing.accept,
             pool.max_vcpus
@@ -162,6 +229,9 @@ impl Schedule {
             refusals,
             lone_job,
             interruptions: Rng::new(seed ^ INTERRUPTION_STREAM),
+            stopped,
+            // Not the stream the pool was drawn from: its draws start anew here.
+            stopped_rng: Rng::new(seed ^ STOPPED_STREAM ^ 1),
             reaper: ReaperHandle::new(&world),
             world,
             started,
@@ -179,7 +249,11 @@ impl Schedule {
         }
         for _ in 0..steps {
             self.step += 1;
-            let what = self.one_step(&mut jobs_left).await;
+            let what = if self.stopped > 0 && self.stopped_rng.chance(QUIET_HOURS) {
+                self.quiet_hour().await?
+            } else {
+                self.one_step(&mut jobs_left).await
+            };
             self.note(what);
             self.check(check_always)?;
             let pause = self.rng.between(0, 20);
@@ -191,6 +265,8 @@ impl Schedule {
         let pool = &self.world.config.pools[0];
         self.world.stats().warm_pools = u64::from(pool.min_idle > 0);
         self.world.stats().static_pools = u64::from(!pool.ephemeral);
+        self.world.stats().stopped_pools = u64::from(pool.stopped > 0);
+        self.world.count_stopped_moves();
         {
             let mut stats = self.world.stats();
             stats.schedules_recovered_by_sweep = u64::from(stats.recovered_by_sweep > 0);
@@ -221,7 +297,7 @@ impl Schedule {
             .push(format!("step {:>3} t+{at:>7}  {what}", self.step));
     }
 
-    fn check(&self, invariant: fn(&World) -> Result<(), String>) -> Result<(), Failure> {
+    fn check(&self, invariant: impl Fn(&World) -> Result<(), String>) -> Result<(), Failure> {
         invariant(&self.world).map_err(|violated| Failure {
             seed: self.seed,
             step: self.step,
@@ -235,6 +311,34 @@ impl Schedule {
         self.rng
             .chance(percent)
             .then(|| self.rng.between(0, 16) as usize)
+    }
+
+    /// A crash after a number of calls ([`Self::crash_point`]) or, in a stopped pool's
+    /// schedule, now and then at one of `points` instead (before the call or after it).
+    fn crash(
+        &mut self,
+        percent: u64,
+        points: &[(&'static str, &'static str)],
+    ) -> (Option<usize>, Option<CrashPoint>) {
+        let after = self.crash_point(percent);
+        if self.stopped == 0 {
+            return (after, None);
+        }
+        let named = match after {
+            Some(_) => self.stopped_rng.chance(NAMED_CRASHES),
+            None => self.stopped_rng.chance(8),
+        };
+        if !named {
+            return (after, None);
+        }
+        let (port, name) = points[self.stopped_rng.index(points.len())];
+        let point = CrashPoint {
+            port,
+            name,
+            after: self.stopped_rng.chance(50),
+        };
+        self.world.stats().named_crashes += 1;
+        (None, Some(point))
     }
 
     async fn one_step(&mut self, jobs_left: &mut u64) -> String {
@@ -317,7 +421,8 @@ impl Schedule {
                     received.extend(first.first().cloned());
                 }
             }
-            let crash_after = self.crash_point(if with_reaper { 15 } else { 20 });
+            let (crash_after, crash_at) =
+                self.crash(if with_reaper { 15 } else { 20 }, &SCALER_POINTS);
             let lose_deletes = self.rng.chance(8);
             shown.push(format!(
                 "scaler[{}{}{}]",
@@ -326,25 +431,26 @@ impl Schedule {
                     .map(|s| format!("{:?} {}", s.message.kind, s.message.job_id))
                     .collect::<Vec<_>>()
                     .join(", "),
-                crash_after.map_or(String::new(), |n| format!("; crash before call {}", n + 1)),
+                crash_text(crash_after, crash_at).map_or(String::new(), |c| format!("; {c}")),
                 if lose_deletes { "; deletes lost" } else { "" },
             ));
             invocations.push(Invocation::Scaler {
                 received,
                 crash_after,
+                crash_at,
                 lose_deletes,
             });
         }
         if with_reaper && self.rng.chance(70) {
-            let crash_after = self.crash_point(15);
+            let (crash_after, crash_at) = self.crash(15, &REAPER_POINTS);
             shown.push(format!(
                 "reaper[{}]",
-                crash_after.map_or("whole run".to_owned(), |n| format!(
-                    "crash before call {}",
-                    n + 1
-                ))
+                crash_text(crash_after, crash_at).unwrap_or_else(|| "whole run".to_owned())
             ));
-            invocations.push(Invocation::Reaper { crash_after });
+            invocations.push(Invocation::Reaper {
+                crash_after,
+                crash_at,
+            });
         }
         if invocations.len() > 1 {
             self.world.stats().concurrent_runs += 1;
@@ -354,12 +460,13 @@ impl Schedule {
     }
 
     async fn reaper_run(&mut self) -> String {
-        let crash_after = self.crash_point(20);
-        let invocations = vec![Invocation::Reaper { crash_after }];
+        let (crash_after, crash_at) = self.crash(20, &REAPER_POINTS);
+        let invocations = vec![Invocation::Reaper {
+            crash_after,
+            crash_at,
+        }];
         let ended = run_all(&self.world, &self.reaper, invocations, self.now).await;
-        let how = crash_after.map_or("whole run".to_owned(), |n| {
-            format!("crash before call {}", n + 1)
-        });
+        let how = crash_text(crash_after, crash_at).unwrap_or_else(|| "whole run".to_owned());
         format!("reaper[{how}] -> {}", self.outcomes(&ended))
     }
 
@@ -383,6 +490,9 @@ impl Schedule {
     /// Switches one provider fault on.
     fn fault(&mut self) -> String {
         self.world.stats().faults += 1;
+        if self.stopped > 0 && self.stopped_rng.chance(50) {
+            return self.stopped_fault();
+        }
         let world = &self.world;
         let times = self.rng.between(1, 4) as u32;
         match self.rng.between(0, 10) {
@@ -441,6 +551,84 @@ impl Schedule {
         }
     }
 
+    /// One fault of a stopped pool's calls: StartInstances refused for capacity, the
+    /// shutdown behaviour's changes failing, the table's take failing, or EC2 losing a
+    /// stopped instance.
+    fn stopped_fault(&mut self) -> String {
+        let world = &self.world;
+        let times = self.stopped_rng.between(1, 4) as u32;
+        match self.stopped_rng.between(0, 3) {
+            0 => {
+                world
+                    .fleet
+                    .fail_start_with(Some(FleetFailure::CapacityUnavailable));
+                "EC2 refuses StartInstances (InsufficientInstanceCapacity)".to_owned()
+            }
+            1 => {
+                world.fleet.fail_shutdown_changes(times);
+                format!("EC2 fails the next {times} ModifyInstanceAttribute calls")
+            }
+            2 => {
+                world.store.fail(StoreOp::TakeStopped, times.min(2));
+                format!("the table fails the next {} takes", times.min(2))
+            }
+            _ => {
+                let stopped: Vec<String> = world
+                    .fleet
+                    .live_instances()
+                    .into_iter()
+                    .filter(|i| i.state == InstanceState::Stopped)
+                    .map(|i| i.id)
+                    .collect();
+                if stopped.is_empty() {
+                    return "EC2 has no stopped instance to lose".to_owned();
+                }
+                let lost = &stopped[self.stopped_rng.index(stopped.len())];
+                world.fleet.set_state(lost, InstanceState::Terminated);
+                world.stats().stopped_lost += 1;
+                format!("EC2 loses stopped instance {lost}")
+            }
+        }
+    }
+
+    /// An hour or so of ordinary work, faults left as they are, so that stopped
+    /// instances age past a `stopped_max_age` of an hour: every five minutes the
+    /// webhooks waiting are delivered, scalers drain the queue, the agents tick and the
+    /// reaper runs, with the invariants checked after each. (Time does not jump: an hour
+    /// with no reaper run is longer than the redelivery sweep's lookback, past which a
+    /// failed event is given up by design.)
+    async fn quiet_hour(&mut self) -> Result<String, Failure> {
+        let slices = self.stopped_rng.between(6, 18);
+        for _ in 0..slices {
+            self.advance(Duration::from_secs(300));
+            self.world.deliver_all(self.now);
+            for _ in 0..20 {
+                let received = self.world.queue.receive(10, &mut self.rng);
+                if received.is_empty() {
+                    break;
+                }
+                let invocation = Invocation::Scaler {
+                    received,
+                    crash_after: None,
+                    crash_at: None,
+                    lose_deletes: false,
+                };
+                run_all(&self.world, &self.reaper, vec![invocation], self.now).await;
+            }
+            self.world.agent_tick(&mut self.rng, self.now, false);
+            let reaper = vec![Invocation::Reaper {
+                crash_after: None,
+                crash_at: None,
+            }];
+            run_all(&self.world, &self.reaper, reaper, self.now).await;
+            self.check(check_always)?;
+        }
+        Ok(format!(
+            "{} minutes of ordinary work: webhooks delivered, queue drained, agents and reaper every 5 minutes",
+            slices * 5
+        ))
+    }
+
     /// Faults off; webhooks delivered, the queue drained, agents, reaper, a minute at a
     /// time, until the world is clean; not clean after [`SETTLE_ROUNDS`] minutes fails.
     /// A dead-lettered message is the operator's to act on, as the product documents: the
@@ -471,14 +659,24 @@ impl Schedule {
                 let invocation = Invocation::Scaler {
                     received,
                     crash_after: None,
+                    crash_at: None,
                     lose_deletes: false,
                 };
                 run_all(&self.world, &self.reaper, vec![invocation], self.now).await;
             }
             self.world.agent_tick(&mut self.rng, self.now, true);
-            let reaper = vec![Invocation::Reaper { crash_after: None }];
+            let reaper = vec![Invocation::Reaper {
+                crash_after: None,
+                crash_at: None,
+            }];
             run_all(&self.world, &self.reaper, reaper, self.now).await;
             self.check(check_always)?;
+            // A few reaper runs with faults off: its timeouts hold every record in
+            // `preparing` or `starting` to a bound from here on.
+            if round >= 3 {
+                let now = self.now;
+                self.check(|world| check_not_stuck(world, now))?;
+            }
             if crate::describe::unsettled(&self.world).is_none() {
                 self.note(format!("settled after {round} minutes"));
                 return Ok(());
@@ -494,5 +692,19 @@ impl Schedule {
             )),
             None => Ok(()),
         })
+    }
+}
+
+/// How a drawn crash reads in the trace.
+fn crash_text(after: Option<usize>, at: Option<CrashPoint>) -> Option<String> {
+    match (after, at) {
+        (_, Some(point)) => Some(format!(
+            "crash {} {}.{}",
+            if point.after { "after" } else { "before" },
+            point.port,
+            point.name
+        )),
+        (Some(n), None) => Some(format!("crash before call {}", n + 1)),
+        (None, None) => None,
     }
 }

@@ -6,6 +6,7 @@
 
 use crate::queue::SimQueue;
 use ephemera_core::config::Config;
+use ephemera_core::lifecycle::InstanceStatus;
 use ephemera_core::memory::{
     FakeFleet, FakeForge, FakeWorkflowRuns, MemoryDeliveries, MemoryJitStore, MemoryReruns,
     MemoryStore, StoreOp,
@@ -120,6 +121,13 @@ pub struct GitHub {
     pub warned: BTreeSet<u64>,
     /// Re-runs GitHub accepted and made a job of.
     pub reruns_made: usize,
+    /// Instance id → every job a StartInstances of it was made for (the jobs whose take
+    /// of its record committed): a stopped instance is started for one job only.
+    pub started_for: BTreeMap<String, BTreeSet<u64>>,
+    /// Runner record → the jobs whose take of it committed.
+    pub takes: BTreeMap<String, BTreeSet<u64>>,
+    /// Stopped pool hosts whose prepare phase failed: they stay up, never powering off.
+    pub prepare_failed: BTreeSet<String>,
 }
 
 /// What a schedule did, for the summary line.
@@ -161,6 +169,30 @@ pub struct Stats {
     pub interrupted: u64,
     pub interruptions_warned: u64,
     pub reruns: u64,
+    /// Schedules whose pool keeps `stopped` instances, and in them: hosts that prepared
+    /// and powered off into `stopped`, hosts whose prepare failed (left up), StartInstances
+    /// that succeeded for a taken record (and those repeated for the same job: a resumed
+    /// take), StartInstances refused, stopped instances EC2 lost, and crashes drawn at the
+    /// stopped pool's named calls.
+    pub stopped_pools: u64,
+    pub hosts_prepared: u64,
+    pub prepares_failed: u64,
+    pub starts: u64,
+    pub starts_repeated: u64,
+    pub starts_refused: u64,
+    pub stopped_lost: u64,
+    pub named_crashes: u64,
+    /// The reaper's and the scaler's moves of stopped pool records, read from their
+    /// histories once the schedule ends: `instance_stopped`, `prepare_timeout`,
+    /// `stopped_stale`, `instance_gone` (of a `preparing`, `stopped` or `starting`
+    /// record), takes that fell back to a launch, and a taken record released by
+    /// `creation_stalled` (its job no longer waits).
+    pub rule_instance_stopped: u64,
+    pub rule_prepare_timeout: u64,
+    pub rule_stopped_stale: u64,
+    pub rule_instance_gone: u64,
+    pub takes_failed: u64,
+    pub takes_released: u64,
 }
 
 pub struct World {
@@ -177,6 +209,10 @@ pub struct World {
     github: Mutex<GitHub>,
     /// Breaches seen the moment they happened (a busy runner's instance terminated).
     breaches: Mutex<Vec<String>>,
+    /// A deliberate break for the suite's own test: the table's take of a stopped
+    /// record ignores its `status = stopped` condition (the gate puts the record back to
+    /// `stopped` before each take), so two jobs can take one instance.
+    pub break_take_condition: std::sync::atomic::AtomicBool,
     stats: Mutex<Stats>,
 }
 
@@ -198,6 +234,7 @@ impl World {
             runs: Arc::new(FakeWorkflowRuns::new()),
             github: Mutex::default(),
             breaches: Mutex::default(),
+            break_take_condition: Default::default(),
             stats: Mutex::default(),
         })
     }
@@ -254,6 +291,120 @@ impl World {
             .collect()
     }
 
+    /// The take of `runner` for `job_id` committed (the table's transaction said yes).
+    pub fn taken(&self, runner: &str, job_id: u64) {
+        let mut github = self.github();
+        github
+            .takes
+            .entry(runner.to_owned())
+            .or_default()
+            .insert(job_id);
+    }
+
+    /// A StartInstances of `instance_id` succeeded: noted with every job whose take of
+    /// the live record naming the instance committed; an instance started for two jobs
+    /// (two takes of one stopped instance) is a breach, as is a start of an instance no
+    /// take is for.
+    pub fn started(&self, instance_id: &str) {
+        let record = self
+            .store
+            .runners()
+            .into_iter()
+            .find(|r| r.status.is_live() && r.instance_id.as_deref() == Some(instance_id));
+        let Some(record) = record else {
+            self.breach(format!(
+                "instance {instance_id} was started, but no live record names it"
+            ));
+            return;
+        };
+        let mut github = self.github();
+        let takes = github.takes.get(&record.name).cloned().unwrap_or_default();
+        let jobs = github
+            .started_for
+            .entry(instance_id.to_owned())
+            .or_default();
+        let again = !jobs.is_empty() && takes.is_subset(jobs);
+        jobs.extend(takes.iter().copied());
+        let jobs: Vec<u64> = jobs.iter().copied().collect();
+        drop(github);
+        let mut stats = self.stats();
+        stats.starts += 1;
+        stats.starts_repeated += u64::from(again);
+        drop(stats);
+        if jobs.is_empty() {
+            self.breach(format!(
+                "instance {instance_id} was started for no job: no take of record {} ({})",
+                record.name, record.status
+            ));
+        } else if jobs.len() > 1 {
+            self.breach(format!(
+                "instance {instance_id} was started for two jobs: {jobs:?} (record {})",
+                record.name
+            ));
+        }
+    }
+
+    /// The deliberate break of [`World::break_take_condition`]: the record is put back
+    /// to `stopped` with no job, as if the take's condition were not there.
+    pub fn forget_take(&self, runner: &str) {
+        if let Some(mut record) = self.store.runner(runner) {
+            if matches!(
+                record.status,
+                InstanceStatus::Starting | InstanceStatus::Running
+            ) && record.prepare
+            {
+                record.status = InstanceStatus::Stopped;
+                record.job_id = None;
+                self.store.put_runner(record);
+            }
+        }
+    }
+
+    /// Counts the stopped pool's moves from every record's history, into the stats.
+    pub fn count_stopped_moves(&self) {
+        let mut counts = [0u64; 6];
+        for record in self.store.runners().into_iter().filter(|r| r.prepare) {
+            let mut before = None;
+            for entry in &record.history {
+                let reason = entry.reason.as_deref().unwrap_or("");
+                let moved = |to: InstanceStatus| entry.status == Some(to);
+                if moved(InstanceStatus::Stopped) {
+                    counts[0] += 1;
+                }
+                if moved(InstanceStatus::PendingDelete) {
+                    counts[1] += u64::from(reason.contains("not stopped within bootstrap_timeout"));
+                    counts[2] += u64::from(reason.contains("older than stopped_max_age"));
+                    counts[3] += u64::from(
+                        reason.contains("instance gone")
+                            && matches!(
+                                before,
+                                Some(
+                                    InstanceStatus::Preparing
+                                        | InstanceStatus::Stopped
+                                        | InstanceStatus::Starting
+                                )
+                            ),
+                    );
+                    counts[4] += u64::from(reason.starts_with("take failed"));
+                    counts[5] += u64::from(
+                        before == Some(InstanceStatus::Starting)
+                            && reason.contains("no longer waits"),
+                    );
+                }
+                if entry.status.is_some() {
+                    before = entry.status;
+                }
+            }
+        }
+        let mut stats = self.stats();
+        stats.rule_instance_stopped = counts[0];
+        stats.rule_prepare_timeout = counts[1];
+        stats.rule_stopped_stale = counts[2];
+        stats.rule_instance_gone = counts[3];
+        stats.takes_failed = counts[4];
+        stats.takes_released = counts[5];
+    }
+
     /// Clears every injected provider failure.
     pub fn heal(&self) {
         self.forge.fail_next(0);
@@ -267,6 +418,9 @@ impl World {
         for op in STORE_OPS {
             self.store.fail(op, 0);
         }
+        self.store.fail(StoreOp::TakeStopped, 0);
+        self.fleet.fail_start_with(None);
+        self.fleet.fail_shutdown_changes(0);
         self.jit_store.fail_next(0);
         self.queue.fail_sends(false);
     }

@@ -237,7 +237,9 @@ fn verdict(
         {
             clean(Cleanup::BootstrapTimeout)
         }
-        Creating
+        // A take (`starting`) that died after StartInstances, its runner since online
+        // (chaos seed 136731), is recorded `running` the same way.
+        Creating | Starting
             if record.runner_status != RunnerStatus::Pending
                 && older_than(record.updated_at, now, CREATE_LEASE) =>
         {

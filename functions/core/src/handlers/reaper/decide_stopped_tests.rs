@@ -152,3 +152,35 @@ fn a_take_left_starting_past_its_lease_is_a_stalled_creation() {
     let late: Vec<_> = at(2).into_iter().map(|(_, v)| v).collect();
     assert_eq!(late, [Verdict::StalledCreation]);
 }
+
+/// Chaos seed 136731: a take died after StartInstances; its host resumed, its runner came
+/// online and took the job, and the record stayed `starting` for ever (`creation_stalled`
+/// is only for a runner still pending). Past the lease it is recorded `running`.
+#[tokio::test]
+async fn a_take_that_died_after_its_start_is_recorded_running_once_its_runner_is_online() {
+    use crate::handlers::test_support::World;
+    let mut world = World::new(5);
+    world.config = config_with(5, "    stopped: 1\n");
+    let mut taken = record(
+        "eph-linux-s",
+        InstanceStatus::Starting,
+        RunnerStatus::Active,
+    );
+    taken.job_id = Some(7);
+    world.store.put_runner(taken);
+    world
+        .fleet
+        .put_instance(in_state("i-eph-linux-s", InstanceState::Running));
+    world
+        .store
+        .set_slots_used(crate::handlers::test_support::POOL, 1);
+    let far = tokio::time::Instant::now() + Duration::from_secs(3600);
+    world
+        .reaper()
+        .run(now() + minutes(2), far)
+        .await
+        .expect("run");
+    let record = world.store.runner("eph-linux-s").expect("record");
+    assert_eq!(record.status, InstanceStatus::Running);
+    assert_eq!(record.job_id, Some(7));
+}

@@ -78,6 +78,12 @@ impl Reaper {
                     full
                 }
             };
+            // A stopped instance ready to be taken holds a slot, but a take needs none:
+            // a full pool is not full for a job that could take one, which the scaler
+            // keeps in line only while it has to (chaos seed 100652: a job whose runner
+            // timed out, in a pool whose one slot a stopped instance held, was never
+            // queued again).
+            let full = full && !self.could_take_stopped(snapshot, &job);
             if full {
                 // The scaler keeps this job in line until a slot frees, but a slot held by
                 // an idle runner that could take it frees only once the job is over (rule
@@ -103,6 +109,20 @@ impl Reaper {
         Ok(requeued)
     }
 
+    /// Whether the job's pool has a `stopped` instance the job could take (its runner
+    /// would be given the job).
+    fn could_take_stopped(&self, snapshot: &Snapshot, job: &JobRecord) -> bool {
+        let Some(pool) = self.config.pool(&job.pool) else {
+            return false;
+        };
+        snapshot.runners.iter().any(|r| {
+            r.pool == job.pool
+                && r.status == InstanceStatus::Stopped
+                && r.job_id.is_none()
+                && crate::handlers::scaler::serves(pool, r, &job.labels)
+        })
+    }
+
     /// Whether a live runner holds the job's claim, and how it is doing.
     async fn claim_without_runner(
         &self,
@@ -123,9 +143,14 @@ impl Reaper {
             {
                 ClaimState::Idle
             }
-            InstanceStatus::PendingCreate | InstanceStatus::Creating | InstanceStatus::Running => {
-                ClaimState::Served
-            }
+            // A take (`starting`) is a creation too: `creation_stalled` resumes or
+            // releases one whose delivery died (chaos seed 101581: a take that crashed
+            // after StartInstances was taken for a dead claim, and a second runner
+            // launched for its job).
+            InstanceStatus::PendingCreate
+            | InstanceStatus::Creating
+            | InstanceStatus::Starting
+            | InstanceStatus::Running => ClaimState::Served,
             _ => ClaimState::Dead(Some(name.clone())),
         })
     }

@@ -274,14 +274,15 @@ impl Reaper {
         }
     }
 
-    /// `came_online`: a runner that came online while its record still said `creating` is
-    /// recorded `running`, from exactly `creating`.
+    /// `came_online`: a runner that came online while its record still said `creating`
+    /// (or `starting`: a take that died after StartInstances) is recorded `running`,
+    /// from exactly the status it was read in.
     async fn record_created(
         &self,
         record: &RunnerRecord,
         now: OffsetDateTime,
     ) -> Result<(), StoreError> {
-        let to_running = Transition::new(InstanceStatus::Creating, InstanceStatus::Running, now)
+        let to_running = Transition::new(record.status, InstanceStatus::Running, now)
             .because("runner came online; its creation stopped before recording it");
         match self.store.transition(&record.name, &to_running).await {
             Ok(_) => {

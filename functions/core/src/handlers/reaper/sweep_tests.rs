@@ -331,3 +331,140 @@ async fn full_pool_idle_runner_is_not_kept_for_a_job_cancelled_unseen() {
     );
     assert_eq!(world.store.slots_used(POOL), 0);
 }
+
+/// Chaos seed 100652: `max_runners: 1, stopped: 1`. A job's runner timed out and was
+/// deleted, its claim left naming it; the stopped instance held the pool's one slot, so
+/// the pool counted as full and the job was never queued again, though a take needs no
+/// slot.
+/// A pool of one slot, held by a stopped instance, and job 16 queued with its claim
+/// naming a runner that is gone; the job's extra labels, if any.
+fn pool_full_of_stopped_and_a_dead_claim(extra: &str, job_labels: &[&str]) -> World {
+    let mut world = World::new(1);
+    world.config = config_with(1, &format!("    stopped: 1\n{extra}"));
+    let mut stopped = RunnerRecord::new("eph-linux-stopped1".to_owned(), POOL.to_owned(), now());
+    stopped.status = InstanceStatus::Stopped;
+    stopped.prepare = true;
+    stopped.slot_held = true;
+    stopped.instance_id = Some("i-stopped1".to_owned());
+    world.store.put_runner(stopped);
+    world.store.set_slots_used(POOL, 1);
+    world.fleet.put_instance(Instance {
+        id: "i-stopped1".to_owned(),
+        state: InstanceState::Stopped,
+        pool: Some(POOL.to_owned()),
+        launched_at: Some(now()),
+    });
+    world.store.put_job(crate::model::JobRecord {
+        job_id: 16,
+        status: crate::model::JobStatus::Queued,
+        pool: POOL.to_owned(),
+        owner: "octo-org".into(),
+        repo: "app".into(),
+        run_id: 116,
+        installation_id: Some(5),
+        labels: ["self-hosted", "linux"]
+            .iter()
+            .chain(job_labels)
+            .map(|l| l.to_string())
+            .collect(),
+        runner_name: Some("eph-linux-timedout".to_owned()),
+        launched_runner: Some("eph-linux-timedout".to_owned()),
+        received_at: now(),
+        updated_at: now(),
+        github: Default::default(),
+        claimed_at: Some(now()),
+    });
+    world.forge.set_job_state(16, ForgeJobState::Queued);
+    world
+}
+
+#[tokio::test(start_paused = true)]
+async fn queued_job_of_a_pool_full_of_stopped_instances_is_queued_again() {
+    let world = pool_full_of_stopped_and_a_dead_claim("", &[]);
+    let report = world
+        .reaper()
+        .run(now() + minutes(4), far())
+        .await
+        .expect("run");
+    assert_eq!(report.requeued, 1, "{report:?}");
+    let sent = world.queue.take();
+    assert!(
+        sent.iter()
+            .any(|m| (m.kind, m.job_id) == (MessageKind::Queued, 16)),
+        "{sent:?}"
+    );
+    // Its next delivery takes the stopped instance.
+    let queued = sent.iter().find(|m| m.job_id == 16).expect("queued again");
+    assert!(matches!(
+        world.scaler().handle(queued, now() + minutes(4)).await,
+        Ok(Handled::RunnerUp(name)) if name == "eph-linux-stopped1"
+    ));
+}
+
+/// Chaos seed 101581: a take crashed after StartInstances, its record left `starting`
+/// with the job's claim; the lost-job rule took the claim for a dead one, dropped it and
+/// queued the job again, and a second runner was launched for it.
+#[tokio::test(start_paused = true)]
+async fn queued_job_whose_take_is_starting_is_not_queued_again() {
+    let mut world = World::new(5);
+    world.config = config_with(5, "    stopped: 1\n");
+    let mut taken = RunnerRecord::new("eph-linux-taken1".to_owned(), POOL.to_owned(), now());
+    taken.status = InstanceStatus::Starting;
+    taken.prepare = true;
+    taken.slot_held = true;
+    taken.job_id = Some(17);
+    taken.instance_id = Some("i-taken1".to_owned());
+    world.store.put_runner(taken);
+    world.store.set_slots_used(POOL, 1);
+    world.fleet.put_instance(Instance {
+        id: "i-taken1".to_owned(),
+        state: InstanceState::Pending,
+        pool: Some(POOL.to_owned()),
+        launched_at: Some(now()),
+    });
+    world.store.put_job(crate::model::JobRecord {
+        job_id: 17,
+        status: crate::model::JobStatus::Queued,
+        pool: POOL.to_owned(),
+        owner: "octo-org".into(),
+        repo: "app".into(),
+        run_id: 117,
+        installation_id: Some(5),
+        labels: vec!["self-hosted".into(), "linux".into()],
+        runner_name: Some("eph-linux-taken1".to_owned()),
+        launched_runner: Some("eph-linux-taken1".to_owned()),
+        received_at: now(),
+        updated_at: now(),
+        github: Default::default(),
+        claimed_at: Some(now()),
+    });
+    world.forge.set_job_state(17, ForgeJobState::Queued);
+    let report = world
+        .reaper()
+        .run(now() + minutes(4), far())
+        .await
+        .expect("run");
+    assert_eq!(report.requeued, 0, "{report:?}");
+    let job = world.store.job(17).expect("job");
+    assert_eq!(
+        job.runner_name.as_deref(),
+        Some("eph-linux-taken1"),
+        "the take keeps the job's claim"
+    );
+}
+
+/// A sized job cannot take a stopped instance (prepared in the pool's own shape): its full
+/// pool stays full for it, and the scaler keeps it in line as for any full pool.
+#[tokio::test(start_paused = true)]
+async fn sized_job_of_a_pool_full_of_stopped_instances_is_not_queued_again() {
+    let world = pool_full_of_stopped_and_a_dead_claim(
+        "    sizing: { accept: true, max_vcpus_per_runner: 16 }\n",
+        &["ephemera.cpu=8"],
+    );
+    let report = world
+        .reaper()
+        .run(now() + minutes(4), far())
+        .await
+        .expect("run");
+    assert_eq!(report.requeued, 0, "{report:?}");
+}

@@ -42,6 +42,7 @@ mod wait;
 pub use assembly::{ScalerCapabilities, ScalerPorts};
 pub use jitter::{Jitter, ThreadJitter};
 pub use launch::fleet_request;
+pub(crate) use take::serves;
 pub use wait::{CAPACITY_RETRY, PACE_WAIT};
 
 use crate::clock::Clock;

@@ -37,7 +37,9 @@ impl Scaler {
         full: &HashSet<String>,
     ) -> Result<Step, ScalerError> {
         let pool = self.pool(&message.pool)?;
-        if full.contains(&pool.name) {
+        // A take needs no slot (the stopped instance holds its own): a pool whose slots
+        // its stopped instances hold is full, and its jobs take them (chaos seed 164).
+        if full.contains(&pool.name) && pool.stopped == 0 {
             return self.defer_unless_over(message, clock).await;
         }
         // Before the job is recorded: a job waiting for its turn costs the table nothing

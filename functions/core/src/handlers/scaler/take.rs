@@ -17,6 +17,20 @@ use tracing::{info, warn};
 /// The most stopped records read for a take: a pool keeps few.
 const STOPPED_READ: usize = 50;
 
+/// Whether the stopped instance's runner would be given the job: its labels (the pool's,
+/// as its record was reserved for no job) cover the job's, as GitHub assigns. A sized
+/// job's sizing labels are on no stopped instance (prepared in the pool's own shape), so
+/// it launches its own shape instead (chaos seed 26: sized jobs took stopped instances
+/// whose runners GitHub never gave them, again and again).
+pub(crate) fn serves(pool: &PoolConfig, record: &RunnerRecord, job_labels: &[String]) -> bool {
+    let registered = if record.labels.is_empty() {
+        crate::routing::registered_labels(pool)
+    } else {
+        record.labels.clone()
+    };
+    crate::routing::runner_takes(&registered, job_labels)
+}
+
 impl Scaler {
     /// Takes one of the pool's stopped instances for the job and starts it: the runner's
     /// name when the job now runs there, `None` when the pool had none free or the start
@@ -35,10 +49,12 @@ impl Scaler {
             .store
             .runners_in_status(InstanceStatus::Stopped, now, STOPPED_READ)
             .await?;
-        for candidate in stopped
-            .iter()
-            .filter(|r| r.pool == pool.name && r.job_id.is_none() && r.instance_id.is_some())
-        {
+        for candidate in stopped.iter().filter(|r| {
+            r.pool == pool.name
+                && r.job_id.is_none()
+                && r.instance_id.is_some()
+                && serves(pool, r, &message.labels)
+        }) {
             match self
                 .store
                 .take_stopped(message.job_id, &candidate.name, now)

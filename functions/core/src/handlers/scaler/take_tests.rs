@@ -95,6 +95,54 @@ async fn a_refused_start_launches_for_the_job_and_replaces_the_instance() {
     assert_eq!(job.runner_name.as_deref(), Some(name.as_str()));
 }
 
+/// Chaos seed 164: `max_runners: 1, stopped: 1`, the one slot held by the stopped
+/// instance; the batch saw the pool full and deferred the job without trying the take, so
+/// it waited for ever next to the instance kept for it.
+#[tokio::test]
+async fn a_job_of_a_pool_full_of_stopped_instances_takes_one() {
+    let mut world = World::new(1);
+    world.config = config_with(1, "    stopped: 1\n");
+    stopped(&world, "eph-linux-stopped1", "i-stopped1");
+    assert_eq!(world.store.slots_used(POOL), 1, "the pool is full");
+    let failed = world.scaler().handle_batch(batch(1..=1), now()).await;
+    assert!(failed.is_empty(), "{failed:?}");
+    assert_eq!(
+        world.fleet.start_calls(),
+        1,
+        "the job took the stopped instance"
+    );
+    let job = world.store.job(1).expect("job");
+    assert_eq!(job.runner_name.as_deref(), Some("eph-linux-stopped1"));
+    assert_eq!(world.fleet.launch_calls(), 0);
+}
+
+/// Chaos seed 26: a sized job took a stopped instance, whose runner (the pool's labels,
+/// the pool's shape) GitHub never gave it; it went idle, was reaped, and the job took the
+/// next one, for ever. A sized job launches its own shape.
+#[tokio::test]
+async fn a_sized_job_launches_its_shape_instead_of_taking_a_stopped_instance() {
+    let mut world = World::new(5);
+    world.config = config_with(
+        5,
+        "    stopped: 1\n    sizing: { accept: true, max_vcpus_per_runner: 16 }\n",
+    );
+    stopped(&world, "eph-linux-stopped1", "i-stopped1");
+    let mut queued = message(MessageKind::Queued, 1, None);
+    queued.labels.push("ephemera.cpu=8".to_owned());
+    let handled = world.scaler().handle(&queued, now()).await;
+    assert!(matches!(handled, Ok(Handled::RunnerUp(_))), "{handled:?}");
+    assert_eq!(
+        world.fleet.start_calls(),
+        0,
+        "the stopped instance is not taken"
+    );
+    assert_eq!(world.fleet.launch_calls(), 1, "the job's shape is launched");
+    let kept = world.store.runner("eph-linux-stopped1").expect("record");
+    assert_eq!(kept.status, InstanceStatus::Stopped);
+    // An unsized job of the same pool still takes it.
+    assert_eq!(up(&world, 2).await, "eph-linux-stopped1");
+}
+
 #[tokio::test]
 async fn a_pool_without_stopped_never_looks_for_one() {
     let world = World::new(5);
