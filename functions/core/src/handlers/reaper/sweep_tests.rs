@@ -353,6 +353,7 @@ fn pool_full_of_stopped_and_a_dead_claim(extra: &str, job_labels: &[&str]) -> Wo
         state: InstanceState::Stopped,
         pool: Some(POOL.to_owned()),
         launched_at: Some(now()),
+        image_id: None,
     });
     world.store.put_job(crate::model::JobRecord {
         job_id: 16,
@@ -421,6 +422,7 @@ async fn queued_job_whose_take_is_starting_is_not_queued_again() {
         state: InstanceState::Pending,
         pool: Some(POOL.to_owned()),
         launched_at: Some(now()),
+        image_id: None,
     });
     world.store.put_job(crate::model::JobRecord {
         job_id: 17,
