@@ -31,7 +31,7 @@ use crate::ec2::fleet_error;
 use crate::Ec2Fleet;
 use aws_sdk_ec2::types::{
     FleetBlockDeviceMappingRequest, FleetEbsBlockDeviceRequest, LaunchTemplateBlockDeviceMapping,
-    LaunchTemplateEbsBlockDevice,
+    LaunchTemplateEbsBlockDevice, ResponseLaunchTemplateData,
 };
 use ephemera_core::ports::FleetError;
 use std::collections::HashMap;
@@ -114,29 +114,17 @@ impl Ec2Fleet {
         template: &str,
         version: &str,
     ) -> Result<Option<String>, FleetError> {
-        let versions = self
-            .client
-            .describe_launch_template_versions()
-            .launch_template_name(template)
-            .versions(version)
-            .resolve_alias(true)
-            .send()
-            .await
-            .map_err(fleet_error)?;
-        Ok(versions
-            .launch_template_versions()
-            .first()
-            .and_then(|version| version.launch_template_data())
-            .and_then(|data| data.image_id())
-            .map(str::to_owned))
+        let data = self.template_data(template, version).await?;
+        Ok(data.and_then(|d| d.image_id).map(|image| image.to_owned()))
     }
 
-    async fn read_image_override(
+    /// What `version` of `template` says, its image read as a `resolve:ssm:` parameter
+    /// resolves now; `None` for a version that says nothing.
+    async fn template_data(
         &self,
         template: &str,
         version: &str,
-        ami: Option<&str>,
-    ) -> Result<ImageOverride, FleetError> {
+    ) -> Result<Option<ResponseLaunchTemplateData>, FleetError> {
         let versions = self
             .client
             .describe_launch_template_versions()
@@ -147,10 +135,22 @@ impl Ec2Fleet {
             .send()
             .await
             .map_err(fleet_error)?;
-        let data = versions
-            .launch_template_versions()
-            .first()
-            .and_then(|version| version.launch_template_data());
+        Ok(versions
+            .launch_template_versions
+            .unwrap_or_default()
+            .into_iter()
+            .next()
+            .and_then(|version| version.launch_template_data))
+    }
+
+    async fn read_image_override(
+        &self,
+        template: &str,
+        version: &str,
+        ami: Option<&str>,
+    ) -> Result<ImageOverride, FleetError> {
+        let data = self.template_data(template, version).await?;
+        let data = data.as_ref();
         let mappings = data
             .map(|data| data.block_device_mappings())
             .unwrap_or_default();
