@@ -80,16 +80,24 @@ test: venv
 		tests/local/quietly.sh $$part $(MAKE) --no-print-directory $$part || exit $$?; \
 	done
 
-## test-rust: the Rust tests of the workspace, 3 at a time, on the emulator (MOTO_SERVER)
+## test-rust: the Rust tests of the workspace, TEST_THREADS (4) at a time, on the emulator
+## (MOTO_SERVER)
+TEST_THREADS ?= 4
 test-rust: venv
-	$(CARGO) build --workspace --bins   # the CLI tests drive the built `ephemera` binary
-	@# 3 at a time: the end-to-end tests wait on leases, timers and webhooks as much as on
-	@# the emulator; the longest (burst, cli::kills) sort near the front and start early
+	@# the end-to-end tests drive the built binaries (target/debug/{scaler,reaper,webhook,
+	@# ephemera}); built with the tests in one build, so the two share one resolution of
+	@# features (the tests' dev-dependencies add some): nothing is compiled twice
+	$(CARGO) build --workspace --bins --lib --tests --benches
+	@# 4 at a time on 2 cores: the end-to-end tests wait on leases, timers and webhooks as
+	@# much as on the emulator; the longest (burst, cli::kills) sort near the front and
+	@# start early
 	@# every REST exchange the GitHub simulator serves is recorded for conformance-recorded
+	@# --lib --tests --benches, not --all-targets: that adds a test build and link of every
+	@# binary (`test = false` in their Cargo.toml: none has a test of its own)
 	rm -rf $(IAM_COVERAGE_DIR) $(CONFORMANCE_RECORD) && mkdir -p $(CONFORMANCE_RECORD)
 	EPHEMERA_IAM_COVERAGE_DIR=$(CURDIR)/$(IAM_COVERAGE_DIR) MOTO_SERVER=$(CURDIR)/$(VENV)/bin/moto_server \
 		EPHEMERA_SIM_RECORD_DIR=$(CURDIR)/$(CONFORMANCE_RECORD) \
-		$(CARGO) test --workspace --all-targets -- --test-threads 3
+		$(CARGO) test --workspace --lib --tests --benches -- --test-threads $(TEST_THREADS)
 
 ## iam-coverage: after test-rust and test-bootstrap, the grants of the templates' roles
 ## that no request of theirs needed, into target/iam-coverage.json; fails on one not kept
@@ -109,12 +117,14 @@ chaos-sweep:
 
 ## test-bootstrap: infra/runner/bootstrap.sh, shellcheck-clean, run without a VM
 ## (tests/bootstrap: a fake IMDS and GitHub on 127.0.0.1, the JIT table on the strict
-## emulator, stubs for dnf/apt-get/systemctl/sudo/power-off, a stub runner; about two minutes)
+## emulator, stubs for dnf/apt-get/systemctl/sudo/power-off, a stub runner), its test
+## modules BOOTSTRAP_JOBS (3) at a time (tests/bootstrap/parallel.py)
+BOOTSTRAP_JOBS ?= 3
 test-bootstrap: venv
 	$(VENV)/bin/shellcheck infra/runner/bootstrap.sh
 	mkdir -p $(IAM_COVERAGE_DIR)
 	EPHEMERA_IAM_COVERAGE_DIR=$(CURDIR)/$(IAM_COVERAGE_DIR) MOTO_SERVER=$(CURDIR)/$(VENV)/bin/moto_server \
-		$(VENV)/bin/python -m unittest discover -s tests/bootstrap -v
+		$(VENV)/bin/python tests/bootstrap/parallel.py --jobs $(BOOTSTRAP_JOBS)
 
 ## bench: the figures of docs/performance.md (webhook handling into bench/webhook.json;
 ## binary sizes and cold starts, a 300-job burst, the reaper over 10,000 items into
