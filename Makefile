@@ -39,7 +39,7 @@ demo: venv
 ## check-demo: runs the demo and fails when README.md's sample is not what it prints, in
 ## structure (resource count, names, statuses, fields and stages; not times, ids or ports)
 check-demo: venv
-	$(CARGO) build --quiet --workspace --bins
+	$(TEST_BUILD) --quiet
 	MOTO_SERVER=$(CURDIR)/$(VENV)/bin/moto_server EPHEMERA_BIN=$(CURDIR)/target/debug/ephemera \
 		target/debug/demo --config infra/config.example.yaml --transcript $(DEMO_TRANSCRIPT) >/dev/null
 	$(VENV)/bin/python tests/docs/demo_sample.py --check $(DEMO_TRANSCRIPT)
@@ -83,11 +83,13 @@ test: venv
 ## test-rust: the Rust tests of the workspace, TEST_THREADS (4) at a time, on the emulator
 ## (MOTO_SERVER)
 TEST_THREADS ?= 4
+# The binaries (target/debug/{scaler,reaper,webhook,ephemera,demo}) built with the tests
+# in one build, so the two share one resolution of features (the tests' dev-dependencies
+# add some) and nothing is compiled twice in `make test` (test-rust, then check-demo).
+TEST_BUILD = $(CARGO) build --workspace --bins --lib --tests --benches
 test-rust: venv
-	@# the end-to-end tests drive the built binaries (target/debug/{scaler,reaper,webhook,
-	@# ephemera}); built with the tests in one build, so the two share one resolution of
-	@# features (the tests' dev-dependencies add some): nothing is compiled twice
-	$(CARGO) build --workspace --bins --lib --tests --benches
+	@# the end-to-end tests drive the built binaries
+	$(TEST_BUILD)
 	@# 4 at a time on 2 cores: the end-to-end tests wait on leases, timers and webhooks as
 	@# much as on the emulator; the longest (burst, cli::kills) sort near the front and
 	@# start early
