@@ -341,42 +341,69 @@ async fn full_pool_idle_runner_is_not_kept_for_a_job_cancelled_unseen() {
 fn pool_full_of_stopped_and_a_dead_claim(extra: &str, job_labels: &[&str]) -> World {
     let mut world = World::new(1);
     world.config = config_with(1, &format!("    stopped: 1\n{extra}"));
-    let mut stopped = RunnerRecord::new("eph-linux-stopped1".to_owned(), POOL.to_owned(), now());
-    stopped.status = InstanceStatus::Stopped;
-    stopped.prepare = true;
-    stopped.slot_held = true;
-    stopped.instance_id = Some("i-stopped1".to_owned());
-    world.store.put_runner(stopped);
+    let stopped = "eph-linux-stopped1";
+    put_stopped_pool_record(
+        &world,
+        stopped,
+        InstanceStatus::Stopped,
+        InstanceState::Stopped,
+        None,
+    );
+    let labels: Vec<&str> = ["self-hosted", "linux"]
+        .iter()
+        .chain(job_labels)
+        .copied()
+        .collect();
+    put_claimed_job(&world, 16, &labels, "eph-linux-timedout");
+    world
+}
+
+/// A stopped pool's record `name` in `status` (holding the pool's one slot so far), with
+/// its instance in `state`; taken for `job_id`, if given.
+fn put_stopped_pool_record(
+    world: &World,
+    name: &str,
+    status: InstanceStatus,
+    state: InstanceState,
+    job_id: Option<u64>,
+) {
+    let instance_id = format!("i-{}", name.trim_start_matches("eph-linux-"));
+    let mut record = RunnerRecord::new(name.to_owned(), POOL.to_owned(), now());
+    record.status = status;
+    record.prepare = true;
+    record.slot_held = true;
+    record.job_id = job_id;
+    record.instance_id = Some(instance_id.clone());
+    world.store.put_runner(record);
     world.store.set_slots_used(POOL, 1);
     world.fleet.put_instance(Instance {
-        id: "i-stopped1".to_owned(),
-        state: InstanceState::Stopped,
+        id: instance_id,
+        state,
         pool: Some(POOL.to_owned()),
         launched_at: Some(now()),
         image_id: None,
     });
+}
+
+/// Job `job_id` queued on GitHub and in the table, with `labels`, claimed by `runner`.
+fn put_claimed_job(world: &World, job_id: u64, labels: &[&str], runner: &str) {
     world.store.put_job(crate::model::JobRecord {
-        job_id: 16,
+        job_id,
         status: crate::model::JobStatus::Queued,
         pool: POOL.to_owned(),
         owner: "octo-org".into(),
         repo: "app".into(),
-        run_id: 116,
+        run_id: 100 + job_id,
         installation_id: Some(5),
-        labels: ["self-hosted", "linux"]
-            .iter()
-            .chain(job_labels)
-            .map(|l| l.to_string())
-            .collect(),
-        runner_name: Some("eph-linux-timedout".to_owned()),
-        launched_runner: Some("eph-linux-timedout".to_owned()),
+        labels: labels.iter().map(|l| l.to_string()).collect(),
+        runner_name: Some(runner.to_owned()),
+        launched_runner: Some(runner.to_owned()),
         received_at: now(),
         updated_at: now(),
         github: Default::default(),
         claimed_at: Some(now()),
     });
-    world.forge.set_job_state(16, ForgeJobState::Queued);
-    world
+    world.forge.set_job_state(job_id, ForgeJobState::Queued);
 }
 
 #[tokio::test(start_paused = true)]
@@ -409,38 +436,15 @@ async fn queued_job_of_a_pool_full_of_stopped_instances_is_queued_again() {
 async fn queued_job_whose_take_is_starting_is_not_queued_again() {
     let mut world = World::new(5);
     world.config = config_with(5, "    stopped: 1\n");
-    let mut taken = RunnerRecord::new("eph-linux-taken1".to_owned(), POOL.to_owned(), now());
-    taken.status = InstanceStatus::Starting;
-    taken.prepare = true;
-    taken.slot_held = true;
-    taken.job_id = Some(17);
-    taken.instance_id = Some("i-taken1".to_owned());
-    world.store.put_runner(taken);
-    world.store.set_slots_used(POOL, 1);
-    world.fleet.put_instance(Instance {
-        id: "i-taken1".to_owned(),
-        state: InstanceState::Pending,
-        pool: Some(POOL.to_owned()),
-        launched_at: Some(now()),
-        image_id: None,
-    });
-    world.store.put_job(crate::model::JobRecord {
-        job_id: 17,
-        status: crate::model::JobStatus::Queued,
-        pool: POOL.to_owned(),
-        owner: "octo-org".into(),
-        repo: "app".into(),
-        run_id: 117,
-        installation_id: Some(5),
-        labels: vec!["self-hosted".into(), "linux".into()],
-        runner_name: Some("eph-linux-taken1".to_owned()),
-        launched_runner: Some("eph-linux-taken1".to_owned()),
-        received_at: now(),
-        updated_at: now(),
-        github: Default::default(),
-        claimed_at: Some(now()),
-    });
-    world.forge.set_job_state(17, ForgeJobState::Queued);
+    let taken = "eph-linux-taken1";
+    put_stopped_pool_record(
+        &world,
+        taken,
+        InstanceStatus::Starting,
+        InstanceState::Pending,
+        Some(17),
+    );
+    put_claimed_job(&world, 17, &["self-hosted", "linux"], taken);
     let report = world
         .reaper()
         .run(now() + minutes(4), far())
